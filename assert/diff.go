@@ -1,0 +1,461 @@
+package assert
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// Options tune DiffState. The zero value compares every column of every
+// table exactly.
+type Options struct {
+	// Label names the scenario in the diff header: "run-twice" gives
+	// `table "orders" after run-twice mismatch (-once +twice):`.
+	Label string
+	// IgnoreTables are left out of the comparison, by Table.Name.
+	IgnoreTables []string
+	// IgnoreColumns are left out of the comparison: "table.column" for one
+	// table, "column" for every table that has it.
+	IgnoreColumns []string
+	// Volatile are the "table.column"s VolatileColumns found; they are left
+	// out like IgnoreColumns, and StateError names them.
+	Volatile []string
+	// CmpOptions are passed to go-cmp as they are. Each row is a
+	// map[string]any keyed by column name; sequence-drawn values and the
+	// foreign keys pointing at them are ranks (printed s"#1").
+	CmpOptions []cmp.Option
+}
+
+// TableDiff is how one table differs between two snapshots.
+type TableDiff struct {
+	Label string // Options.Label
+	Table string // Table.Name
+	// Diff is go-cmp style, (-once +twice). When Options.CmpOptions made
+	// go-cmp panic it starts "[twice] internal: " instead, and CheckState
+	// returns it as an error.
+	Diff string
+}
+
+// String returns the diff under its header:
+//
+//	table "customers" after run-twice mismatch (-once +twice):
+//	  []map[string]any{ ...
+func (d TableDiff) String() string {
+	after := ""
+	if d.Label != "" {
+		after = " after " + d.Label
+	}
+	return fmt.Sprintf("table %q%s mismatch (-once +twice):\n%s", d.Table, after, strings.TrimRight(d.Diff, "\n"))
+}
+
+// internalPrefix starts a TableDiff.Diff that reports harness breakage
+// rather than a difference.
+const internalPrefix = "[twice] internal: "
+
+// maxShownRows bounds how many differing rows one TableDiff prints.
+const maxShownRows = 50
+
+// maxMatchPairs bounds the row pairs DiffState tries with go-cmp when
+// CmpOptions may equate rows whose values differ.
+const maxMatchPairs = 250_000
+
+// DiffState compares two snapshots table by table and returns the tables
+// that differ, sorted by name; none means the states are equal.
+//
+// Rows compare as multisets: their order does not matter, duplicates do.
+// Sequence-drawn values and foreign keys pointing at them compare by rank
+// (see Column.Sequence). A table that exists on one side only differs,
+// even when empty. A nil Snapshot has no tables.
+func DiffState(once, twice *Snapshot, opts Options) []TableDiff {
+	f := newFilter(opts)
+	ro, rt := renumbered(once), renumbered(twice)
+	var names []string
+	for _, s := range []*Snapshot{once, twice} {
+		if s == nil {
+			continue
+		}
+		for _, t := range s.Tables {
+			if !f.tables[t.Name] {
+				names = append(names, t.Name)
+			}
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	var diffs []TableDiff
+	for _, name := range names {
+		to, tt := once.table(name), twice.table(name)
+		d := diffTable(name, to, ro[name], tt, rt[name], f, opts.CmpOptions)
+		if d != "" {
+			diffs = append(diffs, TableDiff{Label: opts.Label, Table: name, Diff: d})
+		}
+	}
+	return diffs
+}
+
+// filter says which tables and columns are left out.
+type filter struct {
+	tables  map[string]bool
+	columns map[string]bool // "table.column" and "column"
+}
+
+func newFilter(opts Options) filter {
+	f := filter{tables: map[string]bool{}, columns: map[string]bool{}}
+	for _, t := range opts.IgnoreTables {
+		f.tables[t] = true
+	}
+	for _, c := range opts.IgnoreColumns {
+		f.columns[c] = true
+	}
+	for _, c := range opts.Volatile {
+		f.columns[c] = true
+	}
+	return f
+}
+
+func (f filter) dropColumn(table, column string) bool {
+	return f.columns[column] || f.columns[table+"."+column]
+}
+
+// rowView is one row as compared and printed.
+type rowView struct {
+	vals    []any // the compared columns' values, in column order
+	present []bool
+	key     string // equal rows have equal keys
+}
+
+// asMap is the row as go-cmp sees and prints it: column name -> value.
+func (v *rowView) asMap(cols []string) map[string]any {
+	m := make(map[string]any, len(cols))
+	for i, c := range cols {
+		if v.present[i] {
+			m[c] = v.vals[i]
+		}
+	}
+	return m
+}
+
+func compareRowViews(a, b rowView) int { return compareRows(a.vals, b.vals) }
+
+// columnsOf returns the compared columns of a table present on either
+// side: once's in order, then twice's extra ones.
+func columnsOf(table string, f filter, ts ...*Table) []string {
+	var cols []string
+	seen := map[string]bool{}
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		for _, c := range t.Columns {
+			if !seen[c.Name] && !f.dropColumn(table, c.Name) {
+				seen[c.Name] = true
+				cols = append(cols, c.Name)
+			}
+		}
+	}
+	return cols
+}
+
+func rowViews(t *Table, rows [][]any, cols []string) []rowView {
+	if t == nil {
+		return nil
+	}
+	pos := make([]int, len(cols)) // index in t.Columns, -1 when t lacks it
+	for i, name := range cols {
+		pos[i] = slices.IndexFunc(t.Columns, func(c Column) bool { return c.Name == name })
+	}
+	out := make([]rowView, len(rows))
+	var key []byte
+	vals := make([]any, len(rows)*len(cols))
+	present := make([]bool, len(rows)*len(cols))
+	for j, r := range rows {
+		v := rowView{vals: vals[j*len(cols) : (j+1)*len(cols)], present: present[j*len(cols) : (j+1)*len(cols)]}
+		key = key[:0]
+		for i, p := range pos {
+			if p < 0 || p >= len(r) {
+				key = append(key, '!')
+				continue
+			}
+			v.vals[i], v.present[i] = r[p], true
+			key = appendKey(key, r[p])
+			key = append(key, ';')
+		}
+		v.key = string(key)
+		out[j] = v
+	}
+	return out
+}
+
+// entry is one line group of a table diff: a removed row, an inserted row,
+// or a pair printed as one modified row.
+type entry struct {
+	once, twice *rowView
+}
+
+func (e entry) sortRow() *rowView {
+	if e.once != nil {
+		return e.once
+	}
+	return e.twice
+}
+
+func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option) (diff string) {
+	defer func() {
+		if r := recover(); r != nil {
+			diff = fmt.Sprintf(internalPrefix+"go-cmp panicked comparing table %q; check Options.CmpOptions: %v\n", name, r)
+		}
+	}()
+	cols := columnsOf(name, f, to, tt)
+	vo, vt := rowViews(to, ro, cols), rowViews(tt, rt, cols)
+	onlyOnce, onlyTwice, identical := subtractEqual(vo, vt)
+	// Sorted before pairing so the output does not depend on read order.
+	slices.SortStableFunc(onlyOnce, compareRowViews)
+	slices.SortStableFunc(onlyTwice, compareRowViews)
+	if len(opts) > 0 {
+		var n int
+		onlyOnce, onlyTwice, n = subtractCmpEqual(onlyOnce, onlyTwice, cols, opts)
+		identical += n
+	}
+	entries := pairSimilar(onlyOnce, onlyTwice, cols)
+	var body []string
+	shown, rest := 0, 0
+	for i, e := range entries {
+		if shown == maxShownRows {
+			rest = countRows(entries[i:])
+			break
+		}
+		lines := renderEntry(e, cols, opts)
+		if lines == nil { // equal under opts after all
+			identical++
+			continue
+		}
+		body = append(body, lines...)
+		shown++
+	}
+	missing := ""
+	switch {
+	case to == nil:
+		missing = fmt.Sprintf("  // table %q does not exist in -once\n", name)
+	case tt == nil:
+		missing = fmt.Sprintf("  // table %q does not exist in +twice\n", name)
+	}
+	if len(body) == 0 && missing == "" {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(missing)
+	if len(body) == 0 && identical == 0 {
+		b.WriteString("  []map[string]any{}\n")
+		return b.String()
+	}
+	b.WriteString("  []map[string]any{\n")
+	if identical > 0 {
+		fmt.Fprintf(&b, "  \t... // %d identical %s\n", identical, plural(identical, "row"))
+	}
+	for _, l := range body {
+		b.WriteString(l)
+		b.WriteString("\n")
+	}
+	if rest > 0 {
+		fmt.Fprintf(&b, "  \t... // %d more differing %s not shown\n", rest, plural(rest, "row"))
+	}
+	b.WriteString("  }\n")
+	return b.String()
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+func countRows(es []entry) int {
+	c := 0
+	for _, e := range es {
+		if e.once != nil {
+			c++
+		}
+		if e.twice != nil {
+			c++
+		}
+	}
+	return c
+}
+
+// subtractEqual removes the rows both sides have, as a multiset.
+func subtractEqual(vo, vt []rowView) (onlyOnce, onlyTwice []rowView, identical int) {
+	count := make(map[string]int, len(vt))
+	for _, v := range vt {
+		count[v.key]++
+	}
+	for _, v := range vo {
+		if count[v.key] > 0 {
+			count[v.key]--
+			identical++
+			continue
+		}
+		onlyOnce = append(onlyOnce, v)
+	}
+	// Rows with one key are equal, so which of them remain does not matter.
+	for _, v := range vt {
+		if count[v.key] > 0 {
+			count[v.key]--
+			onlyTwice = append(onlyTwice, v)
+		}
+	}
+	return onlyOnce, onlyTwice, identical
+}
+
+// subtractCmpEqual removes the row pairs go-cmp calls equal under opts,
+// first come first served; past maxMatchPairs it leaves the rows as they
+// are.
+func subtractCmpEqual(vo, vt []rowView, cols []string, opts []cmp.Option) (onlyOnce, onlyTwice []rowView, identical int) {
+	if len(vo) == 0 || len(vt) == 0 || len(vo)*len(vt) > maxMatchPairs {
+		return vo, vt, 0
+	}
+	mt := make([]map[string]any, len(vt))
+	for j := range vt {
+		mt[j] = vt[j].asMap(cols)
+	}
+	used := make([]bool, len(vt))
+	for _, o := range vo {
+		matched := false
+		mo := o.asMap(cols)
+		for j := range vt {
+			if !used[j] && cmp.Equal(mo, mt[j], opts...) {
+				used[j], matched = true, true
+				identical++
+				break
+			}
+		}
+		if !matched {
+			onlyOnce = append(onlyOnce, o)
+		}
+	}
+	for j, t := range vt {
+		if !used[j] {
+			onlyTwice = append(onlyTwice, t)
+		}
+	}
+	return onlyOnce, onlyTwice, identical
+}
+
+// pairSimilar pairs each removed row with the most similar inserted row,
+// by go-cmp's own measure (equal columns + 1 >= differing columns), so a
+// changed field prints as a modified row; the rest print as removed or
+// inserted. Entries come in canonical row order.
+func pairSimilar(vo, vt []rowView, cols []string) []entry {
+	var es []entry
+	used := make([]bool, len(vt))
+	tryPairs := len(vo)*len(vt) <= maxMatchPairs
+	for i := range vo {
+		best, bestSame := -1, -1
+		if tryPairs {
+			for j := range vt {
+				if used[j] {
+					continue
+				}
+				same, differ := similarity(&vo[i], &vt[j])
+				if same+1 >= differ && same > bestSame {
+					best, bestSame = j, same
+				}
+			}
+		}
+		if best < 0 {
+			es = append(es, entry{once: &vo[i]})
+			continue
+		}
+		used[best] = true
+		es = append(es, entry{once: &vo[i], twice: &vt[best]})
+	}
+	for j := range vt {
+		if !used[j] {
+			es = append(es, entry{twice: &vt[j]})
+		}
+	}
+	slices.SortStableFunc(es, func(a, b entry) int { return compareRowViews(*a.sortRow(), *b.sortRow()) })
+	return es
+}
+
+func similarity(a, b *rowView) (same, differ int) {
+	for i := range a.vals {
+		if a.present[i] == b.present[i] && valueKey(a.vals[i]) == valueKey(b.vals[i]) {
+			same++
+		} else {
+			differ++
+		}
+	}
+	return same, differ
+}
+
+// renderEntry prints one entry as go-cmp does inside a slice of rows; nil
+// when go-cmp finds the pair equal under opts.
+func renderEntry(e entry, cols []string, opts []cmp.Option) []string {
+	x, y := []map[string]any{}, []map[string]any{}
+	if e.once != nil {
+		x = append(x, e.once.asMap(cols))
+	}
+	if e.twice != nil {
+		y = append(y, e.twice.asMap(cols))
+	}
+	if e.once == nil || e.twice == nil {
+		opts = nil // a row against no row: user options have nothing to equate
+	}
+	d := cmp.Diff(x, y, opts...)
+	if d == "" {
+		return nil
+	}
+	// go-cmp indents with U+00A0 at random to discourage golden tests of
+	// its output; reports want plain spaces.
+	d = strings.ReplaceAll(d, "\u00a0", " ")
+	lines := strings.Split(strings.TrimRight(d, "\n"), "\n")
+	if len(lines) < 3 {
+		return lines
+	}
+	return lines[1 : len(lines)-1] // drop go-cmp's own []map[string]any{ and }
+}
+
+// VolatileColumns returns the "table.column"s, sorted, whose values differ
+// between two clean reference runs of the same job: now(), random UUIDs,
+// anything the handler does not determine. Each column compares as a
+// multiset of values, after renumbering; a table whose row count differs
+// makes all its columns volatile. Tables or columns on one side only are
+// not volatile: DiffState reports them.
+func VolatileColumns(ref1, ref2 *Snapshot) []string {
+	r1, r2 := renumbered(ref1), renumbered(ref2)
+	var out []string
+	if ref1 == nil || ref2 == nil {
+		return nil
+	}
+	for _, t1 := range ref1.Tables {
+		t2 := ref2.table(t1.Name)
+		if t2 == nil {
+			continue
+		}
+		for i1, c := range t1.Columns {
+			i2 := slices.IndexFunc(t2.Columns, func(c2 Column) bool { return c2.Name == c.Name })
+			if i2 < 0 {
+				continue
+			}
+			if !slices.Equal(columnKeys(r1[t1.Name], i1), columnKeys(r2[t1.Name], i2)) {
+				out = append(out, t1.Name+"."+c.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func columnKeys(rows [][]any, i int) []string {
+	keys := make([]string, len(rows))
+	for j, r := range rows {
+		if i < len(r) {
+			keys[j] = valueKey(r[i])
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}

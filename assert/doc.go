@@ -1,0 +1,63 @@
+// Package assert is twice's oracle for database state: it snapshots every
+// user table of a PostgreSQL database and compares a scenario's snapshot
+// with the snapshot of one clean run, printing differences as go-cmp does,
+// (-once +twice).
+//
+// # Snapshots
+//
+// [TakeSnapshot] reads every ordinary and partitioned table outside the
+// system schemas and the schema "twice", which the harness keeps for
+// itself. Values are plain Go data (see [Snapshot]) so a snapshot can be
+// written as JSON.
+//
+// # No false alarms
+//
+// Two runs of a correct handler do not leave byte-identical databases, so
+// the comparison leaves out what is noise:
+//
+//   - Sequence-drawn values (serial, identity, a nextval default) and the
+//     foreign keys pointing at them compare by rank: on each side the
+//     column's smallest value is #1, the next #2, and so on. A rolled-back
+//     attempt burns sequence values; ranks do not see the gap. Sequence
+//     positions themselves are not state and are not snapshotted.
+//   - Columns whose values differ between two clean runs, such as now()
+//     or gen_random_uuid(), are volatile: [VolatileColumns] finds them,
+//     [Options].Volatile leaves them out, and [StateError] names them.
+//   - Rows compare as a multiset: their order does not matter.
+//
+// Users can also leave out tables and columns and pass go-cmp options.
+//
+// # Limits
+//
+//   - Ranks follow the order of the raw values, so a scenario that inserts
+//     the same rows in another order (two concurrent deliveries) numbers
+//     them differently and shows a difference.
+//   - A deleted and re-inserted row with the same content compares equal
+//     to the original, as its rank is the same.
+//   - Only columns whose default calls nextval, or identity columns, count
+//     as sequence-drawn: values a handler takes with an explicit nextval in
+//     its INSERT compare raw.
+//   - A column of a composite foreign key is renumbered through the matching
+//     referenced column, one column at a time.
+//   - A volatile column is left out entirely: when it is a key (a random
+//     UUID), the foreign keys pointing at it are compared raw and are
+//     volatile too, so the link between the rows is not checked.
+//   - A jsonb JSON null and an SQL NULL both read as nil.
+//   - DiffState expects the Go types TakeSnapshot gives; a snapshot that
+//     went through JSON has float64 where int64 was.
+//   - Views, materialized views, foreign tables and tables owned by
+//     extensions are left out.
+//   - CmpOptions that equate rows whose values differ are honoured by
+//     trying row pairs with go-cmp, which is skipped past 250,000 pairs in
+//     one table; use IgnoreColumns for columns that differ in every row.
+//
+// # Example
+//
+//	ref1, _ := assert.TakeSnapshot(ctx, conn) // after one clean run
+//	ref2, _ := assert.TakeSnapshot(ctx, conn2) // after another, on a fresh database
+//	got, _ := assert.TakeSnapshot(ctx, conn3)  // after the scenario
+//	assert.StateEqual(t, ref1, got, assert.Options{
+//		Label:    "run-twice",
+//		Volatile: assert.VolatileColumns(ref1, ref2),
+//	})
+package assert

@@ -1,0 +1,549 @@
+package assert
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Querier runs a query. *pgx.Conn, *pgxpool.Pool and pgx.Tx satisfy it.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// ReservedSchema is the schema the harness keeps its own tables in;
+// TakeSnapshot leaves it out.
+const ReservedSchema = "twice"
+
+// Snapshot is the content of every user table of one database.
+//
+// Values are plain Go data that encoding/json can write: nil (NULL),
+// int64 (smallint, integer, bigint), float64 (real, double precision;
+// NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity"),
+// bool, string (numeric, text, enums, uuid, interval and every other type,
+// in PostgreSQL's text form), time.Time (timestamptz in UTC; timestamp and
+// date as UTC wall clock; ±infinity as the strings "infinity",
+// "-infinity"), []byte (bytea), and decoded JSON (json, jsonb, arrays and
+// composite types: map[string]any, []any, json.Number, string, bool, nil;
+// integer array elements become int64, float elements float64, numeric
+// elements string).
+type Snapshot struct {
+	Tables []Table // sorted by Name
+}
+
+// Table is one table's columns and rows. Rows are in a canonical order
+// (column by column), each holding one value per column.
+type Table struct {
+	// Name is the table name, qualified by its schema outside public:
+	// "orders", "billing.invoices".
+	Name    string
+	Columns []Column
+	Rows    [][]any
+}
+
+// Column describes one column of a Table.
+type Column struct {
+	Name string
+	Type string // as PostgreSQL's format_type spells it: "bigint", "numeric(10,2)", "text[]"
+	// Sequence is set when the column's values are drawn from a sequence:
+	// serial, identity, or a default calling nextval.
+	Sequence bool
+	// References is the "table.column" a foreign key on this column points
+	// at, if any. A column in a composite foreign key references the
+	// matching column of the target. When a column has several foreign
+	// keys, one pointing at a sequence-drawn column wins.
+	References string
+}
+
+// table returns the named table, or nil. Hand-built snapshots need not
+// be sorted, so it scans.
+func (s *Snapshot) table(name string) *Table {
+	if s == nil {
+		return nil
+	}
+	for i := range s.Tables {
+		if s.Tables[i].Name == name {
+			return &s.Tables[i]
+		}
+	}
+	return nil
+}
+
+// decodeKind says how a column is fetched and turned into a snapshot value.
+type decodeKind int
+
+const (
+	kindText decodeKind = iota
+	kindInt
+	kindFloat
+	kindBool
+	kindTimestamptz
+	kindTimestamp
+	kindDate
+	kindBytea
+	kindJSON  // json and jsonb
+	kindJSONB // arrays and composites, through to_jsonb
+	kindKeep  // array elements left as decoded JSON
+)
+
+// Type OIDs from pg_type.dat.
+const (
+	oidBool        = 16
+	oidBytea       = 17
+	oidInt8        = 20
+	oidInt2        = 21
+	oidInt4        = 23
+	oidJSON        = 114
+	oidFloat4      = 700
+	oidFloat8      = 701
+	oidNumeric     = 1700
+	oidDate        = 1082
+	oidTimestamp   = 1114
+	oidTimestamptz = 1184
+	oidJSONB       = 3802
+)
+
+type columnPlan struct {
+	kind decodeKind
+	elem decodeKind // for arrays: how JSON numbers of the elements read
+}
+
+func planFor(baseOID uint32, typtype, category string, elemOID uint32) columnPlan {
+	if category == "A" {
+		return columnPlan{kind: kindJSONB, elem: elemKind(elemOID)}
+	}
+	if typtype == "c" {
+		return columnPlan{kind: kindJSONB, elem: kindKeep}
+	}
+	switch baseOID {
+	case oidInt2, oidInt4, oidInt8:
+		return columnPlan{kind: kindInt}
+	case oidFloat4, oidFloat8:
+		return columnPlan{kind: kindFloat}
+	case oidBool:
+		return columnPlan{kind: kindBool}
+	case oidTimestamptz:
+		return columnPlan{kind: kindTimestamptz}
+	case oidTimestamp:
+		return columnPlan{kind: kindTimestamp}
+	case oidDate:
+		return columnPlan{kind: kindDate}
+	case oidBytea:
+		return columnPlan{kind: kindBytea}
+	case oidJSON, oidJSONB:
+		return columnPlan{kind: kindJSON}
+	}
+	return columnPlan{kind: kindText}
+}
+
+func elemKind(oid uint32) decodeKind {
+	switch oid {
+	case oidInt2, oidInt4, oidInt8:
+		return kindInt
+	case oidFloat4, oidFloat8:
+		return kindFloat
+	case oidNumeric:
+		return kindText
+	}
+	return kindKeep
+}
+
+// catalogColumnsSQL lists the columns of every snapshotted table: ordinary
+// and partitioned tables (not partitions, whose rows their parent shows),
+// outside system schemas, the reserved schema and extensions.
+const catalogColumnsSQL = `
+WITH RECURSIVE dom(oid, base) AS (
+	SELECT oid, typbasetype FROM pg_type WHERE typtype = 'd'
+	UNION ALL
+	SELECT dom.oid, t.typbasetype FROM dom JOIN pg_type t ON t.oid = dom.base AND t.typtype = 'd'
+), base AS (
+	SELECT dom.oid, dom.base FROM dom JOIN pg_type t ON t.oid = dom.base AND t.typtype <> 'd'
+)
+SELECT n.nspname, c.relname, a.attname,
+	format_type(a.atttypid, a.atttypmod),
+	a.attidentity <> '' OR coalesce(pg_get_expr(d.adbin, d.adrelid) LIKE '%nextval(%', false),
+	bt.oid::int8, bt.typtype::text, bt.typcategory::text,
+	coalesce((SELECT base FROM base WHERE base.oid = bt.typelem), bt.typelem)::int8
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+LEFT JOIN pg_type bt ON bt.oid = coalesce((SELECT base FROM base WHERE base.oid = a.atttypid), a.atttypid)
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+	AND n.nspname NOT LIKE 'pg\_%' AND n.nspname NOT IN ('information_schema', $1)
+	AND NOT EXISTS (
+		SELECT 1 FROM pg_depend e
+		WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid AND e.deptype = 'e')
+ORDER BY n.nspname, c.relname, a.attnum`
+
+// catalogForeignKeysSQL lists each column of each foreign key with the
+// column it references; constraints cloned onto partitions are left out.
+const catalogForeignKeysSQL = `
+SELECT sn.nspname, sc.relname, sa.attname, tn.nspname, tc.relname, ta.attname
+FROM pg_constraint con
+JOIN pg_class sc ON sc.oid = con.conrelid
+JOIN pg_namespace sn ON sn.oid = sc.relnamespace
+JOIN pg_class tc ON tc.oid = con.confrelid
+JOIN pg_namespace tn ON tn.oid = tc.relnamespace
+CROSS JOIN LATERAL unnest(con.conkey, con.confkey) AS k(src, tgt)
+JOIN pg_attribute sa ON sa.attrelid = con.conrelid AND sa.attnum = k.src
+JOIN pg_attribute ta ON ta.attrelid = con.confrelid AND ta.attnum = k.tgt
+WHERE con.contype = 'f' AND con.conparentid = 0
+ORDER BY con.conname, sn.nspname, sc.relname, k.src`
+
+func tableName(schema, rel string) string {
+	if schema == "public" {
+		return rel
+	}
+	return schema + "." + rel
+}
+
+// tableSource is what TakeSnapshot needs to read one table.
+type tableSource struct {
+	schema, rel string
+	plans       []columnPlan
+}
+
+// TakeSnapshot reads every user table of the database q is connected to:
+// all ordinary and partitioned tables outside pg_catalog,
+// information_schema, pg_toast (and the other pg_* schemas), the reserved
+// schema "twice" and tables owned by extensions. Sequences, views and
+// materialized views are not state and are left out.
+//
+// With a pool, each table may be read on a different connection; pass a
+// pgx.Tx opened REPEATABLE READ when writers may still be running and the
+// snapshot must be consistent.
+func TakeSnapshot(ctx context.Context, q Querier) (*Snapshot, error) {
+	if q == nil {
+		return nil, fmt.Errorf("[twice] internal: TakeSnapshot: nil Querier")
+	}
+	snap, sources, err := readCatalog(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	for i := range snap.Tables {
+		if err := readRows(ctx, q, &snap.Tables[i], sources[i]); err != nil {
+			return nil, err
+		}
+	}
+	return snap, nil
+}
+
+func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, error) {
+	rows, err := q.Query(ctx, catalogColumnsSQL, pgx.QueryExecModeDescribeExec, ReservedSchema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+	}
+	snap := &Snapshot{}
+	var sources []tableSource
+	for rows.Next() {
+		var (
+			schema, rel                 string
+			col, typ, typtype, category pgtype.Text
+			seq                         pgtype.Bool
+			baseOID, elemOID            pgtype.Int8
+		)
+		if err := rows.Scan(&schema, &rel, &col, &typ, &seq, &baseOID, &typtype, &category, &elemOID); err != nil {
+			rows.Close()
+			return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+		}
+		name := tableName(schema, rel)
+		if n := len(snap.Tables); n == 0 || snap.Tables[n-1].Name != name {
+			snap.Tables = append(snap.Tables, Table{Name: name})
+			sources = append(sources, tableSource{schema: schema, rel: rel})
+		}
+		if !col.Valid { // a table without columns
+			continue
+		}
+		t, src := &snap.Tables[len(snap.Tables)-1], &sources[len(sources)-1]
+		t.Columns = append(t.Columns, Column{Name: col.String, Type: typ.String, Sequence: seq.Bool})
+		src.plans = append(src.plans, planFor(uint32(baseOID.Int64), typtype.String, category.String, uint32(elemOID.Int64)))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+	}
+	// Sorted by qualified name, which the catalog's (schema, table) order
+	// is not: "public.b" shows as "b".
+	idx := make([]int, len(snap.Tables))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return strings.Compare(snap.Tables[a].Name, snap.Tables[b].Name) })
+	tables := make([]Table, len(idx))
+	srcs := make([]tableSource, len(idx))
+	for i, j := range idx {
+		tables[i], srcs[i] = snap.Tables[j], sources[j]
+	}
+	snap.Tables = tables
+	if err := readForeignKeys(ctx, q, snap); err != nil {
+		return nil, nil, err
+	}
+	return snap, srcs, nil
+}
+
+func readForeignKeys(ctx context.Context, q Querier, snap *Snapshot) error {
+	rows, err := q.Query(ctx, catalogForeignKeysSQL, pgx.QueryExecModeDescribeExec)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+	}
+	type ref struct{ table, column, target string }
+	var refs []ref
+	for rows.Next() {
+		var sn, sr, sa, tn, tr, ta string
+		if err := rows.Scan(&sn, &sr, &sa, &tn, &tr, &ta); err != nil {
+			rows.Close()
+			return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+		}
+		refs = append(refs, ref{tableName(sn, sr), sa, tableName(tn, tr) + "." + ta})
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+	}
+	for _, r := range refs {
+		c := snap.column(r.table, r.column)
+		if c == nil {
+			continue
+		}
+		if c.References == "" || (!snap.drawnFromSequence(c.References) && snap.drawnFromSequence(r.target)) {
+			c.References = r.target
+		}
+	}
+	return nil
+}
+
+// column returns the named column of the named table, or nil.
+func (s *Snapshot) column(table, column string) *Column {
+	t := s.table(table)
+	if t == nil {
+		return nil
+	}
+	for i := range t.Columns {
+		if t.Columns[i].Name == column {
+			return &t.Columns[i]
+		}
+	}
+	return nil
+}
+
+// drawnFromSequence reports whether "table.column" is a Sequence column.
+func (s *Snapshot) drawnFromSequence(ref string) bool {
+	t, c, ok := splitColumnRef(ref)
+	if !ok {
+		return false
+	}
+	col := s.column(t, c)
+	return col != nil && col.Sequence
+}
+
+// splitColumnRef splits "table.column" (or "schema.table.column") at its
+// last dot.
+func splitColumnRef(ref string) (table, column string, ok bool) {
+	i := strings.LastIndexByte(ref, '.')
+	if i < 0 {
+		return "", ref, false
+	}
+	return ref[:i], ref[i+1:], true
+}
+
+func readRows(ctx context.Context, q Querier, t *Table, src tableSource) error {
+	exprs := make([]string, len(t.Columns))
+	for i, c := range t.Columns {
+		exprs[i] = selectExpr(pgx.Identifier{c.Name}.Sanitize(), src.plans[i].kind)
+	}
+	sql := "SELECT " + strings.Join(exprs, ", ") + " FROM " + pgx.Identifier{src.schema, src.rel}.Sanitize()
+	if len(exprs) == 0 {
+		sql = "SELECT FROM " + pgx.Identifier{src.schema, src.rel}.Sanitize()
+	}
+	// DescribeExec: no statement cached per table on a connection that
+	// outlives the database it read.
+	rows, err := q.Query(ctx, sql, pgx.QueryExecModeDescribeExec)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+	}
+	dests := make([]any, len(t.Columns))
+	for i, p := range src.plans {
+		dests[i] = newDest(p.kind)
+	}
+	t.Rows = [][]any{}
+	for rows.Next() {
+		if err := rows.Scan(dests...); err != nil {
+			rows.Close()
+			return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+		}
+		row := make([]any, len(dests))
+		for i, d := range dests {
+			v, err := snapshotValue(d, src.plans[i])
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("[twice] internal: snapshot: reading %s.%s: %w", t.Name, t.Columns[i].Name, err)
+			}
+			row[i] = v
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+	}
+	slices.SortStableFunc(t.Rows, compareRows)
+	return nil
+}
+
+// selectExpr casts a column to what newDest scans, so domains and every
+// type without a Go decoder arrive in a known form.
+func selectExpr(col string, kind decodeKind) string {
+	switch kind {
+	case kindInt:
+		return col + "::int8"
+	case kindBool:
+		return col + "::bool"
+	case kindTimestamptz:
+		return col + "::timestamptz"
+	case kindTimestamp:
+		return col + "::timestamp"
+	case kindDate:
+		return col + "::date"
+	case kindBytea:
+		return col + "::bytea"
+	case kindJSONB:
+		return "to_jsonb(" + col + ")::text"
+	}
+	return col + "::text"
+}
+
+func newDest(kind decodeKind) any {
+	switch kind {
+	case kindInt:
+		return new(pgtype.Int8)
+	case kindBool:
+		return new(pgtype.Bool)
+	case kindTimestamptz:
+		return new(pgtype.Timestamptz)
+	case kindTimestamp:
+		return new(pgtype.Timestamp)
+	case kindDate:
+		return new(pgtype.Date)
+	case kindBytea:
+		return new([]byte)
+	}
+	return new(pgtype.Text)
+}
+
+func snapshotValue(dest any, p columnPlan) (any, error) {
+	switch d := dest.(type) {
+	case *pgtype.Int8:
+		if !d.Valid {
+			return nil, nil
+		}
+		return d.Int64, nil
+	case *pgtype.Bool:
+		if !d.Valid {
+			return nil, nil
+		}
+		return d.Bool, nil
+	case *pgtype.Timestamptz:
+		if !d.Valid {
+			return nil, nil
+		}
+		return timeValue(d.Time.UTC(), d.InfinityModifier), nil
+	case *pgtype.Timestamp:
+		if !d.Valid {
+			return nil, nil
+		}
+		return timeValue(d.Time, d.InfinityModifier), nil
+	case *pgtype.Date:
+		if !d.Valid {
+			return nil, nil
+		}
+		return timeValue(d.Time, d.InfinityModifier), nil
+	case *[]byte:
+		if *d == nil {
+			return nil, nil
+		}
+		return slices.Clone(*d), nil
+	case *pgtype.Text:
+		if !d.Valid {
+			return nil, nil
+		}
+		return textValue(d.String, p)
+	}
+	return nil, fmt.Errorf("unexpected destination %T", dest)
+}
+
+func timeValue(t any, inf pgtype.InfinityModifier) any {
+	switch inf {
+	case pgtype.Infinity:
+		return "infinity"
+	case pgtype.NegativeInfinity:
+		return "-infinity"
+	}
+	return t
+}
+
+func textValue(s string, p columnPlan) (any, error) {
+	switch p.kind {
+	case kindFloat:
+		return floatValue(s)
+	case kindJSON, kindJSONB:
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if p.kind == kindJSONB {
+			return jsonElems(v, p.elem), nil
+		}
+		return v, nil
+	}
+	return s, nil
+}
+
+// floatValue keeps NaN and infinities as strings, which JSON can carry
+// and go-cmp compares as equal.
+func floatValue(s string) (any, error) {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case math.IsNaN(f):
+		return "NaN", nil
+	case math.IsInf(f, 1):
+		return "Infinity", nil
+	case math.IsInf(f, -1):
+		return "-Infinity", nil
+	}
+	return f, nil
+}
+
+// jsonElems gives array elements the Go types their scalar columns get.
+func jsonElems(v any, elem decodeKind) any {
+	switch v := v.(type) {
+	case []any:
+		for i := range v {
+			v[i] = jsonElems(v[i], elem)
+		}
+		return v
+	case json.Number:
+		switch elem {
+		case kindInt:
+			if n, err := v.Int64(); err == nil {
+				return n
+			}
+		case kindFloat:
+			if f, err := v.Float64(); err == nil {
+				return f
+			}
+		case kindText:
+			return string(v)
+		}
+	}
+	return v
+}

@@ -1,0 +1,74 @@
+package assert
+
+import (
+	"fmt"
+	"strings"
+)
+
+// TestingT is the part of testing.TB that StateEqual uses: *testing.T,
+// *testing.B and testify's mocks satisfy it. When t also has a Helper
+// method, StateEqual calls it.
+type TestingT interface {
+	Errorf(format string, args ...any)
+}
+
+// StateError reports a scenario whose database state differs from one
+// clean run. Its message starts "[twice] not idempotent: ".
+type StateError struct {
+	Label    string      // the scenario, Options.Label
+	Diffs    []TableDiff // one per differing table, sorted by table
+	Volatile []string    // the volatile columns that were left out
+}
+
+func (e *StateError) Error() string {
+	var b strings.Builder
+	b.WriteString("[twice] not idempotent: the database")
+	if e.Label != "" {
+		b.WriteString(" after " + e.Label)
+	}
+	fmt.Fprintf(&b, " differs from one clean run in %d %s", len(e.Diffs), plural(len(e.Diffs), "table"))
+	for _, d := range e.Diffs {
+		b.WriteString("\n")
+		b.WriteString(d.String())
+	}
+	if len(e.Volatile) > 0 {
+		b.WriteString("\nvolatile columns, left out: " + strings.Join(e.Volatile, ", "))
+	}
+	return b.String()
+}
+
+// CheckState compares the state after a scenario (twice) with the state
+// after one clean run (once). It returns nil when they are equal, a
+// *StateError when they differ, and a "[twice] internal" error when a
+// snapshot is missing or Options.CmpOptions made go-cmp panic.
+func CheckState(once, twice *Snapshot, opts Options) error {
+	switch {
+	case once == nil:
+		return fmt.Errorf("[twice] internal: CheckState: the once snapshot is nil; take it with TakeSnapshot after the clean run")
+	case twice == nil:
+		return fmt.Errorf("[twice] internal: CheckState: the twice snapshot is nil; take it with TakeSnapshot after the scenario")
+	}
+	diffs := DiffState(once, twice, opts)
+	if len(diffs) == 0 {
+		return nil
+	}
+	for _, d := range diffs {
+		if strings.HasPrefix(d.Diff, internalPrefix) {
+			return fmt.Errorf("%s", strings.TrimRight(d.Diff, "\n"))
+		}
+	}
+	return &StateError{Label: opts.Label, Diffs: diffs, Volatile: opts.Volatile}
+}
+
+// StateEqual reports, as one t.Errorf, every table whose state differs
+// between once and twice, and returns whether they were equal.
+func StateEqual(t TestingT, once, twice *Snapshot, opts Options) bool {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+	if err := CheckState(once, twice, opts); err != nil {
+		t.Errorf("%s", err)
+		return false
+	}
+	return true
+}
