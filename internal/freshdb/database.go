@@ -1,0 +1,246 @@
+package freshdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Database is a fresh database handed out by Fresh: a copy of its template,
+// used by nobody else until it is dropped. Open any number of connections
+// with ConnString.
+type Database struct {
+	Name       string // twice_<run ID>_d<n>; twice_kept_<run ID>_<n> after Keep
+	ConnString string // admin credentials, as the Server gives them
+
+	tpl   *Template
+	mu    sync.Mutex
+	state dbState
+	admin *pgconn.PgConn // reuse mode: kept open for fast resets
+}
+
+type dbState int
+
+const (
+	inUse dbState = iota
+	idle
+	kept
+	dropped
+)
+
+// Fresh hands out a database identical to the template, exclusively the
+// caller's until Drop. Call Drop when done (or Keep to leave it for a human).
+//
+// Under the default strategy it is a clone that an earlier Drop reset in
+// place, or a new clone (CREATE DATABASE ... TEMPLATE) when none is idle.
+func (t *Template) Fresh(ctx context.Context) (*Database, error) {
+	t.mu.Lock()
+	if n := len(t.idle); n > 0 {
+		d := t.idle[n-1]
+		t.idle = t.idle[:n-1]
+		t.mu.Unlock()
+		d.mu.Lock()
+		d.state = inUse
+		d.mu.Unlock()
+		return d, nil
+	}
+	t.mu.Unlock()
+	return t.clone(ctx)
+}
+
+func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
+	r := t.r
+	name := fmt.Sprintf("%sd%d", RunPrefix(), r.seq.Add(1))
+	stmt := "CREATE DATABASE " + quote(name) + " TEMPLATE " + quote(t.Name)
+	if t.strategy != "" {
+		stmt += " STRATEGY " + t.strategy
+	}
+	if err := r.create(ctx, name, stmt); err != nil {
+		return nil, fmt.Errorf("[twice] internal: creating database %s from template %s: %w", name, t.Name, err)
+	}
+	d := &Database{Name: name, ConnString: r.srv.ConnString(name), tpl: t}
+	if t.mode != modeReuse {
+		return d, nil
+	}
+	defer func() {
+		if err != nil {
+			d.closeAdmin(ctx)
+			_ = r.drop(context.WithoutCancel(ctx), name)
+		}
+	}()
+	d.admin, err = pgconn.Connect(ctx, d.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: connecting to new database %s: %w", name, err)
+	}
+	fp, err := fingerprint(ctx, d.admin)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	if t.fingerprint == "" {
+		t.fingerprint = fp
+	}
+	same := t.fingerprint == fp
+	t.mu.Unlock()
+	if !same {
+		return nil, fmt.Errorf("[twice] internal: new database %s differs in its catalog from earlier clones of %s", name, t.Name)
+	}
+	return d, nil
+}
+
+func fingerprint(ctx context.Context, conn *pgconn.PgConn) (string, error) {
+	res, err := conn.Exec(ctx, fingerprintSQL).ReadAll()
+	if err != nil {
+		return "", fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
+	}
+	return lastValue(res), nil
+}
+
+// lastValue is the first column of the first row of the last result.
+func lastValue(res []*pgconn.Result) string {
+	if len(res) == 0 {
+		return ""
+	}
+	last := res[len(res)-1]
+	if len(last.Rows) == 0 || len(last.Rows[0]) == 0 {
+		return ""
+	}
+	return string(last.Rows[0][0])
+}
+
+// Drop gives the database back: the caller and every session it opened must
+// be done with it (sessions still open are closed). Under the default
+// strategy the database is reset in place and handed out again by a later
+// Fresh; otherwise it is dropped. Drop refuses a Database this run did not
+// create (a name outside twice_<run ID>_...). Dropping twice, or dropping a
+// kept database, does nothing.
+func (d *Database) Drop(ctx context.Context) error {
+	if d == nil || d.tpl == nil {
+		return refuseDrop(d)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.state == kept || d.state == dropped:
+		return nil
+	case !d.tpl.r.owns(d.Name):
+		return refuseDrop(d)
+	case d.state == idle:
+		return fmt.Errorf("[twice] internal: database %s was already given back", d.Name)
+	}
+	t := d.tpl
+	if t.mode == modeReuse && d.admin != nil && d.reset(ctx) == nil {
+		d.state = idle
+		t.mu.Lock()
+		t.idle = append(t.idle, d)
+		t.mu.Unlock()
+		return nil
+	}
+	// A database that cannot be reset is replaced by a new clone later.
+	d.closeAdmin(ctx)
+	d.state = dropped
+	return t.r.drop(context.WithoutCancel(ctx), d.Name)
+}
+
+// errChanged means a handler changed the schema; the database is replaced.
+var errChanged = errors.New("catalog changed")
+
+func (d *Database) reset(ctx context.Context) error {
+	if err := d.closeOthers(ctx); err != nil {
+		return err
+	}
+	res, err := d.admin.Exec(ctx, d.tpl.reset).ReadAll()
+	if err != nil {
+		return err
+	}
+	d.tpl.mu.Lock()
+	want := d.tpl.fingerprint
+	d.tpl.mu.Unlock()
+	if lastValue(res) != want {
+		return errChanged
+	}
+	return nil
+}
+
+// closeOthers ends every other session in the database and waits until they
+// are gone, so none can commit after the reset has read the tables.
+func (d *Database) closeOthers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for terminate := true; ; terminate = false {
+		res := d.admin.ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
+		if res.Err != nil {
+			return res.Err
+		}
+		if len(res.Rows) == 1 && string(res.Rows[0][0]) == "0" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("[twice] internal: sessions in %s did not end: %w", d.Name, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// Keep leaves the database on the server for a human to inspect and takes it
+// out of this run's hands: it is renamed to twice_kept_<run ID>_<n> (Name
+// and ConnString change accordingly; sessions still open in it are closed
+// first), which no cleanup (Drop, DropAll, CleanStale, a RunPrefix-based
+// watchdog) ever drops. Drop it by hand when done:
+//
+//	psql "<ConnString of another database>" -c 'DROP DATABASE "twice_kept_..."'
+//
+// Not calling Drop is not enough to keep a database: a reset in place, DropAll
+// or a watchdog would remove it.
+func (d *Database) Keep(ctx context.Context) error {
+	if d == nil || d.tpl == nil || !d.tpl.r.owns(d.Name) {
+		return fmt.Errorf("[twice] internal: refusing to keep database %q: this run did not create it or already gave it up", d.nameOrEmpty())
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.state != inUse {
+		return fmt.Errorf("[twice] internal: keep database %s: it was already given back", d.Name)
+	}
+	r := d.tpl.r
+	d.closeAdmin(ctx)
+	n := r.seq.Add(1)
+	newName := keptName(n)
+	// Sessions left in it (the caller's, after a failure) would block the rename.
+	if _, err := r.admin.Exec(ctx, "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = $1", d.Name); err != nil {
+		return fmt.Errorf("[twice] internal: keeping database %s (closing its sessions): %w", d.Name, err)
+	}
+	if _, err := r.admin.Exec(ctx, "ALTER DATABASE "+quote(d.Name)+" RENAME TO "+quote(newName)); err != nil {
+		return fmt.Errorf("[twice] internal: keeping database %s (renaming it to %s): %w", d.Name, newName, err)
+	}
+	r.mu.Lock()
+	delete(r.owned, d.Name)
+	r.mu.Unlock()
+	d.Name = newName
+	d.ConnString = r.srv.ConnString(newName)
+	d.state = kept
+	return nil
+}
+
+func refuseDrop(d *Database) error {
+	return fmt.Errorf("[twice] internal: refusing to drop database %q: this run (%s*) did not create it", d.nameOrEmpty(), RunPrefix())
+}
+
+func (d *Database) nameOrEmpty() string {
+	if d == nil {
+		return ""
+	}
+	return d.Name
+}
+
+func (d *Database) closeAdmin(ctx context.Context) {
+	if d.admin != nil {
+		_ = d.admin.Close(context.WithoutCancel(ctx))
+		d.admin = nil
+	}
+}

@@ -1,0 +1,30 @@
+package freshdb
+
+// Hooks for the black-box tests and benchmarks.
+
+// LockClass is the first key of the run lock, so tests can fake a live run.
+const LockClass = lockClass
+
+// RunKey is the second key of the run lock of run ID id.
+func RunKey(id string) uint32 {
+	k, _ := runKey(id)
+	return k
+}
+
+// LineCol exposes the position conversion.
+var LineCol = lineCol
+
+// Variant returns a template sharing t's database whose Fresh works the given
+// way: "reuse" (the default), or "clone" with strategy "WAL_LOG" or
+// "FILE_COPY". It has its own pool of idle databases.
+func Variant(t *Template, how, strategy string) *Template {
+	v := &Template{Name: t.Name, r: t.r, mode: modeReuse, strategy: t.strategy, reset: t.reset}
+	if how == "clone" {
+		v.mode = modeClone
+		v.strategy = strategy
+	}
+	return v
+}
+
+// ResetUnavailable says why t cannot reset in place ("" when it can).
+func ResetUnavailable(t *Template) string { return t.why }

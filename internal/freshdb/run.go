@@ -1,0 +1,334 @@
+package freshdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Server is a PostgreSQL server on which this package may create databases.
+// ConnString must return a connection string for the given database with
+// credentials allowed to CREATE DATABASE. *pgserver.Server satisfies it.
+//
+// Administrative statements (CREATE/DROP DATABASE, the run's liveness lock)
+// run on a maintenance database: "postgres", unless the Server also has a
+// method MaintenanceDatabase() string naming another one.
+type Server interface {
+	ConnString(database string) string
+}
+
+// maintenanceDB names the database administrative sessions connect to.
+func maintenanceDB(srv Server) string {
+	if m, ok := srv.(interface{ MaintenanceDatabase() string }); ok {
+		if name := m.MaintenanceDatabase(); name != "" {
+			return name
+		}
+	}
+	return "postgres"
+}
+
+// run is this process's presence on one server: a session holding the run's
+// advisory lock for the process lifetime (its liveness signal to other runs)
+// and a few maintenance connections for CREATE/DROP DATABASE.
+type run struct {
+	srv       Server
+	lock      *pgconn.PgConn
+	admin     *pgxpool.Pool
+	version   int  // server_version_num
+	superuser bool // needed to reset a database in place
+
+	mu        sync.Mutex
+	owned     map[string]bool // databases this run created that still exist
+	templates map[string]*build
+
+	seq atomic.Uint64 // name suffixes
+}
+
+type runInit struct {
+	done chan struct{}
+	r    *run
+	err  error
+}
+
+var runs = struct {
+	sync.Mutex
+	m map[string]*runInit
+}{m: map[string]*runInit{}}
+
+// runFor returns this process's run on srv, starting it (lock, stale
+// cleanup) on first use. Concurrent callers share one start.
+func runFor(ctx context.Context, srv Server) (*run, error) {
+	key := srv.ConnString(maintenanceDB(srv))
+	for {
+		runs.Lock()
+		ri, ok := runs.m[key]
+		if !ok {
+			ri = &runInit{done: make(chan struct{})}
+			runs.m[key] = ri
+			runs.Unlock()
+			ri.r, ri.err = startRun(ctx, srv)
+			if ri.err != nil {
+				runs.Lock()
+				delete(runs.m, key)
+				runs.Unlock()
+			}
+			close(ri.done)
+			return ri.r, ri.err
+		}
+		runs.Unlock()
+		select {
+		case <-ri.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("[twice] waiting for the database run to start: %w", ctx.Err())
+		}
+		if ri.err == nil {
+			return ri.r, nil
+		}
+		if !isContextErr(ri.err) {
+			return nil, ri.err
+		}
+		// the starter gave up on its own context; try with ours
+	}
+}
+
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+func startRun(ctx context.Context, srv Server) (*run, error) {
+	maint := maintenanceDB(srv)
+	cs := srv.ConnString(maint)
+	lock, err := pgconn.Connect(ctx, cs)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: cannot connect to maintenance database %q: %w (a Server may name another one with MaintenanceDatabase)", maint, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			lock.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	key, _ := runKey(runID)
+	rows, err := lock.Exec(ctx, fmt.Sprintf(
+		"SELECT pg_try_advisory_lock(%d, %d), current_setting('server_version_num')::int, "+
+			"(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)",
+		int32(lockClass), int32(key))).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: cannot take the run lock: %w", err)
+	}
+	row := rows[0].Rows[0]
+	if string(row[0]) != "t" {
+		return nil, fmt.Errorf("[twice] internal: another live run on this server has run ID %s; run again (IDs are random)", runID)
+	}
+	r := &run{
+		srv:       srv,
+		lock:      lock,
+		superuser: string(row[2]) == "t",
+		owned:     map[string]bool{},
+		templates: map[string]*build{},
+	}
+	fmt.Sscan(string(row[1]), &r.version)
+	pcfg, err := pgxpool.ParseConfig(cs)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: maintenance connection string: %w", err)
+	}
+	pcfg.MaxConns = 4
+	pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	r.admin, err = pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: maintenance pool: %w", err)
+	}
+	if _, err := r.cleanStale(ctx); err != nil {
+		r.admin.Close()
+		return nil, err
+	}
+	ok = true
+	return r, nil
+}
+
+// CleanStale drops the databases left on srv by runs that are gone: every
+// database named twice_<run ID>_<suffix> whose run no longer holds its
+// advisory lock (a run holds it on one session for its whole life, so this
+// works across machines sharing the server, without PIDs). Databases of live
+// runs, kept databases (twice_kept_...) and every other name are never
+// touched; a stale database that still has sessions is skipped and left for
+// a later run. It returns the names it dropped.
+//
+// Every process runs it once per server on first use; call it to clean up
+// explicitly, e.g. from a watchdog after the test process died.
+func CleanStale(ctx context.Context, srv Server) ([]string, error) {
+	r, err := runFor(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	return r.cleanStale(ctx)
+}
+
+func (r *run) cleanStale(ctx context.Context) ([]string, error) {
+	// Databases first, locks second: a run takes its lock before it
+	// creates any database, so every database listed here whose run is alive
+	// has its lock in the list read after.
+	var names []string
+	rows, err := r.admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname ~ '^twice_[0-9a-f]{8}_[a-z0-9]{1,40}$'`)
+	if err == nil {
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: listing databases of dead runs: %w", err)
+	}
+	rows, err = r.admin.Query(ctx, `SELECT objid::bigint FROM pg_locks
+		WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid`, int64(lockClass))
+	var keys []int64
+	if err == nil {
+		keys, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+	}
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: listing live runs: %w", err)
+	}
+	live := map[uint32]bool{}
+	for _, k := range keys {
+		live[uint32(k)] = true
+	}
+	var stale []string
+	for _, name := range names {
+		m := ownName.FindStringSubmatch(name)
+		if m == nil || m[1] == runID {
+			continue
+		}
+		if key, ok := runKey(m[1]); !ok || live[key] {
+			continue
+		}
+		stale = append(stale, name)
+	}
+	sort.Strings(stale)
+	var dropped []string
+	var errs []error
+	for _, name := range stale {
+		// No FORCE: sessions in a database whose run looks dead mean the run
+		// may only have lost its lock session; leave it for a later run.
+		err := r.adminExec(ctx, "DROP DATABASE IF EXISTS "+quote(name))
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			dropped = append(dropped, name)
+		case errors.As(err, &pgErr) && pgErr.Code == "55006": // object_in_use
+		default:
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	if len(errs) > 0 {
+		return dropped, fmt.Errorf("[twice] internal: dropping databases of dead runs: %w", errors.Join(errs...))
+	}
+	return dropped, nil
+}
+
+// create makes a database under a name this run generated and records it.
+func (r *run) create(ctx context.Context, name, sql string) error {
+	if !ownName.MatchString(name) {
+		return fmt.Errorf("[twice] internal: refusing to create %q: not a name this run generates", name)
+	}
+	r.mu.Lock()
+	r.owned[name] = true
+	r.mu.Unlock()
+	if err := r.adminExec(ctx, sql); err != nil {
+		r.mu.Lock()
+		delete(r.owned, name)
+		r.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// owns reports whether name is a database this run created and still holds.
+func (r *run) owns(name string) bool {
+	m := ownName.FindStringSubmatch(name)
+	if m == nil || m[1] != runID {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.owned[name]
+}
+
+// drop drops a database this run created, closing any sessions left in it.
+func (r *run) drop(ctx context.Context, name string) error {
+	if !r.owns(name) {
+		return fmt.Errorf("[twice] internal: refusing to drop database %q: this run (%s*) did not create it", name, RunPrefix())
+	}
+	stmt := "DROP DATABASE IF EXISTS " + quote(name)
+	if r.version >= 130000 {
+		stmt += " WITH (FORCE)"
+	}
+	if err := r.adminExec(ctx, stmt); err != nil {
+		return fmt.Errorf("[twice] internal: dropping database %s: %w", name, err)
+	}
+	r.mu.Lock()
+	delete(r.owned, name)
+	r.mu.Unlock()
+	return nil
+}
+
+// DropAll drops every database this process created on any server and still
+// holds (templates, idle and handed-out databases; not kept ones), then ends
+// the runs: their locks are released. Call it when the process is done, e.g.
+// at the end of TestMain. A later Prepare starts a new run (same run ID).
+func DropAll(ctx context.Context) error {
+	runs.Lock()
+	var all []*run
+	for key, ri := range runs.m {
+		select {
+		case <-ri.done:
+		default:
+			continue // still starting; nothing of it to drop yet
+		}
+		if ri.r != nil {
+			all = append(all, ri.r)
+		}
+		delete(runs.m, key)
+	}
+	runs.Unlock()
+	var errs []error
+	for _, r := range all {
+		r.mu.Lock()
+		var tpls []*Template
+		for _, b := range r.templates {
+			if b.t != nil {
+				tpls = append(tpls, b.t)
+			}
+		}
+		r.mu.Unlock()
+		for _, t := range tpls {
+			t.closeIdle(ctx)
+		}
+		r.mu.Lock()
+		var names []string
+		for name := range r.owned {
+			names = append(names, name)
+		}
+		r.mu.Unlock()
+		sort.Strings(names)
+		for _, name := range names {
+			if err := r.drop(ctx, name); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		r.admin.Close()
+		r.lock.Close(ctx)
+	}
+	return errors.Join(errs...)
+}
+
+// adminExec runs one administrative statement on the maintenance database.
+func (r *run) adminExec(ctx context.Context, sql string) error {
+	_, err := r.admin.Exec(ctx, sql)
+	return err
+}
+
+func quote(name string) string { return pgx.Identifier{name}.Sanitize() }

@@ -1,0 +1,176 @@
+package freshdb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Step is one part of a schema + fixtures setup. Exactly one of SQL and Func
+// is set.
+type Step struct {
+	// Name is shown in errors: a file path, a migration file name, "SQL", or
+	// a Go func's name. A Func step must have one: it is what the template's
+	// content hash sees of the func (see Prepare).
+	Name string
+	// SQL is executed as-is in one simple-protocol round trip, so it may hold
+	// many statements (and BEGIN/COMMIT of its own).
+	SQL string
+	// Func runs with a connection to the template database being built.
+	Func func(ctx context.Context, conn *pgx.Conn) error
+}
+
+// FromFiles reads SQL files into steps, one per file, in the given order.
+// Each step is named after its path as given.
+func FromFiles(paths ...string) ([]Step, error) {
+	steps := make([]Step, 0, len(paths))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] cannot read schema file: %w", err)
+		}
+		steps = append(steps, Step{Name: p, SQL: string(b)})
+	}
+	return steps, nil
+}
+
+// FromFS reads the *.sql files directly in dir of fsys (not its
+// subdirectories) as migrations, in lexical order of their names: zero-pad
+// numbered names ("002_orders.sql" before "010_refunds.sql"). Each step is
+// named path.Join(dir, name). A dir without *.sql files is an error.
+func FromFS(fsys fs.FS, dir string) ([]Step, error) {
+	entries, err := fs.ReadDir(fsys, dir) // sorted by name
+	if err != nil {
+		return nil, fmt.Errorf("[twice] cannot read migrations: %w", err)
+	}
+	var steps []Step
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
+			continue
+		}
+		name := path.Join(dir, e.Name())
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] cannot read migration: %w", err)
+		}
+		steps = append(steps, Step{Name: name, SQL: string(b)})
+	}
+	if len(steps) == 0 {
+		return nil, fmt.Errorf("[twice] no *.sql migrations in %q: check the fs.FS and the directory name", dir)
+	}
+	return steps, nil
+}
+
+// checkSteps rejects misuse before anything touches the server.
+func checkSteps(steps []Step) error {
+	for i, s := range steps {
+		switch {
+		case s.Func != nil && s.SQL != "":
+			return fmt.Errorf("[twice] step %d (%q) sets both SQL and Func: set one", i, s.Name)
+		case s.Func != nil && s.Name == "":
+			return fmt.Errorf("[twice] step %d is a Func without a Name: name it, the template is keyed by it", i)
+		}
+	}
+	return nil
+}
+
+// hashSteps is the template's content hash: SQL steps by their text, Func
+// steps by their Name (a func's code cannot be hashed).
+func hashSteps(steps []Step) string {
+	h := sha256.New()
+	put := func(kind byte, s string) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write([]byte{kind})
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	for _, s := range steps {
+		if s.Func != nil {
+			put('f', s.Name)
+		} else {
+			put('s', s.SQL)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// runStep applies one step to the template database.
+func runStep(ctx context.Context, conn *pgx.Conn, s Step) error {
+	name := s.Name
+	if name == "" {
+		name = "SQL"
+	}
+	if s.Func != nil {
+		if err := s.Func(ctx, conn); err != nil {
+			return fmt.Errorf("[twice] setup step %s failed: %w", name, err)
+		}
+		return nil
+	}
+	_, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
+	if err != nil {
+		return stepError(name, s.SQL, err)
+	}
+	return nil
+}
+
+// stepError names the step and, when the server gave a position, the
+// line:column it points at in the step's text.
+func stepError(name, sql string, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return fmt.Errorf("[twice] setup step %s failed: %w", name, err)
+	}
+	where := name
+	if pgErr.Position > 0 {
+		line, col := lineCol(sql, int(pgErr.Position))
+		where = fmt.Sprintf("%s:%d:%d", name, line, col)
+	}
+	msg := fmt.Sprintf("%s: %s (SQLSTATE %s)", pgErr.Severity, pgErr.Message, pgErr.Code)
+	if pgErr.Detail != "" {
+		msg += "; DETAIL: " + pgErr.Detail
+	}
+	if pgErr.Where != "" {
+		msg += "; CONTEXT: " + pgErr.Where
+	}
+	return &wrapped{msg: fmt.Sprintf("[twice] setup step failed: %s: %s; fix the schema/fixture SQL and run again", where, msg), err: err}
+}
+
+// wrapped says msg and unwraps to err, so callers can still reach the
+// *pgconn.PgError without the message repeating it.
+type wrapped struct {
+	msg string
+	err error
+}
+
+func (w *wrapped) Error() string { return w.msg }
+func (w *wrapped) Unwrap() error { return w.err }
+
+// lineCol turns the server's 1-based character position into a 1-based line
+// and column (both counted in characters, as the server counts).
+func lineCol(s string, pos int) (line, col int) {
+	line, col = 1, 1
+	for i := 0; i < len(s) && pos > 1; {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		pos--
+		if r == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}

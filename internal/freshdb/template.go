@@ -1,0 +1,288 @@
+package freshdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// How Fresh makes a database.
+type mode int
+
+const (
+	// modeReuse hands out a pooled clone that Drop reset in place (the
+	// benchmarked default); a database that cannot be reset is dropped and
+	// replaced by a new clone.
+	modeReuse mode = iota
+	// modeClone makes a new clone per Fresh and drops it on Drop.
+	modeClone
+)
+
+// Template is a template database built from steps, from which Fresh makes
+// databases. It is safe for concurrent use. It lives as long as the process
+// (or until DropAll).
+type Template struct {
+	// Name is the template database's name (twice_<run ID>_t<hash>).
+	Name string
+
+	r        *run
+	mode     mode
+	strategy string // CREATE DATABASE ... STRATEGY, "" for the server default
+	reset    string // in-place reset script; "" when reuse is impossible
+	why      string // why reuse is impossible, for docs and tests
+
+	mu          sync.Mutex
+	idle        []*Database
+	fingerprint string // catalog fingerprint of a fresh clone, set by the first clone
+}
+
+type build struct {
+	done chan struct{}
+	t    *Template
+	err  error
+}
+
+// Prepare builds the template database for steps on srv, once per server and
+// content hash per process: a later or concurrent Prepare with the same
+// content shares that build (concurrent callers wait for it). The hash covers
+// SQL steps by their text and Func steps by their Name only, so two different
+// funcs must not share a name. Steps run in order on a new database created
+// from template0; a failing step drops it and the error names the step and,
+// for SQL, the line:column the server pointed at.
+//
+// The first use of a server also drops databases left there by dead runs
+// (see CleanStale).
+func Prepare(ctx context.Context, srv Server, steps []Step) (*Template, error) {
+	if err := checkSteps(steps); err != nil {
+		return nil, err
+	}
+	r, err := runFor(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	hash := hashSteps(steps)
+	for {
+		r.mu.Lock()
+		b, ok := r.templates[hash]
+		if !ok {
+			b = &build{done: make(chan struct{})}
+			r.templates[hash] = b
+			r.mu.Unlock()
+			b.t, b.err = r.buildTemplate(ctx, hash, steps)
+			if b.err != nil {
+				r.mu.Lock()
+				delete(r.templates, hash)
+				r.mu.Unlock()
+			}
+			close(b.done)
+			return b.t, b.err
+		}
+		r.mu.Unlock()
+		select {
+		case <-b.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("[twice] waiting for the template database to be built: %w", ctx.Err())
+		}
+		if b.err == nil {
+			return b.t, nil
+		}
+		if !isContextErr(b.err) || ctx.Err() != nil {
+			return nil, b.err
+		}
+		// the builder gave up on its own context; build with ours
+	}
+}
+
+func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *Template, err error) {
+	name := RunPrefix() + "t" + hash[:16]
+	if err := r.create(ctx, name, "CREATE DATABASE "+quote(name)+" TEMPLATE template0"); err != nil {
+		return nil, fmt.Errorf("[twice] internal: creating template database %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = r.drop(context.WithoutCancel(ctx), name)
+		}
+	}()
+	conn, err := pgx.Connect(ctx, r.srv.ConnString(name))
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: connecting to template database %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, s := range steps {
+		if err := runStep(ctx, conn, s); err != nil {
+			return nil, err
+		}
+	}
+	t = &Template{Name: name, r: r, mode: modeReuse}
+	if r.version >= 150000 {
+		t.strategy = defaultStrategy
+	}
+	t.reset, t.why, err = resetScript(ctx, conn, r)
+	if err != nil {
+		return nil, err
+	}
+	if t.reset == "" {
+		t.mode = modeClone
+	}
+	return t, nil
+}
+
+// defaultStrategy is the CREATE DATABASE strategy for clones (PostgreSQL
+// 15+), chosen by BenchmarkHandOut.
+const defaultStrategy = "WAL_LOG"
+
+// resetScript builds the SQL that puts a clone of the template back to the
+// template's content in one round trip: close leftover sessions, empty
+// every table, reinsert the template's rows, set every sequence back, then
+// report the catalog fingerprint so a schema change is noticed. why says why
+// a database cannot be reset in place (then script is "").
+func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why string, err error) {
+	switch {
+	case !r.superuser:
+		// Triggers and foreign keys must be off while rows go back in.
+		return "", "resetting in place needs a superuser (session_replication_role)", nil
+	case r.version < 140000:
+		return "", "resetting in place needs PostgreSQL 14+ (pg_terminate_backend with timeout)", nil
+	}
+	var always int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE oid >= 16384 AND tgenabled IN ('A', 'R')`).Scan(&always); err != nil {
+		return "", "", fmt.Errorf("[twice] internal: reading the template's triggers: %w", err)
+	}
+	if always > 0 {
+		return "", "the schema has ENABLE ALWAYS/REPLICA triggers, which would fire during a reset", nil
+	}
+	type table struct{ name, cols string }
+	rows, err := conn.Query(ctx, `
+		SELECT format('%I.%I', n.nspname, c.relname),
+		       coalesce((SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+		                 FROM pg_attribute a
+		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '')
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+		ORDER BY c.oid`)
+	if err != nil {
+		return "", "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+	}
+	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
+		var t table
+		return t, row.Scan(&t.name, &t.cols)
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+	}
+	var b strings.Builder
+	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
+	for _, t := range tables {
+		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE
+		// makes new files for every table and index) and leaves the catalog
+		// alone; autovacuum takes the dead rows.
+		b.WriteString("DELETE FROM ONLY " + t.name + ";\n")
+	}
+	for _, t := range tables {
+		// Each value goes back through its type's text form, as COPY does,
+		// in the template's physical row order.
+		var n int64
+		var values *string
+		q := "SELECT count(*), NULL::text FROM ONLY " + t.name
+		if t.cols != "" {
+			q = "SELECT count(*), string_agg('(' || concat_ws(', ', " + quotedValues(t.cols) + ") || ')', E',\\n') FROM ONLY " + t.name
+		}
+		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
+			return "", "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
+		}
+		switch {
+		case n == 0:
+		case values == nil:
+			return "", fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil
+		default:
+			fmt.Fprintf(&b, "INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE VALUES\n%s;\n", t.name, t.cols, *values)
+		}
+	}
+	rows, err = conn.Query(ctx, `SELECT c.oid::bigint, format('%I.%I', n.nspname, c.relname)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind = 'S' AND c.relpersistence <> 't' AND c.oid >= 16384 ORDER BY c.oid`)
+	if err != nil {
+		return "", "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+	}
+	type sequence struct {
+		oid  int64
+		name string
+	}
+	seqs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (sequence, error) {
+		var s sequence
+		return s, row.Scan(&s.oid, &s.name)
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+	}
+	for _, s := range seqs {
+		var last int64
+		var called bool
+		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
+			return "", "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
+		}
+		fmt.Fprintf(&b, "SELECT setval(%d::regclass, %d, %t);\n", s.oid, last, called)
+	}
+	b.WriteString("COMMIT;\n")
+	b.WriteString(fingerprintSQL + ";\n")
+	return b.String(), "", nil
+}
+
+// quotedValues turns "a, b" into "quote_nullable(a::text), quote_nullable(b::text)".
+func quotedValues(cols string) string {
+	parts := strings.Split(cols, ", ")
+	for i, c := range parts {
+		parts[i] = "quote_nullable(" + c + "::text)"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fingerprintSQL digests the user-visible catalog of the current database
+// (objects with OIDs from 16384 up, not temporary), leaving out what a reset
+// itself changes (relfilenodes, statistics). A database whose fingerprint
+// differs from a fresh clone's after a reset had its schema changed and is
+// not reused.
+const fingerprintSQL = `SELECT string_agg(x, ' ') FROM (
+ SELECT 'class:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) AS x FROM pg_class WHERE oid >= 16384 AND relpersistence <> 't'
+ UNION ALL SELECT 'att:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_attribute WHERE attrelid >= 16384 AND attrelid IN (SELECT oid FROM pg_class WHERE oid >= 16384 AND relpersistence <> 't')
+ UNION ALL SELECT 'def:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_attrdef WHERE oid >= 16384
+ UNION ALL SELECT 'con:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_constraint WHERE oid >= 16384
+ UNION ALL SELECT 'idx:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_index WHERE indexrelid >= 16384
+ UNION ALL SELECT 'proc:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_proc WHERE oid >= 16384
+ UNION ALL SELECT 'trg:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_trigger WHERE oid >= 16384
+ UNION ALL SELECT 'rule:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_rewrite WHERE oid >= 16384
+ UNION ALL SELECT 'nsp:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_namespace WHERE oid >= 16384 AND nspname NOT LIKE 'pg\_temp\_%' AND nspname NOT LIKE 'pg\_toast\_temp\_%'
+ UNION ALL SELECT 'type:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_type WHERE oid >= 16384 AND typnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname LIKE 'pg\_temp\_%' OR nspname LIKE 'pg\_toast\_temp\_%')
+ UNION ALL SELECT 'enum:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_enum WHERE true
+ UNION ALL SELECT 'seq:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_sequence WHERE seqrelid >= 16384 AND seqrelid IN (SELECT oid FROM pg_class WHERE oid >= 16384 AND relpersistence <> 't')
+ UNION ALL SELECT 'pol:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_policy WHERE true
+ UNION ALL SELECT 'ext:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_extension WHERE true
+ UNION ALL SELECT 'lo:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_largeobject_metadata WHERE true
+ UNION ALL SELECT 'dbset:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+ UNION ALL SELECT 'evt:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_event_trigger WHERE true
+ UNION ALL SELECT 'desc:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_description WHERE objoid >= 16384
+) s`
+
+// othersSQL counts the other sessions in the current database, sending each
+// a terminate signal when $1 is true; the backend functions are much cheaper
+// than the pg_stat_activity view. pg_terminate_backend's own wait polls in
+// 100ms steps, so Drop polls this instead.
+const othersSQL = `SELECT count(*) FILTER (WHERE NOT $1 OR pg_terminate_backend(pid))
+FROM (SELECT pg_stat_get_backend_pid(s.id) AS pid FROM pg_stat_get_backend_idset() s(id)
+      WHERE pg_stat_get_backend_dbid(s.id) = (SELECT oid FROM pg_database WHERE datname = current_database())) b
+WHERE pid <> pg_backend_pid()`
+
+// closeIdle closes the sessions of idle databases so they can be dropped.
+func (t *Template) closeIdle(ctx context.Context) {
+	t.mu.Lock()
+	idle := t.idle
+	t.idle = nil
+	t.mu.Unlock()
+	for _, d := range idle {
+		d.closeAdmin(ctx)
+	}
+}
