@@ -1,0 +1,182 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/recordtb"
+)
+
+const counterSchema = `
+CREATE TABLE counters (name text PRIMARY KEY, n int NOT NULL);
+INSERT INTO counters VALUES ('hits', 0);
+CREATE TABLE events (
+  id         bigserial PRIMARY KEY,
+  job_id     text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  token      uuid NOT NULL DEFAULT gen_random_uuid()
+);
+`
+
+func counterConfig() harness.Config {
+	return harness.Config{Setup: []harness.Setup{harness.SQL(counterSchema)}}
+}
+
+func exec(sql string, args ...func(*harness.Delivery) any) harness.Handler {
+	return func(ctx context.Context, d *harness.Delivery) error {
+		vals := make([]any, len(args))
+		for i, a := range args {
+			vals[i] = a(d)
+		}
+		_, err := d.DB.Exec(ctx, sql, vals...)
+		return err
+	}
+}
+
+func jobID(d *harness.Delivery) any { return d.JobID }
+
+func TestRunFindsIncrement(t *testing.T) {
+	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
+	res, err := harness.Run(t.Context(), job, counterConfig())
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+
+	require.Len(t, res.Scenarios, 2)
+	for _, s := range res.Scenarios {
+		assert.Equal(t, harness.NotIdempotent, s.Verdict, s.Fault)
+		require.Len(t, s.StateDiff, 1, s.Fault)
+		assert.Equal(t, "counters", s.StateDiff[0].Table)
+		assert.NotEmpty(t, s.Database, "a failed scenario keeps its database")
+	}
+	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule)
+	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule)
+	assert.Equal(t, []string{"twice-job-1", "twice-job-1"}, []string{res.Scenarios[0].Deliveries[0].JobID, res.Scenarios[0].Deliveries[1].JobID})
+	assert.Equal(t, 2, res.Scenarios[0].Deliveries[1].Attempt)
+	assert.Equal(t, "twice-job-2", res.Scenarios[1].Deliveries[1].JobID)
+}
+
+func TestRunLeavesOutVolatileColumns(t *testing.T) {
+	job := harness.Job{Name: "event", Handler: exec(`INSERT INTO events (job_id) VALUES ($1) ON CONFLICT DO NOTHING`, jobID)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"events.created_at", "events.token"}, res.Volatile)
+	assert.True(t, res.Idempotent(), "scenarios: %+v", res.Scenarios)
+}
+
+// A retry that fails every time (a unique violation on redelivery) leaves
+// the state as one run did, but the job never completes: a finding.
+func TestRunFindsRetryThatAlwaysFails(t *testing.T) {
+	job := harness.Job{Name: "event-strict", Handler: exec(`INSERT INTO events (job_id) VALUES ($1)`, jobID)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	s := res.Scenarios[0]
+	assert.Equal(t, harness.NotIdempotent, s.Verdict)
+	assert.Empty(t, s.StateDiff)
+	assert.Contains(t, s.Deliveries[1].Err, "23505")
+	require.Len(t, s.Problems, 1)
+	assert.Contains(t, s.Problems[0], "the job did not complete")
+}
+
+// Every worker the factory builds is fresh: an in-memory dedup map does not
+// survive into the redelivery's worker.
+func TestRunBuildsAFreshWorkerPerDelivery(t *testing.T) {
+	var built atomic.Int32
+	job := harness.Job{Name: "in-memory-dedup", NewWorker: func() harness.Handler {
+		built.Add(1)
+		seen := map[string]bool{}
+		return func(ctx context.Context, d *harness.Delivery) error {
+			if seen[d.JobID] {
+				return nil
+			}
+			seen[d.JobID] = true
+			_, err := d.DB.Exec(ctx, `UPDATE counters SET n = n + 1`)
+			return err
+		}
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	assert.Equal(t, int32(4), built.Load(), "two references and two workers in run-twice")
+	assert.False(t, res.Idempotent(), "an in-memory dedup map is lost with its worker")
+}
+
+func TestRunReportsHandlerPanicWithStack(t *testing.T) {
+	var calls atomic.Int32
+	job := harness.Job{Name: "panics-on-retry", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if calls.Add(1) > 2 && d.Attempt == 2 {
+			panic("boom")
+		}
+		return nil
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	s := res.Scenarios[0]
+	assert.Equal(t, harness.NotIdempotent, s.Verdict)
+	assert.Contains(t, s.Deliveries[1].Err, "handler panicked: boom")
+	assert.Contains(t, s.Deliveries[1].Err, "harness_test.go", "the stack names the handler")
+}
+
+func TestRunRejectsBadInput(t *testing.T) {
+	ok := func(context.Context, *harness.Delivery) error { return nil }
+	tests := []struct {
+		name string
+		job  harness.Job
+		cfg  harness.Config
+		want string
+	}{
+		{"no name", harness.Job{Handler: ok}, harness.Config{}, "Job.Name is empty"},
+		{"no handler", harness.Job{Name: "x"}, harness.Config{}, "neither Handler nor NewWorker"},
+		{"both", harness.Job{Name: "x", Handler: ok, NewWorker: func() harness.Handler { return ok }}, harness.Config{}, "sets both"},
+		{"nil fault", harness.Job{Name: "x", Handler: ok}, harness.Config{Faults: []faults.Fault{nil}}, "nil fault"},
+		{"nil setup func", harness.Job{Name: "x", Handler: ok}, harness.Config{Setup: []harness.Setup{harness.Func(nil)}}, "setup func is nil"},
+		{"bad setup SQL", harness.Job{Name: "x", Handler: ok}, harness.Config{Setup: []harness.Setup{harness.SQL("CREATE TABLE t (id int);\nCREATE TABLEX u ();")}}, `SQL:2:8: ERROR: syntax error at or near "TABLEX"`},
+		{"fails on a clean run", harness.Job{Name: "x", Handler: func(context.Context, *harness.Delivery) error { return errors.New("no such order") }}, harness.Config{}, "failed on its clean reference run 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := harness.Run(t.Context(), tt.job, tt.cfg)
+			require.Error(t, err)
+			assert.True(t, strings.HasPrefix(err.Error(), "[twice] "), "error %q lacks the tag", err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestCheckFailsWhenExpectedFindingIsGone(t *testing.T) {
+	job := harness.Job{Name: "noop", Handler: func(context.Context, *harness.Delivery) error { return nil }}
+	cfg := counterConfig()
+	cfg.ExpectFinding = "thought to double count"
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	errs := rec.Errors()
+	require.Len(t, errs, 1)
+	assert.Equal(t, `[twice] job "noop" is marked not idempotent (thought to double count), but all 2 scenarios passed: remove Config.ExpectFinding`, errs[0])
+}
+
+func TestCheckReportsHarnessBreakageAsFatal(t *testing.T) {
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, harness.Job{Name: "x"}, harness.Config{}) })
+	errs := rec.Errors()
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0], "[twice] ")
+	assert.NotContains(t, errs[0], "not idempotent")
+}

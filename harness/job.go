@@ -1,0 +1,74 @@
+package harness
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Handler runs one delivery of a job. It returns nil when the job is done;
+// an error makes the queue deliver it again.
+type Handler func(ctx context.Context, d *Delivery) error
+
+// Job is the handler under test. Set exactly one of Handler and NewWorker.
+type Job struct {
+	// Name identifies the job in messages and reports: "reward-order".
+	Name string
+	// Handler runs every delivery. Use it when the handler keeps no state
+	// in memory between deliveries.
+	Handler Handler
+	// NewWorker builds a worker: the handler together with its in-memory
+	// state (a cache, an in-process dedup map, a middleware instance). A
+	// crashed worker is discarded and the redelivery runs on a freshly
+	// built one, as after a real crash.
+	NewWorker func() Handler
+}
+
+// Delivery is one invocation of the handler, as a queue makes it. Each
+// delivery has its own database connections.
+type Delivery struct {
+	// JobID is the queue's ID for the job. A redelivery carries the same
+	// ID; a producer retry carries a new one.
+	JobID string
+	// Attempt counts deliveries of JobID, from 1.
+	Attempt int
+	// DB is a pool of this delivery's own connections to the scenario's
+	// database. It is closed when the delivery ends.
+	DB *pgxpool.Pool
+	// DSN connects other drivers (database/sql, lib/pq, an ORM) to the
+	// same database as this delivery.
+	DSN string
+
+	clock *Clock
+}
+
+// Now is the harness clock's time. Use it where the handler would call
+// time.Now, so faults that move the clock (a visibility timeout, a redrive
+// days later) reach the handler.
+func (d *Delivery) Now() time.Time { return d.clock.Now() }
+
+// Clock is a scenario's time. It runs with the wall clock and the harness
+// moves it forward where a fault says time passes.
+type Clock struct {
+	mu     sync.Mutex
+	start  time.Time
+	offset time.Duration
+}
+
+func newClock() *Clock { return &Clock{start: time.Now()} }
+
+// Now returns the current harness time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.start.Add(time.Since(c.start) + c.offset)
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
