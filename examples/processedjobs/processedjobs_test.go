@@ -1,0 +1,71 @@
+package processedjobs_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"github.com/runtwice/twice/examples/processedjobs"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/golden"
+	"github.com/runtwice/twice/internal/recordtb"
+)
+
+var (
+	config = harness.Config{Setup: []harness.Setup{harness.SQL(processedjobs.Schema)}}
+
+	byJobID = harness.Job{Name: "processed-by-job-id", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return processedjobs.ByJobID(ctx, d.DB, d.JobID, 77, 9812)
+	}}
+	// byBusinessKey reaches the database through database/sql, on the
+	// delivery's DSN.
+	byBusinessKey = harness.Job{Name: "processed-by-business-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		db, err := sql.Open("pgx", d.DSN)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return processedjobs.ByBusinessKey(ctx, db, 77, 9812)
+	}}
+)
+
+func TestByBusinessKey(t *testing.T) {
+	harness.Check(t, byBusinessKey, config)
+}
+
+// TestByJobIDSurvivesRedelivery: the same job ID delivered again is skipped.
+func TestByJobIDSurvivesRedelivery(t *testing.T) {
+	cfg := config
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	harness.Check(t, byJobID, cfg)
+}
+
+// TestByJobID: a producer retry carries a new job ID, so the reward is
+// paid twice.
+func TestByJobID(t *testing.T) {
+	cfg := config
+	cfg.ExpectFinding = "a producer retry carries a new job ID"
+	res := harness.Check(t, byJobID, cfg)
+	for _, s := range res.Scenarios {
+		want := harness.Idempotent
+		if s.Fault == "producer-retry" {
+			want = harness.NotIdempotent
+		}
+		if s.Verdict != want {
+			t.Errorf("scenario %s: Verdict = %s, want %s", s.Fault, s.Verdict, want)
+		}
+	}
+}
+
+func TestByJobIDFinding(t *testing.T) {
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, byJobID, config) })
+	errs := rec.Errors()
+	if len(errs) != 1 {
+		t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
+	}
+	golden.Equal(t, "by-job-id-finding.txt", errs[0])
+}
