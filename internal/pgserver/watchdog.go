@@ -1,0 +1,275 @@
+package pgserver
+
+// The watchdog makes "stopped when the test binary exits" hold when the
+// binary cannot clean up itself: it is killed (SIGKILL, go test's timeout),
+// it panics, or nobody calls Close (Shared's server never is).
+//
+// It is a re-exec of os.Executable() that this package's init() turns into
+// the watchdog when watchdogEnv is set. Not a `sh` script: removing a
+// container needs the Docker API, which a shell has no portable client
+// for, and checking that a pid still names the process we started (not a
+// reused pid) is easier to get right in Go. It starts off the critical
+// path: the test process does not wait for it.
+//
+// Protocol: the watchdog's stdin is the read end of a pipe whose write end
+// only the test process holds (os.Pipe is close-on-exec, so no other child
+// inherits it). The test process writes one line per resource:
+//
+//	proc <pid> <start>         a postgres postmaster to stop (fast shutdown)
+//	dir <path>                 a directory to remove
+//	container <id>             a Docker container to remove
+//
+// When the test process exits for any reason the kernel closes the write
+// end; the watchdog reads EOF, releases everything it was told about, and
+// exits. It ignores SIGINT/SIGTERM/SIGHUP and runs in its own process group
+// so a ^C meant for `go test` does not kill it before its work is done.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const watchdogEnv = "TWICE_PGSERVER_WATCHDOG"
+
+func init() {
+	if os.Getenv(watchdogEnv) == "1" {
+		runWatchdog()
+		os.Exit(0)
+	}
+}
+
+func runWatchdog() {
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	var procs []procRef
+	var dirs, containers []string
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		kind, rest, _ := strings.Cut(sc.Text(), " ")
+		switch kind {
+		case "proc":
+			if p, ok := parseProcRef(rest); ok {
+				procs = append(procs, p)
+			}
+		case "dir":
+			dirs = append(dirs, rest)
+		case "container":
+			containers = append(containers, rest)
+		}
+	}
+	for _, p := range procs {
+		stopPostmaster(p, 30*time.Second)
+	}
+	for _, d := range dirs {
+		_ = os.RemoveAll(d)
+	}
+	if len(containers) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		for _, id := range containers {
+			removeContainer(ctx, id)
+		}
+	}
+}
+
+// procRef names one process and tells it apart from a later process that
+// reuses its pid.
+type procRef struct {
+	pid   int
+	start string // start time in clock ticks since boot; "" where unknown
+}
+
+func (p procRef) String() string { return fmt.Sprintf("%d %s", p.pid, orDash(p.start)) }
+
+func parseProcRef(s string) (procRef, bool) {
+	f := strings.Fields(s)
+	if len(f) < 2 {
+		return procRef{}, false
+	}
+	pid, err := strconv.Atoi(f[0])
+	if err != nil || pid <= 0 {
+		return procRef{}, false
+	}
+	start := f[1]
+	if start == "-" {
+		start = ""
+	}
+	return procRef{pid: pid, start: start}, true
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func selfRef() procRef {
+	pid := os.Getpid()
+	return procRef{pid: pid, start: procStart(pid)}
+}
+
+func refOf(pid int) procRef { return procRef{pid: pid, start: procStart(pid)} }
+
+// procStart reads field 22 of /proc/<pid>/stat: when the process started.
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return ""
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field 22 is f[19].
+	if len(f) < 20 {
+		return ""
+	}
+	if f[0] == "Z" {
+		return "" // a zombie has finished; it only waits to be reaped
+	}
+	return f[19]
+}
+
+// alive reports whether p still runs (and is not a different process that
+// got its pid).
+func (p procRef) alive() bool {
+	if err := syscall.Kill(p.pid, 0); err != nil && err != syscall.EPERM {
+		return false
+	}
+	now := procStart(p.pid)
+	if p.start == "" {
+		// No /proc: kill(0) is all we know. With /proc, a zombie reads "".
+		_, err := os.Stat("/proc/self/stat")
+		return err != nil || now != ""
+	}
+	return now == p.start
+}
+
+// stopPostmaster asks p for a fast shutdown (SIGINT), then an immediate one
+// (SIGQUIT), then kills its process group, and waits until it is gone.
+func stopPostmaster(p procRef, patience time.Duration) {
+	steps := []struct {
+		sig   syscall.Signal
+		group bool
+		wait  time.Duration
+	}{
+		{syscall.SIGINT, false, patience},
+		{syscall.SIGQUIT, false, 5 * time.Second},
+		{syscall.SIGKILL, true, 5 * time.Second},
+	}
+	for _, st := range steps {
+		if !p.alive() {
+			return
+		}
+		if st.group {
+			_ = syscall.Kill(-p.pid, st.sig) // postgres runs in its own group (Setpgid)
+		}
+		_ = syscall.Kill(p.pid, st.sig)
+		deadline := time.Now().Add(st.wait)
+		for p.alive() && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// watchdog is the test process's end of the pipe.
+type watchdog struct {
+	mu  sync.Mutex
+	w   *os.File
+	cmd *exec.Cmd
+}
+
+// startWatchdog starts the watchdog process. The caller tells it what to
+// release with the watch* methods.
+func startWatchdog() (*watchdog, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: find this test binary to start the cleanup watchdog: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: pipe for the cleanup watchdog: %w", err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Stdin = r
+	cmd.Dir = "/"
+	cmd.Env = append(filteredEnv("GOCOVERDIR"), watchdogEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = r.Close()
+		_ = w.Close()
+		return nil, fmt.Errorf("[twice] internal: start the cleanup watchdog (%s): %w", exe, err)
+	}
+	_ = r.Close()
+	return &watchdog{w: w, cmd: cmd}, nil
+}
+
+func filteredEnv(drop ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		keep := name != watchdogEnv
+		for _, d := range drop {
+			if name == d {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func (wd *watchdog) send(line string) error {
+	wd.mu.Lock()
+	defer wd.mu.Unlock()
+	if wd.w == nil {
+		return fmt.Errorf("[twice] internal: cleanup watchdog already released")
+	}
+	if _, err := fmt.Fprintln(wd.w, line); err != nil {
+		return fmt.Errorf("[twice] internal: tell the cleanup watchdog about %s: %w", line, err)
+	}
+	return nil
+}
+
+func (wd *watchdog) watchProc(p procRef) error      { return wd.send("proc " + p.String()) }
+func (wd *watchdog) watchDir(dir string) error      { return wd.send("dir " + filepath.Clean(dir)) }
+func (wd *watchdog) watchContainer(id string) error { return wd.send("container " + id) }
+
+// release closes the pipe and waits for the watchdog to finish its
+// cleanup, so nothing is left when it returns.
+func (wd *watchdog) release(timeout time.Duration) error {
+	wd.mu.Lock()
+	w := wd.w
+	wd.w = nil
+	wd.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	_ = w.Close()
+	done := make(chan error, 1)
+	go func() { done <- wd.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("[twice] internal: cleanup watchdog: %w", err)
+		}
+		return nil
+	case <-time.After(timeout):
+		return fmt.Errorf("[twice] internal: cleanup watchdog (pid %d) still running after %s", wd.cmd.Process.Pid, timeout)
+	}
+}
