@@ -113,12 +113,12 @@ func (r *runner) newWorker() (h Handler, err error) {
 }
 
 // reference runs one clean delivery on a fresh database and snapshots it.
-func (r *runner) reference(ctx context.Context, n int) (*assert.Snapshot, error) {
+func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, err error) {
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Drop(context.WithoutCancel(ctx))
+	defer func() { err = errors.Join(err, db.Drop(context.WithoutCancel(ctx))) }()
 	h, err := r.newWorker()
 	if err != nil {
 		return nil, fmt.Errorf("[twice] %w", err)
@@ -225,7 +225,7 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	snap, err := assert.TakeSnapshot(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)

@@ -1,0 +1,101 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/pgserver"
+)
+
+const ledgerSchema = `
+CREATE TABLE customers (id bigserial PRIMARY KEY, points int NOT NULL DEFAULT 0);
+CREATE TABLE points_ledger (
+  id bigserial PRIMARY KEY,
+  customer_id bigint NOT NULL REFERENCES customers (id),
+  order_id bigint NOT NULL,
+  reason text NOT NULL,
+  points int NOT NULL,
+  UNIQUE (order_id, reason)
+);
+INSERT INTO customers (id, points) VALUES (77, 120);
+`
+
+func rewardWithLedger(ctx context.Context, db *pgxpool.Pool) error {
+	_, err := db.Exec(ctx, `
+WITH added AS (
+  INSERT INTO points_ledger (customer_id, order_id, reason, points)
+  VALUES (77, 9812, 'order_reward', 50)
+  ON CONFLICT (order_id, reason) DO NOTHING
+  RETURNING customer_id, points
+)
+UPDATE customers c SET points = c.points + added.points
+FROM added WHERE c.id = added.customer_id`)
+	return err
+}
+
+// BenchmarkLedger checks the seed's correct ledger job with the default
+// faults, and in the same loop runs the handler bare once on a fresh
+// database, so the ratio compares like with like on a noisy machine.
+func BenchmarkLedger(b *testing.B) {
+	ctx := context.Background()
+	job := harness.Job{Name: "ledger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return rewardWithLedger(ctx, d.DB)
+	}}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}}
+
+	srv, err := pgserver.Shared(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "SQL", SQL: ledgerSchema}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bare := func() {
+		db, err := tmpl.Fresh(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool, err := pgxpool.New(ctx, db.ConnString)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := rewardWithLedger(ctx, pool); err != nil {
+			b.Fatal(err)
+		}
+		pool.Close()
+		if err := db.Drop(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	var checkTime, bareTime time.Duration
+	scenarios := 0
+	for b.Loop() {
+		start := time.Now()
+		res, err := harness.Run(ctx, job, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Idempotent() {
+			b.Fatalf("the ledger job was found not idempotent: %+v", res.Failed())
+		}
+		checkTime += time.Since(start)
+		scenarios += len(res.Scenarios) + 2 // and the two references
+
+		start = time.Now()
+		bare()
+		bareTime += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(checkTime.Microseconds())/1000/n, "ms/check")
+	b.ReportMetric(float64(checkTime.Microseconds())/1000/float64(scenarios), "ms/scenario")
+	b.ReportMetric(float64(bareTime.Microseconds())/1000/n, "ms/bare")
+	b.ReportMetric(float64(checkTime)/float64(bareTime), "check/bare")
+	b.ReportMetric(0, "ns/op") // the loop times both; the metrics above split them
+}
