@@ -2,66 +2,35 @@ package assert_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/pgserver"
 )
 
-// serverURL is the dev server's maintenance database. TODO: take it from
-// internal/pgserver.Shared once its local and Docker modes land.
-func serverURL(t testing.TB) string {
-	t.Helper()
-	url := os.Getenv("TWICE_DATABASE_URL")
-	if url == "" {
-		t.Fatal("[twice] internal: these tests need PostgreSQL: set TWICE_DATABASE_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
-	}
-	return url
-}
-
-// newDB creates a database of our own on the shared server, runs the
-// schema SQL in it and drops it when the test ends.
+// newDB hands out a fresh database of our own on the shared server, with
+// the schema SQL applied, and gives it back when the test ends.
 func newDB(t testing.TB, schema string) *pgx.Conn {
 	t.Helper()
 	ctx := context.Background()
-	url := serverURL(t)
-	admin, err := pgx.Connect(ctx, url)
+	srv, err := pgserver.Shared(ctx)
 	require.NoError(t, err)
-	defer admin.Close(ctx)
-	buf := make([]byte, 6)
-	_, _ = rand.Read(buf)
-	name := "twice_asserttest_" + hex.EncodeToString(buf)
-	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "SQL", SQL: schema}})
+	require.NoError(t, err)
+	db, err := tmpl.Fresh(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		admin, err := pgx.Connect(ctx, url)
-		if err != nil {
-			t.Errorf("dropping %s: %v", name, err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("dropping %s: %v", name, err)
+		if err := db.Drop(context.Background()); err != nil {
+			t.Errorf("giving back %s: %v", db.Name, err)
 		}
 	})
-	cfg, err := pgx.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.Database = name
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.Connect(ctx, db.ConnString)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close(context.Background()) })
-	if schema != "" {
-		_, err = conn.Exec(ctx, schema)
-		require.NoError(t, err)
-	}
 	return conn
 }
 
