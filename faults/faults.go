@@ -1,57 +1,230 @@
 // Package faults describes how a queue makes a job run more than once.
 //
-// Every fault is a schedule: which deliveries run, which job ID each one
-// carries and which attempt it is. A Fault is a value built by a verb-first
-// constructor (RunTwice, ProducerRetry); the harness expands it into the
-// schedules it executes. Default is the matrix a plain harness.Check runs.
+// Every fault is a schedule (see Schedule): which deliveries run, which job
+// ID each carries, where each crashes or loses its reply, when each starts,
+// how far the clock moves, and how overlapping deliveries' steps
+// interleave. A Fault is a value built by a verb-first constructor
+// (RunTwice, CrashAtEveryStep, ConcurrentDelivery); the harness expands it
+// into schedules from what the job's clean reference run did (its steps),
+// and executes each on a fresh database. Default is the matrix a plain
+// harness.Check runs.
 package faults
+
+import "time"
 
 // Fault is one way a job can be delivered more than once. Its values come
 // from this package's constructors; other packages cannot add kinds.
 type Fault interface {
-	// Name is the fault's short name, used in reports: "run-twice".
+	// Name is the fault's short name, used in reports: "crash-mid-job".
 	Name() string
-	// Schedules expands the fault into the schedules to execute.
-	Schedules() []Schedule
+	// Schedules expands the fault into the schedules to execute for a job
+	// whose clean run took p.Steps.
+	Schedules(p Plan) []Schedule
 	sealed()
 }
 
-type fault struct {
-	name      string
-	schedules []Schedule
+// Plan is what a fault is expanded from: the job's clean run and the
+// queue's settings.
+type Plan struct {
+	// Steps are the steps one clean delivery took, in order.
+	Steps []Step
+	// VisibilityTimeout is how long the queue waits before it redelivers
+	// a job whose delivery did not ack; zero means 30s.
+	VisibilityTimeout time.Duration
+	// MaxInterleavings bounds the interleavings tried per concurrent
+	// fault: all of them while there are at most this many, a fixed
+	// sample beyond; zero means 24.
+	MaxInterleavings int
 }
 
-func (f fault) Name() string          { return f.name }
-func (f fault) Schedules() []Schedule { return append([]Schedule(nil), f.schedules...) }
-func (fault) sealed()                 {}
+// Step is one observable action of the clean run.
+type Step struct {
+	// SQL is the statement's text.
+	SQL string
+	// CommitPoint is true for a COMMIT and for a write outside an explicit
+	// transaction: steps whose success makes work durable.
+	CommitPoint bool
+}
+
+func (p Plan) visibility() time.Duration {
+	if p.VisibilityTimeout > 0 {
+		return p.VisibilityTimeout
+	}
+	return 30 * time.Second
+}
+
+func (p Plan) maxInterleavings() int {
+	if p.MaxInterleavings > 0 {
+		return p.MaxInterleavings
+	}
+	return 24
+}
+
+type fault struct {
+	name   string
+	expand func(p Plan) []Schedule
+}
+
+func (f fault) Name() string { return f.name }
+func (f fault) Schedules(p Plan) []Schedule {
+	out := f.expand(p)
+	for i := range out {
+		out[i].Fault = f.name
+	}
+	return out
+}
+func (fault) sealed() {}
+
+func one(ds ...Delivery) []Schedule { return []Schedule{{Deliveries: ds}} }
 
 // RunTwice is the seed's cheapest check: the job completes, then the queue
-// delivers the same job ID again as attempt 2.
+// delivers the same job ID again as attempt 2, on another worker.
 func RunTwice() Fault {
-	return fault{name: "run-twice", schedules: []Schedule{{
-		Fault: "run-twice",
-		Deliveries: []Delivery{
-			{Job: 1, Attempt: 1, Worker: 1},
-			{Job: 1, Attempt: 2, Worker: 2},
-		},
-	}}}
+	return fault{"run-twice", func(Plan) []Schedule {
+		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 1, Attempt: 2, Worker: 2})
+	}}
 }
 
-// ProducerRetry is a producer that enqueued the job twice: the second copy
-// carries a new job ID with the same arguments and runs after the first
-// completed.
+// ProducerRetry is a producer that enqueued the job twice: after the first
+// copy completed, a second one with a new job ID and the same arguments
+// runs.
 func ProducerRetry() Fault {
-	return fault{name: "producer-retry", schedules: []Schedule{{
-		Fault: "producer-retry",
-		Deliveries: []Delivery{
-			{Job: 1, Attempt: 1, Worker: 1},
-			{Job: 2, Attempt: 1, Worker: 2},
-		},
-	}}}
+	return fault{"producer-retry", func(Plan) []Schedule {
+		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2})
+	}}
+}
+
+// CrashBeforeAck is a worker that dies after every step of the job and
+// before its ack; the job is redelivered once the visibility timeout has
+// passed.
+func CrashBeforeAck() Fault {
+	return fault{"crash-before-ack", func(p Plan) []Schedule {
+		return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash},
+			Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+	}}
+}
+
+// LostAck is an ack the queue never receives: the delivery returned nil and
+// its worker lives on. The redelivery, after the visibility timeout, goes
+// to the same worker in one schedule and to another worker in a second.
+func LostAck() Fault {
+	return fault{"lost-ack", func(p Plan) []Schedule {
+		first := Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindLostAck}
+		return []Schedule{
+			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 1, Advance: p.visibility()}}},
+			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()}}},
+		}
+	}}
+}
+
+// CrashAt is a worker that dies just before step k of the job reaches the
+// server: its open transaction rolls back, its earlier commits stay. The
+// job is redelivered after the visibility timeout.
+func CrashAt(k int) Fault {
+	return fault{"crash-mid-job", func(p Plan) []Schedule { return crashAt(p, k) }}
+}
+
+// CrashAtEveryStep is CrashAt for every step of the clean run.
+func CrashAtEveryStep() Fault {
+	return fault{"crash-mid-job", func(p Plan) []Schedule {
+		var out []Schedule
+		for k := 1; k <= len(p.Steps); k++ {
+			out = append(out, crashAt(p, k)...)
+		}
+		return out
+	}}
+}
+
+func crashAt(p Plan, k int) []Schedule {
+	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: k},
+		Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+}
+
+// AmbiguousCommitAt is a commit whose reply is lost: the server applies
+// step k, the connection drops before the reply arrives, the delivery's
+// own error path runs, and the job is redelivered after the visibility
+// timeout.
+func AmbiguousCommitAt(k int) Fault {
+	return fault{"ambiguous-commit", func(p Plan) []Schedule { return ambiguousAt(p, k) }}
+}
+
+// AmbiguousCommits is AmbiguousCommitAt every commit point of the clean run:
+// each COMMIT and each write outside a transaction.
+func AmbiguousCommits() Fault {
+	return fault{"ambiguous-commit", func(p Plan) []Schedule {
+		var out []Schedule
+		for i, s := range p.Steps {
+			if s.CommitPoint {
+				out = append(out, ambiguousAt(p, i+1)...)
+			}
+		}
+		return out
+	}}
+}
+
+func ambiguousAt(p Plan, k int) []Schedule {
+	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindAmbiguous, At: k},
+		Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+}
+
+// VisibilityTimeout is a job slower than the queue's visibility timeout:
+// after the first delivery has done k steps the clock passes the timeout
+// and a second delivery starts on another worker; it runs its steps, then
+// the first one goes on. One schedule per k from 1 to the number of steps.
+func VisibilityTimeout() Fault {
+	return fault{"visibility-timeout", func(p Plan) []Schedule {
+		n := len(p.Steps)
+		var out []Schedule
+		for k := 1; k <= n; k++ {
+			out = append(out, Schedule{
+				Deliveries: []Delivery{
+					{Job: 1, Attempt: 1, Worker: 1},
+					{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility(), With: 1, After: k},
+				},
+				Order: blockAt(n, n, k, 1, 2),
+			})
+		}
+		return out
+	}}
+}
+
+// ConcurrentDelivery is the same job delivered to two workers at once
+// (attempts 1 and 2 of one job ID), their steps interleaved in every order
+// while there are few, a fixed sample beyond.
+func ConcurrentDelivery() Fault {
+	return fault{"concurrent-delivery", func(p Plan) []Schedule { return concurrent(p, 1) }}
+}
+
+// ConcurrentProducerRetry is the producer's two copies of the job (two
+// job IDs) delivered at once, interleaved as ConcurrentDelivery.
+func ConcurrentProducerRetry() Fault {
+	return fault{"concurrent-producer-retry", func(p Plan) []Schedule { return concurrent(p, 2) }}
+}
+
+func concurrent(p Plan, secondJob int) []Schedule {
+	second := Delivery{Job: secondJob, Attempt: 2, Worker: 2, With: 1}
+	if secondJob != 1 {
+		second.Attempt = 1
+	}
+	var out []Schedule
+	n := len(p.Steps)
+	for _, order := range Interleavings(n, n, p.maxInterleavings()) {
+		out = append(out, Schedule{
+			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
+			Order:      order,
+		})
+	}
+	return out
 }
 
 // Default returns the matrix harness.Check runs when the configuration names
-// no faults.
+// no faults: run twice, producer retry, crash before ack, lost ack, crash
+// at every step, ambiguous commit at every commit point, visibility timeout
+// at every step, and concurrent delivery and producer retry over their
+// interleavings.
 func Default() []Fault {
-	return []Fault{RunTwice(), ProducerRetry()}
+	return []Fault{
+		RunTwice(), ProducerRetry(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
+		AmbiguousCommits(), VisibilityTimeout(), ConcurrentDelivery(), ConcurrentProducerRetry(),
+	}
 }

@@ -4,16 +4,25 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// Schedule is one execution plan: deliveries run one after another, in
-// order. It is plain data so results can carry it and reports print it.
+// Schedule is one execution plan: which deliveries run, which job ID each
+// carries, where each dies or loses its reply, when each starts, how far
+// the clock moves, and in which order overlapping deliveries' steps are
+// granted. It is plain data so results carry it and reports print it;
+// String and Parse convert it to and from its short text form.
 type Schedule struct {
 	// Fault names the fault the schedule came from; empty for a schedule
 	// parsed from text.
 	Fault string
-	// Deliveries run in order; each starts after the previous one returned.
+	// Deliveries, in the order they are started.
 	Deliveries []Delivery
+	// Order lists, for deliveries that overlap, which delivery (1-based
+	// index into Deliveries) is granted its next step, step by step.
+	// Steps it does not cover are granted to the earliest delivery that
+	// has one waiting.
+	Order []int
 }
 
 // Delivery is one invocation of the handler as a queue would make it.
@@ -24,44 +33,171 @@ type Delivery struct {
 	// Attempt is the queue's attempt counter for that job ID, from 1.
 	Attempt int
 	// Worker numbers the worker that runs the delivery. Deliveries with the
-	// same number share one worker built by the job's factory.
+	// same number share one worker built by the job's factory, unless the
+	// worker died in between.
 	Worker int
+	// Advance moves the harness clock forward just before the delivery
+	// starts: a redelivery comes only after the visibility timeout.
+	Advance time.Duration
+	// With, when not zero, starts this delivery while delivery With
+	// (1-based) still runs, once that one has completed After steps; zero
+	// starts it after the previous delivery ended.
+	With  int
+	After int
+	// Fault is what goes wrong in this delivery, if anything.
+	Fault Kind
+	// At is the step KindCrash and KindAmbiguous act on (1-based); for KindCrash,
+	// zero means after the last step, before the ack.
+	At int
 }
 
-// String renders the delivery as "j1a2w2": job 1, attempt 2, worker 2.
+// Kind is what goes wrong in one delivery.
+type Kind int
+
+// Kinds of fault a delivery can suffer.
+const (
+	// KindNone: the delivery runs to its end and is acked.
+	KindNone Kind = iota
+	// KindCrash: the worker dies just before step At reaches the server (its
+	// open transaction rolls back, earlier commits stay), or, with At zero,
+	// after its last step and before the ack. Its later statements and
+	// effects are refused, its return value ignored, its worker discarded.
+	KindCrash
+	// KindAmbiguous: the server applies step At but the reply never reaches
+	// the delivery; its connection drops and its own error path runs.
+	KindAmbiguous
+	// KindLostAck: the delivery completes and returns nil, but the ack never
+	// arrives; its worker lives on.
+	KindLostAck
+)
+
+// String renders the delivery: job, attempt and worker ("j1a2w2"), then
+// "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
+// ("!crash:3", "!crash", "!ambiguous:4", "!lostack"); a clock move comes
+// first ("+30s j1a2w2").
 func (d Delivery) String() string {
-	return fmt.Sprintf("j%da%dw%d", d.Job, d.Attempt, d.Worker)
+	var b strings.Builder
+	if d.Advance > 0 {
+		fmt.Fprintf(&b, "+%s ", formatDuration(d.Advance))
+	}
+	fmt.Fprintf(&b, "j%da%dw%d", d.Job, d.Attempt, d.Worker)
+	if d.With > 0 {
+		fmt.Fprintf(&b, "@%d:%d", d.With, d.After)
+	}
+	switch d.Fault {
+	case KindCrash:
+		b.WriteString("!crash")
+		if d.At > 0 {
+			fmt.Fprintf(&b, ":%d", d.At)
+		}
+	case KindAmbiguous:
+		fmt.Fprintf(&b, "!ambiguous:%d", d.At)
+	case KindLostAck:
+		b.WriteString("!lostack")
+	}
+	return b.String()
 }
 
-// String renders the schedule in its short text form, deliveries in order
-// separated by " > ": "j1a1w1 > j1a2w2". Parse reads it back.
+// Label is the delivery without its start and fault: "j1a2w2".
+func (d Delivery) Label() string { return fmt.Sprintf("j%da%dw%d", d.Job, d.Attempt, d.Worker) }
+
+// String renders the schedule in its short text form: deliveries in start
+// order separated by " > ", then " order 1,2,1" when steps interleave.
+// Parse reads it back.
 func (s Schedule) String() string {
 	parts := make([]string, len(s.Deliveries))
 	for i, d := range s.Deliveries {
 		parts[i] = d.String()
 	}
-	return strings.Join(parts, " > ")
+	text := strings.Join(parts, " > ")
+	if len(s.Order) > 0 {
+		order := make([]string, len(s.Order))
+		for i, o := range s.Order {
+			order[i] = strconv.Itoa(o)
+		}
+		text += " order " + strings.Join(order, ",")
+	}
+	return text
 }
 
-// Parse reads a schedule from the text form String writes.
+// Parse reads a schedule from the text form String writes, for example
+// "j1a1w1!crash:3 > +30s j1a2w2" or "j1a1w1 > j1a2w2@1:0 order 1,2,2,1".
 func Parse(text string) (Schedule, error) {
 	var s Schedule
-	if strings.TrimSpace(text) == "" {
-		return s, fmt.Errorf("[twice] schedule %q: empty; want deliveries like \"j1a1w1 > j1a2w2\"", text)
+	fail := func(format string, args ...any) (Schedule, error) {
+		return Schedule{}, fmt.Errorf("[twice] schedule %q: %s", text, fmt.Sprintf(format, args...))
 	}
-	for i, part := range strings.Split(text, ">") {
+	body := strings.TrimSpace(text)
+	if body == "" {
+		return fail(`empty; want deliveries like "j1a1w1 > j1a2w2"`)
+	}
+	if rest, order, ok := strings.Cut(body, " order "); ok {
+		body = rest
+		for _, f := range strings.Split(strings.TrimSpace(order), ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				return fail("order: %q is not a delivery number from 1", f)
+			}
+			s.Order = append(s.Order, n)
+		}
+	}
+	for i, part := range strings.Split(body, ">") {
 		d, err := parseDelivery(strings.TrimSpace(part))
 		if err != nil {
-			return Schedule{}, fmt.Errorf("[twice] schedule %q: delivery %d: %w", text, i+1, err)
+			return fail("delivery %d: %v", i+1, err)
 		}
 		s.Deliveries = append(s.Deliveries, d)
 	}
+	if err := s.Validate(); err != nil {
+		return Schedule{}, fmt.Errorf("[twice] schedule %q: %w", text, err)
+	}
 	return s, nil
+}
+
+// Validate reports the first inconsistency in s: a delivery overlapping
+// one that starts after it, an order naming a delivery that does not
+// exist.
+func (s Schedule) Validate() error {
+	if len(s.Deliveries) == 0 {
+		return fmt.Errorf("no deliveries")
+	}
+	for i, d := range s.Deliveries {
+		switch {
+		case d.Job < 1 || d.Attempt < 1 || d.Worker < 1:
+			return fmt.Errorf("delivery %d (%s): job, attempt and worker count from 1", i+1, d)
+		case d.With < 0 || d.With > i || (d.With == 0 && d.After != 0):
+			return fmt.Errorf("delivery %d (%s): can only overlap a delivery started before it (1 to %d)", i+1, d, i)
+		case d.After < 0 || d.At < 0 || d.Advance < 0:
+			return fmt.Errorf("delivery %d (%s): negative step or duration", i+1, d)
+		case d.Fault == KindAmbiguous && d.At == 0:
+			return fmt.Errorf("delivery %d (%s): an ambiguous commit needs its step", i+1, d)
+		}
+	}
+	for _, o := range s.Order {
+		if o > len(s.Deliveries) {
+			return fmt.Errorf("order names delivery %d of %d", o, len(s.Deliveries))
+		}
+	}
+	return nil
 }
 
 func parseDelivery(text string) (Delivery, error) {
 	var d Delivery
 	rest := text
+	if strings.HasPrefix(rest, "+") {
+		adv, after, ok := strings.Cut(rest[1:], " ")
+		if !ok {
+			return d, fmt.Errorf("%q: a clock move needs a delivery after it, like +30s j1a2w2", text)
+		}
+		dur, err := time.ParseDuration(adv)
+		if err != nil || dur <= 0 {
+			return d, fmt.Errorf("%q: %q is not a positive duration like 30s or 72h", text, adv)
+		}
+		d.Advance, rest = dur, strings.TrimSpace(after)
+	}
+	rest, fault, hasFault := strings.Cut(rest, "!")
+	rest, start, hasStart := strings.Cut(rest, "@")
+	var err error
 	for _, field := range []struct {
 		tag string
 		dst *int
@@ -69,20 +205,65 @@ func parseDelivery(text string) (Delivery, error) {
 		if !strings.HasPrefix(rest, field.tag) {
 			return d, fmt.Errorf("%q: want %q next, like j1a2w2", text, field.tag)
 		}
-		rest = rest[len(field.tag):]
-		n := 0
-		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-			n++
-		}
-		v, err := strconv.Atoi(rest[:n])
-		if err != nil || v < 1 {
+		if *field.dst, rest, err = leadingNumber(rest[len(field.tag):]); err != nil || *field.dst < 1 {
 			return d, fmt.Errorf("%q: %q needs a number from 1, like j1a2w2", text, field.tag)
 		}
-		*field.dst = v
-		rest = rest[n:]
 	}
 	if rest != "" {
 		return d, fmt.Errorf("%q: unexpected %q after the worker", text, rest)
 	}
+	if hasStart {
+		with, after, ok := strings.Cut(start, ":")
+		if d.With, err = strconv.Atoi(with); !ok || err != nil || d.With < 1 {
+			return d, fmt.Errorf("%q: want @delivery:steps, like @1:3", text)
+		}
+		if d.After, err = strconv.Atoi(after); err != nil || d.After < 0 {
+			return d, fmt.Errorf("%q: want @delivery:steps, like @1:3", text)
+		}
+	}
+	if hasFault {
+		kind, at, hasAt := strings.Cut(fault, ":")
+		switch kind {
+		case "crash":
+			d.Fault = KindCrash
+		case "ambiguous":
+			d.Fault = KindAmbiguous
+		case "lostack":
+			d.Fault = KindLostAck
+		default:
+			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N or lostack", text, kind)
+		}
+		if hasAt {
+			if d.Fault == KindLostAck {
+				return d, fmt.Errorf("%q: lostack takes no step", text)
+			}
+			if d.At, err = strconv.Atoi(at); err != nil || d.At < 1 {
+				return d, fmt.Errorf("%q: %s needs a step from 1", text, kind)
+			}
+		}
+	}
 	return d, nil
+}
+
+func leadingNumber(s string) (int, string, error) {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	v, err := strconv.Atoi(s[:n])
+	return v, s[n:], err
+}
+
+// formatDuration writes whole hours, minutes or seconds the short way
+// ("72h", "30s") and anything else as time.Duration does.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
 }

@@ -1,0 +1,160 @@
+package faults_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/runtwice/twice/faults"
+)
+
+func TestScheduleTextRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		text string
+		want faults.Schedule
+	}{
+		{"run twice", "j1a1w1 > j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2}}}},
+		{"crash mid-job", "j1a1w1!crash:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 3},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
+		{"crash before ack", "j1a1w1!crash > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
+		{"ambiguous", "j1a1w1!ambiguous:4 > +1m j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindAmbiguous, At: 4},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: time.Minute}}}},
+		{"lost ack, same worker", "j1a1w1!lostack > +30s j1a2w1", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindLostAck},
+			{Job: 1, Attempt: 2, Worker: 1, Advance: 30 * time.Second}}}},
+		{"concurrent", "j1a1w1 > j2a1w2@1:0 order 1,2,2,1", faults.Schedule{
+			Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, With: 1}},
+			Order:      []int{1, 2, 2, 1}}},
+		{"redrive", "j1a1w1!crash:2 > +72h j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 2},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 72 * time.Hour}}}},
+		{"odd duration", "+1.5s j1a1w1", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Advance: 1500 * time.Millisecond}}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := faults.Parse(tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Parse(%q) mismatch (-want +got):\n%s", tt.text, diff)
+			}
+			if s := got.String(); s != tt.text {
+				t.Errorf("String() = %q, want %q", s, tt.text)
+			}
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	tests := []struct{ text, want string }{
+		{"", "empty"},
+		{"j1a1", `want "w" next`},
+		{"j0a1w1", `"j" needs a number from 1`},
+		{"j1a1w1x", `unexpected "x"`},
+		{"j1a1w1!explode", `unknown fault "explode"`},
+		{"j1a1w1!ambiguous", "needs its step"},
+		{"j1a1w1!lostack:2", "lostack takes no step"},
+		{"+soon j1a1w1", "not a positive duration"},
+		{"j1a1w1 > j1a2w2@3:1", "can only overlap a delivery started before it"},
+		{"j1a1w1 > j1a2w2@1", "want @delivery:steps"},
+		{"j1a1w1 order 1,3", "order names delivery 3 of 1"},
+		{"j1a1w1 order 1,x", `"x" is not a delivery number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.text, func(t *testing.T) {
+			_, err := faults.Parse(tt.text)
+			if err == nil {
+				t.Fatalf("Parse(%q) = nil error, want one containing %q", tt.text, tt.want)
+			}
+			if !strings.HasPrefix(err.Error(), "[twice] schedule ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse(%q) error = %q, want it tagged and containing %q", tt.text, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{
+		{SQL: "BEGIN"}, {SQL: "INSERT INTO ledger ..."}, {SQL: "COMMIT", CommitPoint: true},
+	}}
+	var got []string
+	for _, f := range faults.Default() {
+		for _, s := range f.Schedules(plan) {
+			if s.Fault != f.Name() {
+				t.Errorf("schedule %s: Fault = %q, want %q", s, s.Fault, f.Name())
+			}
+			if err := s.Validate(); err != nil {
+				t.Errorf("schedule %s: %v", s, err)
+			}
+			got = append(got, s.Fault+": "+s.String())
+		}
+	}
+	want := []string{
+		"run-twice: j1a1w1 > j1a2w2",
+		"producer-retry: j1a1w1 > j2a1w2",
+		"crash-before-ack: j1a1w1!crash > +30s j1a2w2",
+		"lost-ack: j1a1w1!lostack > +30s j1a2w1",
+		"lost-ack: j1a1w1!lostack > +30s j1a2w2",
+		"crash-mid-job: j1a1w1!crash:1 > +30s j1a2w2",
+		"crash-mid-job: j1a1w1!crash:2 > +30s j1a2w2",
+		"crash-mid-job: j1a1w1!crash:3 > +30s j1a2w2",
+		"ambiguous-commit: j1a1w1!ambiguous:3 > +30s j1a2w2",
+		"visibility-timeout: j1a1w1 > +30s j1a2w2@1:1 order 1,2,2,2,1,1",
+		"visibility-timeout: j1a1w1 > +30s j1a2w2@1:2 order 1,1,2,2,2,1",
+		"visibility-timeout: j1a1w1 > +30s j1a2w2@1:3 order 1,1,1,2,2,2",
+	}
+	if diff := cmp.Diff(want, got[:len(want)]); diff != "" {
+		t.Errorf("default matrix mismatch (-want +got):\n%s", diff)
+	}
+	// C(6,3) = 20 interleavings each for the two concurrent faults.
+	if n := len(got) - len(want); n != 40 {
+		t.Errorf("concurrent schedules = %d, want 40", n)
+	}
+}
+
+func TestInterleavings(t *testing.T) {
+	all := faults.Interleavings(2, 2, 100)
+	want := [][]int{{1, 1, 2, 2}, {1, 2, 1, 2}, {1, 2, 2, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}}
+	if diff := cmp.Diff(want, all); diff != "" {
+		t.Errorf("Interleavings(2, 2) mismatch (-want +got):\n%s", diff)
+	}
+
+	sample := faults.Interleavings(5, 5, 24) // 252 in all
+	if len(sample) != 24 {
+		t.Fatalf("len = %d, want 24", len(sample))
+	}
+	seen := map[string]bool{}
+	for _, o := range sample {
+		ones := 0
+		for _, v := range o {
+			if v == 1 {
+				ones++
+			}
+		}
+		if len(o) != 10 || ones != 5 {
+			t.Errorf("order %v is not 5 steps of each delivery", o)
+		}
+		if seen[cmp.Diff(nil, o)] {
+			t.Errorf("order %v repeated", o)
+		}
+		seen[cmp.Diff(nil, o)] = true
+	}
+	// The one-delivery-inside-the-other orders come first: the seed's
+	// check-then-act race needs d2 whole between d1's SELECT and its write.
+	if diff := cmp.Diff([]int{1, 1, 2, 2, 2, 2, 2, 1, 1, 1}, sample[2]); diff != "" {
+		t.Errorf("sample[2] mismatch (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(sample, faults.Interleavings(5, 5, 24)); diff != "" {
+		t.Errorf("the sample is not deterministic:\n%s", diff)
+	}
+}
