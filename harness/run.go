@@ -62,7 +62,10 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		if f == nil {
 			return nil, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
 		}
-		for _, sched := range f.Schedules() {
+		for _, sched := range f.Schedules(faults.Plan{}) {
+			if err := executable(sched); err != nil {
+				return nil, errors.Join(err, res.DropDatabases(ctx))
+			}
 			sc, db, err := r.scenario(ctx, f.Name(), sched, res)
 			if err != nil {
 				return nil, errors.Join(err, res.DropDatabases(ctx))
@@ -142,11 +145,12 @@ func (r *runner) scenario(ctx context.Context, fault string, sched faults.Schedu
 	clock := newClock()
 	workers := map[int]Handler{}
 	for _, d := range sched.Deliveries {
+		clock.Advance(d.Advance)
 		h, ok := workers[d.Worker]
 		if !ok {
 			if h, err = r.newWorker(); err != nil {
 				sc.Problems = append(sc.Problems, fmt.Sprintf("delivery %s: %v", d, err))
-				sc.Deliveries = append(sc.Deliveries, DeliveryOutcome{Delivery: d.String(), JobID: jobID(d.Job), Attempt: d.Attempt, Err: err.Error()})
+				sc.Deliveries = append(sc.Deliveries, DeliveryOutcome{Delivery: d.Label(), JobID: jobID(d.Job), Attempt: d.Attempt, Err: err.Error()})
 				continue
 			}
 			workers[d.Worker] = h
@@ -181,12 +185,23 @@ func (r *runner) scenario(ctx context.Context, fault string, sched faults.Schedu
 	return sc, db, nil
 }
 
+// executable refuses what this executor cannot run yet: sequential,
+// fault-free deliveries only, until the wire proxy steers steps.
+func executable(s faults.Schedule) error {
+	for _, d := range s.Deliveries {
+		if d.Fault != faults.KindNone || d.With != 0 {
+			return fmt.Errorf("[twice] fault %s (schedule %s) needs the wire proxy, which is not built yet; use faults.RunTwice and faults.ProducerRetry", s.Fault, s)
+		}
+	}
+	return nil
+}
+
 func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
 
 // deliver runs one delivery of h on db with its own connection pool. A
 // panic in the handler becomes the delivery's error, with its stack.
 func (r *runner) deliver(ctx context.Context, db *freshdb.Database, clock *Clock, h Handler, d faults.Delivery) DeliveryOutcome {
-	out := DeliveryOutcome{Delivery: d.String(), JobID: jobID(d.Job), Attempt: d.Attempt}
+	out := DeliveryOutcome{Delivery: d.Label(), JobID: jobID(d.Job), Attempt: d.Attempt}
 	start := time.Now()
 	defer func() { out.Duration = time.Since(start) }()
 
