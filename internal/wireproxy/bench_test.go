@@ -1,0 +1,85 @@
+package wireproxy_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/internal/wireproxy"
+)
+
+// BenchmarkProxyOverhead runs the same 200-statement handler straight to the
+// server and through proxies (loopback TCP and unix socket) whose hooks let
+// every step through, in the same iterations (rotating which goes first),
+// and reports each per statement and the proxies' ratios to direct.
+func BenchmarkProxyOverhead(b *testing.B) {
+	const stmts = 200
+	handlers := []struct {
+		name string
+		run  func(ctx context.Context, c *pgx.Conn) error
+	}{
+		{"select", func(ctx context.Context, c *pgx.Conn) error {
+			var n int
+			for i := range stmts {
+				if err := c.QueryRow(ctx, "SELECT $1::int", i).Scan(&n); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"insert-tx", func(ctx context.Context, c *pgx.Conn) error {
+			tx, err := c.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback(ctx)
+			for i := range stmts - 2 {
+				if _, err := tx.Exec(ctx, "INSERT INTO items (id, note) VALUES ($1, 'x')", 1000+i); err != nil {
+					return err
+				}
+			}
+			return tx.Rollback(ctx) // the same cost as COMMIT here, and the table stays small
+		}},
+	}
+	dsn := newDatabase(b)
+	var steps atomic.Int64
+	hooks := wireproxy.Hooks{
+		Before: func(context.Context, wireproxy.Step) wireproxy.Action { steps.Add(1); return wireproxy.Forward },
+		After:  func(wireproxy.Step, error) {},
+	}
+	overTCP := listen(b, "bench-tcp", dsn, hooks)
+	overUnix, err := wireproxy.Listen(wireproxy.Config{Label: "bench-unix", Upstream: dsn, Hooks: hooks, UnixSocket: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { overUnix.Close() })
+	ctx := context.Background()
+	conns := []*pgx.Conn{connect(b, dsn), connect(b, overTCP.DSN()), connect(b, overUnix.DSN())}
+	for _, h := range handlers {
+		b.Run(h.name, func(b *testing.B) {
+			var took [3]time.Duration // direct, over TCP, over a unix socket
+			for i := 0; b.Loop(); i++ {
+				for k := range conns {
+					k = (k + i) % len(conns) // rotate who goes first
+					start := time.Now()
+					if err := h.run(ctx, conns[k]); err != nil {
+						b.Fatal(err)
+					}
+					took[k] += time.Since(start)
+				}
+			}
+			n := float64(b.N * stmts)
+			b.ReportMetric(float64(took[0].Nanoseconds())/n, "direct-ns/stmt")
+			b.ReportMetric(float64(took[1].Nanoseconds())/n, "tcp-ns/stmt")
+			b.ReportMetric(float64(took[2].Nanoseconds())/n, "unix-ns/stmt")
+			b.ReportMetric(float64(took[1])/float64(took[0]), "tcp/direct")
+			b.ReportMetric(float64(took[2])/float64(took[0]), "unix/direct")
+		})
+	}
+	if steps.Load() == 0 {
+		b.Fatal("no step went through the proxy")
+	}
+}

@@ -1,0 +1,479 @@
+package wireproxy
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// maxMessage is PostgreSQL's own limit on a message from the client.
+const maxMessage = 1 << 30
+
+// conn relays one client connection. Its serve goroutine reads the client
+// and decides on steps; its reader goroutine relays the server's replies
+// and sees each step finish (ReadyForQuery).
+type conn struct {
+	p      *Proxy
+	id     int
+	client net.Conn
+	isCut  atomic.Bool
+
+	// Set once by startup, under mu; pid under p.mu by register.
+	server   net.Conn
+	canceler *pgconn.PgConn
+	pid      uint32
+
+	// Owned by the serve goroutine.
+	in       *bufio.Reader
+	batch    []byte      // client messages not yet forwarded, raw
+	execs    []*prepared // what the batch's Execute messages run
+	prepared map[string]*prepared
+	portals  map[string]*prepared
+	open     *Step // a step begun at a Flush whose Sync is still to come
+
+	// Shared with the reader goroutine.
+	mu      sync.Mutex
+	pending []reply       // round trips forwarded and awaiting ReadyForQuery
+	idle    chan struct{} // closed when pending empties, if someone waits
+	tx      byte          // transaction status from the last ReadyForQuery
+	drop    bool          // an ambiguous step is out: its reply must not reach the client
+	done    chan struct{} // closed when the reader ends
+
+	// Owned by the reader goroutine.
+	scan        frameScanner
+	finished    []reply
+	passThrough []byte // while dropping: the messages the client must still get
+}
+
+// prepared is a statement as the client parsed it.
+type prepared struct {
+	sql   string
+	stmts []statement
+}
+
+// unknownStatement stands for an Execute of a portal the proxy did not see
+// bound: counted as a step that may write.
+var unknownStatement = &prepared{sql: "<unknown portal>", stmts: []statement{{keyword: "?"}}}
+
+// reply is a round trip awaiting its ReadyForQuery.
+type reply struct {
+	step      *Step // nil when the round trip is no step
+	err       error // first error the server reported for it
+	ambiguous bool
+}
+
+func (c *conn) serve() {
+	defer c.cut()
+	c.in = bufio.NewReaderSize(c.client, 16<<10)
+	c.done = make(chan struct{})
+	if err := c.startup(); err != nil {
+		close(c.done)
+		return
+	}
+	c.prepared = map[string]*prepared{}
+	c.portals = map[string]*prepared{}
+	c.p.wg.Add(1)
+	go c.readServer()
+	_ = c.relay() // any error ends the connection; the client sees it closed
+}
+
+// cut closes both sides of the connection; later writes are refused.
+func (c *conn) cut() {
+	c.isCut.Store(true)
+	c.mu.Lock()
+	server := c.server
+	c.mu.Unlock()
+	_ = c.client.Close()
+	if server != nil {
+		_ = server.Close()
+	}
+}
+
+// relay reads the client's messages and forwards them, step by step.
+func (c *conn) relay() error {
+	for {
+		typ, body, err := c.readMessage()
+		if err != nil {
+			return err
+		}
+		switch typ {
+		case 'P':
+			var m pgproto3.Parse
+			if err := m.Decode(body); err != nil {
+				return err
+			}
+			c.prepared[m.Name] = &prepared{sql: m.Query, stmts: splitSQL(m.Query)}
+		case 'B':
+			// Bind starts with the portal and statement names; decoding the
+			// whole message (pgproto3.Bind) would copy every parameter.
+			portal, rest := cString(body)
+			stmt, _ := cString(rest)
+			pr := c.prepared[string(stmt)]
+			if old, ok := c.portals[string(portal)]; !ok || old != pr {
+				c.portals[string(portal)] = pr
+			}
+		case 'E':
+			portal, _ := cString(body)
+			pr := c.portals[string(portal)]
+			if pr == nil {
+				pr = unknownStatement
+			}
+			c.execs = append(c.execs, pr)
+		case 'C':
+			var m pgproto3.Close
+			if err := m.Decode(body); err != nil {
+				return err
+			}
+			if m.ObjectType == 'S' {
+				delete(c.prepared, m.Name)
+			} else {
+				delete(c.portals, m.Name)
+			}
+		case 'D':
+		case 'S':
+			err = c.syncOrFlush(true)
+		case 'H':
+			err = c.syncOrFlush(false)
+		case 'Q':
+			var m pgproto3.Query
+			if err := m.Decode(body); err != nil {
+				return err
+			}
+			if stmts := splitSQL(m.String); len(stmts) > 0 {
+				_, err = c.step(m.String, stmts)
+			} else {
+				c.expect(nil, false)
+				err = c.forward()
+			}
+		case 'F': // function call: a round trip, not counted as a step
+			c.expect(nil, false)
+			err = c.forward()
+		case 'X':
+			_ = c.forward()
+			return io.EOF
+		default: // copy data, and anything newer: in order, at once
+			err = c.forward()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// syncOrFlush ends an extended-protocol batch. The batch is a step when it
+// executes; a step begun at a Flush stays open until its Sync.
+func (c *conn) syncOrFlush(sync bool) error {
+	if c.open != nil {
+		if sync {
+			c.open = nil
+		}
+		return c.forward()
+	}
+	executes := false
+	for _, pr := range c.execs {
+		if len(pr.stmts) > 0 {
+			executes = true
+			break
+		}
+	}
+	if !executes {
+		if sync {
+			c.expect(nil, false)
+		}
+		return c.forward()
+	}
+	sql, stmts := c.execs[0].sql, c.execs[0].stmts
+	if len(c.execs) > 1 {
+		var texts []string
+		stmts = nil
+		for _, pr := range c.execs {
+			texts = append(texts, pr.sql)
+			stmts = append(stmts, pr.stmts...)
+		}
+		sql = strings.Join(texts, ";\n")
+	}
+	s, err := c.step(sql, stmts)
+	if !sync {
+		c.open = s
+	}
+	return err
+}
+
+// step asks the harness about a step and forwards the batch, or not.
+func (c *conn) step(sql string, stmts []statement) (*Step, error) {
+	if err := c.waitIdle(); err != nil {
+		return nil, err
+	}
+	index, err := c.p.nextStep()
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	tx := c.tx
+	c.mu.Unlock()
+	s := &Step{
+		Delivery:      c.p.label,
+		Index:         index,
+		Conn:          c.id,
+		PID:           c.pid,
+		SQL:           sql,
+		CommitPoint:   commitPoint(stmts, tx),
+		InTransaction: tx != 'I',
+	}
+	action := Forward
+	if c.p.hooks.Before != nil {
+		action = c.p.hooks.Before(c.p.ctx, *s)
+	}
+	if dead := c.p.Dead(); dead != nil {
+		return nil, dead
+	}
+	switch action {
+	case Crash:
+		err := fmt.Errorf("%w: %s crashed before step %d", ErrDead, c.p.label, index)
+		c.p.kill(err)
+		return nil, err
+	case Ambiguous:
+		c.expect(s, true)
+	default:
+		c.expect(s, false)
+	}
+	return s, c.forward()
+}
+
+// forward writes the pending client messages to the server.
+func (c *conn) forward() error {
+	if c.isCut.Load() {
+		return net.ErrClosed
+	}
+	_, err := c.server.Write(c.batch)
+	if cap(c.batch) > 1<<20 {
+		c.batch = nil // after a large COPY chunk or parameter
+	} else {
+		c.batch = c.batch[:0]
+	}
+	c.execs = c.execs[:0]
+	return err
+}
+
+// readMessage appends the client's next message to the batch and returns
+// its type and body (valid until the next read).
+func (c *conn) readMessage() (byte, []byte, error) {
+	start := len(c.batch)
+	c.batch = append(c.batch, 0, 0, 0, 0, 0)
+	if _, err := io.ReadFull(c.in, c.batch[start:]); err != nil {
+		return 0, nil, err
+	}
+	n := int(binary.BigEndian.Uint32(c.batch[start+1:])) - 4
+	if n < 0 || n > maxMessage {
+		return 0, nil, fmt.Errorf("invalid message length %d", n)
+	}
+	c.batch = slices.Grow(c.batch, n)[:start+5+n]
+	if _, err := io.ReadFull(c.in, c.batch[start+5:]); err != nil {
+		return 0, nil, err
+	}
+	return c.batch[start], c.batch[start+5:], nil
+}
+
+// cString splits a NUL-terminated string off b.
+func cString(b []byte) (s, rest []byte) {
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return b, nil
+	}
+	return b[:i], b[i+1:]
+}
+
+// expect records a forwarded round trip that ends with a ReadyForQuery.
+func (c *conn) expect(s *Step, ambiguous bool) {
+	c.mu.Lock()
+	c.pending = append(c.pending, reply{step: s, ambiguous: ambiguous})
+	if ambiguous {
+		c.drop = true
+	}
+	c.mu.Unlock()
+}
+
+// waitIdle waits until every forwarded round trip has its reply, so a step
+// starts from a known transaction status and never overlaps the previous
+// one (only pipelining clients ever wait here).
+func (c *conn) waitIdle() error {
+	c.mu.Lock()
+	if len(c.pending) == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.idle == nil {
+		c.idle = make(chan struct{})
+	}
+	idle := c.idle
+	c.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-c.done:
+		return net.ErrClosed
+	case <-c.p.ctx.Done():
+		return c.p.Dead()
+	}
+}
+
+func (c *conn) appendInFlight(out []Step) []Step {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.pending {
+		if r.step != nil {
+			out = append(out, *r.step)
+		}
+	}
+	return out
+}
+
+// readServer relays the server's replies to the client as they come,
+// watching for each round trip's ReadyForQuery.
+func (c *conn) readServer() {
+	defer c.p.wg.Done()
+	defer close(c.done)
+	defer c.cut()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.server.Read(buf)
+		if n > 0 {
+			c.mu.Lock()
+			drop := c.drop
+			c.scan.feed(buf[:n], c)
+			if len(c.pending) == 0 && c.idle != nil {
+				close(c.idle)
+				c.idle = nil
+			}
+			c.mu.Unlock()
+			ambiguous := false
+			for _, r := range c.finished {
+				if r.step != nil && c.p.hooks.After != nil {
+					c.p.hooks.After(*r.step, r.err)
+				}
+				ambiguous = ambiguous || r.ambiguous
+			}
+			c.finished = c.finished[:0]
+			if ambiguous {
+				c.p.kill(fmt.Errorf("%w: %s lost the reply to an ambiguous step", ErrDead, c.p.label))
+				c.endPending(nil)
+				return
+			}
+			out := buf[:n]
+			if drop {
+				out, c.passThrough = c.passThrough, c.passThrough[:0]
+			}
+			if len(out) > 0 {
+				if _, err := c.client.Write(out); err != nil {
+					c.endPending(err)
+					return
+				}
+			}
+		}
+		if err != nil {
+			c.endPending(err)
+			return
+		}
+	}
+}
+
+// endPending reports the steps whose reply will never come.
+func (c *conn) endPending(err error) {
+	if dead := c.p.Dead(); dead != nil {
+		err = dead
+	} else if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
+		err = fmt.Errorf("[twice] the server connection of %s (pid %d) closed before the step's reply", c.p.label, c.pid)
+	}
+	c.mu.Lock()
+	rest := c.pending
+	c.pending = nil
+	c.mu.Unlock()
+	for _, r := range rest {
+		if r.step != nil && c.p.hooks.After != nil {
+			c.p.hooks.After(*r.step, err)
+		}
+	}
+}
+
+// frame is called under c.mu for every ErrorResponse, CopyInResponse and
+// ReadyForQuery.
+func (c *conn) frame(typ byte, body []byte) {
+	switch typ {
+	case 'E':
+		if len(c.pending) > 0 && c.pending[0].step != nil && c.pending[0].err == nil {
+			var m pgproto3.ErrorResponse
+			if err := m.Decode(body); err == nil {
+				c.pending[0].err = pgconn.ErrorResponseToPgError(&m)
+			}
+		}
+	case 'G':
+		if c.drop {
+			// An ambiguous COPY FROM STDIN needs the client's data: let the
+			// request for it through, drop what follows.
+			c.passThrough = append(c.passThrough, 'G', 0, 0, 0, 0)
+			binary.BigEndian.PutUint32(c.passThrough[len(c.passThrough)-4:], uint32(len(body)+4))
+			c.passThrough = append(c.passThrough, body...)
+		}
+	case 'Z':
+		if len(body) == 1 {
+			c.tx = body[0]
+		}
+		if len(c.pending) > 0 {
+			c.finished = append(c.finished, c.pending[0])
+			c.pending = slices.Delete(c.pending, 0, 1)
+		}
+	}
+}
+
+// frameScanner finds message boundaries in the server's byte stream and
+// collects the bodies of the few messages the proxy reads.
+type frameScanner struct {
+	head  [5]byte
+	nhead int
+	left  int // body bytes still to come
+	keep  bool
+	body  []byte
+}
+
+func (s *frameScanner) feed(b []byte, c *conn) {
+	for {
+		if s.nhead < 5 {
+			if len(b) == 0 {
+				return
+			}
+			n := copy(s.head[s.nhead:], b)
+			s.nhead += n
+			b = b[n:]
+			if s.nhead < 5 {
+				return
+			}
+			s.left = max(int(binary.BigEndian.Uint32(s.head[1:]))-4, 0)
+			s.keep = s.head[0] == 'Z' || s.head[0] == 'E' || s.head[0] == 'G'
+			s.body = s.body[:0]
+		}
+		n := min(s.left, len(b))
+		if s.keep {
+			s.body = append(s.body, b[:n]...)
+		}
+		s.left -= n
+		b = b[n:]
+		if s.left > 0 {
+			return
+		}
+		if s.keep {
+			c.frame(s.head[0], s.body)
+		}
+		s.nhead = 0
+	}
+}

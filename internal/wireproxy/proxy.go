@@ -1,0 +1,321 @@
+// Package wireproxy is the PostgreSQL wire-protocol proxy that stands
+// between a delivery's handler and the real server. It turns every statement
+// the handler sends into a [Step] that the harness can let through, hold,
+// crash at, or make ambiguous (applied by the server, reply lost).
+//
+// One [Proxy] serves one delivery: it listens on a loopback port (or a unix
+// socket) of its own, and every connection made to it belongs to the
+// delivery. The proxy works at the protocol level, so every Go driver goes
+// through it: pgx in each query exec mode and database/sql over pgx's
+// stdlib are tested; lib/pq speaks the same protocol (untested here, it is
+// no dependency of the module).
+//
+// # What a step is
+//
+// A step is one round trip that executes SQL:
+//   - a simple-protocol Query message, unless it holds no statement (pool
+//     health checks send ";" or "-- ping");
+//   - an extended-protocol batch that contains an Execute, up to its Sync
+//     (or up to a Flush, for drivers that execute before syncing). A pgx
+//     Batch is one step.
+//
+// A Parse/Describe/Sync round trip that only prepares is not a step, so a
+// statement prepared and executed by pgx's statement cache counts once.
+// A COPY is one step; its data flows through while the step is open.
+// FunctionCall messages are relayed but are no steps (Go drivers do not
+// send them).
+//
+// A step waits until the connection's earlier round trips are answered, so
+// it starts from a known transaction status (which labels commit points)
+// and a connection has at most one step in flight. Steps of different
+// connections are independent: holding one holds no other.
+//
+// # Authentication
+//
+// The proxy ends the client's startup itself (it asks for no password) and
+// opens the matching server connection with pgconn from [Config.Upstream],
+// so any server authentication (SCRAM, TLS, unix sockets) works and the
+// handler's DSN carries no secret. The client's runtime parameters
+// (application_name, DateStyle, search_path, ...) are passed on; its user
+// and database must match the upstream's. SSLRequest and GSSENCRequest are
+// answered 'N'. Both sides speak protocol 3.0. A CancelRequest for one of
+// the delivery's backends is sent on to the server; the key the client
+// holds is the proxy's own, so no other client can cancel the delivery.
+//
+// # Lifetime
+//
+// [Proxy.Kill] makes the delivery dead: every socket is cut, and later
+// connections get a FATAL error instead of a server. The listener stays open
+// until [Proxy.Close], so a late connection of a dead delivery can never
+// reach a newer delivery that was given the same port.
+//
+// # Limits
+//
+// A COPY FROM STDIN sent through the extended protocol (Parse/Bind/Execute,
+// which no Go driver does) swallows a Sync, and the connection's next step
+// would wait for a reply that never comes, until the delivery is killed.
+package wireproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Config says which delivery a proxy serves and where its server is.
+type Config struct {
+	// Label names the delivery in steps and messages, e.g. "d1 attempt 1".
+	Label string
+	// Upstream is the connection string (URL or key=value, as pgconn parses
+	// it) of the delivery's database on the real server. Required.
+	Upstream string
+	// Hooks steer the steps; zero hooks forward everything.
+	Hooks Hooks
+	// UnixSocket makes the proxy listen on a unix socket in a directory of
+	// its own instead of a loopback TCP port.
+	UnixSocket bool
+}
+
+// Proxy is one delivery's proxy. Its methods are safe for concurrent use.
+type Proxy struct {
+	label    string
+	upstream *pgconn.Config
+	hooks    Hooks
+	ln       net.Listener
+	sockDir  string // the unix socket's directory, removed by Close
+
+	ctx    context.Context // cancelled by Kill and Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	dead    error // why the delivery is dead; nil while it lives
+	closed  bool
+	conns   map[*conn]struct{}
+	nextID  int
+	steps   int
+	pids    []uint32
+	secrets map[uint32][4]byte // pid -> the cancel key given to the client
+}
+
+// ErrDead is wrapped by errors reported for a delivery after [Proxy.Kill].
+var ErrDead = errors.New("[twice] delivery is dead")
+
+// Listen starts a proxy for one delivery on 127.0.0.1 with a port of its own
+// (or a unix socket, see Config.UnixSocket). It does not connect to the
+// server until a client connects.
+func Listen(cfg Config) (*Proxy, error) {
+	if cfg.Upstream == "" {
+		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is empty; pass the connection string of the delivery's database", cfg.Label)
+	}
+	up, err := pgconn.ParseConfig(cfg.Upstream)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is not a PostgreSQL connection string: %w", cfg.Label, err)
+	}
+	// The proxy speaks protocol 3.0 to both sides (4-byte cancel keys).
+	up.MinProtocolVersion, up.MaxProtocolVersion = "3.0", "3.0"
+	var ln net.Listener
+	var sockDir string
+	if cfg.UnixSocket {
+		if sockDir, err = os.MkdirTemp("", "twice-proxy-"); err == nil {
+			// The name drivers derive from host=<dir> and the default port.
+			ln, err = net.Listen("unix", filepath.Join(sockDir, ".s.PGSQL.5432"))
+			if err != nil {
+				_ = os.RemoveAll(sockDir)
+			}
+		}
+	} else {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: cannot listen: %w", cfg.Label, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{
+		label:    cfg.Label,
+		upstream: up,
+		hooks:    cfg.Hooks,
+		ln:       ln,
+		sockDir:  sockDir,
+		ctx:      ctx,
+		cancel:   cancel,
+		conns:    map[*conn]struct{}{},
+		secrets:  map[uint32][4]byte{},
+	}
+	p.wg.Add(1)
+	go p.accept()
+	return p, nil
+}
+
+// Addr is the proxy's listening address: host:port, or the unix socket's
+// path.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// DSN is the connection string a handler uses for this delivery: the
+// upstream's user and database at the proxy's address, no password, and
+// sslmode=disable (sslmode=prefer works too: the proxy declines TLS), in
+// the URL form pgx and database/sql over pgx's stdlib accept.
+func (p *Proxy) DSN() string {
+	u := url.URL{
+		Scheme: "postgres",
+		User:   url.User(p.upstream.User),
+		Host:   p.Addr(),
+		Path:   "/" + p.upstream.Database,
+	}
+	q := url.Values{"sslmode": {"disable"}}
+	if p.sockDir != "" {
+		u.Host = ""
+		q.Set("host", p.sockDir)
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Kill makes the delivery dead now, as if its worker crashed: it cuts every
+// socket of the delivery (client and server sides, so the server rolls back
+// open transactions), cancels blocked [Hooks.Before] calls, and refuses every
+// later connection. Killing a dead proxy does nothing.
+func (p *Proxy) Kill() { p.kill(fmt.Errorf("%w: %s was killed", ErrDead, p.label)) }
+
+func (p *Proxy) kill(why error) {
+	p.mu.Lock()
+	if p.dead == nil {
+		p.dead = why
+	}
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	for _, c := range conns {
+		c.cut()
+	}
+}
+
+// Dead reports why the delivery is dead, or nil while it lives.
+func (p *Proxy) Dead() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.dead
+}
+
+// Close kills the delivery, stops listening and waits until every goroutine
+// of the proxy has ended, including running hooks (Before must return once
+// its context is done).
+func (p *Proxy) Close() error {
+	p.mu.Lock()
+	already := p.closed
+	p.closed = true
+	p.mu.Unlock()
+	p.kill(fmt.Errorf("%w: %s was closed", ErrDead, p.label))
+	var err error
+	if !already {
+		err = p.ln.Close()
+		if errors.Is(err, net.ErrClosed) {
+			err = nil
+		}
+	}
+	p.wg.Wait()
+	if p.sockDir != "" && !already {
+		err = errors.Join(err, os.RemoveAll(p.sockDir))
+	}
+	return err
+}
+
+// PIDs are the backend process IDs of every server connection the delivery
+// opened, in order, including closed ones: after a crash the harness can wait
+// until they are gone from pg_stat_activity.
+func (p *Proxy) PIDs() []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]uint32(nil), p.pids...)
+}
+
+// InFlight are the steps that were forwarded to the server and whose reply
+// has not arrived yet. A step that stays here may be waiting on a lock: ask
+// the server pg_blocking_pids(step.PID).
+func (p *Proxy) InFlight() []Step {
+	p.mu.Lock()
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	var out []Step
+	for _, c := range conns {
+		out = c.appendInFlight(out)
+	}
+	return out
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		nc, err := p.ln.Accept()
+		if err != nil {
+			return // closed by Close
+		}
+		p.mu.Lock()
+		p.nextID++
+		c := &conn{p: p, id: p.nextID, client: nc}
+		p.conns[c] = struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			c.serve()
+			p.mu.Lock()
+			delete(p.conns, c)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+// register records a backend once its connection is up; it fails if the
+// delivery died meanwhile.
+func (p *Proxy) register(c *conn, pid uint32, secret [4]byte) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead != nil {
+		return p.dead
+	}
+	c.pid = pid
+	p.pids = append(p.pids, pid)
+	p.secrets[pid] = secret
+	return nil
+}
+
+// nextStep numbers a step; indexes count from 1 across the delivery.
+func (p *Proxy) nextStep() (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.dead != nil {
+		return 0, p.dead
+	}
+	p.steps++
+	return p.steps, nil
+}
+
+// cancelTarget finds the connection a CancelRequest names.
+func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	want, ok := p.secrets[pid]
+	if p.dead != nil || !ok || string(secret) != string(want[:]) {
+		return nil
+	}
+	for c := range p.conns {
+		if c.pid == pid {
+			return c
+		}
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package wireproxy
+
+import "strings"
+
+// statement is what the proxy needs to know about one SQL statement to
+// label a step: its leading keywords and whether it can change data.
+type statement struct {
+	keyword  string // first word, upper case
+	second   string // second word, upper case
+	modifies bool   // INSERT, UPDATE, DELETE or MERGE appears as a word
+	copyFrom bool   // FROM appears outside parentheses (COPY ... FROM)
+}
+
+// splitSQL lexes a query string into its statements, skipping comments,
+// string literals, quoted identifiers and dollar-quoted bodies. Statements
+// with no words (";", "-- ping") are left out, so a health check splits
+// into nothing.
+func splitSQL(sql string) []statement {
+	var out []statement
+	var cur statement
+	words, depth := 0, 0
+	end := func() {
+		if words > 0 {
+			out = append(out, cur)
+		}
+		cur, words, depth = statement{}, 0, 0
+	}
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			for i < len(sql) && sql[i] != '\n' {
+				i++
+			}
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			i = skipBlockComment(sql, i)
+		case c == '\'':
+			i = skipQuoted(sql, i, '\'', false)
+		case c == '"':
+			i = skipQuoted(sql, i, '"', false)
+		case c == '$':
+			i = skipDollar(sql, i)
+		case c == ';':
+			end()
+			i++
+		case c == '(':
+			depth++
+			i++
+		case c == ')':
+			depth--
+			i++
+		case isWordStart(c):
+			j := i + 1
+			for j < len(sql) && isWordPart(sql[j]) {
+				j++
+			}
+			w := sql[i:j]
+			if (w == "E" || w == "e") && j < len(sql) && sql[j] == '\'' {
+				i = skipQuoted(sql, j, '\'', true)
+				continue
+			}
+			words++
+			switch words {
+			case 1:
+				cur.keyword = strings.ToUpper(w)
+			case 2:
+				cur.second = strings.ToUpper(w)
+			}
+			switch {
+			case strings.EqualFold(w, "INSERT"), strings.EqualFold(w, "UPDATE"),
+				strings.EqualFold(w, "DELETE"), strings.EqualFold(w, "MERGE"):
+				cur.modifies = true
+			case depth == 0 && strings.EqualFold(w, "FROM"):
+				cur.copyFrom = true
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	end()
+	return out
+}
+
+func isWordStart(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
+}
+
+func isWordPart(c byte) bool {
+	return isWordStart(c) || c >= '0' && c <= '9' || c == '$'
+}
+
+// skipBlockComment returns the index after the (nestable) comment at i.
+func skipBlockComment(s string, i int) int {
+	depth := 0
+	for i < len(s) {
+		switch {
+		case s[i] == '/' && i+1 < len(s) && s[i+1] == '*':
+			depth++
+			i += 2
+		case s[i] == '*' && i+1 < len(s) && s[i+1] == '/':
+			depth--
+			i += 2
+			if depth == 0 {
+				return i
+			}
+		default:
+			i++
+		}
+	}
+	return i
+}
+
+// skipQuoted returns the index after the literal opened by q at i; a doubled
+// quote escapes it, and so does a backslash in an E-prefixed string.
+func skipQuoted(s string, i int, q byte, backslash bool) int {
+	for i++; i < len(s); i++ {
+		switch {
+		case backslash && s[i] == '\\':
+			i++
+		case s[i] == q:
+			if i+1 < len(s) && s[i+1] == q {
+				i++
+				continue
+			}
+			return i + 1
+		}
+	}
+	return i
+}
+
+// skipDollar returns the index after a $tag$...$tag$ body at i, or after a
+// lone $ or a $1 parameter.
+func skipDollar(s string, i int) int {
+	j := i + 1
+	for j < len(s) && (isWordStart(s[j]) || j > i+1 && s[j] >= '0' && s[j] <= '9') && s[j] != '$' {
+		j++
+	}
+	if j >= len(s) || s[j] != '$' {
+		return i + 1
+	}
+	tag := s[i : j+1]
+	if k := strings.Index(s[j+1:], tag); k >= 0 {
+		return j + 1 + k + len(tag)
+	}
+	return len(s)
+}
+
+// readOnly lists statements that change no data and end no transaction:
+// outside a transaction they are not commit points.
+var readOnly = map[string]bool{
+	"SELECT": true, "SHOW": true, "VALUES": true, "TABLE": true, "EXPLAIN": true,
+	"SET": true, "RESET": true, "DISCARD": true, "DEALLOCATE": true, "PREPARE": true,
+	"LISTEN": true, "UNLISTEN": true, "DECLARE": true, "FETCH": true, "MOVE": true,
+	"CLOSE": true, "SAVEPOINT": true, "RELEASE": true, "CHECKPOINT": true, "LOAD": true,
+}
+
+// commitPoint reports whether running stmts, starting in transaction status
+// tx ('I' idle, 'T' in a transaction, 'E' in a failed one), makes something
+// durable: a COMMIT of an open transaction, COMMIT PREPARED, or a statement
+// that writes outside an explicit transaction (autocommit).
+func commitPoint(stmts []statement, tx byte) bool {
+	commit := false
+	for _, s := range stmts {
+		switch s.keyword {
+		case "BEGIN", "START":
+			tx = 'T'
+		case "COMMIT", "END":
+			if s.second == "PREPARED" || tx == 'T' {
+				commit = true
+			}
+			tx = 'I'
+		case "ROLLBACK", "ABORT":
+			if s.second != "TO" && s.second != "PREPARED" {
+				tx = 'I'
+			}
+		case "PREPARE":
+			if s.second == "TRANSACTION" {
+				tx = 'I'
+			}
+		default:
+			if tx == 'I' && writes(s) {
+				commit = true
+			}
+		}
+	}
+	return commit
+}
+
+func writes(s statement) bool {
+	switch s.keyword {
+	case "WITH":
+		return s.modifies
+	case "COPY":
+		return s.copyFrom
+	}
+	return !readOnly[s.keyword]
+}

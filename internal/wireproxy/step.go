@@ -1,0 +1,74 @@
+package wireproxy
+
+import "context"
+
+// Step is one round trip of a delivery that executes SQL.
+type Step struct {
+	// Delivery is Config.Label of the proxy.
+	Delivery string
+	// Index counts the delivery's steps from 1, across all its connections,
+	// in the order they reached the proxy.
+	Index int
+	// Conn numbers the delivery's connections from 1 in the order they were
+	// accepted (including cancel requests and refused ones).
+	Conn int
+	// PID is the server backend the step runs on.
+	PID uint32
+	// SQL is the query text; the statements of a batch that executes several
+	// are joined with ";\n".
+	SQL string
+	// CommitPoint is set when the step makes something durable: a COMMIT of
+	// an open transaction, or a write outside an explicit transaction
+	// (autocommit). A lost reply to such a step is an ambiguous commit.
+	CommitPoint bool
+	// InTransaction is set when the step starts inside an explicit
+	// transaction (which a crash at this step rolls back).
+	InTransaction bool
+}
+
+// Action is the harness's decision about a step.
+type Action int
+
+const (
+	// Forward lets the step reach the server and its reply the client.
+	Forward Action = iota
+	// Crash keeps the step from the server and kills the delivery, as if its
+	// worker died just before sending it.
+	Crash
+	// Ambiguous forwards the step, waits for the server's whole reply, drops
+	// it and kills the delivery: the step is applied but the handler only
+	// sees its connection drop.
+	Ambiguous
+)
+
+func (a Action) String() string {
+	switch a {
+	case Forward:
+		return "forward"
+	case Crash:
+		return "crash"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "Action(?)"
+}
+
+// Hooks let the harness steer a delivery's steps. Both are optional. Each
+// connection calls them from its own goroutines, so calls for different
+// connections of a delivery may run at the same time. Hooks may call
+// Proxy.Kill but not Proxy.Close, which waits for them.
+type Hooks struct {
+	// Before is called for every step before it is forwarded, on the
+	// goroutine of the step's connection (so holding one connection never
+	// holds another). It may block as long as the scheduler holds the step,
+	// but must return once ctx is done: ctx ends when the delivery is killed
+	// or the proxy closed, and the step is then dropped whatever Before
+	// returns.
+	Before func(ctx context.Context, s Step) Action
+	// After is called once for every step Before let through (Forward or
+	// Ambiguous), when its reply has arrived in full (before the client
+	// sees it), or when the connection ended first. err is the server's
+	// error for the step (a *pgconn.PgError), a connection error, or nil.
+	// After must not block: it runs on the connection's reading goroutine.
+	After func(s Step, err error)
+}
