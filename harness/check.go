@@ -67,21 +67,42 @@ func check(t tb, job Job, cfg Config) *Result {
 	return res
 }
 
-// findingMessage gathers every failed scenario of res into one message.
+// findingMessage gathers every failed scenario of res into one message. A
+// difference already shown for an earlier scenario is named, not repeated.
 func findingMessage(res *Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
 	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n",
 		res.Job, len(failed), len(res.Scenarios))
+	shown := map[string]string{} // difference -> the scenario that showed it
 	for _, s := range failed {
 		fmt.Fprintf(&b, "\n%s (schedule %s):\n", s.Fault, s.Schedule)
 		for _, d := range s.Deliveries {
-			if d.Err != "" {
-				fmt.Fprintf(&b, "  delivery %s (job %s, attempt %d) returned an error: %s\n", d.Delivery, d.JobID, d.Attempt, firstLine(d.Err))
+			switch {
+			case d.Fault != "" && d.Err != "":
+				fmt.Fprintf(&b, "  %s %s, then returned an error: %s\n", d.Delivery, d.Fault, firstLine(d.Err))
+			case d.Fault != "":
+				fmt.Fprintf(&b, "  %s %s\n", d.Delivery, d.Fault)
+			case d.Err != "":
+				fmt.Fprintf(&b, "  %s returned an error: %s\n", d.Delivery, firstLine(d.Err))
 			}
 		}
+		var diff strings.Builder
 		for _, p := range s.Problems {
-			if strings.HasPrefix(p, "the job did not complete") {
+			if !strings.HasPrefix(p, "table ") {
+				fmt.Fprintf(&diff, "  %s\n", firstLine(p))
+			}
+		}
+		for _, d := range s.StateDiff {
+			fmt.Fprintf(&diff, "table %q mismatch (-once +twice):\n%s\n", d.Table, d.Diff)
+		}
+		if first, ok := shown[diff.String()]; ok {
+			fmt.Fprintf(&b, "  the same difference as %s\n", first)
+			continue
+		}
+		shown[diff.String()] = fmt.Sprintf("%s (schedule %s)", s.Fault, s.Schedule)
+		for _, p := range s.Problems {
+			if !strings.HasPrefix(p, "table ") {
 				fmt.Fprintf(&b, "  %s\n", firstLine(p))
 			}
 		}

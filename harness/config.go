@@ -8,13 +8,13 @@ import (
 	"github.com/runtwice/twice/faults"
 )
 
-// Config says how to check a job. The zero value runs run-twice and producer-retry on an
+// Config says how to check a job. The zero value runs faults.Default on an
 // empty database.
 type Config struct {
 	// Setup builds the schema and fixtures every scenario starts from,
 	// applied in order.
 	Setup []Setup
-	// Faults to run; nil runs faults.RunTwice and faults.ProducerRetry.
+	// Faults to run; nil runs faults.Default().
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string
@@ -28,8 +28,24 @@ type Config struct {
 	// fails once the job has become idempotent, so demos and known issues
 	// do not fail a suite and fixed ones are noticed.
 	ExpectFinding string
-	// DeliveryTimeout bounds each delivery; zero means 30s.
+	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
+	// has not returned by then fails its delivery, and the message names
+	// the step it was at.
 	DeliveryTimeout time.Duration
+	// VisibilityTimeout is the queue's: a delivery that did not ack is
+	// redelivered once this much time has passed on the harness clock.
+	// Zero means 30s.
+	VisibilityTimeout time.Duration
+	// MaxInterleavings bounds the interleavings tried per concurrent
+	// fault; zero means 24 (faults.Plan).
+	MaxInterleavings int
+}
+
+func (c Config) visibilityTimeout() time.Duration {
+	if c.VisibilityTimeout > 0 {
+		return c.VisibilityTimeout
+	}
+	return 30 * time.Second
 }
 
 func (c Config) deliveryTimeout() time.Duration {
@@ -43,7 +59,5 @@ func (c Config) faults() []faults.Fault {
 	if c.Faults != nil {
 		return c.Faults
 	}
-	// faults.Default needs the wire proxy's executor; until it lands the
-	// default is what runs without it.
-	return []faults.Fault{faults.RunTwice(), faults.ProducerRetry()}
+	return faults.Default()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 )
 
@@ -21,6 +22,7 @@ func ExampleRun() {
 		Setup: []harness.Setup{harness.SQL(`
 			CREATE TABLE customers (id bigint PRIMARY KEY, points int NOT NULL);
 			INSERT INTO customers VALUES (77, 120);`)},
+		Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry()},
 	})
 	if err != nil {
 		fmt.Println(err)

@@ -34,6 +34,9 @@ type Result struct {
 	// reference runs (now(), random UUIDs); they are left out of every
 	// comparison.
 	Volatile []string
+	// Steps are the SQL of the steps one clean delivery took: the fault
+	// points.
+	Steps []string
 	// Scenarios holds one entry per executed schedule, in order.
 	Scenarios []Scenario
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
@@ -65,10 +68,14 @@ type Scenario struct {
 	Problems []string
 	// StateDiff holds the tables whose rows differ from the reference.
 	StateDiff []assert.TableDiff
-	// Deliveries are the deliveries as they ran, in order.
+	// Deliveries are the deliveries as they ran, in start order.
 	Deliveries []DeliveryOutcome
+	// Order is the interleaving as it happened: for each granted step, the
+	// number of its delivery, "1,2,2,1".
+	Order string
 	// Database is the connection string of the scenario's database when
-	// it was kept as evidence, otherwise empty.
+	// it was kept as evidence (the first failed scenario's), otherwise
+	// empty.
 	Database string
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
@@ -79,12 +86,21 @@ type Scenario struct {
 type DeliveryOutcome struct {
 	// Delivery is the delivery in the schedule's text form: "j1a2w2".
 	Delivery string
-	// JobID and Attempt are what the handler was given.
+	// JobID and Attempt are what the handler was given; Worker numbers
+	// the worker that ran it.
 	JobID   string
 	Attempt int
-	// Err is the error the handler returned, or empty.
+	Worker  int
+	// Fault says what went wrong by design: "crashed before step 3 reached
+	// the server: INSERT ...", "returned nil, but its ack was lost".
+	Fault string
+	// Err is the error the handler returned, or empty. A delivery that
+	// crashed has none: its return value is ignored.
 	Err string
-	// Duration is the handler's wall time.
+	// QueueRetry marks the clean redelivery the queue made because the
+	// job's last scheduled delivery failed.
+	QueueRetry bool
+	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
 

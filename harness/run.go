@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
@@ -45,33 +45,51 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{job: job, cfg: cfg, tmpl: tmpl}
+	for _, f := range cfg.Faults {
+		if f == nil {
+			return nil, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
+		}
+	}
+	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	defer r.close(context.WithoutCancel(ctx))
 	res := &Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}
 
 	var refs [2]*assert.Snapshot
+	var steps1 []faults.Step
 	for i := range refs {
-		refs[i], err = r.reference(ctx, i+1)
+		var steps []faults.Step
+		refs[i], steps, err = r.reference(ctx, i+1)
 		if err != nil {
 			return nil, err
+		}
+		if i == 0 {
+			steps1 = steps
 		}
 	}
 	res.Reference = refs[0]
 	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
+	for _, s := range steps1 {
+		res.Steps = append(res.Steps, s.SQL)
+	}
 
+	plan := faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), MaxInterleavings: cfg.MaxInterleavings}
 	for _, f := range cfg.faults() {
-		if f == nil {
-			return nil, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
-		}
-		for _, sched := range f.Schedules(faults.Plan{}) {
-			if err := executable(sched); err != nil {
-				return nil, errors.Join(err, res.DropDatabases(ctx))
-			}
-			sc, db, err := r.scenario(ctx, f.Name(), sched, res)
+		for _, sched := range f.Schedules(plan) {
+			sc, db, err := r.scenario(ctx, sched, res)
 			if err != nil {
 				return nil, errors.Join(err, res.DropDatabases(ctx))
 			}
 			if db != nil {
-				res.kept = append(res.kept, kept{scenario: len(res.Scenarios), db: db})
+				// The first failure's database is the evidence; keeping
+				// every one would cost a fresh clone per failed scenario.
+				if len(res.kept) == 0 {
+					res.kept = append(res.kept, kept{scenario: len(res.Scenarios), db: db})
+				} else {
+					if err := db.Drop(ctx); err != nil {
+						return nil, errors.Join(err, res.DropDatabases(ctx))
+					}
+					sc.Database = ""
+				}
 			}
 			res.Scenarios = append(res.Scenarios, sc)
 		}
@@ -96,6 +114,39 @@ type runner struct {
 	job  Job
 	cfg  Config
 	tmpl *freshdb.Template
+	srv  *pgserver.Server
+
+	adminMu sync.Mutex
+	admin   *pgx.Conn // asks the server about locks; opened on first use
+}
+
+func (r *runner) close(ctx context.Context) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if r.admin != nil {
+		_ = r.admin.Close(ctx)
+		r.admin = nil
+	}
+}
+
+// waitsOnLock asks the server whether backend pid waits for a lock another
+// backend holds.
+func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if r.admin == nil {
+		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
+		if err != nil {
+			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
+		}
+		r.admin = conn
+	}
+	var waits bool
+	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
+	if err != nil {
+		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
+	}
+	return waits, nil
 }
 
 // newWorker builds a worker, turning a factory's panic or nil into an error.
@@ -115,59 +166,52 @@ func (r *runner) newWorker() (h Handler, err error) {
 	return h, nil
 }
 
-// reference runs one clean delivery on a fresh database and snapshots it.
-func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, err error) {
+// reference runs one clean delivery on a fresh database and returns its
+// state and the steps it took.
+func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []faults.Step, err error) {
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() { err = errors.Join(err, db.Drop(context.WithoutCancel(ctx))) }()
-	h, err := r.newWorker()
+	ex, err := r.execute(ctx, db, faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}}, false)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] %w", err)
+		return nil, nil, err
 	}
-	out := r.deliver(ctx, db, newClock(), h, faults.Delivery{Job: 1, Attempt: 1, Worker: 1})
-	if out.Err != "" {
-		return nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, out.Err)
+	d := ex.deliveries[0]
+	if d.outcome.Err != "" {
+		return nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
-	return snapshot(ctx, db)
+	snap, err := snapshot(ctx, db)
+	return snap, d.steps, err
 }
 
 // scenario executes sched on a fresh database. It returns the database when
 // it is kept as evidence of a failure.
-func (r *runner) scenario(ctx context.Context, fault string, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
+func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
 	start := time.Now()
-	sc := Scenario{Fault: fault, Schedule: sched.String(), Verdict: Idempotent}
+	sc := Scenario{Fault: sched.Fault, Schedule: sched.String(), Verdict: Idempotent}
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return sc, nil, err
 	}
-	clock := newClock()
-	workers := map[int]Handler{}
-	for _, d := range sched.Deliveries {
-		clock.Advance(d.Advance)
-		h, ok := workers[d.Worker]
-		if !ok {
-			if h, err = r.newWorker(); err != nil {
-				sc.Problems = append(sc.Problems, fmt.Sprintf("delivery %s: %v", d, err))
-				sc.Deliveries = append(sc.Deliveries, DeliveryOutcome{Delivery: d.Label(), JobID: jobID(d.Job), Attempt: d.Attempt, Err: err.Error()})
-				continue
-			}
-			workers[d.Worker] = h
-		}
-		sc.Deliveries = append(sc.Deliveries, r.deliver(ctx, db, clock, h, d))
+	ex, err := r.execute(ctx, db, sched, true)
+	if err != nil {
+		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	if n := len(sc.Deliveries); n > 0 && sc.Deliveries[n-1].Err != "" {
-		last := sc.Deliveries[n-1]
-		sc.Problems = append(sc.Problems, fmt.Sprintf("the job did not complete: the last delivery %s (job %s, attempt %d) returned an error: %s",
-			last.Delivery, last.JobID, last.Attempt, last.Err))
+	sc.Order = ex.order()
+	for _, d := range ex.deliveries {
+		sc.Deliveries = append(sc.Deliveries, d.outcome)
+	}
+	for _, id := range ex.incomplete() {
+		sc.Problems = append(sc.Problems, fmt.Sprintf("the job did not complete: %s", id))
 	}
 	snap, err := snapshot(ctx, db)
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.StateDiff = assert.DiffState(res.Reference, snap, assert.Options{
-		Label:         fault,
+		Label:         sched.Fault,
 		IgnoreTables:  r.cfg.IgnoreTables,
 		IgnoreColumns: r.cfg.IgnoreColumns,
 		Volatile:      res.Volatile,
@@ -185,55 +229,7 @@ func (r *runner) scenario(ctx context.Context, fault string, sched faults.Schedu
 	return sc, db, nil
 }
 
-// executable refuses what this executor cannot run yet: sequential,
-// fault-free deliveries only, until the wire proxy steers steps.
-func executable(s faults.Schedule) error {
-	for _, d := range s.Deliveries {
-		if d.Fault != faults.KindNone || d.With != 0 {
-			return fmt.Errorf("[twice] fault %s (schedule %s) needs the wire proxy, which is not built yet; use faults.RunTwice and faults.ProducerRetry", s.Fault, s)
-		}
-	}
-	return nil
-}
-
 func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
-
-// deliver runs one delivery of h on db with its own connection pool. A
-// panic in the handler becomes the delivery's error, with its stack.
-func (r *runner) deliver(ctx context.Context, db *freshdb.Database, clock *Clock, h Handler, d faults.Delivery) DeliveryOutcome {
-	out := DeliveryOutcome{Delivery: d.Label(), JobID: jobID(d.Job), Attempt: d.Attempt}
-	start := time.Now()
-	defer func() { out.Duration = time.Since(start) }()
-
-	pool, err := pgxpool.New(ctx, db.ConnString)
-	if err != nil {
-		out.Err = fmt.Sprintf("[twice] internal: connecting delivery %s: %v", d, err)
-		return out
-	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.deliveryTimeout())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if p := recover(); p != nil {
-				done <- fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
-			}
-		}()
-		done <- h(ctx, &Delivery{JobID: out.JobID, Attempt: d.Attempt, DB: pool, DSN: db.ConnString, clock: clock})
-	}()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		err = fmt.Errorf("handler did not return within %v (Config.DeliveryTimeout)", r.cfg.deliveryTimeout())
-	}
-	// A handler that leaks an acquired connection would make Close wait
-	// forever; the database is dropped with FORCE later anyway.
-	go pool.Close()
-	if err != nil {
-		out.Err = err.Error()
-	}
-	return out
-}
 
 func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
 	conn, err := pgx.Connect(ctx, db.ConnString)

@@ -1,0 +1,553 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/wireproxy"
+)
+
+// lockPoll is how often the executor asks the server whether a granted
+// step that has not returned waits on a lock. It asks; it never assumes.
+const lockPoll = 2 * time.Millisecond
+
+// execution runs one schedule on one database: it starts deliveries when
+// the schedule says, and grants their steps one at a time, in the
+// schedule's order, through each delivery's wire proxy. Only the event loop
+// (run) touches its fields; hooks and handler goroutines talk to it through
+// events.
+type execution struct {
+	r      *runner
+	sched  faults.Schedule
+	db     *freshdb.Database
+	clock  *Clock
+	events eventQueue
+
+	deliveries []*deliveryRun
+	workers    map[int]Handler // live workers by number
+	pos        int             // next entry of sched.Order
+	granted    []int           // delivery numbers in the order steps were granted
+	retries    bool            // add the queue's retries when the schedule is done
+}
+
+type deliveryRun struct {
+	n    int // 1-based position in the schedule
+	spec faults.Delivery
+
+	started, ended bool // ended: returned, or died
+	dead           bool // its worker died: return value ignored, worker gone
+	startedAt      time.Time
+	deadline       time.Time
+	cancel         context.CancelFunc // ends the handler's context
+	proxy          *wireproxy.Proxy
+	pool           *pgxpool.Pool
+
+	pending  []*stepRequest
+	inflight map[int]*inflightStep // by step index
+	done     int                   // steps completed
+	steps    []faults.Step         // completed steps, in completion order
+	last     string                // the SQL of the step it is at, for messages
+
+	outcome DeliveryOutcome
+}
+
+type inflightStep struct {
+	step    wireproxy.Step
+	blocked bool
+}
+
+type stepRequest struct {
+	d     *deliveryRun
+	step  wireproxy.Step
+	grant chan wireproxy.Action
+}
+
+type eventKind int
+
+const (
+	evStep     eventKind = iota // a step asks to be granted
+	evStepDone                  // a granted step's reply arrived
+	evReturned                  // a handler returned
+)
+
+type event struct {
+	kind eventKind
+	d    *deliveryRun
+	req  *stepRequest
+	step wireproxy.Step
+	err  error
+	dur  time.Duration // evReturned: the handler's wall time
+}
+
+// eventQueue never blocks the sender: proxy hooks must not block.
+type eventQueue struct {
+	mu     sync.Mutex
+	queue  []event
+	signal chan struct{}
+}
+
+func (q *eventQueue) push(e event) {
+	q.mu.Lock()
+	q.queue = append(q.queue, e)
+	q.mu.Unlock()
+	select {
+	case q.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (q *eventQueue) drain() []event {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	out := q.queue
+	q.queue = nil
+	return out
+}
+
+// execute runs sched on db and returns what each delivery did and the
+// steps every delivery completed.
+//
+// With retries, once every scheduled delivery has ended the queue does what
+// a queue does: each job whose last delivery failed is delivered once more,
+// cleanly, after the visibility timeout. The job must complete then.
+func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
+	e := &execution{
+		r: r, sched: sched, db: db, clock: newClock(), retries: retries,
+		events:  eventQueue{signal: make(chan struct{}, 1)},
+		workers: map[int]Handler{},
+	}
+	for i, spec := range sched.Deliveries {
+		e.deliveries = append(e.deliveries, &deliveryRun{
+			n: i + 1, spec: spec, inflight: map[int]*inflightStep{},
+			outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		})
+	}
+	defer e.closeProxies()
+	return e, e.run(ctx)
+}
+
+func (e *execution) run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		if err := e.startReady(ctx); err != nil {
+			return err
+		}
+		if e.finished() {
+			if e.retries {
+				e.retries = false
+				if e.addQueueRetries() {
+					continue
+				}
+			}
+			return nil
+		}
+		if err := e.grant(ctx); err != nil {
+			return err
+		}
+		timer.Reset(e.wake())
+		select {
+		case <-e.events.signal:
+		case <-timer.C:
+			if err := e.checkStalls(ctx); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			e.killAll()
+			return fmt.Errorf("[twice] internal: scenario %s interrupted: %w", e.sched, ctx.Err())
+		}
+		for _, ev := range e.events.drain() {
+			e.handle(ev)
+		}
+	}
+}
+
+func (e *execution) finished() bool {
+	for _, d := range e.deliveries {
+		if !d.ended {
+			return false
+		}
+	}
+	return true
+}
+
+// addQueueRetries appends a clean redelivery, on a fresh worker, of every
+// job whose last delivery failed, and reports whether it added any.
+func (e *execution) addQueueRetries() bool {
+	added := false
+	worker := 0
+	for _, d := range e.deliveries {
+		worker = max(worker, d.spec.Worker)
+	}
+	for _, last := range e.lastPerJob() {
+		if !last.failed() {
+			continue
+		}
+		worker++
+		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.cfg.visibilityTimeout()}
+		d := &deliveryRun{
+			n: len(e.deliveries) + 1, spec: spec, inflight: map[int]*inflightStep{},
+			outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker, QueueRetry: true},
+		}
+		e.deliveries = append(e.deliveries, d)
+		added = true
+	}
+	return added
+}
+
+// lastPerJob is the last delivery of each job, in job order.
+func (e *execution) lastPerJob() []*deliveryRun {
+	last := map[int]*deliveryRun{}
+	var jobs []int
+	for _, d := range e.deliveries {
+		if last[d.spec.Job] == nil {
+			jobs = append(jobs, d.spec.Job)
+		}
+		last[d.spec.Job] = d
+	}
+	out := make([]*deliveryRun, len(jobs))
+	for i, j := range jobs {
+		out[i] = last[j]
+	}
+	return out
+}
+
+func (d *deliveryRun) failed() bool { return d.dead || d.outcome.Err != "" }
+
+// incomplete says, one line per job, why a job did not complete: its last
+// delivery, the queue's retry included, failed.
+func (e *execution) incomplete() []string {
+	var out []string
+	for _, d := range e.lastPerJob() {
+		if d.outcome.Err != "" {
+			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
+				d.outcome.JobID, d.outcome.Delivery, d.outcome.Attempt, firstLine(d.outcome.Err)))
+		} else if d.dead {
+			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s",
+				d.outcome.JobID, d.outcome.Delivery, d.outcome.Attempt, d.outcome.Fault))
+		}
+	}
+	return out
+}
+
+// startReady starts every delivery whose start condition holds: the
+// previous delivery ended, or the delivery it overlaps has done enough
+// steps (or ended).
+func (e *execution) startReady(ctx context.Context) error {
+	for i, d := range e.deliveries {
+		if d.started {
+			continue
+		}
+		ready := i == 0 || e.deliveries[i-1].ended
+		if w := d.spec.With; w > 0 {
+			ref := e.deliveries[w-1]
+			ready = ref.started && (ref.done >= d.spec.After || ref.ended)
+		}
+		if !ready {
+			// Deliveries start in schedule order.
+			return nil
+		}
+		if err := e.start(ctx, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *execution) start(ctx context.Context, d *deliveryRun) error {
+	d.started = true
+	e.clock.Advance(d.spec.Advance)
+	h, ok := e.workers[d.spec.Worker]
+	if !ok {
+		var err error
+		if h, err = e.r.newWorker(); err != nil {
+			d.outcome.Err = err.Error()
+			d.ended = true
+			return nil
+		}
+		e.workers[d.spec.Worker] = h
+	}
+	p, err := wireproxy.Listen(wireproxy.Config{
+		Label:      d.spec.Label(),
+		Upstream:   e.db.ConnString,
+		UnixSocket: true,
+		Hooks: wireproxy.Hooks{
+			Before: func(ctx context.Context, s wireproxy.Step) wireproxy.Action {
+				req := &stepRequest{d: d, step: s, grant: make(chan wireproxy.Action, 1)}
+				e.events.push(event{kind: evStep, d: d, req: req})
+				select {
+				case a := <-req.grant:
+					return a
+				case <-ctx.Done():
+					return wireproxy.Crash
+				}
+			},
+			After: func(s wireproxy.Step, err error) {
+				e.events.push(event{kind: evStepDone, d: d, step: s, err: err})
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	d.proxy = p
+	cfg, err := pgxpool.ParseConfig(p.DSN())
+	if err != nil {
+		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
+	}
+	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
+	}
+	d.startedAt = time.Now()
+	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
+	hctx, cancel := context.WithCancel(ctx)
+	d.cancel = cancel
+	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock}
+	go func() {
+		start := time.Now()
+		err := callHandler(hctx, h, delivery)
+		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
+	}()
+	return nil
+}
+
+// callHandler runs h, turning a panic into an error with the stack.
+func callHandler(ctx context.Context, h Handler, d *Delivery) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return h(ctx, d)
+}
+
+func (e *execution) handle(ev event) {
+	d := ev.d
+	switch ev.kind {
+	case evStep:
+		if d.dead || d.ended {
+			ev.req.grant <- wireproxy.Crash
+			return
+		}
+		d.pending = append(d.pending, ev.req)
+	case evStepDone:
+		delete(d.inflight, ev.step.Index)
+		d.done++
+		d.steps = append(d.steps, faults.Step{SQL: ev.step.SQL, CommitPoint: ev.step.CommitPoint})
+	case evReturned:
+		if d.ended {
+			return // it died before; its return value is ignored
+		}
+		d.outcome.Duration = ev.dur
+		if ev.err != nil {
+			d.outcome.Err = ev.err.Error()
+		}
+		if d.spec.Fault == faults.KindCrash && d.spec.At == 0 {
+			e.die(d, "crashed after its last step, before the ack")
+			return
+		}
+		if d.spec.Fault == faults.KindLostAck && ev.err == nil {
+			d.outcome.Fault = "returned nil, but its ack was lost"
+		}
+		e.end(d)
+	}
+}
+
+// end closes d's connections and refuses its waiting steps: a connection
+// kept past the handler's return must not outlive the delivery.
+func (e *execution) end(d *deliveryRun) {
+	d.ended = true
+	d.cancel()
+	d.proxy.Kill()
+	for _, p := range d.pending {
+		p.grant <- wireproxy.Crash
+	}
+	d.pending = nil
+}
+
+// die kills d as a crash does: sockets cut, later steps refused, return
+// value ignored, worker discarded.
+func (e *execution) die(d *deliveryRun, why string) {
+	d.dead = true
+	d.outcome.Fault = why
+	d.outcome.Err = ""
+	d.outcome.Duration = time.Since(d.startedAt)
+	delete(e.workers, d.spec.Worker)
+	e.end(d)
+}
+
+// grant lets one waiting step through when no granted step is running
+// (one that waits on a lock does not count): the one the schedule's order
+// names next, or, past the order, the earliest delivery's.
+func (e *execution) grant(ctx context.Context) error {
+	for _, d := range e.deliveries {
+		for _, f := range d.inflight {
+			if !f.blocked {
+				return nil
+			}
+		}
+	}
+	for e.pos < len(e.sched.Order) {
+		d := e.deliveries[e.sched.Order[e.pos]-1]
+		switch {
+		case d.ended:
+			e.pos++
+			continue
+		case len(d.pending) > 0:
+			e.pos++
+			e.give(d)
+			return nil
+		case !d.started || d.blocked():
+			// It cannot take its turn yet: let another delivery move
+			// without using up the turn.
+			e.giveEarliest(d)
+			return nil
+		}
+		return nil // it runs its own code; wait for its next step
+	}
+	e.giveEarliest(nil)
+	return nil
+}
+
+func (d *deliveryRun) blocked() bool {
+	for _, f := range d.inflight {
+		if f.blocked {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *execution) giveEarliest(except *deliveryRun) {
+	for _, d := range e.deliveries {
+		if d != except && len(d.pending) > 0 {
+			e.give(d)
+			return
+		}
+	}
+}
+
+// give grants d's oldest waiting step, or turns it into the delivery's
+// fault when the schedule puts one there.
+func (e *execution) give(d *deliveryRun) {
+	req := d.pending[0]
+	d.pending = d.pending[1:]
+	d.last = req.step.SQL
+	e.granted = append(e.granted, d.n)
+	if d.spec.At == req.step.Index {
+		switch d.spec.Fault {
+		case faults.KindCrash:
+			req.grant <- wireproxy.Crash
+			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.step.Index, firstLine(req.step.SQL)))
+			return
+		case faults.KindAmbiguous:
+			// The server applies it, the reply is lost, the connection
+			// drops; the handler's own error path runs and its return
+			// value counts.
+			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.step.Index, firstLine(req.step.SQL))
+			req.grant <- wireproxy.Ambiguous
+			return
+		}
+	}
+	d.inflight[req.step.Index] = &inflightStep{step: req.step}
+	req.grant <- wireproxy.Forward
+}
+
+// checkStalls ends deliveries past their deadline and asks the server
+// whether running steps wait on a lock.
+func (e *execution) checkStalls(ctx context.Context) error {
+	now := time.Now()
+	for _, d := range e.deliveries {
+		if !d.started || d.ended {
+			continue
+		}
+		if now.After(d.deadline) {
+			// A hung handler: the delivery fails, and its worker, stuck
+			// in it, is as good as dead.
+			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); it was at step %d: %s",
+				e.r.cfg.deliveryTimeout(), d.done+1, firstLine(d.last))
+			if d.last == "" {
+				msg = fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout), after %d steps", e.r.cfg.deliveryTimeout(), d.done)
+			}
+			e.die(d, "")
+			d.outcome.Err = msg
+			continue
+		}
+		for _, f := range d.inflight {
+			if f.blocked {
+				continue
+			}
+			waits, err := e.r.waitsOnLock(ctx, f.step.PID)
+			if err != nil {
+				return err
+			}
+			f.blocked = waits
+		}
+	}
+	return nil
+}
+
+// wake is when the loop must look again without an event: soon while a
+// granted step runs (it may wait on a lock), else at the next deadline.
+func (e *execution) wake() time.Duration {
+	next := time.Hour
+	for _, d := range e.deliveries {
+		if !d.started || d.ended {
+			continue
+		}
+		for _, f := range d.inflight {
+			if !f.blocked {
+				return lockPoll
+			}
+		}
+		if until := time.Until(d.deadline); until < next {
+			next = until
+		}
+	}
+	return max(next, time.Millisecond)
+}
+
+func (e *execution) killAll() {
+	for _, d := range e.deliveries {
+		if d.proxy != nil {
+			d.proxy.Kill()
+		}
+	}
+}
+
+// closeProxies ends every delivery's connections. A handler goroutine that
+// outlives its delivery finds them refused.
+func (e *execution) closeProxies() {
+	for _, d := range e.deliveries {
+		if d.proxy != nil {
+			d.proxy.Kill()
+			// Close waits for the proxy's goroutines, which never wait on
+			// the handler; the pool may wait on a leaked connection, so it
+			// closes in the background.
+			_ = d.proxy.Close()
+		}
+		if d.pool != nil {
+			go d.pool.Close()
+		}
+	}
+}
+
+// order is the interleaving as it happened: the delivery of each granted
+// step, "1,2,2,1".
+func (e *execution) order() string {
+	parts := make([]string, len(e.granted))
+	for i, n := range e.granted {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
