@@ -228,3 +228,18 @@ func Default() []Fault {
 		AmbiguousCommits(), VisibilityTimeout(), ConcurrentDelivery(), ConcurrentProducerRetry(),
 	}
 }
+
+// Replay runs exactly the schedule s, as printed in a finding or parsed by
+// Parse, instead of expanding a fault.
+func Replay(s Schedule) Fault {
+	name := s.Fault
+	if name == "" {
+		name = "replay"
+	}
+	return fault{name, func(Plan) []Schedule {
+		c := s
+		c.Deliveries = append([]Delivery(nil), s.Deliveries...)
+		c.Order = append([]int(nil), s.Order...)
+		return []Schedule{c}
+	}}
+}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -36,9 +37,19 @@ type Config struct {
 	// redelivered once this much time has passed on the harness clock.
 	// Zero means 30s.
 	VisibilityTimeout time.Duration
+	// Parallel is how many scenarios run at once, each on its own
+	// database; zero means GOMAXPROCS.
+	Parallel int
 	// MaxInterleavings bounds the interleavings tried per concurrent
 	// fault; zero means 24 (faults.Plan).
 	MaxInterleavings int
+}
+
+func (c Config) parallel() int {
+	if c.Parallel > 0 {
+		return c.Parallel
+	}
+	return runtime.GOMAXPROCS(0)
 }
 
 func (c Config) visibilityTimeout() time.Duration {

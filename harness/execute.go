@@ -37,6 +37,7 @@ type execution struct {
 	pos        int             // next entry of sched.Order
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    bool            // add the queue's retries when the schedule is done
+	lockWaits  int             // granted steps the server said wait on a lock
 }
 
 type deliveryRun struct {
@@ -491,7 +492,10 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			f.blocked = waits
+			if waits {
+				f.blocked = true
+				e.lockWaits++
+			}
 		}
 	}
 	return nil

@@ -73,6 +73,9 @@ type Scenario struct {
 	// Order is the interleaving as it happened: for each granted step, the
 	// number of its delivery, "1,2,2,1".
 	Order string
+	// LockWaits counts granted steps that waited on a lock another
+	// delivery held; the executor ran the other delivery meanwhile.
+	LockWaits int
 	// Database is the connection string of the scenario's database when
 	// it was kept as evidence (the first failed scenario's), otherwise
 	// empty.

@@ -73,29 +73,65 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 
 	plan := faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), MaxInterleavings: cfg.MaxInterleavings}
+	var scheds []faults.Schedule
 	for _, f := range cfg.faults() {
-		for _, sched := range f.Schedules(plan) {
-			sc, db, err := r.scenario(ctx, sched, res)
-			if err != nil {
-				return nil, errors.Join(err, res.DropDatabases(ctx))
-			}
-			if db != nil {
-				// The first failure's database is the evidence; keeping
-				// every one would cost a fresh clone per failed scenario.
-				if len(res.kept) == 0 {
-					res.kept = append(res.kept, kept{scenario: len(res.Scenarios), db: db})
-				} else {
-					if err := db.Drop(ctx); err != nil {
-						return nil, errors.Join(err, res.DropDatabases(ctx))
-					}
-					sc.Database = ""
-				}
-			}
-			res.Scenarios = append(res.Scenarios, sc)
-		}
+		scheds = append(scheds, f.Schedules(plan)...)
+	}
+	res.Scenarios = make([]Scenario, len(scheds))
+	if err := r.scenarios(ctx, scheds, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	res.Duration = time.Since(start)
 	return res, nil
+}
+
+// scenarios runs every schedule, cfg.parallel() at a time, each on a
+// fresh database of its own, into res.Scenarios by index.
+func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var mu sync.Mutex // guards res.kept
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(r.cfg.parallel(), len(scheds)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				sc, db, err := r.scenario(ctx, scheds[i], res)
+				if err == nil && db != nil {
+					// The first failure's database is the evidence; keeping
+					// every one would cost a fresh clone per failed scenario.
+					mu.Lock()
+					keep := len(res.kept) == 0
+					if keep {
+						res.kept = append(res.kept, kept{scenario: i, db: db})
+					}
+					mu.Unlock()
+					if !keep {
+						err = db.Drop(ctx)
+						sc.Database = ""
+					}
+				}
+				if err != nil {
+					cancel(err)
+				}
+				res.Scenarios[i] = sc
+			}
+		}()
+	}
+	for i := range scheds {
+		select {
+		case next <- i:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	return context.Cause(ctx)
 }
 
 func (j Job) validate() error {
@@ -200,6 +236,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.Order = ex.order()
+	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
 		sc.Deliveries = append(sc.Deliveries, d.outcome)
 	}
