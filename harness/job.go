@@ -42,6 +42,7 @@ type Delivery struct {
 	DSN string
 
 	clock *Clock
+	fx    *deliveryEffects // effect fakes; see effects.go
 }
 
 // Now is the harness clock's time. Use it where the handler would call

@@ -1,0 +1,43 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/runtwice/twice/assert"
+)
+
+// Email is a message the mail fake sends. It is the effect's payload, kind
+// "email".
+type Email struct {
+	To      string `json:"to"`
+	Subject string `json:"subject"`
+	Body    string `json:"body"`
+}
+
+// Mailer is an email provider without deduplication, like most: every
+// Send is one more email. Get it with Delivery.Mail.
+type Mailer struct {
+	fx *deliveryEffects
+}
+
+// Mail returns the delivery's mail sender. Its emails go to the scenario's
+// effect log, where the oracle compares them with one clean run's.
+func (d *Delivery) Mail() *Mailer { return &Mailer{fx: d.effects()} }
+
+// Send sends e. Each call is a step of the delivery: a fault can kill the
+// delivery just before it, and then nothing is sent, or right after the
+// email was accepted. Two calls send two emails.
+func (m *Mailer) Send(ctx context.Context, e Email) error {
+	if m == nil || m.fx == nil {
+		return errNoFakes("Mailer.Send")
+	}
+	raw, err := json.Marshal(e)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: encoding an email: %w", err)
+	}
+	return m.fx.call(ctx, assert.Effect{Kind: "email", Payload: raw}, func() (string, bool, error) {
+		return "", false, nil
+	})
+}

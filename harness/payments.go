@@ -1,0 +1,230 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/assert"
+)
+
+// PaymentRequest asks the payment fake to move money. It is the effect's
+// payload, kind "payment", with IdempotencyKey as the effect's key.
+type PaymentRequest struct {
+	// IdempotencyKey deduplicates the request, as Stripe's
+	// Idempotency-Key header does; empty means none. Build it from the
+	// job ("payout-restaurant-381-2026-W42"), never from the attempt: a
+	// random key made inside the job is new on every retry and protects
+	// nothing.
+	IdempotencyKey string
+	Destination    string // who is paid: "acct_381"
+	Amount         int64  // in the currency's smallest unit
+	Currency       string // "eur"
+}
+
+// DeclinedDestination is a destination the payment fake always declines,
+// like Stripe's test cards: the decline is stored under the request's
+// idempotency key and replayed with it.
+const DeclinedDestination = "acct_declined"
+
+// Payment is a payment the fake made.
+type Payment struct {
+	ID          string // "py_1", unique in the scenario
+	Destination string
+	Amount      int64
+	Currency    string
+	// Created is the harness time the payment was made.
+	Created time.Time
+	// Replayed is true when the answer came from the idempotency store, as
+	// Stripe's Idempotent-Replayed header says: no money moved this time.
+	Replayed bool
+}
+
+// PaymentError is the payment fake's refusal, shaped like Stripe's errors.
+type PaymentError struct {
+	// Status is the HTTP status Stripe would answer: 400 for invalid or
+	// mismatched parameters, 402 for a decline, 409 for a request whose
+	// key is in use by one still in flight.
+	Status int
+	// Code is Stripe's error code: "parameter_invalid",
+	// "idempotency_error", "card_declined",
+	// "idempotency_key_in_use".
+	Code    string
+	Message string
+	// Replayed is true when the error was stored under the idempotency
+	// key by an earlier request and answered again.
+	Replayed bool
+}
+
+func (e *PaymentError) Error() string {
+	s := fmt.Sprintf("[twice] payments: %d %s: %s", e.Status, e.Code, e.Message)
+	if e.Replayed {
+		s += " (replayed from the idempotency key)"
+	}
+	return s
+}
+
+// Payments is a payment provider with Stripe's idempotency-key semantics,
+// shared by every delivery of a scenario, as the real provider would be:
+//
+//   - a request with a key the provider remembers and the same parameters
+//     gets the stored answer, a payment or an error, and no money moves;
+//   - the same key with other parameters is an error (400);
+//   - a request whose key is in use by one still in flight is a conflict
+//     (409);
+//   - a key is remembered for a window on the harness clock (24h unless
+//     the harness is told otherwise); reused after it, it makes a new
+//     payment;
+//   - a request without a key is never deduplicated;
+//   - requests with invalid parameters are refused (400) and, as they
+//     never ran, not stored under their key.
+//
+// Get it with Delivery.Payments.
+type Payments struct {
+	fx *deliveryEffects
+}
+
+// Payments returns the delivery's payment provider. Its payments go to
+// the scenario's effect log, where the oracle compares them with one clean
+// run's.
+func (d *Delivery) Payments() *Payments { return &Payments{fx: d.effects()} }
+
+// Pay makes a payment. The call is a step of the delivery: a fault can
+// kill the delivery just before it, and then nothing is paid, or right
+// after the provider accepted it. A refusal is a *PaymentError.
+func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error) {
+	if p == nil || p.fx == nil {
+		return Payment{}, errNoFakes("Payments.Pay")
+	}
+	raw, err := json.Marshal(paymentPayload{Destination: req.Destination, Amount: req.Amount, Currency: req.Currency})
+	if err != nil {
+		return Payment{}, fmt.Errorf("[twice] internal: encoding a payment: %w", err)
+	}
+	var pay Payment
+	err = p.fx.call(ctx, assert.Effect{Kind: "payment", Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {
+		var perr *PaymentError
+		pay, perr = p.fx.log.payments.pay(req, p.fx.log.clock)
+		if perr != nil {
+			return "", perr.Replayed, perr
+		}
+		return pay.ID, pay.Replayed, nil
+	})
+	return pay, err
+}
+
+// paymentPayload is what a payment effect records and compares.
+type paymentPayload struct {
+	Destination string `json:"destination"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+}
+
+// paymentStore is the provider's memory: its payments and idempotency keys.
+type paymentStore struct {
+	window time.Duration
+
+	mu   sync.Mutex
+	keys map[string]*keyRecord
+	made int // payments made, for IDs
+
+	// executing, when set, runs while a request executes, its key in
+	// flight; tests block in it to make a concurrent request.
+	executing func(PaymentRequest)
+}
+
+// keyRecord is what the provider remembers under one idempotency key.
+type keyRecord struct {
+	req      PaymentRequest
+	created  time.Time
+	inFlight bool
+	payment  Payment
+	err      *PaymentError
+}
+
+// maxKeyLen is Stripe's limit on idempotency keys.
+const maxKeyLen = 255
+
+func (s *paymentStore) pay(req PaymentRequest, clock *Clock) (Payment, *PaymentError) {
+	if err := validPayment(req); err != nil {
+		return Payment{}, err
+	}
+	if req.IdempotencyKey == "" {
+		return s.execute(req, clock)
+	}
+	s.mu.Lock()
+	now := clock.Now()
+	rec := s.keys[req.IdempotencyKey]
+	if rec != nil && !rec.inFlight && now.Sub(rec.created) >= s.window {
+		delete(s.keys, req.IdempotencyKey)
+		rec = nil
+	}
+	switch {
+	case rec == nil:
+		rec = &keyRecord{req: req, created: now, inFlight: true}
+		s.keys[req.IdempotencyKey] = rec
+	case rec.inFlight:
+		s.mu.Unlock()
+		return Payment{}, &PaymentError{Status: 409, Code: "idempotency_key_in_use",
+			Message: fmt.Sprintf("there is currently another in-progress request using the idempotency key %q; retry later", req.IdempotencyKey)}
+	case rec.req != req:
+		s.mu.Unlock()
+		return Payment{}, &PaymentError{Status: 400, Code: "idempotency_error",
+			Message: fmt.Sprintf("keys for idempotent requests can only be used with the same parameters they were first used with: key %q was used for %s and now for %s", req.IdempotencyKey, describe(rec.req), describe(req))}
+	default:
+		pay, err := rec.payment, rec.err
+		s.mu.Unlock()
+		if err != nil {
+			replayed := *err
+			replayed.Replayed = true
+			return Payment{}, &replayed
+		}
+		pay.Replayed = true
+		return pay, nil
+	}
+	s.mu.Unlock()
+
+	pay, err := s.execute(req, clock)
+	s.mu.Lock()
+	rec.inFlight, rec.payment, rec.err = false, pay, err
+	s.mu.Unlock()
+	return pay, err
+}
+
+// execute moves the money, or declines.
+func (s *paymentStore) execute(req PaymentRequest, clock *Clock) (Payment, *PaymentError) {
+	if s.executing != nil {
+		s.executing(req)
+	}
+	if req.Destination == DeclinedDestination {
+		return Payment{}, &PaymentError{Status: 402, Code: "card_declined", Message: fmt.Sprintf("the payment to %s was declined", req.Destination)}
+	}
+	s.mu.Lock()
+	s.made++
+	id := fmt.Sprintf("py_%d", s.made)
+	s.mu.Unlock()
+	return Payment{ID: id, Destination: req.Destination, Amount: req.Amount, Currency: req.Currency, Created: clock.Now()}, nil
+}
+
+// validPayment refuses what Stripe refuses before running a request.
+func validPayment(req PaymentRequest) *PaymentError {
+	invalid := func(msg string) *PaymentError {
+		return &PaymentError{Status: 400, Code: "parameter_invalid", Message: msg}
+	}
+	switch {
+	case req.Destination == "":
+		return invalid("the destination is empty")
+	case req.Amount <= 0:
+		return invalid(fmt.Sprintf("the amount must be positive, not %d", req.Amount))
+	case req.Currency == "":
+		return invalid("the currency is empty")
+	case len(req.IdempotencyKey) > maxKeyLen:
+		return invalid(fmt.Sprintf("the idempotency key is %d bytes long; at most %d are allowed", len(req.IdempotencyKey), maxKeyLen))
+	}
+	return nil
+}
+
+func describe(r PaymentRequest) string {
+	return fmt.Sprintf("%d %s to %s", r.Amount, r.Currency, r.Destination)
+}
