@@ -31,6 +31,9 @@ type Plan struct {
 	// VisibilityTimeout is how long the queue waits before it redelivers
 	// a job whose delivery did not ack; zero means 30s.
 	VisibilityTimeout time.Duration
+	// RedriveAfter is how long after a crash a human redrives the job;
+	// zero means 72h, past the payment providers' 24h key window.
+	RedriveAfter time.Duration
 	// MaxInterleavings bounds the interleavings tried per concurrent
 	// fault: all of them while there are at most this many, a fixed
 	// sample beyond; zero means 24.
@@ -51,6 +54,13 @@ func (p Plan) visibility() time.Duration {
 		return p.VisibilityTimeout
 	}
 	return 30 * time.Second
+}
+
+func (p Plan) redriveAfter() time.Duration {
+	if p.RedriveAfter > 0 {
+		return p.RedriveAfter
+	}
+	return 72 * time.Hour
 }
 
 func (p Plan) maxInterleavings() int {
@@ -217,15 +227,36 @@ func concurrent(p Plan, secondJob int) []Schedule {
 	return out
 }
 
+// Redrive is a job that died half-done and was redriven by a human days
+// later, past the window in which providers remember idempotency keys: the
+// first delivery crashes before step k (one schedule per step) or after its
+// last step, then the clock moves Plan.RedriveAfter (72h) and the job is
+// delivered again.
+func Redrive() Fault {
+	return fault{"redrive", func(p Plan) []Schedule {
+		var out []Schedule
+		for k := 1; k <= len(p.Steps)+1; k++ {
+			at := k
+			if k > len(p.Steps) {
+				at = 0 // after the last step
+			}
+			out = append(out, one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
+				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.redriveAfter()})...)
+		}
+		return out
+	}}
+}
+
 // Default returns the matrix harness.Check runs when the configuration names
 // no faults: run twice, producer retry, crash before ack, lost ack, crash
 // at every step, ambiguous commit at every commit point, visibility timeout
-// at every step, and concurrent delivery and producer retry over their
-// interleavings.
+// at every step, concurrent delivery and producer retry over their
+// interleavings, and a redrive days after a crash at every step.
 func Default() []Fault {
 	return []Fault{
 		RunTwice(), ProducerRetry(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
 		AmbiguousCommits(), VisibilityTimeout(), ConcurrentDelivery(), ConcurrentProducerRetry(),
+		Redrive(),
 	}
 }
 

@@ -116,9 +116,19 @@ func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 	if diff := cmp.Diff(want, got[:len(want)]); diff != "" {
 		t.Errorf("default matrix mismatch (-want +got):\n%s", diff)
 	}
-	// C(6,3) = 20 interleavings each for the two concurrent faults.
-	if n := len(got) - len(want); n != 40 {
-		t.Errorf("concurrent schedules = %d, want 40", n)
+	// C(6,3) = 20 interleavings each for the two concurrent faults, then
+	// four redrives.
+	if n := len(got) - len(want); n != 44 {
+		t.Errorf("concurrent and redrive schedules = %d, want 44", n)
+	}
+	wantRedrive := []string{
+		"redrive: j1a1w1!crash:1 > +72h j1a2w2",
+		"redrive: j1a1w1!crash:2 > +72h j1a2w2",
+		"redrive: j1a1w1!crash:3 > +72h j1a2w2",
+		"redrive: j1a1w1!crash > +72h j1a2w2",
+	}
+	if diff := cmp.Diff(wantRedrive, got[len(got)-4:]); diff != "" {
+		t.Errorf("redrive schedules mismatch (-want +got):\n%s", diff)
 	}
 }
 

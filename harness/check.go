@@ -96,6 +96,11 @@ func findingMessage(res *Result, rerun string) string {
 		for _, d := range s.StateDiff {
 			fmt.Fprintf(&diff, "table %q mismatch (-once +twice):\n%s\n", d.Table, d.Diff)
 		}
+		if s.EffectDiff != nil {
+			for _, l := range s.EffectDiff.Lines {
+				fmt.Fprintf(&diff, "%s %s\n", l.Op, l.Text)
+			}
+		}
 		if first, ok := shown[diff.String()]; ok {
 			fmt.Fprintf(&b, "  the same difference as %s\n", first)
 			continue
@@ -108,6 +113,9 @@ func findingMessage(res *Result, rerun string) string {
 		}
 		for _, d := range s.StateDiff {
 			fmt.Fprintf(&b, "%s\n", d)
+		}
+		if s.EffectDiff != nil {
+			fmt.Fprintf(&b, "%s\n", s.EffectDiff)
 		}
 	}
 	if len(res.Volatile) > 0 {
@@ -151,4 +159,14 @@ func packageDir() string {
 			return "."
 		}
 	}
+}
+
+// oneLine shows a statement on one line, white space folded, cut at 120
+// characters.
+func oneLine(sql string) string {
+	s := strings.Join(strings.Fields(sql), " ")
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:117]) + "..."
+	}
+	return s
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 )
 
@@ -37,6 +38,19 @@ type Config struct {
 	// redelivered once this much time has passed on the harness clock.
 	// Zero means 30s.
 	VisibilityTimeout time.Duration
+	// EffectPolicies says, per effect kind ("email", "payment", or a kind
+	// given to Delivery.Effect), how often the effect may happen; a kind
+	// not named is exactly-once.
+	EffectPolicies map[string]assert.Policy
+	// IgnoreEffectFields leaves payload fields out of the effect
+	// comparison: "kind.field", or "field" for every kind.
+	IgnoreEffectFields []string
+	// PaymentKeyWindow is how long the payment fake remembers an
+	// idempotency key, on the harness clock; zero means 24h.
+	PaymentKeyWindow time.Duration
+	// RedriveAfter is how long after a crash the redrive fault delivers
+	// the job again, on the harness clock; zero means 72h.
+	RedriveAfter time.Duration
 	// Parallel is how many scenarios run at once, each on its own
 	// database; zero means GOMAXPROCS.
 	Parallel int

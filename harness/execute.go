@@ -38,6 +38,7 @@ type execution struct {
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    bool            // add the queue's retries when the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
+	effects    *effectLog
 }
 
 type deliveryRun struct {
@@ -52,31 +53,41 @@ type deliveryRun struct {
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
 
-	pending  []*stepRequest
-	inflight map[int]*inflightStep // by step index
-	done     int                   // steps completed
-	steps    []faults.Step         // completed steps, in completion order
-	last     string                // the SQL of the step it is at, for messages
+	requested   int // steps asked for so far; numbers them
+	pending     []*stepRequest
+	inflight    map[*stepRequest]*inflightStep
+	bySQL       map[int]*stepRequest // in-flight statements by proxy step index
+	effectMu    sync.Mutex           // guards effectReq, set by the handler's goroutine
+	effectReq   *stepRequest         // the granted effect call awaiting endEffect
+	dieAfter    *stepRequest         // an effect the delivery dies right after
+	midJobFault bool                 // a crash or ambiguous fault hit it before its end
+	done        int                  // steps completed
+	steps       []faults.Step        // completed steps, in completion order
+	last        string               // the SQL of the step it is at, for messages
 
 	outcome DeliveryOutcome
 }
 
 type inflightStep struct {
-	step    wireproxy.Step
+	req     *stepRequest
 	blocked bool
 }
 
+// stepRequest is a step waiting for its grant: a statement held by the
+// delivery's proxy, or an effect call held by its fakes.
 type stepRequest struct {
-	d     *deliveryRun
-	step  wireproxy.Step
-	grant chan wireproxy.Action
+	d      *deliveryRun
+	step   wireproxy.Step // for an effect: SQL holds "effect: ..."
+	effect bool
+	seq    int // the delivery's step number, statements and effects alike
+	grant  chan wireproxy.Action
 }
 
 type eventKind int
 
 const (
 	evStep     eventKind = iota // a step asks to be granted
-	evStepDone                  // a granted step's reply arrived
+	evStepDone                  // a granted step's reply arrived, or an effect call returned
 	evReturned                  // a handler returned
 )
 
@@ -121,16 +132,15 @@ func (q *eventQueue) drain() []event {
 // a queue does: each job whose last delivery failed is delivered once more,
 // cleanly, after the visibility timeout. The job must complete then.
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
+	clock := newClock()
 	e := &execution{
-		r: r, sched: sched, db: db, clock: newClock(), retries: retries,
+		r: r, sched: sched, db: db, clock: clock, retries: retries,
+		effects: newEffectLog(clock, r.cfg.PaymentKeyWindow),
 		events:  eventQueue{signal: make(chan struct{}, 1)},
 		workers: map[int]Handler{},
 	}
-	for i, spec := range sched.Deliveries {
-		e.deliveries = append(e.deliveries, &deliveryRun{
-			n: i + 1, spec: spec, inflight: map[int]*inflightStep{},
-			outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
-		})
+	for _, spec := range sched.Deliveries {
+		e.add(spec)
 	}
 	defer e.closeProxies()
 	return e, e.run(ctx)
@@ -181,6 +191,29 @@ func (e *execution) finished() bool {
 	return true
 }
 
+// overlapped reports whether any deliveries ran at once.
+func (e *execution) overlapped() bool {
+	for _, d := range e.deliveries {
+		if d.spec.With > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// faulted is the set of deliveries a crash or an ambiguous fault hit in
+// the middle of their run. A crash before the ack and a lost ack come after
+// every record is durable, so they are not in it.
+func (e *execution) faulted() map[string]bool {
+	out := map[string]bool{}
+	for _, d := range e.deliveries {
+		if d.midJobFault {
+			out[d.spec.Label()] = true
+		}
+	}
+	return out
+}
+
 // addQueueRetries appends a clean redelivery, on a fresh worker, of every
 // job whose last delivery failed, and reports whether it added any.
 func (e *execution) addQueueRetries() bool {
@@ -195,14 +228,20 @@ func (e *execution) addQueueRetries() bool {
 		}
 		worker++
 		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.cfg.visibilityTimeout()}
-		d := &deliveryRun{
-			n: len(e.deliveries) + 1, spec: spec, inflight: map[int]*inflightStep{},
-			outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker, QueueRetry: true},
-		}
-		e.deliveries = append(e.deliveries, d)
+		e.add(spec).outcome.QueueRetry = true
 		added = true
 	}
 	return added
+}
+
+func (e *execution) add(spec faults.Delivery) *deliveryRun {
+	d := &deliveryRun{
+		n: len(e.deliveries) + 1, spec: spec,
+		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
+		outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+	}
+	e.deliveries = append(e.deliveries, d)
+	return d
 }
 
 // lastPerJob is the last delivery of each job, in job order.
@@ -313,7 +352,8 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
 	hctx, cancel := context.WithCancel(ctx)
 	d.cancel = cancel
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock}
+	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock,
+		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
 		start := time.Now()
 		err := callHandler(hctx, h, delivery)
@@ -336,15 +376,28 @@ func (e *execution) handle(ev event) {
 	d := ev.d
 	switch ev.kind {
 	case evStep:
-		if d.dead || d.ended {
+		if d.ended {
 			ev.req.grant <- wireproxy.Crash
 			return
 		}
+		d.requested++
+		ev.req.seq = d.requested
 		d.pending = append(d.pending, ev.req)
 	case evStepDone:
-		delete(d.inflight, ev.step.Index)
+		req := ev.req
+		if req == nil {
+			req = d.bySQL[ev.step.Index]
+			delete(d.bySQL, ev.step.Index)
+		}
+		if req == nil {
+			return // a step granted as ambiguous: never in flight
+		}
+		delete(d.inflight, req)
 		d.done++
-		d.steps = append(d.steps, faults.Step{SQL: ev.step.SQL, CommitPoint: ev.step.CommitPoint})
+		d.steps = append(d.steps, faults.Step{SQL: req.step.SQL, CommitPoint: req.step.CommitPoint})
+		if req == d.dieAfter && !d.ended {
+			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, oneLine(req.step.SQL)))
+		}
 	case evReturned:
 		if d.ended {
 			return // it died before; its return value is ignored
@@ -445,23 +498,64 @@ func (e *execution) give(d *deliveryRun) {
 	d.pending = d.pending[1:]
 	d.last = req.step.SQL
 	e.granted = append(e.granted, d.n)
-	if d.spec.At == req.step.Index {
-		switch d.spec.Fault {
-		case faults.KindCrash:
+	if d.spec.At == req.seq {
+		switch {
+		case d.spec.Fault == faults.KindCrash:
+			d.midJobFault = true
 			req.grant <- wireproxy.Crash
-			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.step.Index, firstLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, oneLine(req.step.SQL)))
 			return
-		case faults.KindAmbiguous:
+		case d.spec.Fault == faults.KindAmbiguous && req.effect:
+			// The provider accepts the call and the worker dies before it
+			// hears back: a crash right after an effect.
+			d.dieAfter = req
+			d.midJobFault = true
+		case d.spec.Fault == faults.KindAmbiguous:
+			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
 			// drops; the handler's own error path runs and its return
 			// value counts.
-			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.step.Index, firstLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, oneLine(req.step.SQL))
 			req.grant <- wireproxy.Ambiguous
 			return
 		}
 	}
-	d.inflight[req.step.Index] = &inflightStep{step: req.step}
+	d.inflight[req] = &inflightStep{req: req}
+	if !req.effect {
+		d.bySQL[req.step.Index] = req
+	}
 	req.grant <- wireproxy.Forward
+}
+
+// effectStepper makes a delivery's effect calls steps of the schedule.
+type effectStepper struct {
+	e *execution
+	d *deliveryRun
+}
+
+func (s effectStepper) beginEffect(ctx context.Context, label string) error {
+	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: "effect: " + label}, effect: true, grant: make(chan wireproxy.Action, 1)}
+	s.e.events.push(event{kind: evStep, d: s.d, req: req})
+	select {
+	case a := <-req.grant:
+		if a != wireproxy.Forward {
+			return fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
+		}
+		s.d.effectMu.Lock()
+		s.d.effectReq = req
+		s.d.effectMu.Unlock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s effectStepper) endEffect(string) {
+	s.d.effectMu.Lock()
+	req := s.d.effectReq
+	s.d.effectReq = nil
+	s.d.effectMu.Unlock()
+	s.e.events.push(event{kind: evStepDone, d: s.d, req: req})
 }
 
 // checkStalls ends deliveries past their deadline and asks the server
@@ -476,7 +570,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); it was at step %d: %s",
-				e.r.cfg.deliveryTimeout(), d.done+1, firstLine(d.last))
+				e.r.cfg.deliveryTimeout(), d.done+1, oneLine(d.last))
 			if d.last == "" {
 				msg = fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout), after %d steps", e.r.cfg.deliveryTimeout(), d.done)
 			}
@@ -488,7 +582,10 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			if f.blocked {
 				continue
 			}
-			waits, err := e.r.waitsOnLock(ctx, f.step.PID)
+			if f.req.effect {
+				continue // a fake never waits on a database lock
+			}
+			waits, err := e.r.waitsOnLock(ctx, f.req.step.PID)
 			if err != nil {
 				return err
 			}

@@ -34,6 +34,11 @@ type Result struct {
 	// reference runs (now(), random UUIDs); they are left out of every
 	// comparison.
 	Volatile []string
+	// ReferenceEffects are the effects of one clean delivery.
+	ReferenceEffects []assert.Effect
+	// VolatileEffects are effect payload fields that differed between the
+	// two clean runs, left out of every comparison.
+	VolatileEffects []string
 	// Steps are the SQL of the steps one clean delivery took: the fault
 	// points.
 	Steps []string
@@ -68,6 +73,11 @@ type Scenario struct {
 	Problems []string
 	// StateDiff holds the tables whose rows differ from the reference.
 	StateDiff []assert.TableDiff
+	// Effects are the effects the scenario's deliveries made, in order.
+	Effects []assert.Effect
+	// EffectDiff is how Effects break their policies against the
+	// reference's, or nil.
+	EffectDiff *assert.EffectDiff
 	// Deliveries are the deliveries as they ran, in start order.
 	Deliveries []DeliveryOutcome
 	// Order is the interleaving as it happened: for each granted step, the

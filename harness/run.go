@@ -55,10 +55,11 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	res := &Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}
 
 	var refs [2]*assert.Snapshot
+	var fx [2][]assert.Effect
 	var steps1 []faults.Step
 	for i := range refs {
 		var steps []faults.Step
-		refs[i], steps, err = r.reference(ctx, i+1)
+		refs[i], steps, fx[i], err = r.reference(ctx, i+1)
 		if err != nil {
 			return nil, err
 		}
@@ -68,11 +69,13 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	res.Reference = refs[0]
 	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
+	res.ReferenceEffects = fx[0]
+	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	for _, s := range steps1 {
 		res.Steps = append(res.Steps, s.SQL)
 	}
 
-	plan := faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), MaxInterleavings: cfg.MaxInterleavings}
+	plan := faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
 	var scheds []faults.Schedule
 	for _, f := range cfg.faults() {
 		scheds = append(scheds, f.Schedules(plan)...)
@@ -204,22 +207,22 @@ func (r *runner) newWorker() (h Handler, err error) {
 
 // reference runs one clean delivery on a fresh database and returns its
 // state and the steps it took.
-func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []faults.Step, err error) {
+func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []faults.Step, _ []assert.Effect, err error) {
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	defer func() { err = errors.Join(err, db.Drop(context.WithoutCancel(ctx))) }()
 	ex, err := r.execute(ctx, db, faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}}, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	d := ex.deliveries[0]
 	if d.outcome.Err != "" {
-		return nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
+		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
 	snap, err := snapshot(ctx, db)
-	return snap, d.steps, err
+	return snap, d.steps, ex.effects.effects(), err
 }
 
 // scenario executes sched on a fresh database. It returns the database when
@@ -256,6 +259,19 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	})
 	for _, d := range sc.StateDiff {
 		sc.Problems = append(sc.Problems, fmt.Sprintf("table %q differs from one clean run", d.Table))
+	}
+	sc.Effects = ex.effects.effects()
+	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
+	sc.EffectDiff = assert.DiffEffects(res.ReferenceEffects, sc.Effects, assert.EffectOptions{
+		Label:                 sched.Fault,
+		Policies:              r.cfg.EffectPolicies,
+		IgnoreFields:          r.cfg.IgnoreEffectFields,
+		Volatile:              res.VolatileEffects,
+		DuplicatesUnavoidable: dups,
+		MissingUnavoidable:    missing,
+	})
+	if sc.EffectDiff != nil {
+		sc.Problems = append(sc.Problems, fmt.Sprintf("effects differ from one clean run: %d missing, %d extra", sc.EffectDiff.Missing, sc.EffectDiff.Extra))
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {

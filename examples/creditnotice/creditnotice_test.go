@@ -1,0 +1,34 @@
+package creditnotice_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/runtwice/twice/examples/creditnotice"
+	"github.com/runtwice/twice/harness"
+)
+
+var reward = harness.Job{Name: "reward-with-notice", Handler: func(ctx context.Context, d *harness.Delivery) error {
+	return creditnotice.Reward(ctx, d, 77, 9812)
+}}
+
+// Only the ambiguous commit finds it: the points are there, and so is an
+// email saying they are not.
+func TestRewardWithNotice(t *testing.T) {
+	res := harness.Check(t, reward, harness.Config{
+		Setup:         []harness.Setup{harness.SQL(creditnotice.Schema)},
+		ExpectFinding: "an ambiguous commit sends a false 'could not credit' email",
+	})
+	for _, s := range res.Scenarios {
+		want := harness.Idempotent
+		if s.Fault == "ambiguous-commit" {
+			want = harness.NotIdempotent
+		}
+		if s.Verdict != want {
+			t.Errorf("scenario %s (%s) = %s, want %s", s.Fault, s.Schedule, s.Verdict, want)
+		}
+		if s.Fault == "ambiguous-commit" && (len(s.StateDiff) != 0 || s.EffectDiff == nil || s.EffectDiff.Extra != 1) {
+			t.Errorf("ambiguous commit: want the state of one clean run and one extra email, got state %v effects %v", s.StateDiff, s.EffectDiff)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+package payouts_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/runtwice/twice/examples/payouts"
+	"github.com/runtwice/twice/harness"
+)
+
+var (
+	config = harness.Config{Setup: []harness.Setup{harness.SQL(payouts.Schema)}}
+	week42 = payouts.Payout{RestaurantID: 381, Week: "2026-W42", AmountPaise: 84_000_00}
+
+	withJobKey = harness.Job{Name: "payout-with-job-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return payouts.WithJobKey(ctx, d, week42)
+	}}
+	withRandomKey = harness.Job{Name: "payout-with-random-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return payouts.WithRandomKey(ctx, d, week42)
+	}}
+)
+
+// The key from the job survives every fault but one: a redrive after the
+// provider forgot the key pays twice.
+func TestWithJobKey(t *testing.T) {
+	cfg := config
+	cfg.ExpectFinding = "a redrive after the 24h key window pays twice"
+	res := harness.Check(t, withJobKey, cfg)
+	for _, s := range res.Scenarios {
+		if s.Fault == "redrive" {
+			continue
+		}
+		if s.Verdict != harness.Idempotent {
+			t.Errorf("scenario %s (%s) = %s, want only redrives to fail", s.Fault, s.Schedule, s.Verdict)
+		}
+	}
+	if !redriveCrashBeforeRecordFails(res) {
+		t.Errorf("no redrive after a crash between the payment and its record was found")
+	}
+}
+
+// redriveCrashBeforeRecordFails reports whether the redrive whose first
+// delivery died after paying and before recording the payout found a
+// second payment.
+func redriveCrashBeforeRecordFails(res *harness.Result) bool {
+	for _, s := range res.Failed() {
+		if s.Fault == "redrive" && s.EffectDiff != nil && s.EffectDiff.Extra == 1 {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWithRandomKey(t *testing.T) {
+	cfg := config
+	cfg.ExpectFinding = "a new key on every attempt pays again after any crash"
+	res := harness.Check(t, withRandomKey, cfg)
+	found := map[string]bool{}
+	for _, s := range res.Failed() {
+		found[s.Fault] = true
+	}
+	for _, f := range []string{"crash-mid-job", "concurrent-delivery", "redrive"} {
+		if !found[f] {
+			t.Errorf("fault %s found nothing; want a double payment", f)
+		}
+	}
+}
