@@ -54,6 +54,9 @@ func check(t tb, job Job, cfg Config) *Result {
 			t.Logf("[twice] %s", k)
 		}
 	})
+	if err := writeRecord(t.Name(), rerunLine(t.Name()), res); err != nil {
+		t.Errorf("%v", err)
+	}
 	failed := res.Failed()
 	switch {
 	case cfg.ExpectFinding == "" && len(failed) > 0:
