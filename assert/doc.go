@@ -1,7 +1,8 @@
-// Package assert is twice's oracle for database state: it snapshots every
-// user table of a PostgreSQL database and compares a scenario's snapshot
-// with the snapshot of one clean run, printing differences as go-cmp does,
-// (-once +twice).
+// Package assert is twice's oracle: it snapshots every user table of a
+// PostgreSQL database and compares a scenario's snapshot with the snapshot
+// of one clean run, printing differences as go-cmp does, (-once +twice);
+// and it judges the effects that left the database (emails, payments) by
+// the policy of their kind.
 //
 // # Snapshots
 //
@@ -26,6 +27,25 @@
 //   - Rows compare as a multiset: their order does not matter.
 //
 // Users can also leave out tables and columns and pass go-cmp options.
+//
+// # Effects
+//
+// An [Effect] is one call to something outside the database, as the
+// harness's fakes record it: its kind, payload, idempotency key, result,
+// and the delivery and attempt that made it. [DiffEffects] compares a
+// scenario's effects with the clean run's by kind and payload (the key,
+// result, time and attribution print but do not count), under a [Policy]
+// per kind:
+//
+//   - ExactlyOnce (the default): the same effects, as many times.
+//   - AtLeastOnce (the seed's receipts): a missing effect is always a
+//     finding; a duplicate is tolerated only where the scenario made it
+//     unavoidable (deliveries overlapped, or a delivery died between an
+//     effect and its durable record), never after clean completed runs.
+//   - AtMostOnce: the mirror; a duplicate is always a finding.
+//
+// [VolatileEffects] finds payload fields that differ between two clean
+// runs, as [VolatileColumns] does for tables.
 //
 // # Limits
 //

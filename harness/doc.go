@@ -5,18 +5,46 @@
 //
 // The harness gets a real PostgreSQL server (see "Getting PostgreSQL"),
 // builds a template database from the job's Setup once, and gives every
-// scenario an identical fresh clone. It runs the job once, cleanly, on two
-// fresh databases: the first is the reference state; columns that differ
-// between the two (now(), random UUIDs) are volatile and left out of every
-// comparison. Then it executes every schedule of the configured faults on a
-// fresh database of its own, snapshots every user table, and compares the
-// rows with the reference using go-cmp. Values drawn from sequences, and the
-// foreign keys that point at them, are compared after canonical
-// renumbering, because a rolled-back attempt burns sequence values.
+// scenario an identical fresh database. It runs the job once, cleanly, on
+// two fresh databases: the first is the reference state and its steps are
+// the fault points; columns that differ between the two (now(), random
+// UUIDs) are volatile and left out of every comparison. Then it executes
+// every schedule of the configured faults (faults.Default: run twice,
+// producer retry, crash before ack, lost ack, crash at every step,
+// ambiguous commit at every commit point, visibility timeout at every step,
+// concurrent delivery and producer retry over their interleavings, redrive
+// after the providers' key window) on a fresh database of its own,
+// snapshots every user table and compares the rows with the reference
+// using go-cmp. Values drawn from sequences, and the foreign keys that point
+// at them, are compared after canonical renumbering, because a rolled-back
+// attempt burns sequence values.
 //
-// A scenario is not idempotent when its state differs from the reference,
-// or when its last delivery returns an error: the job must still complete
-// after the faults, so a retry that always fails is a finding too.
+// A scenario is not idempotent when its state or its effects differ from
+// the reference, or when the job cannot complete: after the schedule the
+// queue redelivers, once, every job whose last delivery failed, and that
+// delivery must succeed. A retry that always fails is a finding too.
+//
+// # Steps and faults
+//
+// Every delivery reaches PostgreSQL through a wire-protocol proxy of its
+// own, so any driver works (pgx, database/sql, lib/pq, ORMs on top). Each
+// statement round trip that executes is a step, and so is each effect call;
+// the harness holds every step until the schedule grants it, crashes the
+// delivery before it, or lets the server apply it and drops the reply.
+// Overlapping deliveries interleave step by step in the schedule's order;
+// a granted statement that waits on a lock held by the other delivery is
+// detected by asking the server (pg_blocking_pids), and the other delivery
+// runs meanwhile. A dead delivery's connections are cut and refused, its
+// effects refused, its return value ignored and its worker discarded.
+//
+// # Effects
+//
+// Work that leaves the database goes through the delivery's fakes, which
+// record into one log per scenario: Delivery.Mail (no deduplication),
+// Delivery.Payments (Stripe's idempotency keys, remembered for 24h on the
+// harness clock) and Delivery.Effect, which wraps a call to your own
+// client. Each effect kind has a policy (Config.EffectPolicies):
+// exactly-once by default, at-least-once for receipts, at-most-once.
 //
 // # Writing a check
 //
@@ -58,7 +86,12 @@
 //
 // # Limits
 //
-// Run is safe to call from parallel tests. A handler must reach the
-// database only through its Delivery (DB or DSN) and must not keep
-// connections past its return.
+// Run is safe to call from parallel tests; it runs Config.Parallel
+// scenarios at once. A handler must reach the database only through its
+// Delivery (DB or DSN), must call external systems through the Delivery's
+// fakes, must read the time from Delivery.Now where faults should move it,
+// and must not keep connections past its return (they are closed). After
+// an ambiguous commit the delivery's database connections are refused; its
+// error path may still make effects. Commit points are recognised from the
+// SQL text: a SELECT that calls a writing function is not one.
 package harness
