@@ -24,6 +24,11 @@
 // removes the container and deletes the cluster's directory. Whatever a
 // killed watchdog left behind is removed by the next run, judged by whether
 // the process that made it is still alive.
+//
+// A ModeURL server is not this package's to stop, but the databases a run
+// made on it must not outlive the run either: DropOnExit hands a watchdog
+// the run's name prefix, and when the process exits the watchdog drops the
+// databases with that prefix and a name a run generates, and nothing else.
 package pgserver
 
 import (
@@ -57,6 +62,10 @@ type Server struct {
 	closeOnce sync.Once
 	closeErr  error
 	stop      func() error
+
+	dropMu       sync.Mutex
+	dropWD       *watchdog       // ModeURL: started by the first DropOnExit
+	dropPrefixes map[string]bool // prefixes already handed to dropWD
 }
 
 // Mode reports how the server was obtained: ModeURL, ModeLocal or ModeDocker.
@@ -84,7 +93,9 @@ func (s *Server) ConnString(database string) string {
 }
 
 // Close stops a server this process started and removes what it left on
-// disk; for ModeURL it does nothing. It is safe to call more than once.
+// disk; for ModeURL it does nothing (databases given to DropOnExit are
+// dropped when the process exits, not here). It is safe to call more than
+// once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.stop != nil {

@@ -15,13 +15,16 @@ package pgserver
 // only the test process holds (os.Pipe is close-on-exec, so no other child
 // inherits it). The test process writes one line per resource:
 //
+//	dbs <prefix> <quoted conn> one run's databases to drop (see DropOnExit)
 //	proc <pid> <start>         a postgres postmaster to stop (fast shutdown)
 //	dir <path>                 a directory to remove
 //	container <id>             a Docker container to remove
 //
 // When the test process exits for any reason the kernel closes the write
-// end; the watchdog reads EOF, releases everything it was told about, and
-// exits. It ignores SIGINT/SIGTERM/SIGHUP and runs in its own process group
+// end; the watchdog reads EOF, releases everything it was told about in the
+// order above (databases first, while their server still runs), and exits.
+// A connection string, which may hold a password, only ever travels through
+// the pipe. It ignores SIGINT/SIGTERM/SIGHUP and runs in its own process group
 // so a ^C meant for `go test` does not kill it before its work is done.
 
 import (
@@ -51,11 +54,17 @@ func init() {
 func runWatchdog() {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	var procs []procRef
+	var dbs []dbsJob
 	var dirs, containers []string
 	sc := bufio.NewScanner(os.Stdin)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20) // a connection string may be long
 	for sc.Scan() {
 		kind, rest, _ := strings.Cut(sc.Text(), " ")
 		switch kind {
+		case "dbs":
+			if j, ok := parseDBsLine(rest); ok {
+				dbs = append(dbs, j)
+			}
 		case "proc":
 			if p, ok := parseProcRef(rest); ok {
 				procs = append(procs, p)
@@ -65,6 +74,15 @@ func runWatchdog() {
 		case "container":
 			containers = append(containers, rest)
 		}
+	}
+	if len(dbs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), dropPatience)
+		for _, j := range dbs {
+			// Nobody reads the watchdog's output; what it misses, a later
+			// run's freshdb.CleanStale drops.
+			_ = dropRunDatabases(ctx, j.prefix, j.connString, 0)
+		}
+		cancel()
 	}
 	for _, p := range procs {
 		stopPostmaster(p, 30*time.Second)
@@ -206,7 +224,8 @@ func startWatchdog() (*watchdog, error) {
 	cmd := exec.Command(exe)
 	cmd.Stdin = r
 	cmd.Dir = "/"
-	cmd.Env = append(filteredEnv("GOCOVERDIR"), watchdogEnv+"=1")
+	// It needs no database URL from the environment: DropOnExit sends it.
+	cmd.Env = append(filteredEnv("GOCOVERDIR", "TWICE_DATABASE_URL"), watchdogEnv+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		_ = r.Close()
@@ -234,14 +253,18 @@ func filteredEnv(drop ...string) []string {
 	return out
 }
 
-func (wd *watchdog) send(line string) error {
+func (wd *watchdog) send(line string) error { return wd.sendAs(line, line) }
+
+// sendAs writes line, naming it what in an error (a line may hold a
+// password).
+func (wd *watchdog) sendAs(line, what string) error {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
 	if wd.w == nil {
 		return fmt.Errorf("[twice] internal: cleanup watchdog already released")
 	}
 	if _, err := fmt.Fprintln(wd.w, line); err != nil {
-		return fmt.Errorf("[twice] internal: tell the cleanup watchdog about %s: %w", line, err)
+		return fmt.Errorf("[twice] internal: tell the cleanup watchdog about %s: %w", what, err)
 	}
 	return nil
 }
@@ -249,6 +272,10 @@ func (wd *watchdog) send(line string) error {
 func (wd *watchdog) watchProc(p procRef) error      { return wd.send("proc " + p.String()) }
 func (wd *watchdog) watchDir(dir string) error      { return wd.send("dir " + filepath.Clean(dir)) }
 func (wd *watchdog) watchContainer(id string) error { return wd.send("container " + id) }
+
+func (wd *watchdog) watchDatabases(prefix, connString string) error {
+	return wd.sendAs(dbsLine(prefix, connString), "databases "+prefix+"*")
+}
 
 // release closes the pipe and waits for the watchdog to finish its
 // cleanup, so nothing is left when it returns.
