@@ -30,5 +30,9 @@
 // drops twice_<id>_* databases whose run's lock is not held (CleanStale),
 // which works across machines sharing the server. Kept databases are renamed
 // twice_kept_<run ID>_<n> and never dropped by this package. DropAll drops
-// what the process still holds.
+// what the process still holds. On a Server with a DropOnExit method
+// (*pgserver.Server), the first database a run creates there first asks the
+// Server to drop twice_<run ID>_* once the process has exited, for any
+// reason: a test binary without a TestMain, or a killed one, leaves nothing
+// behind either.
 package freshdb

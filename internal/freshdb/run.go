@@ -20,8 +20,20 @@ import (
 // Administrative statements (CREATE/DROP DATABASE, the run's liveness lock)
 // run on a maintenance database: "postgres", unless the Server also has a
 // method MaintenanceDatabase() string naming another one.
+//
+// If the Server also has a method DropOnExit(prefix string) error, it is
+// called with RunPrefix before this run creates its first database there:
+// the Server promises to drop the run's databases once the process has
+// exited, so nothing outlives a test binary that has no TestMain calling
+// DropAll, or that is killed.
 type Server interface {
 	ConnString(database string) string
+}
+
+// dropOnExiter is the optional part of a Server that drops a run's databases
+// once the process has exited, however it ends (*pgserver.Server has it).
+type dropOnExiter interface {
+	DropOnExit(prefix string) error
 }
 
 // maintenanceDB names the database administrative sessions connect to.
@@ -49,6 +61,9 @@ type run struct {
 	templates map[string]*build
 
 	seq atomic.Uint64 // name suffixes
+
+	exitMu    sync.Mutex
+	exitArmed atomic.Bool // the Server will drop this run's databases at exit
 }
 
 type runInit struct {
@@ -112,7 +127,7 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			lock.Close(context.WithoutCancel(ctx))
+			_ = lock.Close(context.WithoutCancel(ctx))
 		}
 	}()
 	key, _ := runKey(runID)
@@ -134,7 +149,9 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 		owned:     map[string]bool{},
 		templates: map[string]*build{},
 	}
-	fmt.Sscan(string(row[1]), &r.version)
+	if _, err := fmt.Sscan(string(row[1]), &r.version); err != nil {
+		return nil, fmt.Errorf("[twice] internal: server_version_num %q: %w", row[1], err)
+	}
 	pcfg, err := pgxpool.ParseConfig(cs)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: maintenance connection string: %w", err)
@@ -234,6 +251,9 @@ func (r *run) create(ctx context.Context, name, sql string) error {
 	if !ownName.MatchString(name) {
 		return fmt.Errorf("[twice] internal: refusing to create %q: not a name this run generates", name)
 	}
+	if err := r.armDropOnExit(); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	r.owned[name] = true
 	r.mu.Unlock()
@@ -243,6 +263,28 @@ func (r *run) create(ctx context.Context, name, sql string) error {
 		r.mu.Unlock()
 		return err
 	}
+	return nil
+}
+
+// armDropOnExit asks the Server, if it can, to drop this run's databases
+// once the process has exited; only after it agreed is anything created.
+func (r *run) armDropOnExit() error {
+	if r.exitArmed.Load() {
+		return nil
+	}
+	d, ok := r.srv.(dropOnExiter)
+	if !ok {
+		return nil
+	}
+	r.exitMu.Lock()
+	defer r.exitMu.Unlock()
+	if r.exitArmed.Load() {
+		return nil
+	}
+	if err := d.DropOnExit(RunPrefix()); err != nil {
+		return fmt.Errorf("%w (creating no database this run could leave behind)", err)
+	}
+	r.exitArmed.Store(true)
 	return nil
 }
 
@@ -278,7 +320,9 @@ func (r *run) drop(ctx context.Context, name string) error {
 // DropAll drops every database this process created on any server and still
 // holds (templates, idle and handed-out databases; not kept ones), then ends
 // the runs: their locks are released. Call it when the process is done, e.g.
-// at the end of TestMain. A later Prepare starts a new run (same run ID).
+// at the end of TestMain; on a Server with DropOnExit (*pgserver.Server)
+// that is optional, as the Server drops them once the process has exited. A
+// later Prepare starts a new run (same run ID).
 func DropAll(ctx context.Context) error {
 	runs.Lock()
 	var all []*run
@@ -320,7 +364,7 @@ func DropAll(ctx context.Context) error {
 			}
 		}
 		r.admin.Close()
-		r.lock.Close(ctx)
+		_ = r.lock.Close(ctx) // the server releases the run lock with the session
 	}
 	return errors.Join(errs...)
 }

@@ -110,7 +110,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to template database %s: %w", name, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	for _, s := range steps {
 		if err := runStep(ctx, conn, s); err != nil {
 			return nil, err
