@@ -284,13 +284,19 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 
 func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
 
+// snapshot reads the scenario's tables, on the harness's kept connection to
+// the database when there is one (warm caches), otherwise on a new one.
 func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	conn, err := pgx.Connect(ctx, db.ConnString)
-	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
+	snap, err := assert.TakeSnapshot(ctx, db)
+	if errors.Is(err, freshdb.ErrNoConn) {
+		var conn *pgx.Conn
+		conn, err = pgx.Connect(ctx, db.ConnString)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
+		}
+		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+		snap, err = assert.TakeSnapshot(ctx, conn)
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	snap, err := assert.TakeSnapshot(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -21,7 +22,7 @@ type Database struct {
 	tpl   *Template
 	mu    sync.Mutex
 	state dbState
-	admin *pgconn.PgConn // reuse mode: kept open for fast resets
+	admin *pgx.Conn // reuse mode: kept open for fast resets and snapshots
 }
 
 type dbState int
@@ -73,11 +74,11 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 			_ = r.drop(context.WithoutCancel(ctx), name)
 		}
 	}()
-	d.admin, err = pgconn.Connect(ctx, d.ConnString)
+	d.admin, err = pgx.Connect(ctx, d.ConnString)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to new database %s: %w", name, err)
 	}
-	fp, err := fingerprint(ctx, d.admin)
+	fp, err := fingerprint(ctx, d.admin.PgConn())
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func (d *Database) reset(ctx context.Context) error {
 	if err := d.closeOthers(ctx); err != nil {
 		return err
 	}
-	res, err := d.admin.Exec(ctx, d.tpl.reset).ReadAll()
+	res, err := d.admin.PgConn().Exec(ctx, d.tpl.reset).ReadAll()
 	if err != nil {
 		return err
 	}
@@ -173,7 +174,7 @@ func (d *Database) closeOthers(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for terminate := true; ; terminate = false {
-		res := d.admin.ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
+		res := d.admin.PgConn().ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
 		if res.Err != nil {
 			return res.Err
 		}
@@ -186,6 +187,24 @@ func (d *Database) closeOthers(ctx context.Context) error {
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// ErrNoConn is what Query returns for a database the harness keeps no
+// connection to (one clone per scenario, when clones cannot be reused).
+var ErrNoConn = errors.New("[twice] internal: no kept connection to this database")
+
+// Query runs a query on the harness's own connection to the database, kept
+// open across hand-outs so the server's catalog caches stay warm: it makes
+// snapshots between deliveries cheap. Handlers never use it. It returns
+// ErrNoConn when no connection is kept; open one with ConnString then.
+func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	d.mu.Lock()
+	conn := d.admin
+	d.mu.Unlock()
+	if conn == nil {
+		return nil, ErrNoConn
+	}
+	return conn.Query(ctx, sql, args...)
 }
 
 // Keep leaves the database on the server for a human to inspect and takes it
