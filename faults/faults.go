@@ -10,7 +10,10 @@
 // harness.Check runs.
 package faults
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // Fault is one way a job can be delivered more than once. Its values come
 // from this package's constructors; other packages cannot add kinds.
@@ -49,26 +52,16 @@ type Step struct {
 	CommitPoint bool
 }
 
-func (p Plan) visibility() time.Duration {
-	if p.VisibilityTimeout > 0 {
-		return p.VisibilityTimeout
-	}
-	return 30 * time.Second
-}
+// Defaults for a Plan's zero fields.
+const (
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultRedriveAfter      = 72 * time.Hour
+	DefaultMaxInterleavings  = 24
+)
 
-func (p Plan) redriveAfter() time.Duration {
-	if p.RedriveAfter > 0 {
-		return p.RedriveAfter
-	}
-	return 72 * time.Hour
-}
-
-func (p Plan) maxInterleavings() int {
-	if p.MaxInterleavings > 0 {
-		return p.MaxInterleavings
-	}
-	return 24
-}
+func (p Plan) visibility() time.Duration  { return cmp.Or(p.VisibilityTimeout, DefaultVisibilityTimeout) }
+func (p Plan) redriveAfter() time.Duration { return cmp.Or(p.RedriveAfter, DefaultRedriveAfter) }
+func (p Plan) maxInterleavings() int       { return cmp.Or(p.MaxInterleavings, DefaultMaxInterleavings) }
 
 type fault struct {
 	name   string

@@ -70,7 +70,7 @@ func (c Config) visibilityTimeout() time.Duration {
 	if c.VisibilityTimeout > 0 {
 		return c.VisibilityTimeout
 	}
-	return 30 * time.Second
+	return faults.DefaultVisibilityTimeout
 }
 
 func (c Config) deliveryTimeout() time.Duration {
