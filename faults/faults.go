@@ -59,7 +59,9 @@ const (
 	DefaultMaxInterleavings  = 24
 )
 
-func (p Plan) visibility() time.Duration  { return cmp.Or(p.VisibilityTimeout, DefaultVisibilityTimeout) }
+func (p Plan) visibility() time.Duration {
+	return cmp.Or(p.VisibilityTimeout, DefaultVisibilityTimeout)
+}
 func (p Plan) redriveAfter() time.Duration { return cmp.Or(p.RedriveAfter, DefaultRedriveAfter) }
 func (p Plan) maxInterleavings() int       { return cmp.Or(p.MaxInterleavings, DefaultMaxInterleavings) }
 
