@@ -2,6 +2,7 @@ package harness
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,12 +54,13 @@ func writeRecord(testName, rerun string, res *Result) error {
 	_, werr := f.Write(data)
 	cerr := f.Close()
 	name := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", unsafeName.ReplaceAllString(filepath.Base(wd), "_"), os.Getpid(), unsafeName.ReplaceAllString(testName, "_")))
-	if werr == nil && cerr == nil {
-		werr = os.Rename(f.Name(), name)
+	err = errors.Join(werr, cerr)
+	if err == nil {
+		err = os.Rename(f.Name(), name)
 	}
-	if werr != nil || cerr != nil {
+	if err != nil {
 		_ = os.Remove(f.Name())
-		return fmt.Errorf("[twice] internal: writing the result of %s for the runner: %v %v", testName, werr, cerr)
+		return fmt.Errorf("[twice] internal: writing the result of %s for the runner: %w", testName, err)
 	}
 	return nil
 }
