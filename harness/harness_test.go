@@ -57,8 +57,13 @@ func TestRunFindsIncrement(t *testing.T) {
 		require.Len(t, s.StateDiff, 1, s.Fault)
 		assert.Equal(t, "counters", s.StateDiff[0].Table)
 	}
-	assert.NotEmpty(t, res.Scenarios[0].Database, "the first failed scenario keeps its database")
-	assert.Empty(t, res.Scenarios[1].Database, "later ones are given back")
+	kept := 0
+	for _, s := range res.Scenarios {
+		if s.Database != "" {
+			kept++
+		}
+	}
+	assert.Equal(t, 1, kept, "the first failure to finish keeps its database; the others are given back")
 	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule)
 	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule)
 	assert.Equal(t, []string{"twice-job-1", "twice-job-1"}, []string{res.Scenarios[0].Deliveries[0].JobID, res.Scenarios[0].Deliveries[1].JobID})
