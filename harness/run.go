@@ -27,31 +27,58 @@ import (
 // Result.DropDatabases.
 func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	start := time.Now()
-	if err := job.validate(); err != nil {
+	r, res, plan, err := begin(ctx, job, cfg)
+	if err != nil {
 		return nil, err
+	}
+	defer r.close(context.WithoutCancel(ctx))
+	var scheds []faults.Schedule
+	for _, f := range cfg.faults() {
+		scheds = append(scheds, f.Schedules(plan)...)
+	}
+	res.Scenarios = make([]Scenario, len(scheds))
+	if err := r.scenarios(ctx, scheds, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
+	res.Duration = time.Since(start)
+	return res, nil
+}
+
+// begin checks job and cfg, prepares the template database and runs the
+// two clean references: it returns a runner ready for scenarios (close
+// it), the Result holding the references, and the plan faults expand
+// from.
+func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ faults.Plan, err error) {
+	var plan faults.Plan
+	if err := job.validate(); err != nil {
+		return nil, nil, plan, err
 	}
 	var steps []freshdb.Step
 	for _, s := range cfg.Setup {
 		if s.err != nil {
-			return nil, s.err
+			return nil, nil, plan, s.err
 		}
 		steps = append(steps, s.steps...)
 	}
 	srv, err := pgserver.Shared(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, plan, err
 	}
 	tmpl, err := freshdb.Prepare(ctx, srv, steps)
 	if err != nil {
-		return nil, err
+		return nil, nil, plan, err
 	}
 	for _, f := range cfg.Faults {
 		if f == nil {
-			return nil, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
+			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
 		}
 	}
 	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
-	defer r.close(context.WithoutCancel(ctx))
+	defer func() {
+		if err != nil {
+			r.close(context.WithoutCancel(ctx))
+		}
+	}()
 	res := &Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}
 
 	var refs [2]*assert.Snapshot
@@ -61,7 +88,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		var steps []faults.Step
 		refs[i], steps, fx[i], err = r.reference(ctx, i+1)
 		if err != nil {
-			return nil, err
+			return nil, nil, plan, err
 		}
 		if i == 0 {
 			steps1 = steps
@@ -75,17 +102,8 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		res.Steps = append(res.Steps, s.SQL)
 	}
 
-	plan := faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
-	var scheds []faults.Schedule
-	for _, f := range cfg.faults() {
-		scheds = append(scheds, f.Schedules(plan)...)
-	}
-	res.Scenarios = make([]Scenario, len(scheds))
-	if err := r.scenarios(ctx, scheds, res); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	res.Duration = time.Since(start)
-	return res, nil
+	plan = faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
+	return r, res, plan, nil
 }
 
 // scenarios runs every schedule, cfg.parallel() at a time, each on a
