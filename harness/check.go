@@ -37,23 +37,17 @@ type tb interface {
 
 func check(t tb, job Job, cfg Config) *Result {
 	t.Helper()
+	cfg, err := withReplay(cfg)
+	if err != nil {
+		t.Fatalf("%v", err)
+		return nil
+	}
 	res, err := Run(t.Context(), job, cfg)
 	if err != nil {
 		t.Fatalf("%v", err)
 		return nil
 	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if !t.Failed() {
-			if err := res.DropDatabases(ctx); err != nil {
-				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
-			}
-			return
-		}
-		for _, k := range res.keepDatabases(ctx) {
-			t.Logf("[twice] %s", k)
-		}
-	})
+	releaseDatabases(t, res)
 	if err := writeRecord(t.Name(), rerunLine(t.Name()), res); err != nil {
 		t.Errorf("%v", err)
 	}

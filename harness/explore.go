@@ -1,0 +1,697 @@
+package harness
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/freshdb"
+)
+
+// ExploreOptions tunes Explore. The zero value is the default.
+type ExploreOptions struct {
+	// Checks is how many schedules to draw; zero means 100. The flag
+	// -twice.checks (or TWICE_CHECKS) overrides it.
+	Checks int
+	// Limits bounds every drawn schedule: by default at most 4
+	// deliveries (the queue's retry of a job left failed comes on top)
+	// carrying at most 2 job IDs.
+	Limits faults.Limits
+	// Reruns is how many more times a failing schedule runs before it
+	// is shrunk, and the shrunk one after; a schedule that does not fail
+	// every time is reported as flaky. Zero means 3.
+	Reruns int
+	// Dir is where failing schedules are saved, one text file each, and
+	// replayed from before anything is drawn. Explore uses
+	// testdata/twice/<TestName> in the test's package directory when it
+	// is empty; ExploreRun with an empty Dir neither reads nor saves.
+	Dir string
+}
+
+func (o ExploreOptions) reruns() int {
+	if o.Reruns > 0 {
+		return o.Reruns
+	}
+	return 3
+}
+
+// Exploration is what ExploreRun found.
+type Exploration struct {
+	// Result holds the references and, in Scenarios, the finding: the
+	// minimal failing scenario, or every run of a flaky schedule. It has
+	// no scenarios when nothing failed.
+	Result *Result
+	// Checks is how many schedules were drawn; Executed how many
+	// distinct schedules ran on a fresh database (a schedule drawn twice
+	// runs once; reruns and saved schedules are not counted).
+	Checks, Executed int
+	// Replayed lists the saved schedule files run before drawing, and
+	// Replay is the -twice.replay schedule when one was given instead.
+	Replayed []string
+	Replay   string
+	// Found is the first failing schedule, as drawn or saved; Minimal is
+	// the one it was shrunk to. Both are empty when nothing failed.
+	Found, Minimal string
+	// FoundAfter is how many schedules had been drawn when Found failed.
+	FoundAfter int
+	// Seed is rapid's seed for the draws that found the failure, 0 when
+	// it came from a saved or replayed schedule. -twice.seed=Seed draws
+	// the failing schedules first.
+	Seed uint64
+	// Flaky marks a schedule that failed on some runs only; Result holds
+	// every run.
+	Flaky bool
+	// SavedTo is the file the minimal schedule was saved to, or empty.
+	SavedTo string
+	// ReplayLine is the go test command that runs the minimal schedule
+	// alone (Explore sets it; ExploreRun knows no test name).
+	ReplayLine string
+	// Duration is the wall time of the whole exploration.
+	Duration time.Duration
+}
+
+// Failed reports whether exploration found a schedule that failed, every
+// time or flakily.
+func (x *Exploration) Failed() bool { return x.Minimal != "" }
+
+// Explore checks job with schedules drawn by rapid (faults.Generate)
+// rather than a fixed matrix: schedules that stack faults, such as a
+// producer copy that crashes and is redelivered. It runs ExploreRun and
+// turns its outcome into test failures, as Check does, with one addition:
+// the message gives the minimal failing schedule, rapid's seed, and the
+// go test line that replays exactly that schedule (-twice.replay).
+//
+// The minimal schedule is saved under testdata/twice/<TestName>/ in the
+// test's package directory, and the next run replays saved schedules
+// before it draws new ones; commit them to keep a found bug fixed. No
+// schedule is saved when Config.ExpectFinding is set (the bug is known),
+// when replaying, or when TWICE_REPORT_DIR is set (the runner keeps the
+// schedule in its report instead of writing to the source tree).
+//
+// With -twice.replay (or TWICE_REPLAY) set, Explore runs exactly that
+// schedule instead.
+func Explore(t testing.TB, job Job, cfg Config, opts ExploreOptions) *Exploration {
+	t.Helper()
+	return explore(t, job, cfg, opts)
+}
+
+func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
+	t.Helper()
+	if opts.Dir == "" {
+		opts.Dir = filepath.Join("testdata", "twice", unsafeName.ReplaceAllString(t.Name(), "_"))
+	}
+	x, err := exploreRun(t.Context(), job, cfg, opts, t.Name())
+	if err != nil {
+		t.Fatalf("%v", err)
+		return nil
+	}
+	res := x.Result
+	releaseDatabases(t, res)
+	line := rerunLine(t.Name())
+	if x.Failed() {
+		line = replayLine(t.Name(), x.Minimal)
+		x.ReplayLine = line
+	}
+	if err := writeRecord(t.Name(), line, res); err != nil {
+		t.Errorf("%v", err)
+	}
+	switch {
+	case x.Flaky:
+		t.Errorf("%s", x.message(line))
+	case cfg.ExpectFinding == "" && x.Failed():
+		t.Errorf("%s", x.message(line))
+	case cfg.ExpectFinding != "" && x.Failed():
+		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
+	case cfg.ExpectFinding != "":
+		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d schedules explored passed: remove Config.ExpectFinding, or explore further with -twice.checks",
+			res.Job, cfg.ExpectFinding, x.Checks)
+	default:
+		t.Logf("[twice] job %q: %d schedules drawn, %d distinct ones run, all idempotent (%v)", res.Job, x.Checks, x.Executed, x.Duration.Round(time.Millisecond))
+	}
+	return x
+}
+
+// releaseDatabases drops the databases res kept as evidence when the test
+// passes, and keeps them, logging how to connect, when it fails.
+func releaseDatabases(t tb, res *Result) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if !t.Failed() {
+			if err := res.DropDatabases(ctx); err != nil {
+				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
+			}
+			return
+		}
+		for _, k := range res.keepDatabases(ctx) {
+			t.Logf("[twice] %s", k)
+		}
+	})
+}
+
+// ExploreRun is the core of Explore: it runs the job's clean references
+// once, replays the schedules saved in opts.Dir, then draws opts.Checks
+// schedules with rapid and runs each on a fresh database against the same
+// references. A failing schedule is run opts.Reruns more times: when it
+// does not fail every time it is reported as flaky, otherwise rapid
+// shrinks it toward fewer deliveries, fewer faults and earlier steps, and
+// the shrunk schedule is run again as many times.
+//
+// A non-nil error means the exploration itself could not run; findings
+// are in the Exploration. The database of the finding's last failing run
+// is kept as evidence until Result.DropDatabases.
+func ExploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions) (*Exploration, error) {
+	return exploreRun(ctx, job, cfg, opts, job.Name)
+}
+
+func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, name string) (*Exploration, error) {
+	start := time.Now()
+	replay, isReplay, err := replaySchedule()
+	if err != nil {
+		return nil, err
+	}
+	checks, err := checksSetting()
+	if err != nil {
+		return nil, err
+	}
+	if checks == 0 {
+		checks = opts.Checks
+	}
+	if checks <= 0 {
+		checks = 100
+	}
+	if err := applySeed(); err != nil {
+		return nil, err
+	}
+	saved, err := readSaved(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	r, res, plan, err := begin(ctx, job, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(context.WithoutCancel(ctx))
+
+	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]Scenario{}}
+	x := &Exploration{Result: res}
+	switch {
+	case isReplay:
+		x.Replay = replay.String()
+		err = e.fromList(ctx, x, []faults.Schedule{replay})
+	case len(saved) > 0:
+		for _, s := range saved {
+			x.Replayed = append(x.Replayed, s.file)
+		}
+		err = e.fromList(ctx, x, schedulesOf(saved))
+	}
+	if err == nil && e.found == nil && !isReplay {
+		err = e.explore(ctx, x, checks)
+	}
+	if err == nil && e.found != nil {
+		err = e.conclude(ctx, x)
+	}
+	x.Executed = e.executed
+	if err != nil {
+		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
+	}
+	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(ReportDirEnv) == "" && opts.Dir != "" {
+		if x.SavedTo, err = save(opts.Dir, job.Name, x.Minimal); err != nil {
+			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
+		}
+	}
+	x.Duration = time.Since(start)
+	res.Duration = x.Duration
+	return x, nil
+}
+
+// explorer runs drawn schedules against one set of references.
+type explorer struct {
+	r    *runner
+	res  *Result
+	plan faults.Plan
+	opts ExploreOptions
+	name string
+
+	mu       sync.Mutex
+	cache    map[string]Scenario // outcome by schedule text: a schedule drawn again is not rerun
+	executed int
+
+	drawn     int
+	found     *faults.Schedule // the first failing schedule
+	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
+	shrinking bool
+	flakyRuns []Scenario // every run of found, when they disagreed
+	stop      bool       // the property passes without running anything
+	err       error      // breakage met inside the property
+}
+
+// batch is how many schedules one rapid check draws; they run in
+// parallel. It is fixed, not the machine's core count, so that a seed
+// draws the same schedules everywhere.
+const batch = 4
+
+// fromList runs schedules (saved or replayed) and takes the first that
+// fails as the finding, without shrinking it.
+func (e *explorer) fromList(ctx context.Context, x *Exploration, scheds []faults.Schedule) error {
+	outs, err := e.runAll(ctx, scheds)
+	if err != nil {
+		return err
+	}
+	for i, sc := range outs {
+		if sc.Verdict != Idempotent {
+			e.found, e.last = &scheds[i], &scheds[i]
+			x.Found = scheds[i].String()
+			return nil
+		}
+	}
+	return nil
+}
+
+// explore draws schedules with rapid until checks have been drawn or one
+// fails; a failing one is confirmed by reruns and shrunk.
+func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) error {
+	gen := rapid.SliceOfN(faults.Generate(e.plan, e.opts.Limits), 1, batch)
+	for e.drawn < checks && !e.stop && e.found == nil {
+		before := e.drawn
+		rt := &rapidTB{name: e.name}
+		existed := rapidDirs()
+		rapid.Check(rt, func(t *rapid.T) { e.property(ctx, t, gen, checks, x) })
+		if rt.seed != 0 && e.found != nil {
+			x.Seed = rt.seed
+		}
+		if err := rt.removeFailFile(existed); err != nil {
+			return err
+		}
+		if e.drawn == before {
+			break
+		}
+	}
+	x.Checks = e.drawn
+	return e.err
+}
+
+// property is rapid's property: the drawn schedules are all idempotent.
+// Every failure fails at the same call, so rapid shrinks by it.
+func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generator[[]faults.Schedule], checks int, x *Exploration) {
+	if e.stop || (!e.shrinking && e.drawn >= checks) {
+		return
+	}
+	scheds := gen.Draw(t, "schedules")
+	if !e.shrinking {
+		scheds = scheds[:min(len(scheds), checks-e.drawn)]
+		e.drawn += len(scheds)
+	}
+	for i := range scheds {
+		scheds[i].Fault = "explore"
+	}
+	outs, err := e.runAll(ctx, scheds)
+	if err != nil {
+		e.err, e.stop = err, true
+		return
+	}
+	for i, sc := range outs {
+		if sc.Verdict == Idempotent {
+			continue
+		}
+		s := scheds[i]
+		if !e.shrinking {
+			e.shrinking = true
+			e.found = &s
+			x.Found, x.FoundAfter = s.String(), e.drawn
+			runs, err := e.rerun(ctx, s, e.opts.reruns())
+			if err != nil {
+				e.err, e.stop = err, true
+				return
+			}
+			if all := append([]Scenario{sc}, runs...); flaky(all) {
+				// rapid, seeing the failure vanish, does not shrink it.
+				e.last, e.stop, e.flakyRuns = &s, true, all
+				return
+			}
+		}
+		e.last = &s
+		t.Fatalf("[twice] not idempotent")
+	}
+}
+
+// conclude runs the last failing schedule opts.Reruns more times, keeps
+// the database of a failing run, and fills the finding into x. A schedule
+// already found flaky before shrinking is not run again.
+func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
+	s := *e.last
+	x.Minimal = s.String()
+	runs := e.flakyRuns
+	var dbs []*freshdb.Database
+	if runs == nil {
+		more, moreDBs, err := e.runKeeping(ctx, s, e.opts.reruns())
+		if err != nil {
+			return err
+		}
+		e.mu.Lock()
+		runs = append([]Scenario{e.cache[x.Minimal]}, more...)
+		e.mu.Unlock()
+		dbs = append([]*freshdb.Database{nil}, moreDBs...)
+	}
+	x.Flaky = flaky(runs)
+	var err error
+	if !x.Flaky {
+		// Every run failed alike: the last one is the finding.
+		for _, db := range dbs[:len(dbs)-1] {
+			if db != nil {
+				err = errors.Join(err, db.Drop(ctx))
+			}
+		}
+		runs, dbs = runs[len(runs)-1:], dbs[len(dbs)-1:]
+	}
+	e.res.Scenarios = runs
+	for i, db := range dbs {
+		switch {
+		case db == nil:
+		case len(e.res.kept) == 0:
+			e.res.kept = append(e.res.kept, kept{scenario: i, db: db})
+		default:
+			err = errors.Join(err, db.Drop(ctx))
+			e.res.Scenarios[i].Database = ""
+		}
+	}
+	return err
+}
+
+// runAll runs the schedules not run before, in parallel, and returns
+// every schedule's scenario.
+func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scenario, error) {
+	var todo []faults.Schedule
+	e.mu.Lock()
+	for _, s := range scheds {
+		if _, ok := e.cache[s.String()]; !ok {
+			e.cache[s.String()] = Scenario{} // claimed; filled below
+			todo = append(todo, s)
+		}
+	}
+	e.mu.Unlock()
+	outs, dbs, err := e.parallel(ctx, todo)
+	for _, db := range dbs {
+		if db != nil {
+			err = errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.executed += len(todo)
+	for i, s := range todo {
+		e.cache[s.String()] = outs[i]
+	}
+	out := make([]Scenario, len(scheds))
+	for i, s := range scheds {
+		out[i] = e.cache[s.String()]
+	}
+	return out, nil
+}
+
+// rerun runs s n times, dropping every database.
+func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scenario, error) {
+	runs, dbs, err := e.runKeeping(ctx, s, n)
+	for _, db := range dbs {
+		if db != nil {
+			err = errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		}
+	}
+	return runs, err
+}
+
+// runKeeping runs s n times and returns, per run, its scenario and the
+// database a failed run kept.
+func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]Scenario, []*freshdb.Database, error) {
+	scheds := make([]faults.Schedule, n)
+	for i := range scheds {
+		scheds[i] = s
+	}
+	return e.parallel(ctx, scheds)
+}
+
+// parallel runs scheds, Config.Parallel at a time.
+func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Scenario, []*freshdb.Database, error) {
+	outs := make([]Scenario, len(scheds))
+	dbs := make([]*freshdb.Database, len(scheds))
+	errs := make([]error, len(scheds))
+	limit := make(chan struct{}, e.r.cfg.parallel())
+	var wg sync.WaitGroup
+	for i := range scheds {
+		wg.Add(1)
+		limit <- struct{}{}
+		go func() {
+			defer func() { <-limit; wg.Done() }()
+			outs[i], dbs[i], errs[i] = e.r.scenario(ctx, scheds[i], e.res)
+		}()
+	}
+	wg.Wait()
+	return outs, dbs, errors.Join(errs...)
+}
+
+// flaky reports whether runs of one schedule disagree on the verdict.
+func flaky(runs []Scenario) bool {
+	for _, r := range runs[1:] {
+		if r.Verdict != runs[0].Verdict {
+			return true
+		}
+	}
+	return false
+}
+
+// message is the finding: the shrunk schedule with its deliveries and
+// diffs, the seed, and the line that replays it. For a flaky schedule it
+// says how the runs differed.
+func (x *Exploration) message(replay string) string {
+	res := x.Result
+	var head strings.Builder
+	switch {
+	case x.Flaky:
+		failed := len(res.Failed())
+		fmt.Fprintf(&head, "[twice] flaky: job %q: schedule %s failed %d of %d runs, so it is not reported as a pass; the handler depends on chance or timing:\n",
+			res.Job, x.Minimal, failed, len(res.Scenarios))
+		for i, s := range res.Scenarios {
+			fmt.Fprintf(&head, "  run %d: %s", i+1, s.Verdict)
+			if len(s.Problems) > 0 {
+				fmt.Fprintf(&head, ": %s", strings.Join(s.Problems, "; "))
+			}
+			head.WriteString("\n")
+		}
+		head.WriteString("the first failing run:")
+	case x.Replay != "":
+		fmt.Fprintf(&head, "[twice] not idempotent: job %q: the replayed schedule %s fails", res.Job, x.Replay)
+	case x.FoundAfter == 0:
+		fmt.Fprintf(&head, "[twice] not idempotent: job %q: the saved schedule %s fails again", res.Job, x.Minimal)
+	case x.Found == x.Minimal:
+		fmt.Fprintf(&head, "[twice] not idempotent: job %q: exploration drew %d schedules and found this one failing: %s",
+			res.Job, x.FoundAfter, x.Minimal)
+	default:
+		fmt.Fprintf(&head, "[twice] not idempotent: job %q: exploration drew %d schedules, found %s failing, and shrunk it to %s",
+			res.Job, x.FoundAfter, x.Found, x.Minimal)
+	}
+	shown := *res
+	shown.Scenarios = res.Failed()[:1]
+	body := findingMessage(&shown, replay)
+	if _, rest, ok := strings.Cut(body, "\n"); ok {
+		body = rest
+	}
+	var tail strings.Builder
+	if x.Seed != 0 {
+		fmt.Fprintf(&tail, "seed: %d (-twice.seed=%d draws this failure first)\n", x.Seed, x.Seed)
+	}
+	if x.SavedTo != "" {
+		fmt.Fprintf(&tail, "saved: %s (the next go test replays it first)\n", x.SavedTo)
+	}
+	if i := strings.LastIndex(body, "\nrerun: "); i >= 0 && tail.Len() > 0 {
+		body = body[:i+1] + tail.String() + body[i+1:]
+	}
+	return head.String() + "\n" + body
+}
+
+// rapidTB is the test rapid sees: it records rapid's report, from which
+// Explore takes the seed, instead of failing the real test with it.
+type rapidTB struct {
+	name string
+
+	mu       sync.Mutex
+	failed   bool
+	seed     uint64
+	failFile string
+}
+
+var (
+	rapidSeed     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
+	rapidFailFile = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
+)
+
+func (r *rapidTB) Helper()      {}
+func (r *rapidTB) Name() string { return r.name }
+func (r *rapidTB) Logf(string, ...any) {
+}
+func (r *rapidTB) Log(...any)           {}
+func (r *rapidTB) Skipf(string, ...any) {}
+func (r *rapidTB) Skip(...any)          {}
+func (r *rapidTB) SkipNow()             {}
+func (r *rapidTB) Error(args ...any)    { r.Errorf("%s", fmt.Sprint(args...)) }
+func (r *rapidTB) Fatal(args ...any)    { r.Errorf("%s", fmt.Sprint(args...)) }
+func (r *rapidTB) Fatalf(f string, a ...any) {
+	r.Errorf(f, a...)
+}
+func (r *rapidTB) FailNow() {}
+func (r *rapidTB) Fail()    { r.mu.Lock(); r.failed = true; r.mu.Unlock() }
+func (r *rapidTB) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+func (r *rapidTB) Errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failed = true
+	if m := rapidSeed.FindStringSubmatch(msg); m != nil {
+		r.seed, _ = strconv.ParseUint(m[1], 10, 64)
+	}
+	if m := rapidFailFile.FindStringSubmatch(msg); m != nil {
+		r.failFile = m[1]
+	}
+}
+
+// removeFailFile removes the file rapid saved its failing bitstream in,
+// and the directories rapid made for it that are left empty: Explore saves
+// the schedule instead, which stays valid when the generator changes.
+func (r *rapidTB) removeFailFile(existed map[string]bool) error {
+	if r.failFile == "" {
+		return nil
+	}
+	if err := os.Remove(r.failFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("[twice] internal: removing rapid's fail file: %w", err)
+	}
+	for dir := filepath.Dir(r.failFile); dir != "." && !existed[dir]; dir = filepath.Dir(dir) {
+		if os.Remove(dir) != nil {
+			break // not empty
+		}
+	}
+	return nil
+}
+
+// rapidDirs reports which of the directories rapid writes fail files
+// under exist.
+func rapidDirs() map[string]bool {
+	existed := map[string]bool{}
+	for _, dir := range []string{"testdata", filepath.Join("testdata", "rapid")} {
+		if _, err := os.Stat(dir); err == nil {
+			existed[dir] = true
+		}
+	}
+	return existed
+}
+
+var seedOnce sync.Once
+
+// applySeed hands -twice.seed to rapid, once per test binary, as its
+// -rapid.seed, unless that was given too.
+func applySeed() error {
+	seed, err := seedSetting()
+	if err != nil || seed == 0 {
+		return err
+	}
+	seedOnce.Do(func() {
+		if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" {
+			err = f.Value.Set(strconv.FormatUint(seed, 10))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("[twice] internal: handing -twice.seed to rapid: %w", err)
+	}
+	return nil
+}
+
+type savedSchedule struct {
+	file  string
+	sched faults.Schedule
+}
+
+// readSaved reads the *.schedule files of dir in name order. A missing
+// dir holds none.
+func readSaved(dir string) ([]savedSchedule, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.schedule"))
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: listing saved schedules in %s: %w", dir, err)
+	}
+	sort.Strings(files)
+	var out []savedSchedule
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] reading a saved schedule: %w", err)
+		}
+		var text string
+		for _, line := range strings.Split(string(data), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+				text = line
+				break
+			}
+		}
+		s, err := faults.Parse(text)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] saved schedule %s: %w; fix or delete the file", f, err)
+		}
+		s.Fault = "explore"
+		out = append(out, savedSchedule{file: f, sched: s})
+	}
+	return out, nil
+}
+
+func schedulesOf(saved []savedSchedule) []faults.Schedule {
+	out := make([]faults.Schedule, len(saved))
+	for i, s := range saved {
+		out[i] = s.sched
+	}
+	return out
+}
+
+func containsSchedule(saved []savedSchedule, text string) bool {
+	for _, s := range saved {
+		if s.sched.String() == text {
+			return true
+		}
+	}
+	return false
+}
+
+// save writes sched to dir in a file named by its hash, and returns the
+// file's name.
+func save(dir, job, sched string) (string, error) {
+	sum := sha256.Sum256([]byte(sched))
+	name := filepath.Join(dir, hex.EncodeToString(sum[:6])+".schedule")
+	text := fmt.Sprintf("# twice: job %q is not idempotent under this schedule; Explore replays it before drawing new ones.\n%s\n", job, sched)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("[twice] saving the failing schedule: %w", err)
+	}
+	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
+		return "", fmt.Errorf("[twice] saving the failing schedule: %w", err)
+	}
+	return name, nil
+}
