@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +33,10 @@ type Record struct {
 	Result *Result `json:"result"`
 }
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+var (
+	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+	recordSeq  atomic.Int64 // tells apart records of one test (-count, several checks)
+)
 
 // writeRecord writes res to $TWICE_REPORT_DIR when it is set. It writes to a
 // temporary name and renames, so the runner never reads half a record.
@@ -53,7 +57,7 @@ func writeRecord(testName, rerun string, res *Result) error {
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
-	name := filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", unsafeName.ReplaceAllString(filepath.Base(wd), "_"), os.Getpid(), unsafeName.ReplaceAllString(testName, "_")))
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d-%d-%s.json", unsafeName.ReplaceAllString(filepath.Base(wd), "_"), os.Getpid(), recordSeq.Add(1), unsafeName.ReplaceAllString(testName, "_")))
 	err = errors.Join(werr, cerr)
 	if err == nil {
 		err = os.Rename(f.Name(), name)
