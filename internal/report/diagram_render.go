@@ -1,0 +1,129 @@
+package report
+
+import (
+	"fmt"
+	"html"
+	"strings"
+)
+
+// Geometry of the SVG diagram, in pixels.
+const (
+	colWidth   = 190
+	margin     = 20
+	headHeight = 34
+	rowHeight  = 30
+	charWidth  = 6.6 // of 12px sans-serif, roughly; labels are cut to fit
+	// labelRoom is room right of the last lifeline for labels that run
+	// past their arrow.
+	labelRoom = 300
+)
+
+// SVG renders d as an inline <svg> element whose ids start with id, so
+// several diagrams can share a page. Labels too long for their arrow are
+// cut; the full text is in each row's <title>, shown on hover.
+func (d Diagram) SVG(id string) string {
+	col := map[string]int{}
+	for i, p := range d.Participants {
+		col[p.ID] = i
+	}
+	x := func(id string) float64 { return float64(margin + colWidth/2 + col[id]*colWidth) }
+	width := 2*margin + len(d.Participants)*colWidth + labelRoom
+	height := 2*headHeight + len(d.Events)*rowHeight + 2*margin
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="sequence" role="img" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, sans-serif" font-size="12">`, width, height, width, height)
+	fmt.Fprintf(&b, `<defs><marker id="%s-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker></defs>`, id)
+	top, bottom := float64(margin), float64(height-margin-headHeight)
+	for _, p := range d.Participants {
+		cx := x(p.ID)
+		fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="#999" stroke-dasharray="4 3"/>`, cx, top+headHeight, cx, bottom)
+		for _, y := range []float64{top, bottom} {
+			fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%d" height="%d" rx="4" fill="#eef2f7" stroke="#5b6b7f"/>`, cx-colWidth/2+10, y, colWidth-20, headHeight-8)
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" font-weight="600">%s</text>`, cx, y+17, esc(p.Name))
+		}
+	}
+	for i, e := range d.Events {
+		y := top + headHeight + float64(i)*rowHeight + rowHeight*0.75
+		b.WriteString(`<g class="event">`)
+		fmt.Fprintf(&b, `<title>%s</title>`, esc(e.Text))
+		switch e.Kind {
+		case Note:
+			cx := x(e.From)
+			w := min(float64(len([]rune(e.Text)))*charWidth+16, float64(colWidth-10))
+			fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="20" fill="#fff6c8" stroke="#b9a640"/>`, cx-w/2, y-15, w)
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, cx, y-1, esc(fit(e.Text, w-8)))
+		case Crash:
+			cx := x(e.From)
+			fmt.Fprintf(&b, `<path d="M%.0f,%.0f l12,12 m0,-12 l-12,12" stroke="#c0262d" stroke-width="3"/>`, cx-6, y-12)
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#c0262d" font-weight="600">%s</text>`, cx+12, y, esc(fit(e.Text, float64(width)-cx-12-margin)))
+		default:
+			x1, x2 := x(e.From), x(e.To)
+			end := x2
+			dash, marker, colour := "", ` marker-end="url(#`+id+`-arrow)"`, "#333"
+			switch e.Kind {
+			case Reply:
+				dash = ` stroke-dasharray="5 4"`
+			case Lost:
+				end = x1 + (x2-x1)*0.7
+				marker, colour = "", "#c0262d"
+			}
+			fmt.Fprintf(&b, `<line x1="%.0f" y1="%.0f" x2="%.0f" y2="%.0f" stroke="%s"%s%s/>`, x1, y, end, y, colour, dash, marker)
+			if e.Kind == Lost {
+				fmt.Fprintf(&b, `<path d="M%.0f,%.0f l10,10 m0,-10 l-10,10" stroke="#c0262d" stroke-width="2.5"/>`, end-5, y-5)
+			}
+			// A label starts at its arrow's tail and may run past the
+			// arrow's head, over other lifelines, to the diagram's edge.
+			if x2 >= x1 {
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`, x1+6, y-5, colour, esc(fit(e.Text, float64(width-margin)-x1-6)))
+			} else {
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="%s">%s</text>`, x1-6, y-5, colour, esc(fit(e.Text, x1-6-margin)))
+			}
+		}
+		b.WriteString(`</g>`)
+	}
+	b.WriteString(`</svg>`)
+	return b.String()
+}
+
+// fit cuts text to about width pixels.
+func fit(text string, width float64) string {
+	n := int(width / charWidth)
+	r := []rune(text)
+	if n < 4 || len(r) <= n {
+		return text
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func esc(s string) string { return html.EscapeString(s) }
+
+// Mermaid renders d as Mermaid sequenceDiagram source, for Markdown
+// viewers that draw it (GitHub does).
+func (d Diagram) Mermaid() string {
+	var b strings.Builder
+	b.WriteString("sequenceDiagram\n")
+	for _, p := range d.Participants {
+		fmt.Fprintf(&b, "  participant %s as %s\n", p.ID, mermaidText(p.Name))
+	}
+	for _, e := range d.Events {
+		t := mermaidText(e.Text)
+		switch e.Kind {
+		case Call:
+			fmt.Fprintf(&b, "  %s->>%s: %s\n", e.From, e.To, t)
+		case Reply:
+			fmt.Fprintf(&b, "  %s-->>%s: %s\n", e.From, e.To, t)
+		case Lost:
+			fmt.Fprintf(&b, "  %s-x%s: %s\n", e.From, e.To, t)
+		case Crash:
+			fmt.Fprintf(&b, "  Note over %s: ✖ %s\n", e.From, t)
+		case Note:
+			fmt.Fprintf(&b, "  Note over %s: %s\n", e.From, t)
+		}
+	}
+	return b.String()
+}
+
+// mermaidText escapes what Mermaid reads as syntax in a message: # starts
+// an entity, ; ends a statement, and a newline ends the message.
+func mermaidText(s string) string {
+	return strings.NewReplacer("#", "#35;", ";", "#59;", "\n", " ", "%%", "#37;#37;").Replace(s)
+}

@@ -1,0 +1,141 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"html/template"
+	"strings"
+)
+
+// HTML renders the report as one self-contained page: no scripts, no
+// external styles, fonts or images, so it opens offline and from a CI
+// artifact. The diagrams are inline SVG.
+func (r *Report) HTML() ([]byte, error) {
+	var b bytes.Buffer
+	if err := pageTemplate.Execute(&b, r); err != nil {
+		return nil, fmt.Errorf("[twice] internal: rendering index.html: %w", err)
+	}
+	return b.Bytes(), nil
+}
+
+var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+	"mark":  statusMark,
+	"word":  statusWord,
+	"cell":  cellText,
+	"dur":   shortDuration,
+	"shown": func(j Job) []Finding { return j.Shown() },
+	"same":  sameAs,
+	"diff":  diffText,
+	"dline": deliveryLine,
+	"lookup": func(j Job, fault string) *Cell {
+		if c, ok := j.Cell(fault); ok {
+			return &c
+		}
+		return nil
+	},
+	"svg": func(j Job, f Finding, id string) template.HTML {
+		// The SVG escapes every text it draws.
+		return template.HTML(BuildDiagram(j, f).SVG(id)) //nolint:gosec // built by our code, texts escaped
+	},
+	"anchor": func(parts ...any) string {
+		var b strings.Builder
+		for _, p := range parts {
+			for _, r := range fmt.Sprint(p) {
+				if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+					b.WriteRune(r)
+				} else {
+					b.WriteRune('-')
+				}
+			}
+			b.WriteRune('_')
+		}
+		return b.String()
+	},
+	"problemClass": func(p Problem) string {
+		if p.Fatal || p.Kind == ProblemTestFailed {
+			return "bad"
+		}
+		return "warn"
+	},
+}).Parse(pageHTML))
+
+const pageHTML = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>twice: idempotency report</title>
+<style>
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem; color: #1d2430; background: #fff; }
+h1 { font-size: 1.5rem; margin: 0 0 .3rem; }
+h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d6dbe3; padding-bottom: .2rem; }
+h3 { font-size: 1.05rem; margin-top: 1.5rem; }
+code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .85rem; }
+pre { background: #f5f7fa; border: 1px solid #d6dbe3; padding: .6rem .8rem; overflow-x: auto; }
+.headline { font-weight: 600; font-size: 1.05rem; }
+.meta { color: #5b6b7f; }
+table.matrix { border-collapse: collapse; margin-top: .5rem; }
+table.matrix th, table.matrix td { border: 1px solid #d6dbe3; padding: .3rem .5rem; text-align: center; white-space: nowrap; }
+table.matrix th.job, table.matrix td.job { text-align: left; }
+table.matrix thead th { background: #eef2f7; font-weight: 600; font-size: .85rem; }
+td.idempotent { background: #e3f4e6; color: #1e6b2f; }
+td.expected-finding { background: #fff1cc; color: #7a5a00; }
+td.flaky { background: #e8e3f7; color: #4b2f8f; }
+td.finding { background: #fbe0e0; color: #9b1c1c; font-weight: 600; }
+td.none { background: #fafafa; }
+td a { color: inherit; }
+.legend span { margin-right: 1rem; }
+.problems li.bad { color: #9b1c1c; }
+.problems li.warn { color: #7a5a00; }
+section.job { margin-top: 2rem; }
+.finding { border-left: 4px solid #d6dbe3; padding-left: 1rem; margin: 1rem 0 2rem; }
+.finding.finding-finding { border-color: #c0262d; }
+.finding.finding-expected-finding { border-color: #d9a400; }
+.finding.finding-flaky { border-color: #6b4fbf; }
+.diagram, .scroll { overflow-x: auto; }
+.replay code { background: #1d2430; color: #f5f7fa; padding: .3rem .5rem; display: inline-block; }
+</style>
+</head>
+<body>
+<h1>twice: idempotency report</h1>
+<p class="headline" id="headline">{{.Headline}}</p>
+<p class="meta"><code>{{.Command}}</code> · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
+{{if .Summary.Problems}}
+<h2>Problems</h2>
+<ul class="problems" id="problems">
+{{range .Summary.Problems}}<li class="{{problemClass .}}">{{.Message}}{{if .Output}}<pre>{{.Output}}</pre>{{end}}</li>
+{{end}}</ul>
+{{end}}
+{{if .Jobs}}
+<h2>Jobs × faults</h2>
+<div class="scroll"><table class="matrix" id="matrix">
+<thead><tr><th class="job">job</th><th class="job">test</th>{{range .Faults}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}</td><td class="job" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
+{{end}}</tbody>
+</table></div>
+<p class="legend"><span>✓ idempotent</span><span>◆ expected finding</span><span>~ flaky</span><span>✗ not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
+{{end}}
+{{range $ji, $j := .Jobs}}{{if .Findings}}
+<section class="job" id="{{anchor .Package .Test .Name}}">
+<h2>{{mark .Status}} {{.Name}}: {{word .Status}}</h2>
+<p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
+{{if .Expected}}<p>Expected: {{.Expected}}</p>{{end}}
+{{if .Volatile}}<p class="meta">Left out as volatile (they differ between two clean runs): {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</p>{{end}}
+<details><summary>The clean run's steps (the fault points)</summary><ol>{{range .Steps}}<li><code>{{.}}</code></li>{{end}}</ol></details>
+{{range $fi, $f := shown $j}}
+<div class="finding finding-{{.Status}}">
+<h3>{{.Fault}} <code>{{.Schedule}}</code></h3>
+<div class="diagram">{{svg $j $f (anchor "d" $ji $fi)}}</div>
+<ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}</ul>
+{{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
+<p class="replay">Replay: <code>{{.Replay}}</code></p>
+{{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}
+{{with same $j $f}}<p class="meta">The same difference under: {{range $i, $s := .}}{{if $i}}, {{end}}{{$s}}{{end}}</p>{{end}}
+</div>
+{{end}}
+</section>
+{{end}}{{end}}
+</body>
+</html>
+`

@@ -1,0 +1,176 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Markdown renders the report for a CI job summary (GitHub's
+// $GITHUB_STEP_SUMMARY): the matrix as a table, each finding's schedule as
+// a Mermaid sequence diagram, its diffs and the command that replays it.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# twice: idempotency report\n\n")
+	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(r.Headline()))
+	fmt.Fprintf(&b, "`%s` · %s · exit code %d\n", r.Command, shortDuration(r.Duration), r.ExitCode)
+	if len(r.Summary.Problems) > 0 {
+		b.WriteString("\n## Problems\n\n")
+		for _, p := range r.Summary.Problems {
+			mark := "⚠"
+			if p.Fatal || p.Kind == ProblemTestFailed {
+				mark = "✗"
+			}
+			fmt.Fprintf(&b, "- %s %s\n", mark, mdEscape(p.Message))
+			if p.Output != "" {
+				b.WriteString(indent(fence("", p.Output), "  "))
+			}
+		}
+	}
+	if len(r.Jobs) > 0 {
+		b.WriteString("\n## Jobs × faults\n\n")
+		b.WriteString("| job | test |")
+		for _, f := range r.Faults {
+			fmt.Fprintf(&b, " %s |", f)
+		}
+		b.WriteString("\n|---|---|")
+		b.WriteString(strings.Repeat("---|", len(r.Faults)))
+		b.WriteString("\n")
+		for _, j := range r.Jobs {
+			fmt.Fprintf(&b, "| %s %s | `%s` %s |", statusMark(j.Status), mdEscape(j.Name), r.PkgName(j.Package), mdEscape(j.Test))
+			for _, f := range r.Faults {
+				c, ok := j.Cell(f)
+				if !ok {
+					b.WriteString(" |")
+					continue
+				}
+				fmt.Fprintf(&b, " %s |", cellText(c))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n✓ idempotent · ◆ expected finding · ~ flaky · ✗ not idempotent · n/m: scenarios that differ / scenarios run\n")
+	}
+	for _, j := range r.Jobs {
+		if len(j.Findings) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n## %s %s: %s\n\n", statusMark(j.Status), mdEscape(j.Name), statusWord(j.Status))
+		fmt.Fprintf(&b, "`%s` %s · %d of %d scenarios differ from one clean run", j.Package, mdEscape(j.Test), j.Failed, j.Scenarios)
+		if j.Runs > 1 {
+			fmt.Fprintf(&b, " · %d runs", j.Runs)
+		}
+		b.WriteString("\n")
+		if j.Expected != "" {
+			fmt.Fprintf(&b, "\nExpected: %s\n", mdEscape(j.Expected))
+		}
+		if len(j.Volatile) > 0 {
+			fmt.Fprintf(&b, "\nLeft out as volatile (they differ between two clean runs): %s\n", mdEscape(strings.Join(j.Volatile, ", ")))
+		}
+		for _, f := range j.Shown() {
+			fmt.Fprintf(&b, "\n### %s `%s`\n\n", f.Fault, f.Schedule)
+			b.WriteString(fence("mermaid", BuildDiagram(j, f).Mermaid()))
+			for _, d := range f.Deliveries {
+				if line := deliveryLine(d); line != "" {
+					fmt.Fprintf(&b, "- %s\n", mdEscape(line))
+				}
+			}
+			for _, p := range f.Problems {
+				fmt.Fprintf(&b, "- %s\n", mdEscape(p))
+			}
+			if diff := diffText(f); diff != "" {
+				b.WriteString("\n" + fence("diff", diff))
+			}
+			fmt.Fprintf(&b, "\nReplay: `%s`\n", f.Replay)
+			if same := sameAs(j, f); len(same) > 0 {
+				fmt.Fprintf(&b, "\nThe same difference under: %s\n", strings.Join(same, ", "))
+			}
+		}
+	}
+	return b.String()
+}
+
+// cellText is a matrix cell: the status mark, and how many scenarios
+// differed of how many ran.
+func cellText(c Cell) string {
+	if c.Status == StatusIdempotent {
+		return fmt.Sprintf("%s %d", statusMark(c.Status), c.Scenarios)
+	}
+	return fmt.Sprintf("%s %d/%d", statusMark(c.Status), c.Failed, c.Scenarios)
+}
+
+// deliveryLine says what went wrong in a delivery, or nothing.
+func deliveryLine(d Delivery) string {
+	switch {
+	case d.Outcome != "" && d.Err != "":
+		return fmt.Sprintf("%s %s, then returned an error: %s", d.Label, d.Outcome, firstLine(d.Err))
+	case d.Outcome != "":
+		return d.Label + " " + d.Outcome
+	case d.Err != "":
+		return fmt.Sprintf("%s returned an error: %s", d.Label, firstLine(d.Err))
+	}
+	return ""
+}
+
+// diffText is a finding's state and effect differences as one text.
+func diffText(f Finding) string {
+	var parts []string
+	for _, d := range f.StateDiff {
+		parts = append(parts, fmt.Sprintf("table %q mismatch (-once +twice):\n%s", d.Table, strings.TrimRight(d.Diff, "\n")))
+	}
+	if f.EffectDiff != "" {
+		parts = append(parts, strings.TrimRight(f.EffectDiff, "\n"))
+	}
+	return strings.Join(parts, "\n")
+}
+
+// maxSameAs bounds how many findings with the same differences are named
+// one by one; report.json lists them all.
+const maxSameAs = 5
+
+// sameAs lists, as "fault `schedule`", the findings that share f's
+// differences: the first maxSameAs, then how many more.
+func sameAs(j Job, f Finding) []string {
+	var out []string
+	n := 0
+	for _, o := range j.Findings {
+		if o.SameAs != f.Schedule {
+			continue
+		}
+		if n++; n <= maxSameAs {
+			out = append(out, fmt.Sprintf("%s `%s`", o.Fault, o.Schedule))
+		}
+	}
+	if n > maxSameAs {
+		out = append(out, fmt.Sprintf("and %d more", n-maxSameAs))
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// fence wraps text in a code fence longer than any backtick run in it.
+func fence(lang, text string) string {
+	ticks := "```"
+	for strings.Contains(text, ticks) {
+		ticks += "`"
+	}
+	return ticks + lang + "\n" + strings.TrimRight(text, "\n") + "\n" + ticks + "\n"
+}
+
+func indent(text, prefix string) string {
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
+}
+
+// mdEscape keeps text from turning into Markdown or HTML: table pipes,
+// emphasis, tags.
+func mdEscape(s string) string {
+	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;", "`", "\\`", "[", `\[`).Replace(s)
+}

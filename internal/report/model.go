@@ -1,0 +1,239 @@
+// Package report holds an idempotency report as plain data and renders it:
+// a self-contained HTML page, Markdown for a CI job summary, JUnit XML and
+// JSON. cmd/twice fills a Report from the records harness.Check writes and
+// the events of go test -json; this package knows nothing of either, so
+// its model is the report.json schema (SCHEMA.md) and nothing else.
+package report
+
+import "time"
+
+// SchemaVersion is the version of the report.json format. It changes only
+// when a field is removed or changes meaning; new fields keep it.
+const SchemaVersion = 1
+
+// Status is the outcome of a job, of one matrix cell, or of a scenario.
+type Status string
+
+// Statuses, from best to worst for a reader.
+const (
+	// StatusIdempotent: every scenario ended in the clean run's state
+	// and effects, and the job completed.
+	StatusIdempotent Status = "idempotent"
+	// StatusExpected: not idempotent, as the test says it should be
+	// (Config.ExpectFinding, or a test that asserts the finding itself).
+	StatusExpected Status = "expected-finding"
+	// StatusFlaky: the same schedule gave different verdicts on
+	// different runs.
+	StatusFlaky Status = "flaky"
+	// StatusFinding: not idempotent, and nothing said it would be.
+	StatusFinding Status = "finding"
+)
+
+// Report is one run of twice report. Its JSON form is report.json.
+type Report struct {
+	// Schema is SchemaVersion.
+	Schema int `json:"schema"`
+	// Started is when the run began; Duration its wall time.
+	Started  time.Time `json:"started"`
+	Duration Millis    `json:"duration_ms"`
+	// Command is the go test command twice ran; Host the machine.
+	Command string `json:"command"`
+	Host    string `json:"host"`
+	// ExitCode is what twice exited with (see Summary).
+	ExitCode int `json:"exit_code"`
+	// Summary counts jobs by status and says why the exit code is what it
+	// is.
+	Summary Summary `json:"summary"`
+	// Faults are the matrix's columns: every fault any job ran, in the
+	// order they first ran.
+	Faults []string `json:"faults"`
+	// Packages are the packages go test ran, sorted by import path.
+	Packages []Package `json:"packages"`
+	// Jobs are the checked jobs, by package then test.
+	Jobs []Job `json:"jobs"`
+}
+
+// Summary counts the report's jobs and problems.
+type Summary struct {
+	Jobs            int `json:"jobs"`
+	Idempotent      int `json:"idempotent"`
+	ExpectedFinding int `json:"expected_findings"`
+	Flaky           int `json:"flaky"`
+	Finding         int `json:"findings"`
+	// Problems are the lines that are not a job's verdict: a package that
+	// did not compile, a test binary that crashed, a failing test that
+	// ran no check, a package without harness checks. Each starts with
+	// "[twice]".
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// Problem is one line about something other than a job's verdict.
+type Problem struct {
+	// Kind is "build-failed", "crashed", "harness-error", "test-failed",
+	// "no-harness-tests", "no-test-files" or "go-test".
+	Kind string `json:"kind"`
+	// Package is the import path it concerns, if any; Test the test.
+	Package string `json:"package,omitempty"`
+	Test    string `json:"test,omitempty"`
+	// Fatal is true when the problem makes the run an infrastructure
+	// failure (exit 2) rather than a warning.
+	Fatal bool `json:"fatal"`
+	// Message says what happened and how to fix it, starting "[twice]".
+	Message string `json:"message"`
+	// Output is the relevant go test output (compiler errors, the
+	// crashed test's last lines), or empty.
+	Output string `json:"output,omitempty"`
+}
+
+// Package is one package go test ran.
+type Package struct {
+	ImportPath string `json:"import_path"`
+	// Result is go test's: "pass", "fail", "skip" (no test files) or
+	// "build-failed".
+	Result   string `json:"result"`
+	Duration Millis `json:"duration_ms"`
+	// Tests counts the tests that ran; Checks the harness checks among
+	// them.
+	Tests  int `json:"tests"`
+	Checks int `json:"checks"`
+}
+
+// Job is one harness check: one job checked by one test.
+type Job struct {
+	// Name is the job's name (harness.Job.Name).
+	Name string `json:"name"`
+	// Package and Test say where the check ran.
+	Package string `json:"package"`
+	Test    string `json:"test"`
+	// TestPassed is go test's verdict on the test.
+	TestPassed bool `json:"test_passed"`
+	// Status is the job's overall status: the worst of its cells.
+	Status Status `json:"status"`
+	// Expected is why a finding was expected: Config.ExpectFinding, or a
+	// note that the test asserts the finding itself.
+	Expected string `json:"expected,omitempty"`
+	// Runs counts how many times the check ran (go test -count).
+	Runs int `json:"runs"`
+	// Scenarios and Failed count the scenarios of one run.
+	Scenarios int `json:"scenarios"`
+	Failed    int `json:"failed"`
+	// Cells are the job's row of the matrix, one per fault it ran, in
+	// the order of Report.Faults.
+	Cells []Cell `json:"cells"`
+	// Steps are what one clean delivery did: SQL statements and effect
+	// calls ("effect: email to=..."), the fault points.
+	Steps []string `json:"steps"`
+	// Volatile are the columns and effect fields left out of every
+	// comparison because two clean runs disagreed on them.
+	Volatile []string `json:"volatile,omitempty"`
+	// Findings are the scenarios that were not idempotent (or flaky), in
+	// the order they ran.
+	Findings []Finding `json:"findings,omitempty"`
+	// Rerun is the go test command that reruns the check.
+	Rerun    string `json:"rerun"`
+	Duration Millis `json:"duration_ms"`
+}
+
+// Cell is one job x fault entry of the matrix.
+type Cell struct {
+	Fault  string `json:"fault"`
+	Status Status `json:"status"`
+	// Scenarios and Failed count the fault's schedules and those that
+	// were not idempotent.
+	Scenarios int `json:"scenarios"`
+	Failed    int `json:"failed"`
+}
+
+// Finding is one scenario that was not idempotent.
+type Finding struct {
+	Fault string `json:"fault"`
+	// Schedule is the schedule's short text form; twice replay and
+	// -twice.replay take it as it is.
+	Schedule string `json:"schedule"`
+	Status   Status `json:"status"`
+	// SameAs is the schedule of an earlier finding of the same job whose
+	// state and effect differences are the same as this one's; the
+	// differences and the diagram are shown there only.
+	SameAs string `json:"same_as,omitempty"`
+	// Problems say, one line each, why the scenario is not idempotent
+	// beyond the diffs: a delivery that could not complete the job.
+	Problems []string `json:"problems,omitempty"`
+	// Deliveries are the schedule's deliveries, in start order, with what
+	// happened to each.
+	Deliveries []Delivery `json:"deliveries"`
+	// Order is the interleaving as it happened: for each granted step,
+	// the number (from 1) of its delivery.
+	Order []int `json:"order,omitempty"`
+	// Effects are the effects the scenario's deliveries made, in order.
+	Effects []Effect `json:"effects,omitempty"`
+	// StateDiff holds the tables whose rows differ from the clean run,
+	// each diff go-cmp style (-once +twice).
+	StateDiff []TableDiff `json:"state_diff,omitempty"`
+	// EffectDiff is how the effects break their policies, (-once +twice),
+	// or empty.
+	EffectDiff string `json:"effect_diff,omitempty"`
+	// Replay is the command that reruns exactly this schedule.
+	Replay string `json:"replay"`
+	// Database is the connection string of the database kept as
+	// evidence, if any.
+	Database string `json:"database,omitempty"`
+}
+
+// TableDiff is how one table differs from the clean run.
+type TableDiff struct {
+	Table string `json:"table"`
+	Diff  string `json:"diff"`
+}
+
+// Delivery is one delivery of a schedule and what happened to it.
+type Delivery struct {
+	// Label is "j1a2w2": job 1 (2 and up are producer copies), attempt 2,
+	// worker 2.
+	Label   string `json:"label"`
+	Job     int    `json:"job"`
+	Attempt int    `json:"attempt"`
+	Worker  int    `json:"worker"`
+	// Advance is how far the clock moved just before it started.
+	Advance Millis `json:"advance_ms,omitempty"`
+	// With and After: it started while delivery With (from 1) ran, once
+	// that one had taken After steps.
+	With  int `json:"with,omitempty"`
+	After int `json:"after,omitempty"`
+	// Fault is what the schedule did to it: "crash", "ambiguous",
+	// "lostack" or empty; At the step it acted on (0 for a crash after the
+	// last step).
+	Fault string `json:"fault,omitempty"`
+	At    int    `json:"at,omitempty"`
+	// Outcome says what went wrong, as the harness saw it: "crashed
+	// before step 3 reached the server: INSERT ...".
+	Outcome string `json:"outcome,omitempty"`
+	// Err is the error the handler returned, if any.
+	Err string `json:"error,omitempty"`
+	// QueueRetry marks the clean redelivery the queue made because the
+	// schedule's last delivery failed.
+	QueueRetry bool `json:"queue_retry,omitempty"`
+}
+
+// Effect is one call to a system outside the database.
+type Effect struct {
+	Kind string `json:"kind"`
+	// Text is how the effect prints: kind, key and payload fields.
+	Text string `json:"text"`
+	// Delivery is the label of the delivery that made it.
+	Delivery string `json:"delivery"`
+	// Result is what the provider answered worth keeping (a payment ID);
+	// Err the error it returned; Replayed is true when it answered from
+	// its idempotency store.
+	Result   string `json:"result,omitempty"`
+	Err      string `json:"error,omitempty"`
+	Replayed bool   `json:"replayed,omitempty"`
+}
+
+// Millis is a duration written as whole milliseconds in JSON.
+type Millis int64
+
+// Ms converts a duration.
+func Ms(d time.Duration) Millis { return Millis(d / time.Millisecond) }
+
+// Duration converts back.
+func (m Millis) Duration() time.Duration { return time.Duration(m) * time.Millisecond }

@@ -1,0 +1,155 @@
+package report_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runtwice/twice/internal/golden"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// fixture is the report cmd/twice builds from its testdata (its
+// TestBuildFixture writes testdata/input.json): real records of the
+// bundled examples, an unexpected finding, a build failure, a crash.
+func fixture(t *testing.T) *report.Report {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "input.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
+}
+
+func TestGolden(t *testing.T) {
+	r := fixture(t)
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junit, err := r.JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden.Equal(t, "summary.md.golden", r.Markdown())
+	golden.Equal(t, "junit.xml.golden", string(junit))
+	golden.Equal(t, "index.html.golden", string(html))
+	// report.json round-trips: what twice wrote is what a reader gets.
+	golden.Equal(t, "input.json", string(js))
+}
+
+// TestJUnitValidates checks junit.xml against the schema CI systems read
+// (testdata/junit.xsd) with xmllint, from Debian's libxml2-utils.
+func TestJUnitValidates(t *testing.T) {
+	xmllint, err := exec.LookPath("xmllint")
+	if err != nil {
+		t.Skip("xmllint not found: install Debian's libxml2-utils (apt-get install libxml2-utils) to validate junit.xml")
+	}
+	junit, err := fixture(t).JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "junit.xml")
+	if err := os.WriteFile(path, junit, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "junit.xsd"), path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("junit.xml does not validate: %v\n%s", err, out)
+	}
+	// The schema itself must reject what CI systems reject, or the check
+	// above proves nothing.
+	bad := strings.Replace(string(junit), ` classname="`, ` class="`, 1)
+	if err := os.WriteFile(path, []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(xmllint, "--noout", "--schema", filepath.Join("testdata", "junit.xsd"), path).CombinedOutput(); err == nil {
+		t.Errorf("a testcase without classname validates:\n%s", out)
+	}
+}
+
+func TestJUnitCounts(t *testing.T) {
+	r := fixture(t)
+	data, err := r.JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(data)
+	for _, want := range []string{
+		// The unexpected finding fails its cells, the expected one passes.
+		`<testcase name="TestAdvanceUnmarked/run-twice" classname="github.com/runtwice/twice/examples/orderstatus" time="0.000">`,
+		`<failure message="job &#34;advance-status&#34;: 1 of 1 run-twice scenarios are not idempotent" type="finding">`,
+		`<testcase name="TestRewardByIncrement/run-twice" classname="github.com/runtwice/twice/examples/loyalty" time="0.000">`,
+		`<error message="[twice] example.com/jobs/broken does not compile`,
+		`<skipped message="[twice] example.com/jobs/plain: no test called harness.Check`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("junit.xml lacks %s", want)
+		}
+	}
+}
+
+func TestWriteReplacesWhole(t *testing.T) {
+	r := fixture(t)
+	dir := filepath.Join(t.TempDir(), "twice-report")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "stale.txt"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if got, want := strings.Join(names, " "), "index.html junit.xml report.json summary.md"; got != want {
+		t.Errorf("report directory holds %s, want %s", got, want)
+	}
+	siblings, err := os.ReadDir(filepath.Dir(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(siblings) != 1 {
+		t.Errorf("Write left %d entries next to the report, want only the report", len(siblings))
+	}
+}
+
+func TestWriteFailureKeepsOldReport(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root ignores directory permissions")
+	}
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "twice-report")
+	if err := fixture(t).Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(parent, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(parent, 0o755)
+	err := fixture(t).Write(dir)
+	if err == nil || !strings.HasPrefix(err.Error(), "[twice] ") {
+		t.Fatalf("Write into a read-only directory: error %v, want one starting [twice]", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+		t.Errorf("the old report is gone: %v", err)
+	}
+}

@@ -1,0 +1,280 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Diagram is a finding's schedule as a sequence diagram: the queue, the
+// workers, the database and the effect providers, and what passed between
+// them in the order it happened. SVG and Mermaid render it.
+type Diagram struct {
+	Participants []Participant
+	Events       []Event
+}
+
+// Participant is one lifeline.
+type Participant struct {
+	ID   string // Q, W1, DB, P1: safe in Mermaid
+	Name string // Queue, Worker 1, Database, Email provider
+}
+
+// EventKind says how an event is drawn.
+type EventKind int
+
+// Kinds of event.
+const (
+	// Call is a message that arrives: a solid arrow.
+	Call EventKind = iota
+	// Reply is an answer: a dashed arrow.
+	Reply
+	// Lost is a message that never arrives: an arrow ending in a cross.
+	Lost
+	// Crash is a worker dying: a cross on its lifeline.
+	Crash
+	// Note is a remark over one lifeline: a clock move.
+	Note
+)
+
+// Event is one row of the diagram.
+type Event struct {
+	Kind     EventKind
+	From, To string // participant IDs; To is empty for Crash and Note
+	Text     string
+}
+
+// BuildDiagram draws finding f of job j. The steps of each delivery come
+// from the interleaving the harness recorded (Finding.Order) and are
+// labelled with the clean run's steps (Job.Steps): a delivery that took
+// another path than the clean run (it found the job done and stopped) is
+// drawn with the clean run's labels for the steps it did take. Effects are
+// the scenario's own.
+func BuildDiagram(j Job, f Finding) Diagram {
+	b := &diagramBuilder{job: j, f: f, ids: map[string]string{}, effects: map[string][]Effect{}}
+	b.participant("Q", "Queue")
+	for _, d := range f.Deliveries {
+		b.participant(fmt.Sprintf("W%d", d.Worker), fmt.Sprintf("Worker %d", d.Worker))
+	}
+	b.participant("DB", "Database")
+	for _, e := range f.Effects {
+		b.provider(e.Kind)
+		b.effects[e.Delivery] = append(b.effects[e.Delivery], e)
+	}
+	for _, s := range j.Steps {
+		if kind, ok := effectKind(s); ok {
+			b.provider(kind)
+		}
+	}
+	b.walk()
+	return Diagram{Participants: b.parts, Events: b.events}
+}
+
+type diagramBuilder struct {
+	job     Job
+	f       Finding
+	parts   []Participant
+	ids     map[string]string // participant name -> ID
+	events  []Event
+	effects map[string][]Effect // by delivery label, in order, consumed as drawn
+}
+
+func (b *diagramBuilder) participant(id, name string) string {
+	if got, ok := b.ids[name]; ok {
+		return got
+	}
+	b.ids[name] = id
+	b.parts = append(b.parts, Participant{ID: id, Name: name})
+	return id
+}
+
+func (b *diagramBuilder) provider(kind string) string {
+	name := providerName(kind)
+	if id, ok := b.ids[name]; ok {
+		return id
+	}
+	return b.participant(fmt.Sprintf("P%d", len(b.parts)), name)
+}
+
+func providerName(kind string) string {
+	if kind == "" {
+		return "Provider"
+	}
+	return strings.ToUpper(kind[:1]) + kind[1:] + " provider"
+}
+
+// effectKind reads the kind of an effect step, "effect: email to=...".
+func effectKind(step string) (string, bool) {
+	rest, ok := strings.CutPrefix(step, "effect: ")
+	if !ok {
+		return "", false
+	}
+	kind, _, _ := strings.Cut(rest, " ")
+	return kind, true
+}
+
+func (b *diagramBuilder) add(kind EventKind, from, to, text string) {
+	b.events = append(b.events, Event{Kind: kind, From: from, To: to, Text: text})
+}
+
+func (b *diagramBuilder) worker(d int) string {
+	return fmt.Sprintf("W%d", b.f.Deliveries[d].Worker)
+}
+
+func (b *diagramBuilder) walk() {
+	n := len(b.f.Deliveries)
+	last := make([]int, n) // index in Order of each delivery's last step, -1 if none
+	for i := range last {
+		last[i] = -1
+	}
+	for i, o := range b.f.Order {
+		if o >= 1 && o <= n {
+			last[o-1] = i
+		}
+	}
+	started := make([]bool, n)
+	taken := make([]int, n)
+	start := func(d int) {
+		// Deliveries before d that took no step started and ended first.
+		for e := 0; e < d; e++ {
+			if !started[e] && last[e] < 0 {
+				started[e] = true
+				b.start(e)
+				b.end(e)
+			}
+		}
+		started[d] = true
+		b.start(d)
+	}
+	for i, o := range b.f.Order {
+		d := o - 1
+		if d < 0 || d >= n {
+			continue
+		}
+		if !started[d] {
+			start(d)
+		}
+		taken[d]++
+		b.step(d, taken[d])
+		if last[d] == i {
+			b.end(d)
+		}
+	}
+	for d := range n {
+		if !started[d] {
+			start(d)
+			b.end(d)
+		}
+	}
+}
+
+func (b *diagramBuilder) start(d int) {
+	del := b.f.Deliveries[d]
+	if del.Advance > 0 {
+		b.add(Note, "Q", "", "clock +"+shortDuration(del.Advance))
+	}
+	var text string
+	switch {
+	case del.QueueRetry:
+		text = fmt.Sprintf("retry job %d, attempt %d", del.Job, del.Attempt)
+	case del.Job > 1:
+		text = fmt.Sprintf("deliver job %d (a producer copy), attempt %d", del.Job, del.Attempt)
+	default:
+		text = fmt.Sprintf("deliver job %d, attempt %d", del.Job, del.Attempt)
+	}
+	if del.With > 0 {
+		text += fmt.Sprintf(", while %s has taken %d %s", b.f.Deliveries[del.With-1].Label, del.After, plural(del.After, "step"))
+	}
+	b.add(Call, "Q", b.worker(d), text)
+}
+
+func (b *diagramBuilder) step(d, k int) {
+	del := b.f.Deliveries[d]
+	w := b.worker(d)
+	label := fmt.Sprintf("step %d", k)
+	if k <= len(b.job.Steps) {
+		label = b.job.Steps[k-1]
+	}
+	if del.Fault == "crash" && del.At == k {
+		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, oneLine(label)))
+		return
+	}
+	if kind, ok := effectKind(label); ok {
+		text := strings.TrimPrefix(label, "effect: ")
+		var got *Effect
+		if q := b.effects[del.Label]; len(q) > 0 {
+			got, b.effects[del.Label] = &q[0], q[1:]
+			kind, text = got.Kind, got.Text
+		}
+		p := b.provider(kind)
+		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, text))
+		switch {
+		case got == nil:
+		case got.Err != "":
+			b.add(Reply, p, w, "error: "+oneLine(got.Err))
+		case got.Replayed:
+			b.add(Reply, p, w, "stored answer, not done again")
+		case got.Result != "":
+			b.add(Reply, p, w, "done: "+got.Result)
+		default:
+			b.add(Reply, p, w, "done")
+		}
+		return
+	}
+	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, oneLine(label)))
+	if del.Fault == "ambiguous" && del.At == k {
+		b.add(Lost, "DB", w, "applied, but the reply is lost")
+	}
+}
+
+func (b *diagramBuilder) end(d int) {
+	del := b.f.Deliveries[d]
+	w := b.worker(d)
+	// Effects the walk could not place (the delivery took another path
+	// than the clean run) are drawn before the delivery ends.
+	for _, e := range b.effects[del.Label] {
+		p := b.provider(e.Kind)
+		b.add(Call, w, p, e.Text)
+	}
+	b.effects[del.Label] = nil
+	switch {
+	case del.Fault == "crash" && del.At == 0:
+		b.add(Crash, w, "", "dies after its last step, before the ack")
+	case del.Fault == "crash":
+	case del.Fault == "lostack":
+		b.add(Lost, w, "Q", "ack, lost on the way")
+	case del.Err != "":
+		b.add(Call, w, "Q", "fails: "+oneLine(del.Err))
+	default:
+		b.add(Call, w, "Q", "ack")
+	}
+}
+
+// oneLine folds white space and cuts text at 100 characters.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 100 {
+		s = string(r[:99]) + "…"
+	}
+	return s
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+func shortDuration(m Millis) string {
+	d := m.Duration()
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d >= time.Minute && d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+	return d.String()
+}
