@@ -1,0 +1,516 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// readRecords reads the records harness.Check wrote into dir, oldest
+// first. Temporary files (a record being written) start with a dot.
+func readRecords(dir string) ([]harness.Record, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
+	}
+	var recs []harness.Record
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: reading harness result %s: %w", e.Name(), err)
+		}
+		var rec harness.Record
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
+		}
+		if rec.Version != harness.RecordVersion || rec.Result == nil {
+			return nil, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", e.Name(), rec.Version, harness.RecordVersion)
+		}
+		recs = append(recs, rec)
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Written.Before(recs[j].Written) })
+	return recs, nil
+}
+
+// builder turns records and go test events into a report.
+type builder struct {
+	runs *testRuns
+	// dirs maps a package directory to its import path (go list).
+	dirs map[string]string
+	// cwd is where twice runs; replay commands name packages relative to
+	// it.
+	cwd string
+}
+
+// build fills r.Jobs, r.Faults, r.Packages and r.Summary.Problems.
+func (b *builder) build(r *report.Report, recs []harness.Record) {
+	type key struct{ dir, test, job string }
+	var keys []key
+	byKey := map[key][]harness.Record{}
+	for _, rec := range recs {
+		k := key{rec.Dir, rec.Test, rec.Result.Job}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], rec)
+	}
+	checks := map[string]int{}     // import path -> records
+	explained := map[string]bool{} // "pkg\x00test" failures a job explains
+	seenFault := map[string]bool{}
+	for _, k := range keys {
+		j := b.job(byKey[k])
+		checks[j.Package]++
+		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
+			explained[j.Package+"\x00"+j.Test] = true
+		}
+		for _, c := range j.Cells {
+			if !seenFault[c.Fault] {
+				seenFault[c.Fault] = true
+				r.Faults = append(r.Faults, c.Fault)
+			}
+		}
+		r.Jobs = append(r.Jobs, j)
+	}
+	sort.SliceStable(r.Jobs, func(i, k int) bool {
+		if r.Jobs[i].Package != r.Jobs[k].Package {
+			return r.Jobs[i].Package < r.Jobs[k].Package
+		}
+		return r.Jobs[i].Test < r.Jobs[k].Test
+	})
+	for _, p := range b.runs.sortedPackages() {
+		r.Packages = append(r.Packages, b.pkg(p, checks[p.importPath]))
+		r.Summary.Problems = append(r.Summary.Problems, b.problems(p, checks[p.importPath], explained)...)
+	}
+}
+
+func (b *builder) pkg(p *packageRun, checks int) report.Package {
+	out := report.Package{ImportPath: p.importPath, Result: p.result, Duration: report.Ms(p.elapsed), Checks: checks}
+	if p.failedBuild {
+		out.Result = "build-failed"
+	}
+	for _, t := range p.tests {
+		if t.ran && !strings.Contains(t.name, "/") {
+			out.Tests++
+		}
+	}
+	return out
+}
+
+// problems are the lines about package p that are not a job's verdict.
+func (b *builder) problems(p *packageRun, checks int, explained map[string]bool) []report.Problem {
+	var out []report.Problem
+	if p.failedBuild {
+		return append(out, report.Problem{
+			Kind: report.ProblemBuildFailed, Package: p.importPath, Fatal: true,
+			Message: fmt.Sprintf("[twice] %s does not compile; fix the errors below and run twice again", p.importPath),
+			Output:  strings.TrimRight(p.buildOutput.String(), "\n"),
+		})
+	}
+	if crash, ok := b.crash(p); ok {
+		out = append(out, crash)
+	}
+	for _, name := range p.order {
+		t := p.tests[name]
+		if t.result != "fail" || explained[p.importPath+"\x00"+name] || hasFailedSubtest(p, name) || isCrashed(t) {
+			continue
+		}
+		msg := twiceLine(t.output.String())
+		if strings.Contains(t.output.String(), "[twice] internal:") {
+			out = append(out, report.Problem{
+				Kind: report.ProblemHarnessError, Package: p.importPath, Test: name, Fatal: true,
+				Message: fmt.Sprintf("[twice] %s in %s could not run its check: %s", name, p.importPath, msg),
+				Output:  t.output.lastLines(30),
+			})
+			continue
+		}
+		if msg == "" {
+			msg = "see its output"
+		}
+		out = append(out, report.Problem{
+			Kind: report.ProblemTestFailed, Package: p.importPath, Test: name,
+			Message: fmt.Sprintf("[twice] %s in %s failed, and not with a finding of twice: %s", name, p.importPath, msg),
+			Output:  t.output.lastLines(30),
+		})
+	}
+	if len(out) > 0 || checks > 0 {
+		return out
+	}
+	switch {
+	case p.result == "skip" && len(p.tests) == 0:
+		out = append(out, report.Problem{
+			Kind: report.ProblemNoTestFiles, Package: p.importPath,
+			Message: fmt.Sprintf("[twice] %s has no test files: nothing to check", p.importPath),
+		})
+	case p.result != "":
+		out = append(out, report.Problem{
+			Kind: report.ProblemNoHarnessTests, Package: p.importPath,
+			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), plural(len(p.order), "test")),
+		})
+	}
+	return out
+}
+
+// crash reports a test binary that died mid-run: a test that started and
+// never ended, a panic, or a timeout.
+func (b *builder) crash(p *packageRun) (report.Problem, bool) {
+	if p.result != "fail" && p.result != "" {
+		return report.Problem{}, false
+	}
+	var running *testRun
+	for _, name := range p.order {
+		if t := p.tests[name]; t.ran && t.result == "" {
+			running = t
+		}
+	}
+	var panicked *testRun
+	for _, name := range p.order {
+		if t := p.tests[name]; isCrashed(t) {
+			panicked = t
+			break
+		}
+	}
+	pkgPanic := panicLine(p.output.String())
+	switch {
+	case panicked != nil:
+		line := panicLine(panicked.output.String())
+		what := "panicked"
+		if strings.Contains(line, "test timed out") {
+			what = "timed out (raise go test's -timeout, e.g. twice report -timeout 30m)"
+		}
+		return report.Problem{
+			Kind: report.ProblemCrashed, Package: p.importPath, Test: panicked.name, Fatal: true,
+			Message: fmt.Sprintf("[twice] the test binary of %s crashed: %s %s: %s; the tests after it did not run", p.importPath, panicked.name, what, line),
+			Output:  panicked.output.lastLines(40),
+		}, true
+	case running != nil:
+		out := running.output.lastLines(30)
+		if o := p.output.lastLines(10); o != "" {
+			out += "\n" + o
+		}
+		return report.Problem{
+			Kind: report.ProblemCrashed, Package: p.importPath, Test: running.name, Fatal: true,
+			Message: fmt.Sprintf("[twice] the test binary of %s exited during %s (os.Exit, a signal, or a crash in code it called); the tests after it did not run", p.importPath, running.name),
+			Output:  strings.TrimSpace(out),
+		}, true
+	case pkgPanic != "":
+		return report.Problem{
+			Kind: report.ProblemCrashed, Package: p.importPath, Fatal: true,
+			Message: fmt.Sprintf("[twice] the test binary of %s crashed: %s", p.importPath, pkgPanic),
+			Output:  p.output.lastLines(40),
+		}, true
+	case p.result == "" && p.started:
+		return report.Problem{
+			Kind: report.ProblemCrashed, Package: p.importPath, Fatal: true,
+			Message: fmt.Sprintf("[twice] go test never finished %s", p.importPath),
+			Output:  p.output.lastLines(30),
+		}, true
+	}
+	return report.Problem{}, false
+}
+
+func isCrashed(t *testRun) bool { return panicLine(t.output.String()) != "" }
+
+// panicLine returns the first "panic: " line of output, or "".
+func panicLine(output string) string {
+	for line := range strings.SplitSeq(output, "\n") {
+		if strings.HasPrefix(line, "panic: ") {
+			return line
+		}
+	}
+	return ""
+}
+
+func hasFailedSubtest(p *packageRun, name string) bool {
+	for sub, t := range p.tests {
+		if strings.HasPrefix(sub, name+"/") && t.result == "fail" {
+			return true
+		}
+	}
+	return false
+}
+
+// twiceLine returns what a failed test said: its first "[twice]" message,
+// or else its first message (t.Error, t.Log lines: "file.go:12: ...").
+func twiceLine(output string) string {
+	first := ""
+	for line := range strings.SplitSeq(output, "\n") {
+		l := strings.TrimSpace(line)
+		loc := goFileLine.FindString(l)
+		if loc == "" {
+			continue
+		}
+		msg := l[len(loc):]
+		if strings.HasPrefix(msg, "[twice]") {
+			return msg
+		}
+		if first == "" {
+			first = msg
+		}
+	}
+	return first
+}
+
+// job merges the records of one check (several with go test -count).
+func (b *builder) job(recs []harness.Record) report.Job {
+	base := recs[0]
+	res := base.Result
+	pkg := b.importPath(base.Dir)
+	j := report.Job{
+		Name: res.Job, Package: pkg, Test: base.Test, Runs: len(recs),
+		Steps: res.Steps, Rerun: base.Rerun, Duration: report.Ms(res.Duration),
+		Scenarios: len(res.Scenarios), Failed: len(res.Failed()),
+	}
+	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
+	t := b.test(pkg, base.Test)
+	j.TestPassed = t != nil && t.result == "pass"
+
+	// Verdicts of each schedule over every run: mixed ones are flaky.
+	type sched struct{ fault, schedule string }
+	verdicts := map[sched]map[harness.Verdict]bool{}
+	first := map[sched]harness.Scenario{}
+	var order []sched
+	for _, rec := range recs {
+		for _, s := range rec.Result.Scenarios {
+			k := sched{s.Fault, s.Schedule}
+			if verdicts[k] == nil {
+				verdicts[k] = map[harness.Verdict]bool{}
+				order = append(order, k)
+			}
+			verdicts[k][s.Verdict] = true
+			if _, ok := first[k]; !ok || (s.Verdict != harness.Idempotent && first[k].Verdict == harness.Idempotent) {
+				first[k] = s
+			}
+		}
+	}
+	flaky := func(k sched) bool { return len(verdicts[k]) > 1 || verdicts[k]["flaky"] }
+
+	anyFailed := false
+	for _, k := range order {
+		if len(verdicts[k]) != 1 || !verdicts[k][harness.Idempotent] {
+			anyFailed = true
+		}
+	}
+	findingStatus := report.StatusFinding
+	switch {
+	case !anyFailed:
+	case res.ExpectFinding != "":
+		findingStatus, j.Expected = report.StatusExpected, res.ExpectFinding
+	case j.TestPassed:
+		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"
+	case t != nil && t.result == "fail" && !checkFailed(t.output.String(), res.Job):
+		findingStatus, j.Expected = report.StatusExpected, "the check did not fail the test: the test asserts this finding itself"
+	}
+
+	cells := map[string]*report.Cell{}
+	var faultOrder []string
+	shown := map[string]string{} // differences -> schedule that shows them
+	for _, k := range order {
+		c, ok := cells[k.fault]
+		if !ok {
+			c = &report.Cell{Fault: k.fault, Status: report.StatusIdempotent}
+			cells[k.fault] = c
+			faultOrder = append(faultOrder, k.fault)
+		}
+		c.Scenarios++
+		s := first[k]
+		if s.Verdict == harness.Idempotent && !flaky(k) {
+			continue
+		}
+		c.Failed++
+		status := findingStatus
+		if flaky(k) && status != report.StatusExpected {
+			status = report.StatusFlaky
+		}
+		c.Status = worse(c.Status, status)
+		f := b.finding(base, s, status)
+		diff := differences(f)
+		if same, ok := shown[diff]; ok {
+			f.SameAs = same
+		} else {
+			shown[diff] = f.Schedule
+		}
+		j.Findings = append(j.Findings, f)
+	}
+	j.Status = report.StatusIdempotent
+	for _, name := range faultOrder {
+		j.Cells = append(j.Cells, *cells[name])
+		j.Status = worse(j.Status, cells[name].Status)
+	}
+	return j
+}
+
+// checkFailed reports whether harness.Check failed the test with its
+// finding: go test prints t.Errorf as "    file.go:12: [twice] not
+// idempotent: job ...". The same words inside other output (a golden
+// file's diff) do not count.
+func checkFailed(output, job string) bool {
+	want := fmt.Sprintf("[twice] not idempotent: job %q", job)
+	for line := range strings.SplitSeq(output, "\n") {
+		_, msg, ok := strings.Cut(strings.TrimSpace(line), ": ")
+		if ok && strings.HasPrefix(msg, want) && goFileLine.MatchString(strings.TrimSpace(line)) {
+			return true
+		}
+	}
+	return false
+}
+
+var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
+
+// worse returns the status a reader must see first.
+func worse(a, b report.Status) report.Status {
+	rank := map[report.Status]int{report.StatusIdempotent: 0, report.StatusExpected: 1, report.StatusFlaky: 2, report.StatusFinding: 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// differences is what makes two findings the same: their problems and
+// diffs, not their schedules.
+func differences(f report.Finding) string {
+	var b strings.Builder
+	for _, p := range f.Problems {
+		b.WriteString(p + "\n")
+	}
+	for _, d := range f.StateDiff {
+		b.WriteString(d.Table + "\n" + d.Diff + "\n")
+	}
+	b.WriteString(f.EffectDiff)
+	return b.String()
+}
+
+func (b *builder) test(pkg, name string) *testRun {
+	p := b.runs.packages[pkg]
+	if p == nil {
+		return nil
+	}
+	return p.tests[name]
+}
+
+// importPath returns the import path of the package in dir, or dir
+// relative to the working directory when go list did not name it.
+func (b *builder) importPath(dir string) string {
+	if p, ok := b.dirs[dir]; ok {
+		return p
+	}
+	return b.relDir(dir)
+}
+
+// relDir names dir the way go test takes it: "./examples/loyalty".
+func (b *builder) relDir(dir string) string {
+	rel, err := filepath.Rel(b.cwd, dir)
+	if err != nil {
+		return dir
+	}
+	if rel == "." {
+		return "."
+	}
+	if strings.HasPrefix(rel, "..") {
+		return filepath.ToSlash(rel)
+	}
+	return "./" + filepath.ToSlash(rel)
+}
+
+func (b *builder) finding(rec harness.Record, s harness.Scenario, status report.Status) report.Finding {
+	f := report.Finding{
+		Fault: s.Fault, Schedule: s.Schedule, Status: status, Problems: stateless(s.Problems),
+		Order: parseOrder(s.Order), Database: s.Database,
+		Replay: replayCommand(s.Schedule, b.relDir(rec.Dir), rec.Test),
+	}
+	parsed, _ := faults.Parse(s.Schedule)
+	for i, o := range s.Deliveries {
+		d := report.Delivery{Label: o.Delivery, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry}
+		var sd faults.Delivery
+		if i < len(parsed.Deliveries) && parsed.Deliveries[i].Label() == o.Delivery {
+			sd = parsed.Deliveries[i]
+		} else if p, err := faults.Parse(o.Delivery); err == nil {
+			sd = p.Deliveries[0]
+		}
+		d.Job, d.Attempt, d.Worker = sd.Job, sd.Attempt, sd.Worker
+		d.Advance, d.With, d.After, d.At = report.Ms(sd.Advance), sd.With, sd.After, sd.At
+		d.Fault = kindName(sd.Fault)
+		f.Deliveries = append(f.Deliveries, d)
+	}
+	for _, e := range s.Effects {
+		f.Effects = append(f.Effects, report.Effect{Kind: e.Kind, Text: e.String(), Delivery: e.Delivery, Result: e.Result, Err: e.Err, Replayed: e.Replayed})
+	}
+	for _, d := range s.StateDiff {
+		f.StateDiff = append(f.StateDiff, report.TableDiff{Table: d.Table, Diff: strings.TrimRight(d.Diff, "\n")})
+	}
+	if s.EffectDiff != nil {
+		f.EffectDiff = s.EffectDiff.String()
+	}
+	return f
+}
+
+// stateless drops the problems that only announce a table's diff, which
+// the report shows as the diff itself.
+func stateless(problems []string) []string {
+	var out []string
+	for _, p := range problems {
+		if !strings.HasPrefix(p, "table ") {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func kindName(k faults.Kind) string {
+	switch k {
+	case faults.KindCrash:
+		return "crash"
+	case faults.KindAmbiguous:
+		return "ambiguous"
+	case faults.KindLostAck:
+		return "lostack"
+	}
+	return ""
+}
+
+func parseOrder(s string) []int {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// replayCommand is the twice replay line for one schedule of one test.
+func replayCommand(schedule, pkg, test string) string {
+	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(testPattern(test)))
+}
+
+// testPattern is the -run pattern matching exactly the named test.
+func testPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}

@@ -1,0 +1,94 @@
+// Command twice runs the idempotency checks of Go packages and writes a
+// report people read and CI systems ingest.
+//
+//	twice report [flags] [packages]
+//	twice replay '<schedule>' [package] -run TestX
+//
+// # twice report
+//
+// Report runs the packages' tests with go test -json (default ./...),
+// collects the result of every harness.Check and writes twice-report/ (or
+// -o DIR):
+//
+//   - index.html: a self-contained page with the job × fault matrix and,
+//     per finding, the schedule as a sequence diagram, the state and
+//     effect diffs, and the command that replays it;
+//   - summary.md: the same in Markdown, diagrams as Mermaid blocks; it is
+//     appended to $GITHUB_STEP_SUMMARY when that is set;
+//   - junit.xml: one testcase per job × fault (see internal/report);
+//   - report.json: the whole report, schema in internal/report/SCHEMA.md.
+//
+// The directory is written whole or not at all: twice writes a temporary
+// directory next to it and renames it.
+//
+// Flags -run, -count, -tags, -timeout, -race and -p pass through to go
+// test. A flag -twice.NAME=VALUE becomes the environment variable
+// TWICE_NAME=VALUE of the tests, which is how the harness reads its
+// settings (TWICE_DATABASE_URL, exploration budgets).
+//
+// Exit codes:
+//
+//	0  every job is idempotent or an expected finding
+//	1  a job is not idempotent and nothing said it would be, a job is
+//	   flaky, or a test failed for another reason
+//	2  usage or infrastructure: no Go toolchain, a package that does not
+//	   compile, a test binary that crashed or timed out, the harness could
+//	   not run (no PostgreSQL), or no harness check ran at all
+//
+// A package whose tests ran but called no harness.Check is a warning in
+// the report, not an error, so twice report ./... works on a module where
+// only some packages have jobs; if no package has one, twice exits 2.
+//
+// A finding is expected when the check's Config.ExpectFinding says so, or
+// when its test passed anyway (the test asserts the finding itself).
+//
+// # twice replay
+//
+// Replay reruns one schedule, as printed in a finding or the report, and
+// prints the test's output with its diff. It runs
+//
+//	TWICE_REPLAY='<schedule>' go test -run TestX -count=1 -v [package]
+//
+// and exits with go test's status (0, or 1 when the schedule still
+// differs). The package defaults to the current directory.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+const usage = `usage:
+  twice report [-o DIR] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
+  twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
+
+report runs the packages' harness checks (default ./...) and writes
+twice-report/{index.html,summary.md,junit.xml,report.json}.
+Exit codes: 0 idempotent or expected findings, 1 unexpected findings,
+2 usage or infrastructure errors.
+replay reruns one schedule and prints its diff.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command with its streams, for tests.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		_, _ = fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "report":
+		return reportCommand(args[1:], stdout, stderr)
+	case "replay":
+		return replayCommandRun(args[1:], stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		_, _ = fmt.Fprint(stdout, usage)
+		return 0
+	}
+	_, _ = fmt.Fprintf(stderr, "[twice] unknown command %q\n%s", args[0], usage)
+	return 2
+}

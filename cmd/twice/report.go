@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// maxStepSummary keeps what twice appends to $GITHUB_STEP_SUMMARY under
+// GitHub's 1 MiB limit per step.
+const maxStepSummary = 1000 << 10
+
+// goTestFlags are the go test flags twice passes through.
+type goTestFlags struct {
+	run, count, tags, timeout, p string
+	race                         bool
+	env                          []string // TWICE_NAME=VALUE from -twice.NAME=VALUE
+}
+
+func (g *goTestFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.run, "run", "", "run only the tests matching `regexp` (go test -run)")
+	fs.StringVar(&g.count, "count", "", "run each test `n` times (go test -count); default 1, so results are never cached")
+	fs.StringVar(&g.tags, "tags", "", "build `tags` (go test -tags)")
+	fs.StringVar(&g.timeout, "timeout", "", "go test -timeout `duration`")
+	fs.BoolVar(&g.race, "race", false, "enable the race detector (go test -race)")
+	fs.StringVar(&g.p, "p", "", "build and test `n` packages at once (go test -p)")
+}
+
+// args are the go test flags, before the packages.
+func (g *goTestFlags) args() []string {
+	count := g.count
+	if count == "" {
+		count = "1"
+	}
+	out := []string{"-count=" + count}
+	for _, f := range []struct{ name, v string }{{"run", g.run}, {"tags", g.tags}, {"timeout", g.timeout}, {"p", g.p}} {
+		if f.v != "" {
+			out = append(out, "-"+f.name+"="+f.v)
+		}
+	}
+	if g.race {
+		out = append(out, "-race")
+	}
+	return out
+}
+
+// splitTwiceFlags takes -twice.NAME=VALUE flags out of args and returns
+// them as TWICE_NAME=VALUE environment entries.
+func splitTwiceFlags(args []string) (rest, env []string, err error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, ok := strings.CutPrefix(strings.TrimLeft(a, "-"), "twice.")
+		if !ok || !strings.HasPrefix(a, "-") {
+			rest = append(rest, a)
+			continue
+		}
+		name, value, hasValue := strings.Cut(name, "=")
+		if !hasValue {
+			if i+1 >= len(args) {
+				return nil, nil, fmt.Errorf("[twice] flag %s needs a value: -twice.%s=VALUE", a, name)
+			}
+			i++
+			value = args[i]
+		}
+		key := "TWICE_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(name))
+		env = append(env, key+"="+value)
+	}
+	return rest, env, nil
+}
+
+// parseInterleaved parses flags that may come before, between or after
+// positional arguments, as go test allows.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func reportCommand(args []string, stdout, stderr io.Writer) int {
+	args, env, err := splitTwiceFlags(args)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	fs := flag.NewFlagSet("twice report", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("o", "twice-report", "write the report into `dir`")
+	var g goTestFlags
+	g.register(fs)
+	g.env = env
+	pkgs, err := parseInterleaved(fs, args)
+	if err != nil {
+		return report.ExitBroken
+	}
+	if len(pkgs) == 0 {
+		pkgs = []string{"./..."}
+	}
+	prog := newProgress(stderr)
+	r := runReport(g, pkgs, prog)
+	if err := r.Write(*out); err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
+		if err := appendStepSummary(path, r.Markdown()); err != nil {
+			_, _ = fmt.Fprintf(stderr, "[twice] cannot append the summary to $GITHUB_STEP_SUMMARY (%s): %v\n", path, err)
+		}
+	}
+	for _, p := range r.Summary.Problems {
+		_, _ = fmt.Fprintln(stdout, p.Message)
+		if p.Output != "" && (p.Fatal || p.Kind == report.ProblemTestFailed) {
+			_, _ = fmt.Fprintln(stdout, indentLines(p.Output, "    "))
+		}
+	}
+	for _, j := range r.Jobs {
+		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
+			_, _ = fmt.Fprintf(stdout, "[twice] %s: job %q (%s %s): %d of %d scenarios differ; rerun: %s\n", j.Status, j.Name, j.Package, j.Test, j.Failed, j.Scenarios, j.Rerun)
+		}
+	}
+	_, _ = fmt.Fprintln(stdout, r.Headline())
+	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(*out, report.FileHTML))
+	return r.ExitCode
+}
+
+// runReport runs go test and builds the report; every failure to run
+// ends up in the report as a problem.
+func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
+	started := time.Now()
+	host, _ := os.Hostname()
+	r := &report.Report{Started: started, Host: host}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return broken(r, started, "[twice] cannot read the working directory: "+err.Error(), "")
+	}
+	goBin, err := findGo()
+	if err != nil {
+		return broken(r, started, err.Error(), "")
+	}
+	testArgs := append(append([]string{"test", "-json"}, g.args()...), pkgs...)
+	r.Command = "go " + strings.Join(testArgs, " ")
+
+	dirs, total := listPackages(goBin, g.tags, pkgs)
+	recDir, err := os.MkdirTemp("", "twice-records-*")
+	if err != nil {
+		return broken(r, started, "[twice] internal: cannot make a directory for the harness results: "+err.Error(), "")
+	}
+	defer func() { _ = os.RemoveAll(recDir) }()
+
+	cmd := exec.Command(goBin, testArgs...)
+	cmd.Env = append(append(os.Environ(), harness.ReportDirEnv+"="+recDir), g.env...)
+	var errBuf bytes.Buffer
+	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
+	stdoutPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return broken(r, started, "[twice] internal: "+err.Error(), "")
+	}
+	if err := cmd.Start(); err != nil {
+		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err), "")
+	}
+	runs := newTestRuns()
+	prog.start(total, recDir)
+	readErr := runs.read(stdoutPipe, prog.event)
+	waitErr := cmd.Wait()
+	prog.stop()
+
+	recs, err := readRecords(recDir)
+	if err != nil {
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: err.Error()})
+	}
+	b := &builder{runs: runs, dirs: dirs, cwd: cwd}
+	b.build(r, recs)
+
+	var exitErr *exec.ExitError
+	switch {
+	case readErr != nil:
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
+			Message: "[twice] internal: reading go test's output: " + readErr.Error()})
+	case waitErr != nil && !errors.As(waitErr, &exitErr):
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
+			Message: fmt.Sprintf("[twice] %s did not finish: %v", r.Command, waitErr)})
+	case waitErr != nil && len(runs.packages) == 0:
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
+			Message: fmt.Sprintf("[twice] %s failed before running any package: %s", r.Command, firstNonEmptyLine(errBuf.String())),
+			Output:  strings.TrimSpace(errBuf.String() + runs.stray.String())})
+	}
+	if len(recs) == 0 && !hasFatal(r.Summary.Problems) {
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
+			Message: fmt.Sprintf("[twice] no harness check ran in %s: nothing to report; point twice at packages whose tests call harness.Check", strings.Join(pkgs, " ")),
+			Output:  strings.TrimSpace(errBuf.String())})
+	}
+	r.Duration = report.Ms(time.Since(started))
+	r.Finish()
+	return r
+}
+
+// broken is a report that could not run go test at all.
+func broken(r *report.Report, started time.Time, msg, output string) *report.Report {
+	r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: msg, Output: output})
+	r.Duration = report.Ms(time.Since(started))
+	r.Finish()
+	return r
+}
+
+func hasFatal(ps []report.Problem) bool {
+	for _, p := range ps {
+		if p.Fatal {
+			return true
+		}
+	}
+	return false
+}
+
+// findGo finds the go command: on PATH, or under $GOROOT.
+func findGo() (string, error) {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p, nil
+	}
+	if root := os.Getenv("GOROOT"); root != "" {
+		p := filepath.Join(root, "bin", "go")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("[twice] no Go toolchain: the go command is not on PATH (nor in $GOROOT/bin); install Go from https://go.dev/dl and run twice again")
+}
+
+// listPackages maps the packages' directories to their import paths and
+// counts them, for progress. It is best effort: go test reports what go
+// list cannot.
+func listPackages(goBin, tags string, pkgs []string) (map[string]string, int) {
+	args := []string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}"}
+	if tags != "" {
+		args = append(args, "-tags="+tags)
+	}
+	out, err := exec.Command(goBin, append(args, pkgs...)...).Output()
+	dirs := map[string]string{}
+	if err != nil {
+		return dirs, 0
+	}
+	n := 0
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		path, dir, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		n++
+		if dir != "" {
+			dirs[dir] = path
+		}
+	}
+	return dirs, n
+}
+
+func appendStepSummary(path, md string) error {
+	if len(md) > maxStepSummary {
+		cut := strings.LastIndex(md[:maxStepSummary], "\n## ")
+		if cut < 0 {
+			cut = maxStepSummary
+		}
+		md = md[:cut] + "\n\n_The summary is cut here to stay under GitHub's limit; the whole report is in summary.md and index.html._\n"
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(md + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func firstNonEmptyLine(s string) string {
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.TrimSpace(line) != "" {
+			return strings.TrimSpace(line)
+		}
+	}
+	return "no output"
+}
+
+func indentLines(s, prefix string) string {
+	return prefix + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+prefix)
+}
+
+// limitedWriter keeps the first n bytes written to it and drops the rest.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n <= 0 {
+		return len(p), nil
+	}
+	q := p
+	if len(q) > l.n {
+		q = q[:l.n]
+	}
+	l.n -= len(q)
+	if _, err := l.w.Write(q); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
