@@ -110,6 +110,10 @@ type DeliveryOutcome struct {
 	// Err is the error the handler returned, or empty. A delivery that
 	// crashed has none: its return value is ignored.
 	Err string
+	// Steps are the SQL of the steps the delivery completed, in order
+	// ("effect: ..." for effect calls); a redelivery that found the job
+	// done takes fewer than the clean run.
+	Steps []string
 	// QueueRetry marks the clean redelivery the queue made because the
 	// job's last scheduled delivery failed.
 	QueueRetry bool

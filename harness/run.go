@@ -259,7 +259,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	sc.Order = ex.order()
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
-		sc.Deliveries = append(sc.Deliveries, d.outcome)
+		out := d.outcome
+		for _, st := range d.steps {
+			out.Steps = append(out.Steps, st.SQL)
+		}
+		sc.Deliveries = append(sc.Deliveries, out)
 	}
 	for _, id := range ex.incomplete() {
 		sc.Problems = append(sc.Problems, fmt.Sprintf("the job did not complete: %s", id))

@@ -431,7 +431,7 @@ func (b *builder) finding(rec harness.Record, s harness.Scenario, status report.
 	}
 	parsed, _ := faults.Parse(s.Schedule)
 	for i, o := range s.Deliveries {
-		d := report.Delivery{Label: o.Delivery, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry}
+		d := report.Delivery{Label: o.Delivery, Steps: o.Steps, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry}
 		var sd faults.Delivery
 		if i < len(parsed.Deliveries) && parsed.Deliveries[i].Label() == o.Delivery {
 			sd = parsed.Deliveries[i]

@@ -204,6 +204,9 @@ type Delivery struct {
 	// last step).
 	Fault string `json:"fault,omitempty"`
 	At    int    `json:"at,omitempty"`
+	// Steps are the SQL of the steps it completed ("effect: ..." for an
+	// effect call); empty in records from before schema 1 had it.
+	Steps []string `json:"steps,omitempty"`
 	// Outcome says what went wrong, as the harness saw it: "crashed
 	// before step 3 reached the server: INSERT ...".
 	Outcome string `json:"outcome,omitempty"`

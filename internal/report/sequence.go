@@ -46,10 +46,9 @@ type Event struct {
 
 // BuildDiagram draws finding f of job j. The steps of each delivery come
 // from the interleaving the harness recorded (Finding.Order) and are
-// labelled with the clean run's steps (Job.Steps): a delivery that took
-// another path than the clean run (it found the job done and stopped) is
-// drawn with the clean run's labels for the steps it did take. Effects are
-// the scenario's own.
+// labelled with the steps the delivery completed (Delivery.Steps), or, for
+// the step it died at and in records without them, with the clean run's
+// steps (Job.Steps). Effects are the scenario's own.
 func BuildDiagram(j Job, f Finding) Diagram {
 	b := &diagramBuilder{job: j, f: f, ids: map[string]string{}, effects: map[string][]Effect{}}
 	b.participant("Q", "Queue")
@@ -192,7 +191,10 @@ func (b *diagramBuilder) step(d, k int) {
 	del := b.f.Deliveries[d]
 	w := b.worker(d)
 	label := fmt.Sprintf("step %d", k)
-	if k <= len(b.job.Steps) {
+	switch {
+	case k <= len(del.Steps):
+		label = del.Steps[k-1] // what this delivery really ran
+	case k <= len(b.job.Steps):
 		label = b.job.Steps[k-1]
 	}
 	if del.Fault == "crash" && del.At == k {
