@@ -151,7 +151,7 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 func releaseDatabases(t tb, res *Result) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		if !t.Failed() {
+		if !t.Failed() || !keepEvidence() {
 			if err := res.DropDatabases(ctx); err != nil {
 				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
 			}

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -23,11 +24,16 @@ const (
 	// SeedEnv is the seed Explore hands rapid, as -rapid.seed would.
 	// Flag -twice.seed.
 	SeedEnv = "TWICE_SEED"
+	// KeepEnv set to false drops a failed check's databases instead of
+	// keeping them as evidence (CI runs nobody will inspect). Flag
+	// -twice.keep.
+	KeepEnv = "TWICE_KEEP"
 )
 
 func init() {
 	flag.String("twice.replay", "", "twice: run exactly this schedule, in its text form, instead of the faults or the exploration (env "+ReplayEnv+")")
 	flag.Int("twice.checks", 0, "twice: how many schedules Explore draws; 0 means ExploreOptions.Checks, or 100 (env "+ChecksEnv+")")
+	flag.Bool("twice.keep", true, "twice: keep a failed check's databases as evidence; false drops them (env "+KeepEnv+")")
 	flag.Uint64("twice.seed", 0, "twice: the seed Explore hands rapid, as -rapid.seed; 0 means a random one (env "+SeedEnv+")")
 }
 
@@ -44,6 +50,13 @@ func setting(name, env string) string {
 		}
 	}
 	return strings.TrimSpace(os.Getenv(env))
+}
+
+// keepEvidence reports whether a failed check keeps its databases:
+// unless -twice.keep=false or TWICE_KEEP=false.
+func keepEvidence() bool {
+	v, err := strconv.ParseBool(cmp.Or(setting("twice.keep", KeepEnv), "true"))
+	return err != nil || v
 }
 
 // replaySchedule is the schedule -twice.replay or TWICE_REPLAY names, if

@@ -9,8 +9,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/report"
 )
+
+// The packages under testdata fail on purpose; their databases are not
+// evidence anyone will read, and on a shared server they would stay.
+func init() { _ = os.Setenv(harness.KeepEnv, "false") }
 
 // twiceReport runs twice report in process on packages of testdata and
 // returns its exit code, stdout and the report.json it wrote.
