@@ -132,7 +132,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 
 // defaultStrategy is the CREATE DATABASE strategy for clones (PostgreSQL
 // 15+), chosen by BenchmarkHandOut.
-const defaultStrategy = "WAL_LOG"
+const defaultStrategy = "FILE_COPY"
 
 // resetScript builds the SQL that puts a clone of the template back to the
 // template's content in one round trip: close leftover sessions, empty
