@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -38,15 +39,23 @@ FROM added WHERE c.id = added.customer_id`)
 	return err
 }
 
-// BenchmarkLedger checks the seed's correct ledger job with the default
-// faults, and in the same loop runs the handler bare once on a fresh
-// database, so the ratio compares like with like on a noisy machine.
+// BenchmarkLedger checks the seed's correct ledger job, with the default
+// faults and with the run-twice issue's two (run twice, producer retry),
+// and in the same loop runs the handler bare once on a fresh database, so
+// the ratio compares like with like on a noisy machine.
 func BenchmarkLedger(b *testing.B) {
+	b.Run("default", func(b *testing.B) { benchmarkLedger(b, nil) })
+	b.Run("run-twice", func(b *testing.B) {
+		benchmarkLedger(b, []faults.Fault{faults.RunTwice(), faults.ProducerRetry()})
+	})
+}
+
+func benchmarkLedger(b *testing.B, fs []faults.Fault) {
 	ctx := context.Background()
 	job := harness.Job{Name: "ledger", Handler: func(ctx context.Context, d *harness.Delivery) error {
 		return rewardWithLedger(ctx, d.DB)
 	}}
-	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}, Faults: fs}
 
 	srv, err := pgserver.Shared(ctx)
 	if err != nil {
