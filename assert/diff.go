@@ -218,7 +218,7 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		onlyOnce, onlyTwice, n = subtractCmpEqual(onlyOnce, onlyTwice, cols, opts)
 		identical += n
 	}
-	entries := pairSimilar(onlyOnce, onlyTwice, cols)
+	entries := pairSimilar(onlyOnce, onlyTwice)
 	var body []string
 	shown, rest := 0, 0
 	for i, e := range entries {
@@ -347,7 +347,7 @@ func subtractCmpEqual(vo, vt []rowView, cols []string, opts []cmp.Option) (onlyO
 // by go-cmp's own measure (equal columns + 1 >= differing columns), so a
 // changed field prints as a modified row; the rest print as removed or
 // inserted. Entries come in canonical row order.
-func pairSimilar(vo, vt []rowView, cols []string) []entry {
+func pairSimilar(vo, vt []rowView) []entry {
 	var es []entry
 	used := make([]bool, len(vt))
 	tryPairs := len(vo)*len(vt) <= maxMatchPairs

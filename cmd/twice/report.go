@@ -152,11 +152,11 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	r := &report.Report{Started: started, Host: host}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return broken(r, started, "[twice] cannot read the working directory: "+err.Error(), "")
+		return broken(r, started, "[twice] cannot read the working directory: "+err.Error())
 	}
 	goBin, err := findGo()
 	if err != nil {
-		return broken(r, started, err.Error(), "")
+		return broken(r, started, err.Error())
 	}
 	testArgs := append(append([]string{"test", "-json"}, g.args()...), pkgs...)
 	r.Command = "go " + strings.Join(testArgs, " ")
@@ -164,7 +164,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	dirs, total := listPackages(goBin, g.tags, pkgs)
 	recDir, err := os.MkdirTemp("", "twice-records-*")
 	if err != nil {
-		return broken(r, started, "[twice] internal: cannot make a directory for the harness results: "+err.Error(), "")
+		return broken(r, started, "[twice] internal: cannot make a directory for the harness results: "+err.Error())
 	}
 	defer func() { _ = os.RemoveAll(recDir) }()
 
@@ -174,10 +174,10 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
 	stdoutPipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return broken(r, started, "[twice] internal: "+err.Error(), "")
+		return broken(r, started, "[twice] internal: "+err.Error())
 	}
 	if err := cmd.Start(); err != nil {
-		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err), "")
+		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err))
 	}
 	runs := newTestRuns()
 	prog.start(total, recDir)
@@ -216,8 +216,8 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 }
 
 // broken is a report that could not run go test at all.
-func broken(r *report.Report, started time.Time, msg, output string) *report.Report {
-	r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: msg, Output: output})
+func broken(r *report.Report, started time.Time, msg string) *report.Report {
+	r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: msg})
 	r.Duration = report.Ms(time.Since(started))
 	r.Finish()
 	return r
