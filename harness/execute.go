@@ -162,9 +162,7 @@ func (e *execution) run(ctx context.Context) error {
 			}
 			return nil
 		}
-		if err := e.grant(ctx); err != nil {
-			return err
-		}
+		e.grant()
 		timer.Reset(e.wake())
 		select {
 		case <-e.events.signal:
@@ -443,11 +441,11 @@ func (e *execution) die(d *deliveryRun, why string) {
 // grant lets one waiting step through when no granted step is running
 // (one that waits on a lock does not count): the one the schedule's order
 // names next, or, past the order, the earliest delivery's.
-func (e *execution) grant(ctx context.Context) error {
+func (e *execution) grant() {
 	for _, d := range e.deliveries {
 		for _, f := range d.inflight {
 			if !f.blocked {
-				return nil
+				return
 			}
 		}
 	}
@@ -460,17 +458,16 @@ func (e *execution) grant(ctx context.Context) error {
 		case len(d.pending) > 0:
 			e.pos++
 			e.give(d)
-			return nil
+			return
 		case !d.started || d.blocked():
 			// It cannot take its turn yet: let another delivery move
 			// without using up the turn.
 			e.giveEarliest(d)
-			return nil
+			return
 		}
-		return nil // it runs its own code; wait for its next step
+		return // it runs its own code; wait for its next step
 	}
 	e.giveEarliest(nil)
-	return nil
 }
 
 func (d *deliveryRun) blocked() bool {
@@ -482,7 +479,22 @@ func (d *deliveryRun) blocked() bool {
 	return false
 }
 
+// giveEarliest grants the next step of the earliest delivery (but except)
+// that can run: started, not ended, not waiting on a lock. If that one has
+// not asked for its next step yet, it waits for it rather than let a later
+// delivery go first: which request arrives first is timing, and the
+// interleaving must not depend on it. Only when every running delivery
+// waits on a lock does a waiting one's other connection get a turn.
 func (e *execution) giveEarliest(except *deliveryRun) {
+	for _, d := range e.deliveries {
+		if d == except || !d.started || d.ended || d.blocked() {
+			continue
+		}
+		if len(d.pending) > 0 {
+			e.give(d)
+		}
+		return
+	}
 	for _, d := range e.deliveries {
 		if d != except && len(d.pending) > 0 {
 			e.give(d)
