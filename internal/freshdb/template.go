@@ -183,23 +183,24 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why strin
 		b.WriteString("DELETE FROM ONLY " + t.name + ";\n")
 	}
 	for _, t := range tables {
-		// Each value goes back through its type's text form, as COPY does,
-		// in the template's physical row order.
+		// The rows go back as one array literal of the table's row type, in
+		// the template's physical row order, each value through its type's
+		// text form as COPY does. Whole rows, not one argument per column:
+		// functions take at most 100 arguments, tables up to 1600 columns.
+		// unnest expands the array once into columns, so no value needs an
+		// equality operator and generated columns are simply not selected.
 		var n int64
 		var values *string
-		q := "SELECT count(*), NULL::text FROM ONLY " + t.name
-		if t.cols != "" {
-			q = "SELECT count(*), string_agg('(' || concat_ws(', ', " + quotedValues(t.cols) + ") || ')', E',\\n') FROM ONLY " + t.name
-		}
+		q := "SELECT count(*), quote_literal(array_agg(ROW(x.*)::" + t.name + ")::text) FROM ONLY " + t.name + " x"
 		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
 			return "", "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
 		}
 		switch {
 		case n == 0:
-		case values == nil:
+		case t.cols == "" || values == nil:
 			return "", fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil
 		default:
-			fmt.Fprintf(&b, "INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE VALUES\n%s;\n", t.name, t.cols, *values)
+			fmt.Fprintf(&b, "INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM unnest(%s::%s[]);\n", t.name, t.cols, t.cols, *values, t.name)
 		}
 	}
 	rows, err = conn.Query(ctx, `SELECT c.oid::bigint, format('%I.%I', n.nspname, c.relname)
@@ -230,15 +231,6 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why strin
 	b.WriteString("COMMIT;\n")
 	b.WriteString(fingerprintSQL + ";\n")
 	return b.String(), "", nil
-}
-
-// quotedValues turns "a, b" into "quote_nullable(a::text), quote_nullable(b::text)".
-func quotedValues(cols string) string {
-	parts := strings.Split(cols, ", ")
-	for i, c := range parts {
-		parts[i] = "quote_nullable(" + c + "::text)"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // fingerprintSQL digests the user-visible catalog of the current database
