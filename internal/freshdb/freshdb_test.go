@@ -337,7 +337,7 @@ func TestStepErrors(t *testing.T) {
 				"migrations/002_bad.sql": {Data: []byte("CREATE TABLE b (id int);\n\n-- broken:\nCREATE TABEL c (id int);\n")},
 			}, "migrations")
 		},
-		want: []string{"[twice] setup step failed: migrations/002_bad.sql:4:8: ERROR: syntax error at or near \"TABEL\" (SQLSTATE 42601)"},
+		want: []string{"[twice] setup step failed: migrations/002_bad.sql:4:8 (plain SQL, name order): ERROR: syntax error at or near \"TABEL\" (SQLSTATE 42601)"},
 	}, {
 		name: "missing relation after multibyte text",
 		steps: func() ([]freshdb.Step, error) {

@@ -7,10 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -29,6 +26,10 @@ type Step struct {
 	SQL string
 	// Func runs with a connection to the template database being built.
 	Func func(ctx context.Context, conn *pgx.Conn) error
+	// Layout says where SQL came from when a migration tool's layout was
+	// read (FromFS): "golang-migrate up file", "goose Up section", ...
+	// Errors show it after the file name. Not part of the content hash.
+	Layout string
 }
 
 // FromFiles reads SQL files into steps, one per file, in the given order.
@@ -41,33 +42,6 @@ func FromFiles(paths ...string) ([]Step, error) {
 			return nil, fmt.Errorf("[twice] cannot read schema file: %w", err)
 		}
 		steps = append(steps, Step{Name: p, SQL: string(b)})
-	}
-	return steps, nil
-}
-
-// FromFS reads the *.sql files directly in dir of fsys (not its
-// subdirectories) as migrations, in lexical order of their names: zero-pad
-// numbered names ("002_orders.sql" before "010_refunds.sql"). Each step is
-// named path.Join(dir, name). A dir without *.sql files is an error.
-func FromFS(fsys fs.FS, dir string) ([]Step, error) {
-	entries, err := fs.ReadDir(fsys, dir) // sorted by name
-	if err != nil {
-		return nil, fmt.Errorf("[twice] cannot read migrations: %w", err)
-	}
-	var steps []Step
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
-			continue
-		}
-		name := path.Join(dir, e.Name())
-		b, err := fs.ReadFile(fsys, name)
-		if err != nil {
-			return nil, fmt.Errorf("[twice] cannot read migration: %w", err)
-		}
-		steps = append(steps, Step{Name: name, SQL: string(b)})
-	}
-	if len(steps) == 0 {
-		return nil, fmt.Errorf("[twice] no *.sql migrations in %q: check the fs.FS and the directory name", dir)
 	}
 	return steps, nil
 }
@@ -120,22 +94,28 @@ func runStep(ctx context.Context, conn *pgx.Conn, s Step) error {
 	}
 	_, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
 	if err != nil {
-		return stepError(name, s.SQL, err)
+		return stepError(name, s.Layout, s.SQL, err)
 	}
 	return nil
 }
 
 // stepError names the step and, when the server gave a position, the
 // line:column it points at in the step's text.
-func stepError(name, sql string, err error) error {
+func stepError(name, layout, sql string, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
+		if layout != "" {
+			name += " (" + layout + ")"
+		}
 		return fmt.Errorf("[twice] setup step %s failed: %w", name, err)
 	}
 	where := name
 	if pgErr.Position > 0 {
 		line, col := lineCol(sql, int(pgErr.Position))
 		where = fmt.Sprintf("%s:%d:%d", name, line, col)
+	}
+	if layout != "" {
+		where += " (" + layout + ")"
 	}
 	msg := fmt.Sprintf("%s: %s (SQLSTATE %s)", pgErr.Severity, pgErr.Message, pgErr.Code)
 	if pgErr.Detail != "" {
