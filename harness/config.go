@@ -16,6 +16,11 @@ type Config struct {
 	// Setup builds the schema and fixtures every scenario starts from,
 	// applied in order.
 	Setup []Setup
+	// SetupTimeout bounds each setup step (one SQL text, migration file or
+	// Func); zero means 2 minutes. A step still running then fails, naming
+	// itself and what its database sessions were doing or waiting on; its
+	// context is cancelled, and a Func that ignores that is abandoned.
+	SetupTimeout time.Duration
 	// Faults to run; nil runs faults.Default().
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.

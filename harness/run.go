@@ -58,7 +58,10 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		if s.err != nil {
 			return nil, nil, plan, s.err
 		}
-		steps = append(steps, s.steps...)
+		for _, st := range s.steps {
+			st.Timeout = cfg.SetupTimeout
+			steps = append(steps, st)
+		}
 	}
 	srv, err := pgserver.Shared(ctx)
 	if err != nil {

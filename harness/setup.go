@@ -2,19 +2,25 @@ package harness
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io/fs"
 	"reflect"
 	"runtime"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/runtwice/twice/internal/freshdb"
 )
 
 // Setup is part of the schema and fixtures every scenario's database starts
 // from. The harness applies a job's setups in order once, into a template
-// database, and clones it for every scenario.
+// database, and clones it for every scenario. Each step (an SQL text, a
+// migration file, a func) must finish within Config.SetupTimeout.
 type Setup struct {
 	steps []freshdb.Step
 	err   error
@@ -32,20 +38,150 @@ func SQLFiles(paths ...string) Setup {
 	return Setup{steps: steps, err: err}
 }
 
-// Migrations applies the *.sql files of dir in fsys in name order, as a
-// migration tool would.
+// Migrations applies the *.sql files directly in dir of fsys "up", as the
+// migration tool whose layout the directory uses would:
+//
+//   - golang-migrate ({version}_{title}.up.sql / .down.sql): the .up.sql
+//     files in numeric version order; .down.sql files never;
+//   - goose ("-- +goose Up" / "-- +goose Down" in one file): the Up
+//     section, in numeric version order;
+//   - tern ("---- create above / drop below ----"): what is above the
+//     line, in numeric order;
+//   - dbmate ("-- migrate:up" / "-- migrate:down"): the up block, in name
+//     order;
+//   - otherwise every file whole, in name order.
+//
+// The layout is detected per directory; a directory mixing them is an
+// error. A failing migration is named with its file, line and layout.
+// Go-coded migrations (goose's .go files, a migrator library) run through
+// FuncDB.
 func Migrations(fsys fs.FS, dir string) Setup {
 	steps, err := freshdb.FromFS(fsys, dir)
 	return Setup{steps: steps, err: err}
 }
 
-// Func runs Go code against the template database. Templates are keyed by
-// content, and a func's content is its name: change the name when its
-// behaviour changes within one test binary.
+// Func runs Go code against the template database on one connection.
+// Templates are keyed by content, and a func's content is its name: change
+// the name when its behaviour changes within one test binary. Use FuncDB
+// for a pool, a *sql.DB or the connection string.
 func Func(fn func(ctx context.Context, conn *pgx.Conn) error) Setup {
 	if fn == nil {
 		return Setup{err: errors.New("[twice] harness.Func: the setup func is nil")}
 	}
-	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
-	return Setup{steps: []freshdb.Step{{Name: name, Func: fn}}}
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: fn}}}
+}
+
+// FuncDB runs Go code against the template database with whatever it needs
+// to reach it: the connection string, a pgx pool, a *sql.DB (see SetupDB).
+// It is keyed by its name like Func. Its ctx is cancelled at the setup
+// deadline (Config.SetupTimeout).
+func FuncDB(fn func(ctx context.Context, db *SetupDB) error) Setup {
+	if fn == nil {
+		return Setup{err: errors.New("[twice] harness.FuncDB: the setup func is nil")}
+	}
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
+		db := &SetupDB{conn: conn}
+		defer db.close()
+		return fn(ctx, db)
+	}}}}
+}
+
+func funcName(fn any) string {
+	return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
+}
+
+// SetupDB is the template database under construction, as a FuncDB setup
+// sees it. The harness owns what it hands out: the pool and the *sql.DB are
+// closed when the setup func returns, so do not keep them. Connections the
+// func opens itself from ConnString should be closed by it; any session
+// still open in the template after the setup steps is terminated.
+type SetupDB struct {
+	conn *pgx.Conn
+
+	mu     sync.Mutex
+	pool   *pgxpool.Pool
+	sqlDB  *sql.DB
+	closed bool
+}
+
+// errSetupDBClosed is what a SetupDB used after its func returned says.
+var errSetupDBClosed = errors.New("[twice] harness.SetupDB used after its setup func returned: the harness closed it")
+
+// ConnString is the template database's connection string, as the server
+// gives it (a URL or a key=value DSN), for code that connects by itself:
+// a migration CLI, pop, an ORM.
+func (db *SetupDB) ConnString() string { return db.conn.Config().ConnString() }
+
+// Conn is the harness's own connection to the template database, the one
+// Func hands over. Use it from the setup func's goroutine only.
+func (db *SetupDB) Conn() *pgx.Conn { return db.conn }
+
+// Pool is a pgx pool on the template database (River's and tern's
+// migrators take one), the same pool on every call, closed when the setup
+// func returns.
+func (db *SetupDB) Pool(ctx context.Context) (*pgxpool.Pool, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	switch {
+	case db.closed:
+		return nil, errSetupDBClosed
+	case db.pool != nil:
+		return db.pool, nil
+	}
+	cfg, err := pgxpool.ParseConfig(db.ConnString())
+	if err != nil {
+		return nil, err
+	}
+	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return db.pool, nil
+}
+
+// SQL is a *sql.DB on the template database through pgx's database/sql
+// driver (golang-migrate, goose, sqlx), the same one on every call, closed
+// when the setup func returns.
+func (db *SetupDB) SQL() (*sql.DB, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	switch {
+	case db.closed:
+		return nil, errSetupDBClosed
+	case db.sqlDB != nil:
+		return db.sqlDB, nil
+	}
+	cfg, err := pgx.ParseConfig(db.ConnString())
+	if err != nil {
+		return nil, err
+	}
+	db.sqlDB = stdlib.OpenDB(*cfg)
+	return db.sqlDB, nil
+}
+
+// closeGrace bounds how long close waits for the pool and the *sql.DB:
+// both wait for connections still in use (a library that never released
+// one), and the template's leftover sessions are terminated anyway.
+const closeGrace = 5 * time.Second
+
+func (db *SetupDB) close() {
+	db.mu.Lock()
+	db.closed = true
+	pool, sqlDB := db.pool, db.sqlDB
+	db.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if pool != nil {
+			pool.Close()
+		}
+		if sqlDB != nil {
+			_ = sqlDB.Close()
+		}
+	}()
+	t := time.NewTimer(closeGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }

@@ -171,10 +171,16 @@ func (d *Database) reset(ctx context.Context) error {
 // closeOthers ends every other session in the database and waits until they
 // are gone, so none can commit after the reset has read the tables.
 func (d *Database) closeOthers(ctx context.Context) error {
+	return closeOthers(ctx, d.admin.PgConn(), d.Name)
+}
+
+// closeOthers ends every session but conn's in conn's database, name, and
+// waits until they are gone.
+func closeOthers(ctx context.Context, conn *pgconn.PgConn, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for terminate := true; ; terminate = false {
-		res := d.admin.PgConn().ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
+		res := conn.ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
 		if res.Err != nil {
 			return res.Err
 		}
@@ -183,7 +189,7 @@ func (d *Database) closeOthers(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("[twice] internal: sessions in %s did not end: %w", d.Name, ctx.Err())
+			return fmt.Errorf("[twice] internal: sessions in %s did not end: %w", name, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}

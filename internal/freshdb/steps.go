@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -30,6 +31,10 @@ type Step struct {
 	// read (FromFS): "golang-migrate up file", "goose Up section", ...
 	// Errors show it after the file name. Not part of the content hash.
 	Layout string
+	// Timeout bounds the step; zero means DefaultStepTimeout. A step still
+	// running then fails with what its database's sessions were doing, and
+	// its context is cancelled; one that ignores that is abandoned.
+	Timeout time.Duration
 }
 
 // FromFiles reads SQL files into steps, one per file, in the given order.

@@ -110,11 +110,23 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to template database %s: %w", name, err)
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	abandoned := false
+	defer func() {
+		if !abandoned {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	for _, s := range steps {
-		if err := runStep(ctx, conn, s); err != nil {
+		// On error the deferred drop (WITH FORCE) ends the step's sessions,
+		// which frees an abandoned step blocked on the server.
+		if abandoned, err = r.runStepWithin(ctx, name, conn, s); err != nil {
 			return nil, err
 		}
+	}
+	// Sessions a setup left open (a migration library's pool) would make
+	// every clone fail: the template must have none.
+	if err := closeOthers(ctx, conn.PgConn(), name); err != nil {
+		return nil, fmt.Errorf("[twice] internal: closing the sessions setup steps left open in template database %s: %w", name, err)
 	}
 	t = &Template{Name: name, r: r, mode: modeReuse}
 	if r.version >= 150000 {
