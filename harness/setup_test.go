@@ -194,6 +194,7 @@ func TestSetupDeadline(t *testing.T) {
 			_, err := runSetup(t, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema), harness.FuncDB(tt.fn)}, SetupTimeout: 300 * time.Millisecond})
 			require.Error(t, err)
 			msg := err.Error()
+			t.Log(msg)
 			assert.True(t, strings.HasPrefix(msg, "[twice] setup step github.com/runtwice/twice/harness_test.TestSetupDeadline.func"), msg)
 			for _, w := range tt.want {
 				assert.Contains(t, msg, w)

@@ -83,19 +83,28 @@ func (r *run) runStepWithin(ctx context.Context, db string, conn *pgx.Conn, s St
 	grace := time.NewTimer(stepGrace)
 	defer grace.Stop()
 	select {
-	case <-done:
-		return false, why
+	case stepErr := <-done:
+		return false, afterCancel(why, stepErr)
 	case <-grace.C:
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	select {
-	case <-done: // returned just now
-		return false, why
+	case stepErr := <-done: // returned just now
+		return false, afterCancel(why, stepErr)
 	default:
 	}
 	gaveUp = true
-	return true, fmt.Errorf("%w; the step did not return within %v of its context being cancelled and was abandoned: its goroutine may still be running", why, stepGrace)
+	return true, fmt.Errorf("%w\nthe step did not return within %v of its context being cancelled and was abandoned: its goroutine may still be running", why, stepGrace)
+}
+
+// afterCancel adds what a step returned once cancelled, unless that only
+// repeats the cancellation.
+func afterCancel(why, stepErr error) error {
+	if stepErr == nil || errors.Is(stepErr, context.Canceled) || errors.Is(stepErr, why) {
+		return why
+	}
+	return fmt.Errorf("%w; once cancelled it returned: %w", why, stepErr)
 }
 
 // runStepSafely runs the step, turning a panic in a setup func into an
