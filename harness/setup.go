@@ -44,7 +44,8 @@ func SQLFiles(paths ...string) Setup {
 //   - golang-migrate ({version}_{title}.up.sql / .down.sql): the .up.sql
 //     files in numeric version order; .down.sql files never;
 //   - goose ("-- +goose Up" / "-- +goose Down" in one file): the Up
-//     section, in numeric version order;
+//     section, in numeric version order ("-- +goose NO TRANSACTION": one
+//     statement at a time);
 //   - tern ("---- create above / drop below ----"): what is above the
 //     line, in numeric order;
 //   - dbmate ("-- migrate:up" / "-- migrate:down"): the up block, in name

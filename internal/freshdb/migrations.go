@@ -43,7 +43,9 @@ type migrationFile struct {
 //   - golang-migrate ({version}_{title}.up.sql / .down.sql): the .up.sql
 //     files in numeric version order; .down.sql files are never applied.
 //   - goose (files with a "-- +goose Up" annotation): the Up section of each
-//     file (up to "-- +goose Down"), in numeric version order.
+//     file (up to "-- +goose Down"), in numeric version order; a file marked
+//     "-- +goose NO TRANSACTION" one statement per step, split as goose
+//     splits them (StatementBegin/End groups).
 //   - dbmate (files with "-- migrate:up"): the up block of each file (up to
 //     "-- migrate:down"), in name order.
 //   - tern (some file holds "---- create above / drop below ----"): what is
@@ -103,7 +105,17 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 			}
 			s.SQL, s.Layout = f.text, "golang-migrate up file"
 		case layoutGoose:
-			s.SQL, s.Layout = gooseUp(f.text), "goose Up section"
+			up := gooseUp(f.text)
+			if hasLine(f.text, isGoose("no transaction")) {
+				// goose runs these statements one by one, outside a
+				// transaction (CREATE INDEX CONCURRENTLY); one round trip
+				// would make them one implicit transaction.
+				for _, stmt := range gooseStatements(up) {
+					steps = append(steps, Step{Name: s.Name, SQL: stmt, Layout: "goose Up section, NO TRANSACTION"})
+				}
+				continue
+			}
+			s.SQL, s.Layout = up, "goose Up section"
 		case layoutDbmate:
 			s.SQL, s.Layout = between(f.text, isDbmate("up"), isDbmate("down")), "dbmate migrate:up block"
 		case layoutTern:
@@ -280,4 +292,62 @@ func between(text string, start, end func(string) bool) string {
 		}
 	}
 	return b.String()
+}
+
+func hasLine(text string, match func(string) bool) bool {
+	for line := range strings.Lines(text) {
+		if match(line) {
+			return true
+		}
+	}
+	return false
+}
+
+// gooseStatements splits an Up section as goose does: a statement ends on a
+// line ending in ";" (a trailing "--" comment aside), except between
+// "-- +goose StatementBegin" and "StatementEnd", which make one statement.
+// Each statement keeps the lines before it blank, so positions keep the
+// file's line numbers.
+func gooseStatements(up string) []string {
+	var stmts []string
+	var cur, blank strings.Builder
+	inBlock, has := false, false
+	flush := func() {
+		if has {
+			stmts = append(stmts, blank.String()+cur.String())
+		}
+		for range strings.Count(cur.String(), "\n") {
+			blank.WriteByte('\n')
+		}
+		cur.Reset()
+		has = false
+	}
+	for line := range strings.Lines(up) {
+		switch {
+		case isGoose("statementbegin")(line):
+			flush()
+			inBlock = true
+			cur.WriteString(line)
+			continue
+		case isGoose("statementend")(line):
+			cur.WriteString(line)
+			inBlock = false
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		code := line
+		if i := strings.Index(code, "--"); i >= 0 {
+			code = code[:i]
+		}
+		code = strings.TrimSpace(code)
+		if code != "" {
+			has = true
+		}
+		if !inBlock && strings.HasSuffix(code, ";") {
+			flush()
+		}
+	}
+	flush()
+	return stmts
 }

@@ -73,10 +73,24 @@ DROP FUNCTION f();
 DROP TABLE customers;
 `,
 			"m/10_no_down.sql": "-- +goose up\nCREATE TABLE x ();\n",
+			"m/11_concurrently.sql": `-- +goose NO TRANSACTION
+-- +goose Up
+CREATE INDEX CONCURRENTLY a ON x (id); -- one
+CREATE INDEX CONCURRENTLY
+  b ON x (id);
+-- +goose StatementBegin
+DO $$ BEGIN PERFORM 1; END $$;
+-- +goose StatementEnd
+-- +goose Down
+DROP INDEX a;
+`,
 		},
 		want: []string{
 			"m/3_customers.sql [goose Up section]: -- +goose StatementBegin | CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$; | -- +goose StatementEnd | CREATE TABLE customers ();",
 			"m/10_no_down.sql [goose Up section]: CREATE TABLE x ();",
+			"m/11_concurrently.sql [goose Up section, NO TRANSACTION]: CREATE INDEX CONCURRENTLY a ON x (id); -- one",
+			"m/11_concurrently.sql [goose Up section, NO TRANSACTION]: CREATE INDEX CONCURRENTLY | b ON x (id);",
+			"m/11_concurrently.sql [goose Up section, NO TRANSACTION]: -- +goose StatementBegin | DO $$ BEGIN PERFORM 1; END $$; | -- +goose StatementEnd",
 			"m/20240102150405_orders.sql [goose Up section]: CREATE TABLE orders ();",
 		},
 	}, {
@@ -210,6 +224,15 @@ CREATE FUNCTION verified() RETURNS bigint LANGUAGE sql AS $$ SELECT count(*) FRO
 -- +goose Down
 ALTER TABLE users DROP COLUMN is_email_verified;
 `,
+			// one round trip would be one implicit transaction, where
+			// CONCURRENTLY is refused
+			"migrations/00005_index.sql": `-- +goose NO TRANSACTION
+-- +goose Up
+CREATE INDEX CONCURRENTLY users_verified ON users (is_email_verified);
+CREATE INDEX CONCURRENTLY users_both ON users (id, is_email_verified);
+-- +goose Down
+DROP INDEX users_verified;
+`,
 		},
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -247,5 +270,23 @@ func TestFromFSErrorNamesLayoutAndLine(t *testing.T) {
 	want := `[twice] setup step failed: m/1_a.sql:5:8 (goose Up section): ERROR: syntax error at or near "TABEL"`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("Prepare error = %v\nwant it to contain %q", err, want)
+	}
+}
+
+// Statements split from a goose NO TRANSACTION file keep their lines.
+func TestFromFSGooseStatementsKeepLines(t *testing.T) {
+	steps, err := freshdb.FromFS(mapFS(map[string]string{
+		"m/1_a.sql": "-- +goose NO TRANSACTION\n-- +goose Up\nSELECT 1;\n\nSELECT\n  2;\n-- +goose Down\nSELECT 3;\n",
+	}), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range steps {
+		got = append(got, strings.TrimRight(s.SQL, "\n"))
+	}
+	want := []string{"\n\nSELECT 1;", "\n\n\n\nSELECT\n  2;"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("statements mismatch (-want +got):\n%s", diff)
 	}
 }
