@@ -81,7 +81,7 @@ func FuncDB(fn func(ctx context.Context, db *SetupDB) error) Setup {
 		return Setup{err: errors.New("[twice] harness.FuncDB: the setup func is nil")}
 	}
 	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
-		db := &SetupDB{conn: conn}
+		db := &SetupDB{conn: conn, connString: conn.Config().ConnString()}
 		defer db.close()
 		return fn(ctx, db)
 	}}}}
@@ -97,7 +97,8 @@ func funcName(fn any) string {
 // func opens itself from ConnString should be closed by it; any session
 // still open in the template after the setup steps is terminated.
 type SetupDB struct {
-	conn *pgx.Conn
+	conn       *pgx.Conn
+	connString string
 
 	mu     sync.Mutex
 	pool   *pgxpool.Pool
@@ -111,7 +112,7 @@ var errSetupDBClosed = errors.New("[twice] harness.SetupDB used after its setup 
 // ConnString is the template database's connection string, as the server
 // gives it (a URL or a key=value DSN), for code that connects by itself:
 // a migration CLI, pop, an ORM.
-func (db *SetupDB) ConnString() string { return db.conn.Config().ConnString() }
+func (db *SetupDB) ConnString() string { return db.connString }
 
 // Conn is the harness's own connection to the template database, the one
 // Func hands over. Use it from the setup func's goroutine only.
