@@ -358,6 +358,16 @@ func TestStepErrors(t *testing.T) {
 			}}}, nil
 		},
 		want: []string{"[twice] setup step seedCustomers " + tag + " failed: no seed file"},
+	}, {
+		name: "Go func that panics",
+		steps: func() ([]freshdb.Step, error) {
+			return []freshdb.Step{{Name: "panicky " + tag, Func: func(ctx context.Context, conn *pgx.Conn) error {
+				var m map[string]int
+				m["boom"]++
+				return nil
+			}}}, nil
+		},
+		want: []string{"[twice] setup step panicky " + tag + " panicked: assignment to entry in nil map"},
 	}}
 	if _, err := freshdb.Prepare(ctx, srv, fixture); err != nil { // the run is started
 		t.Fatal(err)
