@@ -48,6 +48,13 @@ type Config struct {
 	// PaymentKeyWindow is how long the payment fake remembers an
 	// idempotency key, on the harness clock; zero means 24h.
 	PaymentKeyWindow time.Duration
+	// ClockStart is the harness clock's time when every scenario, and
+	// each clean reference run, starts; zero means 2026-01-01T09:00:00Z.
+	// The clock does not follow the wall clock: only faults move it (the
+	// visibility timeout before a redelivery, RedriveAfter before a
+	// redrive), so timestamps from Delivery.Now compare exactly with the
+	// clean run and a timestamp a redelivery moves is a finding.
+	ClockStart time.Time
 	// RedriveAfter is how long after a crash the redrive fault delivers
 	// the job again, on the harness clock; zero means 72h.
 	RedriveAfter time.Duration
@@ -71,6 +78,13 @@ func (c Config) visibilityTimeout() time.Duration {
 		return c.VisibilityTimeout
 	}
 	return faults.DefaultVisibilityTimeout
+}
+
+func (c Config) clockStart() time.Time {
+	if c.ClockStart.IsZero() {
+		return defaultClockStart
+	}
+	return c.ClockStart
 }
 
 func (c Config) deliveryTimeout() time.Duration {
