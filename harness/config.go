@@ -21,7 +21,9 @@ type Config struct {
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string
 	// IgnoreColumns leaves columns out: "table.column", or "column" for
-	// every table.
+	// every table. "table.column.key.sub" leaves out one value inside a
+	// json/jsonb column (array elements by index, "orders.meta.items.0")
+	// and compares the rest of the document.
 	IgnoreColumns []string
 	// CmpOptions are passed to go-cmp when rows are compared.
 	CmpOptions []cmp.Option
@@ -44,6 +46,8 @@ type Config struct {
 	EffectPolicies map[string]assert.Policy
 	// IgnoreEffectFields leaves payload fields out of the effect
 	// comparison: "kind.field", or "field" for every kind.
+	// "kind.field.key.sub" leaves out one value inside a field holding an
+	// object or array and compares the rest.
 	IgnoreEffectFields []string
 	// PaymentKeyWindow is how long the payment fake remembers an
 	// idempotency key, on the harness clock; zero means 24h.
