@@ -57,7 +57,10 @@ type Config struct {
 	// The clock does not follow the wall clock: only faults move it (the
 	// visibility timeout before a redelivery, RedriveAfter before a
 	// redrive), so timestamps from Delivery.Now compare exactly with the
-	// clean run and a timestamp a redelivery moves is a finding.
+	// clean run and a timestamp a redelivery moves is a finding. When the
+	// first deliveries died before committing anything or making an
+	// effect, the job counts as run from the next delivery's start, and
+	// the scenario is compared with a clean run started as late.
 	ClockStart time.Time
 	// RedriveAfter is how long after a crash the redrive fault delivers
 	// the job again, on the harness clock; zero means 72h.
