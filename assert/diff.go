@@ -17,10 +17,14 @@ type Options struct {
 	// IgnoreTables are left out of the comparison, by Table.Name.
 	IgnoreTables []string
 	// IgnoreColumns are left out of the comparison: "table.column" for one
-	// table, "column" for every table that has it.
+	// table, "column" for every table that has it, or a path inside a
+	// json/jsonb (or array) column of one table, "table.column.key.sub"
+	// (array elements by index: "orders.items.0.price"), which leaves out
+	// that value and compares the rest of the document.
 	IgnoreColumns []string
-	// Volatile are the "table.column"s VolatileColumns found; they are left
-	// out like IgnoreColumns, and StateError names them.
+	// Volatile are the "table.column"s and "table.column.key" paths
+	// VolatileColumns found; they are left out like IgnoreColumns, and
+	// StateError names them.
 	Volatile []string
 	// CmpOptions are passed to go-cmp as they are. Each row is a
 	// map[string]any keyed by column name; sequence-drawn values and the
@@ -95,10 +99,12 @@ func DiffState(once, twice *Snapshot, opts Options) []TableDiff {
 	return diffs
 }
 
-// filter says which tables and columns are left out.
+// filter says which tables, columns and paths inside columns are left
+// out.
 type filter struct {
 	tables  map[string]bool
 	columns map[string]bool // "table.column" and "column"
+	entries [][]string      // IgnoreColumns and Volatile, for their paths
 }
 
 func newFilter(opts Options) filter {
@@ -112,7 +118,23 @@ func newFilter(opts Options) filter {
 	for _, c := range opts.Volatile {
 		f.columns[c] = true
 	}
+	f.entries = [][]string{opts.IgnoreColumns, opts.Volatile}
 	return f
+}
+
+// paths returns, per column of cols, the paths inside its values that are
+// left out.
+func (f filter) paths(table string, cols []string) [][][]string {
+	var out [][][]string
+	for i, c := range cols {
+		if p := pathsUnder(table+"."+c, f.entries...); len(p) > 0 {
+			if out == nil {
+				out = make([][][]string, len(cols))
+			}
+			out[i] = p
+		}
+	}
+	return out
 }
 
 func (f filter) dropColumn(table, column string) bool {
@@ -158,7 +180,9 @@ func columnsOf(table string, f filter, ts ...*Table) []string {
 	return cols
 }
 
-func rowViews(t *Table, rows [][]any, cols []string) []rowView {
+// rowViews makes the compared rows; drop, when not nil, holds per column
+// the paths left out of its values.
+func rowViews(t *Table, rows [][]any, cols []string, drop [][][]string) []rowView {
 	if t == nil {
 		return nil
 	}
@@ -179,7 +203,10 @@ func rowViews(t *Table, rows [][]any, cols []string) []rowView {
 				continue
 			}
 			v.vals[i], v.present[i] = r[p], true
-			key = appendKey(key, r[p])
+			if drop != nil && drop[i] != nil {
+				v.vals[i] = withoutPaths(r[p], drop[i])
+			}
+			key = appendKey(key, v.vals[i])
 			key = append(key, ';')
 		}
 		v.key = string(key)
@@ -208,7 +235,8 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		}
 	}()
 	cols := columnsOf(name, f, to, tt)
-	vo, vt := rowViews(to, ro, cols), rowViews(tt, rt, cols)
+	drop := f.paths(name, cols)
+	vo, vt := rowViews(to, ro, cols, drop), rowViews(tt, rt, cols, drop)
 	onlyOnce, onlyTwice, identical := subtractEqual(vo, vt)
 	// Sorted before pairing so the output does not depend on read order.
 	slices.SortStableFunc(onlyOnce, compareRowViews)
@@ -424,6 +452,13 @@ func renderEntry(e entry, cols []string, opts []cmp.Option) []string {
 // multiset of values, after renumbering; a table whose row count differs
 // makes all its columns volatile. Tables or columns on one side only are
 // not volatile: DiffState reports them.
+//
+// In a column holding JSON documents (json, jsonb, arrays), only the paths
+// that differ are volatile, named "table.column.key.sub" (array elements
+// by index), and the rest of each document is still compared. The rows of
+// the two runs are paired by their other, non-volatile columns for that.
+// A key only one run wrote is volatile; where values differ in type, or
+// arrays in length, the value holding the difference is volatile whole.
 func VolatileColumns(ref1, ref2 *Snapshot) []string {
 	r1, r2 := renumbered(ref1), renumbered(ref2)
 	var out []string
@@ -435,18 +470,81 @@ func VolatileColumns(ref1, ref2 *Snapshot) []string {
 		if t2 == nil {
 			continue
 		}
+		var cols []string // on both sides
+		var pos [][2]int  // their indexes in t1 and t2
+		var differ []bool // whose values differ
 		for i1, c := range t1.Columns {
 			i2 := slices.IndexFunc(t2.Columns, func(c2 Column) bool { return c2.Name == c.Name })
 			if i2 < 0 {
 				continue
 			}
-			if !slices.Equal(columnKeys(r1[t1.Name], i1), columnKeys(r2[t1.Name], i2)) {
-				out = append(out, t1.Name+"."+c.Name)
+			cols = append(cols, c.Name)
+			pos = append(pos, [2]int{i1, i2})
+			differ = append(differ, !slices.Equal(columnKeys(r1[t1.Name], i1), columnKeys(r2[t1.Name], i2)))
+		}
+		rows1, rows2 := r1[t1.Name], r2[t1.Name]
+		var paired [][2][]any
+		for i, c := range cols {
+			if !differ[i] {
+				continue
+			}
+			name := t1.Name + "." + c
+			if len(rows1) != len(rows2) || len(rows1) == 0 {
+				out = append(out, name)
+				continue
+			}
+			if paired == nil {
+				paired = pairRows(rows1, rows2, pos, differ)
+			}
+			var paths [][]string
+			for _, pr := range paired {
+				paths = append(paths, differingPaths(at(pr[0], pos[i][0]), at(pr[1], pos[i][1]))...)
+			}
+			for _, p := range outermost(paths) {
+				if len(p) == 0 {
+					out = append(out, name)
+					break
+				}
+				out = append(out, name+"."+strings.Join(p, "."))
 			}
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// pairRows pairs the rows of two runs of one table, each side sorted by
+// the columns whose values do not differ, so that, where those identify a
+// row, each row meets its counterpart.
+func pairRows(rows1, rows2 [][]any, pos [][2]int, differ []bool) [][2][]any {
+	sorted := func(rows [][]any, side int) [][]any {
+		out := slices.Clone(rows)
+		slices.SortStableFunc(out, func(a, b []any) int {
+			for i, p := range pos {
+				if differ[i] {
+					continue
+				}
+				if c := compareValues(at(a, p[side]), at(b, p[side])); c != 0 {
+					return c
+				}
+			}
+			return 0
+		})
+		return out
+	}
+	s1, s2 := sorted(rows1, 0), sorted(rows2, 1)
+	out := make([][2][]any, len(s1))
+	for i := range s1 {
+		out[i] = [2][]any{s1[i], s2[i]}
+	}
+	return out
+}
+
+func at(row []any, i int) any {
+	if i < len(row) {
+		return row[i]
+	}
+	return nil
 }
 
 func columnKeys(rows [][]any, i int) []string {

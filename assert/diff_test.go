@@ -1,6 +1,7 @@
 package assert_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -245,6 +246,62 @@ func TestVolatileColumns(t *testing.T) {
 	// A differing row count leaves nothing to compare column by column.
 	ref3 := snap(customers([]any{int64(1), "asha", int64(0)}))
 	require.Equal(t, []string{"customers.id", "customers.name", "customers.points"}, assert.VolatileColumns(ref1, ref3))
+}
+
+func docs(rows ...[]any) assert.Table {
+	return assert.Table{
+		Name:    "docs",
+		Columns: []assert.Column{{Name: "id", Type: "integer"}, {Name: "payload", Type: "jsonb"}, {Name: "at", Type: "timestamp with time zone"}},
+		Rows:    rows,
+	}
+}
+
+// doc is a decoded jsonb document as TakeSnapshot gives it.
+func doc(token string, n int64, tags ...any) map[string]any {
+	return map[string]any{"n": json.Number(fmt.Sprint(n)), "meta": map[string]any{"token": token, "tags": tags}}
+}
+
+func TestVolatileColumnsJSONPath(t *testing.T) {
+	ref1 := snap(docs(
+		[]any{int64(1), doc("u1", 1, "a", "x1"), t0},
+		[]any{int64(2), doc("u2", 5, "b", "x2"), t0},
+	))
+	ref2 := snap(docs(
+		[]any{int64(2), doc("u4", 5, "b", "x4"), t1},
+		[]any{int64(1), doc("u3", 1, "a", "x3"), t1},
+	))
+	volatile := assert.VolatileColumns(ref1, ref2)
+	require.Equal(t, []string{"docs.at", "docs.payload.meta.tags.1", "docs.payload.meta.token"}, volatile,
+		"rows paired by id; only the keys that differ")
+
+	// The counter next to the volatile keys is still compared.
+	twice := snap(docs(
+		[]any{int64(1), doc("u5", 2, "a", "x5"), t1},
+		[]any{int64(2), doc("u6", 5, "b", "x6"), t1},
+	))
+	diffs := assert.DiffState(ref1, twice, assert.Options{Label: "run-twice", Volatile: volatile})
+	require.Len(t, diffs, 1)
+	require.Contains(t, diffs[0].Diff, `"n":`)
+	require.NotContains(t, diffs[0].Diff, `"token"`)
+	err := assert.CheckState(ref1, twice, assert.Options{Label: "run-twice", Volatile: volatile})
+	require.ErrorContains(t, err, "volatile columns, left out: docs.at, docs.payload.meta.tags.1, docs.payload.meta.token")
+
+	// A document of another shape is volatile whole.
+	ref3 := snap(docs(
+		[]any{int64(1), "not an object", t0},
+		[]any{int64(2), doc("u2", 5, "b", "x2"), t0},
+	))
+	require.Equal(t, []string{"docs.payload"}, assert.VolatileColumns(ref1, ref3))
+}
+
+func TestIgnoreColumnsJSONPath(t *testing.T) {
+	once := snap(docs([]any{int64(1), doc("u1", 1), t0}))
+	twice := snap(docs([]any{int64(1), doc("u2", 1), t0}))
+	require.Len(t, assert.DiffState(once, twice, assert.Options{}), 1)
+	require.Empty(t, assert.DiffState(once, twice, assert.Options{IgnoreColumns: []string{"docs.payload.meta.token"}}))
+	require.Len(t, assert.DiffState(once, twice, assert.Options{IgnoreColumns: []string{"other.payload.meta.token"}}), 1, "another table's path")
+	twice = snap(docs([]any{int64(1), doc("u2", 2), t0}))
+	require.Len(t, assert.DiffState(once, twice, assert.Options{IgnoreColumns: []string{"docs.payload.meta.token"}}), 1, "the rest is compared")
 }
 
 func TestStateEqual(t *testing.T) {

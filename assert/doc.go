@@ -24,6 +24,8 @@
 //   - Columns whose values differ between two clean runs, such as now()
 //     or gen_random_uuid(), are volatile: [VolatileColumns] finds them,
 //     [Options].Volatile leaves them out, and [StateError] names them.
+//     Inside json/jsonb columns only the differing paths are volatile
+//     ("docs.payload.meta.token"), and the rest of the document compares.
 //   - Rows compare as a multiset: their order does not matter.
 //
 // Users can also leave out tables and columns and pass go-cmp options.
@@ -45,7 +47,8 @@
 //   - AtMostOnce: the mirror; a duplicate is always a finding.
 //
 // [VolatileEffects] finds payload fields that differ between two clean
-// runs, as [VolatileColumns] does for tables.
+// runs, as [VolatileColumns] does for tables, down to the path inside a
+// nested field ("webhook.meta.request_id").
 //
 // # Limits
 //

@@ -56,8 +56,8 @@ func (e Effect) Happened() bool { return e.Err == "" && !e.Replayed }
 //	payment key=payout-381 destination=acct_381 amount=5000 currency=eur
 func (e Effect) String() string { return e.render(nil) }
 
-// render is String leaving out the payload fields drop names.
-func (e Effect) render(drop func(field string) bool) string {
+// render is String leaving out the payload paths drop names.
+func (e Effect) render(drop [][]string) string {
 	var b strings.Builder
 	b.WriteString(e.Kind)
 	if e.Key != "" {
@@ -72,10 +72,14 @@ func (e Effect) render(drop func(field string) bool) string {
 		return b.String()
 	}
 	for _, f := range fields {
-		if drop != nil && drop(f.name) {
+		if slices.ContainsFunc(drop, func(p []string) bool { return len(p) == 1 && p[0] == f.name }) {
 			continue
 		}
-		b.WriteString(" " + f.name + "=" + renderValue(string(f.raw)))
+		raw := f.raw
+		if sub := pathsUnder(f.name, joined(drop)); len(sub) > 0 {
+			raw = json.RawMessage(canonicalPayload(raw, sub))
+		}
+		b.WriteString(" " + f.name + "=" + renderValue(string(raw)))
 	}
 	return b.String()
 }
@@ -185,10 +189,13 @@ type EffectOptions struct {
 	// kinds not in it are ExactlyOnce.
 	Policies map[string]Policy
 	// IgnoreFields are payload fields left out of the comparison:
-	// "kind.field" for one kind, "field" for every kind.
+	// "kind.field" for one kind, "field" for every kind, or a path inside
+	// a field of one kind, "kind.field.key.sub" (array elements by
+	// index), which leaves out that value and compares the rest.
 	IgnoreFields []string
-	// Volatile are the "kind.field"s VolatileEffects found; they are left
-	// out like IgnoreFields and named under the diff.
+	// Volatile are the "kind.field"s and "kind.field.key" paths
+	// VolatileEffects found; they are left out like IgnoreFields and
+	// named under the diff.
 	Volatile []string
 	// DuplicatesUnavoidable says the scenario could make a duplicate that
 	// no handler can prevent without deduplication on the other side:
@@ -206,16 +213,26 @@ type EffectOptions struct {
 
 func (o EffectOptions) policy(kind string) Policy { return o.Policies[kind] }
 
-// dropField reports whether a payload field of kind is left out.
-func (o EffectOptions) dropField(kind, name string) bool {
+// dropPaths returns the payload paths of kind that are left out.
+func (o EffectOptions) dropPaths(kind string) [][]string {
+	var out [][]string
 	for _, lists := range [][]string{o.IgnoreFields, o.Volatile} {
 		for _, f := range lists {
-			if f == name || f == kind+"."+name {
-				return true
+			if !strings.Contains(f, ".") {
+				out = append(out, []string{f})
 			}
 		}
 	}
-	return false
+	return append(out, pathsUnder(kind, o.IgnoreFields, o.Volatile)...)
+}
+
+// joined turns paths back into dotted names, for pathsUnder.
+func joined(paths [][]string) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = strings.Join(p, ".")
+	}
+	return out
 }
 
 // EffectDiff is how a scenario's effects differ from one clean run's, as
@@ -301,7 +318,7 @@ type effectGroup struct {
 func DiffEffects(once, twice []Effect, opts EffectOptions) *EffectDiff {
 	groups := map[string]*effectGroup{}
 	group := func(e Effect) *effectGroup {
-		id := e.Kind + "\x00" + canonicalPayload(e.Payload, func(f string) bool { return opts.dropField(e.Kind, f) })
+		id := e.Kind + "\x00" + canonicalPayload(e.Payload, opts.dropPaths(e.Kind))
 		g := groups[id]
 		if g == nil {
 			g = &effectGroup{kind: e.Kind, id: id}
@@ -350,7 +367,7 @@ func DiffEffects(once, twice []Effect, opts EffectOptions) *EffectDiff {
 		} else {
 			first = g.twice[0]
 		}
-		text := first.render(func(f string) bool { return opts.dropField(first.Kind, f) })
+		text := first.render(opts.dropPaths(first.Kind))
 		line := func(op string, e Effect) EffectLine { return EffectLine{Op: op, Effect: e, Text: text} }
 		for _, e := range g.twice[:min(n1, n2)] {
 			d.Lines = append(d.Lines, line(" ", e))
@@ -399,23 +416,14 @@ func policyNote(kind string, p Policy, opts EffectOptions) string {
 }
 
 // canonicalPayload is a payload's compared form: JSON with object members
-// sorted and, at the top level, the dropped fields left out. A payload
-// that is not valid JSON compares as its bytes.
-func canonicalPayload(raw json.RawMessage, drop func(string) bool) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+// sorted and the dropped paths left out. A payload that is not valid JSON
+// compares as its bytes.
+func canonicalPayload(raw json.RawMessage, drop [][]string) string {
+	v, ok := decodePayload(raw)
+	if !ok {
 		return "raw:" + string(raw)
 	}
-	if m, ok := v.(map[string]any); ok {
-		for k := range m {
-			if drop(k) {
-				delete(m, k)
-			}
-		}
-	}
-	out, err := json.Marshal(v)
+	out, err := json.Marshal(withoutPaths(v, drop))
 	if err != nil {
 		return "raw:" + string(raw)
 	}
@@ -425,6 +433,9 @@ func canonicalPayload(raw json.RawMessage, drop func(string) bool) string {
 // VolatileEffects returns the payload fields, as sorted "kind.field"s,
 // whose values differ between the effects of two clean runs: a timestamp
 // or a random ID in an email body. Pass them as EffectOptions.Volatile.
+// Inside a field holding a JSON object or array, only the paths that
+// differ are volatile, "kind.field.key.sub" (array elements by index), so
+// the rest of it is still compared.
 //
 // Effects equal on both sides are paired first; the rest of each kind are
 // paired in the order they happened. A kind that made a different number
@@ -440,7 +451,6 @@ func VolatileEffects(run1, run2 []Effect) []string {
 		return m
 	}
 	k1, k2 := byKind(run1), byKind(run2)
-	keep := func(string) bool { return false }
 	seen := map[string]bool{}
 	var out []string
 	for kind, a := range k1 {
@@ -452,28 +462,30 @@ func VolatileEffects(run1, run2 []Effect) []string {
 		// paired by order.
 		unmatched := map[string]int{}
 		for _, e := range b {
-			unmatched[canonicalPayload(e.Payload, keep)]++
+			unmatched[canonicalPayload(e.Payload, nil)]++
 		}
 		var restA, restB []Effect
 		for _, e := range a {
-			if c := canonicalPayload(e.Payload, keep); unmatched[c] > 0 {
+			if c := canonicalPayload(e.Payload, nil); unmatched[c] > 0 {
 				unmatched[c]--
 				continue
 			}
 			restA = append(restA, e)
 		}
 		for _, e := range b {
-			if c := canonicalPayload(e.Payload, keep); unmatched[c] > 0 {
+			if c := canonicalPayload(e.Payload, nil); unmatched[c] > 0 {
 				unmatched[c]--
 				restB = append(restB, e)
 			}
 		}
+		var paths [][]string
 		for i := range restA {
-			for _, f := range differingFields(restA[i].Payload, restB[i].Payload) {
-				if name := kind + "." + f; !seen[name] {
-					seen[name] = true
-					out = append(out, name)
-				}
+			paths = append(paths, differingFields(restA[i].Payload, restB[i].Payload)...)
+		}
+		for _, p := range outermost(paths) {
+			if name := kind + "." + strings.Join(p, "."); !seen[name] {
+				seen[name] = true
+				out = append(out, name)
 			}
 		}
 	}
@@ -481,33 +493,29 @@ func VolatileEffects(run1, run2 []Effect) []string {
 	return out
 }
 
-// differingFields returns the top-level members whose values differ
-// between two JSON objects, including members only one has.
-func differingFields(a, b json.RawMessage) []string {
-	fa, okA := objectFields(a)
-	fb, okB := objectFields(b)
-	if !okA || !okB {
+// differingFields returns the paths, a top-level member first, at which
+// two JSON objects differ, including members only one has; nil when
+// either is not an object.
+func differingFields(a, b json.RawMessage) [][]string {
+	va, okA := decodePayload(a)
+	vb, okB := decodePayload(b)
+	ma, okA2 := va.(map[string]any)
+	mb, okB2 := vb.(map[string]any)
+	if !okA || !okB || !okA2 || !okB2 {
 		return nil
 	}
-	values := map[string][2]string{}
-	keep := func(string) bool { return false }
-	for _, f := range fa {
-		v := values[f.name]
-		v[0] = canonicalPayload(f.raw, keep)
-		values[f.name] = v
+	return differingPaths(ma, mb)
+}
+
+// decodePayload decodes JSON with numbers kept exact.
+func decodePayload(raw json.RawMessage) (any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
 	}
-	for _, f := range fb {
-		v := values[f.name]
-		v[1] = canonicalPayload(f.raw, keep)
-		values[f.name] = v
-	}
-	var out []string
-	for name, v := range values {
-		if v[0] != v[1] {
-			out = append(out, name)
-		}
-	}
-	return out
+	return v, true
 }
 
 // EffectError reports a scenario whose effects break a policy. Its

@@ -276,6 +276,18 @@ func TestVolatileEffects(t *testing.T) {
 			want: []string{"sms.extra", "sms.id"},
 		},
 		{
+			name: "only the paths that differ inside a nested field",
+			run1: []assert.Effect{effect("webhook", "", `{"to":"x","meta":{"id":"a","n":1,"tags":["t",{"at":1}]}}`, "j1a1w1")},
+			run2: []assert.Effect{effect("webhook", "", `{"to":"x","meta":{"id":"b","n":1,"tags":["t",{"at":2}]}}`, "j1a1w1")},
+			want: []string{"webhook.meta.id", "webhook.meta.tags.1.at"},
+		},
+		{
+			name: "an array of another length is volatile whole",
+			run1: []assert.Effect{effect("webhook", "", `{"meta":{"ids":[1]}}`, "j1a1w1")},
+			run2: []assert.Effect{effect("webhook", "", `{"meta":{"ids":[1,2]}}`, "j1a1w1")},
+			want: []string{"webhook.meta.ids"},
+		},
+		{
 			name: "a kind with another count is not paired",
 			run1: []assert.Effect{effect("email", "", receiptAsha, "j1a1w1")},
 			run2: []assert.Effect{effect("email", "", receiptBen, "j1a1w1"), effect("email", "", receiptAsha, "j1a1w1")},
@@ -291,6 +303,26 @@ func TestVolatileEffects(t *testing.T) {
 			require.Equal(t, tt.want, assert.VolatileEffects(tt.run1, tt.run2))
 		})
 	}
+}
+
+// A volatile or ignored path inside a payload field leaves the rest of
+// the field compared.
+func TestDiffEffectsPath(t *testing.T) {
+	once := []assert.Effect{effect("webhook", "", `{"to":"x","meta":{"id":"a","n":1}}`, "j1a1w1")}
+	same := []assert.Effect{effect("webhook", "", `{"to":"x","meta":{"id":"b","n":1}}`, "j1a2w2")}
+	raised := []assert.Effect{effect("webhook", "", `{"to":"x","meta":{"id":"c","n":2}}`, "j1a2w2")}
+	for _, opts := range []assert.EffectOptions{
+		{Volatile: []string{"webhook.meta.id"}},
+		{IgnoreFields: []string{"webhook.meta.id"}},
+	} {
+		require.Nil(t, assert.DiffEffects(once, same, opts))
+		d := assert.DiffEffects(once, raised, opts)
+		require.NotNil(t, d)
+		require.Equal(t, 1, d.Missing)
+		require.Equal(t, 1, d.Extra)
+		require.Contains(t, d.String(), `meta={"n":2}`)
+	}
+	require.NotNil(t, assert.DiffEffects(once, same, assert.EffectOptions{IgnoreFields: []string{"email.meta.id"}}), "another kind's path")
 }
 
 func TestCheckEffects(t *testing.T) {

@@ -26,7 +26,9 @@ type Config struct {
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string
 	// IgnoreColumns leaves columns out: "table.column", or "column" for
-	// every table.
+	// every table. "table.column.key.sub" leaves out one value inside a
+	// json/jsonb column (array elements by index, "orders.meta.items.0")
+	// and compares the rest of the document.
 	IgnoreColumns []string
 	// CmpOptions are passed to go-cmp when rows are compared.
 	CmpOptions []cmp.Option
@@ -49,10 +51,22 @@ type Config struct {
 	EffectPolicies map[string]assert.Policy
 	// IgnoreEffectFields leaves payload fields out of the effect
 	// comparison: "kind.field", or "field" for every kind.
+	// "kind.field.key.sub" leaves out one value inside a field holding an
+	// object or array and compares the rest.
 	IgnoreEffectFields []string
 	// PaymentKeyWindow is how long the payment fake remembers an
 	// idempotency key, on the harness clock; zero means 24h.
 	PaymentKeyWindow time.Duration
+	// ClockStart is the harness clock's time when every scenario, and
+	// each clean reference run, starts; zero means 2026-01-01T09:00:00Z.
+	// The clock does not follow the wall clock: only faults move it (the
+	// visibility timeout before a redelivery, RedriveAfter before a
+	// redrive), so timestamps from Delivery.Now compare exactly with the
+	// clean run and a timestamp a redelivery moves is a finding. When the
+	// first deliveries died before committing anything or making an
+	// effect, the job counts as run from the next delivery's start, and
+	// the scenario is compared with a clean run started as late.
+	ClockStart time.Time
 	// RedriveAfter is how long after a crash the redrive fault delivers
 	// the job again, on the harness clock; zero means 72h.
 	RedriveAfter time.Duration
@@ -76,6 +90,13 @@ func (c Config) visibilityTimeout() time.Duration {
 		return c.VisibilityTimeout
 	}
 	return faults.DefaultVisibilityTimeout
+}
+
+func (c Config) clockStart() time.Time {
+	if c.ClockStart.IsZero() {
+		return defaultClockStart
+	}
+	return c.ClockStart
 }
 
 func (c Config) deliveryTimeout() time.Duration {

@@ -61,7 +61,7 @@ func delivery(log *effectLog, label, jobID string, attempt int, steps effectStep
 }
 
 func TestEffectRecordsTheCall(t *testing.T) {
-	clock := newClock()
+	clock := newClock(defaultClockStart)
 	log := newEffectLog(clock, 0)
 	d := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{})
 	type sms struct {
@@ -98,7 +98,7 @@ func TestEffectRecordsTheCall(t *testing.T) {
 }
 
 func TestEffectMisuse(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	d := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{})
 	ctx := context.Background()
 	ok := func(context.Context) error { return nil }
@@ -133,7 +133,7 @@ func TestEffectMisuse(t *testing.T) {
 // A dead delivery's calls do not happen and are not recorded, and the
 // payment provider never hears of them.
 func TestDeadDeliveryRecordsNothing(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	killed := errors.New("[twice] delivery j1a1w1 crashed")
 	dead := delivery(log, "j1a1w1", "twice-job-1", 1, deadSteps{err: killed})
 	ctx := context.Background()
@@ -158,7 +158,7 @@ func TestDeadDeliveryRecordsNothing(t *testing.T) {
 // when it fails; the executor may kill the delivery at endEffect and the
 // effect must already count.
 func TestEffectIsOneStep(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	steps := &stepLog{log: log}
 	d := delivery(log, "j1a1w1", "twice-job-1", 1, steps)
 	ctx := context.Background()
@@ -186,7 +186,7 @@ func TestEffectIsOneStep(t *testing.T) {
 
 // Deliveries running at once share one log without losing entries.
 func TestEffectLogConcurrentDeliveries(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	const deliveries, sends = 8, 25
 	var wg sync.WaitGroup
 	for i := range deliveries {
@@ -217,7 +217,7 @@ func TestEffectLogConcurrentDeliveries(t *testing.T) {
 }
 
 func TestEffectPayloadIsJSON(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	d := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{})
 	require.NoError(t, d.Mail().Send(context.Background(), Email{To: "asha@example.com", Subject: "Your receipt", Body: "Thanks"}))
 	b, err := json.Marshal(log.effects())

@@ -61,6 +61,7 @@ type deliveryRun struct {
 	effectReq   *stepRequest         // the granted effect call awaiting endEffect
 	dieAfter    *stepRequest         // an effect the delivery dies right after
 	midJobFault bool                 // a crash or ambiguous fault hit it before its end
+	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
 	last        string               // the SQL of the step it is at, for messages
@@ -132,7 +133,7 @@ func (q *eventQueue) drain() []event {
 // a queue does: each job whose last delivery failed is delivered once more,
 // cleanly, after the visibility timeout. The job must complete then.
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
-	clock := newClock()
+	clock := newClock(r.cfg.clockStart())
 	e := &execution{
 		r: r, sched: sched, db: db, clock: clock, retries: retries,
 		effects: newEffectLog(clock, r.cfg.PaymentKeyWindow),
@@ -393,6 +394,7 @@ func (e *execution) handle(ev event) {
 		delete(d.inflight, req)
 		d.done++
 		d.steps = append(d.steps, faults.Step{SQL: req.step.SQL, CommitPoint: req.step.CommitPoint})
+		d.durable = d.durable || req.effect || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, oneLine(req.step.SQL)))
 		}
@@ -527,6 +529,7 @@ func (e *execution) give(d *deliveryRun) {
 			// The server applies it, the reply is lost, the connection
 			// drops; the handler's own error path runs and its return
 			// value counts.
+			d.durable = d.durable || req.step.CommitPoint
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, oneLine(req.step.SQL))
 			req.grant <- wireproxy.Ambiguous
 			return

@@ -47,29 +47,37 @@ type Delivery struct {
 
 // Now is the harness clock's time. Use it where the handler would call
 // time.Now, so faults that move the clock (a visibility timeout, a redrive
-// days later) reach the handler.
+// days later) reach the handler, and timestamps the handler writes compare
+// exactly with the clean run's.
 func (d *Delivery) Now() time.Time { return d.clock.Now() }
 
-// Clock is a scenario's time. It runs with the wall clock and the harness
-// moves it forward where a fault says time passes.
+// defaultClockStart is where every scenario's clock starts unless
+// Config.ClockStart says otherwise.
+var defaultClockStart = time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)
+
+// Clock is a scenario's time. It starts at Config.ClockStart in every
+// scenario and both clean reference runs, and does not follow the wall
+// clock: it stands still until the harness moves it where a fault says
+// time passes (a redelivery after the visibility timeout, a redrive). So a
+// value taken from it compares exactly between clean runs, and differs
+// only by a move a fault made.
 type Clock struct {
-	mu     sync.Mutex
-	start  time.Time
-	offset time.Duration
+	mu  sync.Mutex
+	now time.Time
 }
 
-func newClock() *Clock { return &Clock{start: time.Now()} }
+func newClock(start time.Time) *Clock { return &Clock{now: start} }
 
 // Now returns the current harness time.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.start.Add(time.Since(c.start) + c.offset)
+	return c.now
 }
 
 // Advance moves the clock forward by d.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.offset += d
+	c.now = c.now.Add(d)
 }

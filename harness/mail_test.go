@@ -12,7 +12,7 @@ import (
 // Mail has no deduplication: the same email twice is two emails, each
 // attributed to the delivery that sent it.
 func TestMailerSendsEveryCall(t *testing.T) {
-	clock := newClock()
+	clock := newClock(defaultClockStart)
 	log := newEffectLog(clock, 0)
 	first := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{})
 	second := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{})

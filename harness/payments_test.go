@@ -33,7 +33,7 @@ func happened(log *effectLog) int {
 }
 
 func TestPaymentsSameKeySameParametersReplays(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	ctx := context.Background()
 	first, err := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
 	require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestPaymentsSameKeyOtherParametersIsAnError(t *testing.T) {
 		{"destination", func(r PaymentRequest) PaymentRequest { r.Destination = "acct_382"; return r }},
 	} {
 		t.Run(change.name, func(t *testing.T) {
-			log := newEffectLog(newClock(), 0)
+			log := newEffectLog(newClock(defaultClockStart), 0)
 			p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 			ctx := context.Background()
 			_, err := p.Pay(ctx, payout)
@@ -85,7 +85,7 @@ func TestPaymentsSameKeyOtherParametersIsAnError(t *testing.T) {
 }
 
 func TestPaymentsStoredErrorIsReplayed(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	ctx := context.Background()
 	declined := PaymentRequest{IdempotencyKey: "payout-9", Destination: DeclinedDestination, Amount: 100, Currency: "eur"}
@@ -115,7 +115,7 @@ func TestPaymentsStoredErrorIsReplayed(t *testing.T) {
 // Stripe stores nothing for a request refused before it ran, so a retry
 // with the parameters fixed goes through.
 func TestPaymentsInvalidRequestIsNotStored(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	ctx := context.Background()
 	tests := []struct {
@@ -147,7 +147,7 @@ func TestPaymentsInvalidRequestIsNotStored(t *testing.T) {
 // A request whose key is in use by one still executing is a conflict; the
 // first is held in flight by the provider's hook, so no timing is involved.
 func TestPaymentsConcurrentSameKeyConflicts(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	inFlight, release := make(chan struct{}), make(chan struct{})
 	log.payments.executing = func(PaymentRequest) {
 		close(inFlight)
@@ -205,7 +205,7 @@ func TestPaymentsKeyExpires(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newClock()
+			clock := newClock(defaultClockStart)
 			log := newEffectLog(clock, tt.window)
 			ctx := context.Background()
 			first, err := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
@@ -233,7 +233,7 @@ func TestPaymentsKeyExpires(t *testing.T) {
 }
 
 func TestPaymentsEmptyKeyIsNotDeduplicated(t *testing.T) {
-	log := newEffectLog(newClock(), 0)
+	log := newEffectLog(newClock(defaultClockStart), 0)
 	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	req := payout
 	req.IdempotencyKey = ""

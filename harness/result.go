@@ -31,13 +31,15 @@ type Result struct {
 	// Reference is the state after one clean delivery.
 	Reference *assert.Snapshot
 	// Volatile lists the "table.column"s that differed between two clean
-	// reference runs (now(), random UUIDs); they are left out of every
-	// comparison.
+	// reference runs (now(), random UUIDs), and inside json/jsonb columns
+	// only the differing paths, "table.column.key.sub"; they are left out
+	// of every comparison.
 	Volatile []string
 	// ReferenceEffects are the effects of one clean delivery.
 	ReferenceEffects []assert.Effect
-	// VolatileEffects are effect payload fields that differed between the
-	// two clean runs, left out of every comparison.
+	// VolatileEffects are effect payload fields ("kind.field", or a path
+	// inside one, "kind.field.key") that differed between the two clean
+	// runs, left out of every comparison.
 	VolatileEffects []string
 	// Steps are the SQL of the steps one clean delivery took: the fault
 	// points.

@@ -178,6 +178,8 @@ type runner struct {
 
 	adminMu sync.Mutex
 	admin   *pgx.Conn // asks the server about locks; opened on first use
+
+	shifted shiftedRefs // clean runs at a later clock; see referenceAt
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -275,7 +277,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	sc.StateDiff = assert.DiffState(res.Reference, snap, assert.Options{
+	refState, refEffects, err := r.referenceAt(ctx, ex.jobStart(), res)
+	if err != nil {
+		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+	}
+	sc.StateDiff = assert.DiffState(refState, snap, assert.Options{
 		Label:         sched.Fault,
 		IgnoreTables:  r.cfg.IgnoreTables,
 		IgnoreColumns: r.cfg.IgnoreColumns,
@@ -287,7 +293,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	}
 	sc.Effects = ex.effects.effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
-	sc.EffectDiff = assert.DiffEffects(res.ReferenceEffects, sc.Effects, assert.EffectOptions{
+	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
 		Label:                 sched.Fault,
 		Policies:              r.cfg.EffectPolicies,
 		IgnoreFields:          r.cfg.IgnoreEffectFields,

@@ -27,7 +27,12 @@ var (
 )
 
 func TestSendThenMark(t *testing.T) {
-	res := harness.Check(t, sendThenMark, config)
+	cfg := config
+	// After a crash between the send and the mark, the redelivery sends
+	// again and records its own time, later on the harness clock: the
+	// time of the duplicate at-least-once tolerates.
+	cfg.IgnoreColumns = []string{"orders.receipt_sent_at"}
+	res := harness.Check(t, sendThenMark, cfg)
 	// The duplicates it makes are the tolerated ones: a crash between the
 	// send and the mark, or two deliveries at once.
 	dups := 0
