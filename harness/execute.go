@@ -262,19 +262,34 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	return d
 }
 
-// lastPerJob is the last delivery of each job, in job order.
+// completionRule is the queue's rule for which delivery of a job decides
+// whether the job completed, when several overlap (a visibility timeout, a
+// concurrent delivery): the one the queue handed out last. Its outcome
+// counts, whatever the earlier ones returned and whichever finished first:
+// if it succeeds the job is done even though an earlier delivery failed,
+// and if it fails the queue retries the job even though an earlier one
+// succeeded. That is SQS's rule (a delete must carry the latest receipt
+// handle; an older one may leave the message in the queue). It lives here
+// alone so that a queue with another rule can make it a property of its
+// own. deliveries are one job's, in the order the queue handed them out.
+func completionRule(deliveries []*deliveryRun) *deliveryRun {
+	return deliveries[len(deliveries)-1]
+}
+
+// lastPerJob is, for each job in job order, the delivery whose outcome
+// says whether the job completed (completionRule).
 func (e *execution) lastPerJob() []*deliveryRun {
-	last := map[int]*deliveryRun{}
+	byJob := map[int][]*deliveryRun{}
 	var jobs []int
 	for _, d := range e.deliveries {
-		if last[d.spec.Job] == nil {
+		if byJob[d.spec.Job] == nil {
 			jobs = append(jobs, d.spec.Job)
 		}
-		last[d.spec.Job] = d
+		byJob[d.spec.Job] = append(byJob[d.spec.Job], d)
 	}
 	out := make([]*deliveryRun, len(jobs))
 	for i, j := range jobs {
-		out[i] = last[j]
+		out[i] = completionRule(byJob[j])
 	}
 	return out
 }
