@@ -16,7 +16,8 @@ type Config struct {
 	// Setup builds the schema and fixtures every scenario starts from,
 	// applied in order.
 	Setup []Setup
-	// Faults to run; nil runs faults.Default().
+	// Faults to run; nil runs faults.Default(). The default matrix minus
+	// some faults is faults.DefaultWithout(faults.VisibilityTimeout).
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string
