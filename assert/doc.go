@@ -45,6 +45,8 @@
 //     unavoidable (deliveries overlapped, or a delivery died between an
 //     effect and its durable record), never after clean completed runs.
 //   - AtMostOnce: the mirror; a duplicate is always a finding.
+//   - Repeatable: harmless to repeat at the provider (cancelling a
+//     subscription): any number of copies is fine, a missing one is not.
 //
 // [VolatileEffects] finds payload fields that differ between two clean
 // runs, as [VolatileColumns] does for tables, down to the path inside a

@@ -165,6 +165,13 @@ const (
 	// effect is tolerated only where the scenario made it unavoidable
 	// (EffectOptions.MissingUnavoidable).
 	AtMostOnce
+	// Repeatable is for an effect that is harmless to repeat at the
+	// provider, where one call and several identical calls leave the same
+	// state: cancelling a subscription, setting a flag, a PUT. Any number
+	// of copies (one or more) of an effect the clean run made is fine; a
+	// missing effect is always a finding, and so is an effect the clean
+	// run did not make (a cancel with other parameters).
+	Repeatable
 )
 
 func (p Policy) String() string {
@@ -175,6 +182,8 @@ func (p Policy) String() string {
 		return "at-least-once"
 	case AtMostOnce:
 		return "at-most-once"
+	case Repeatable:
+		return "repeatable"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -354,8 +363,9 @@ func DiffEffects(once, twice []Effect, opts EffectOptions) *EffectDiff {
 	for _, g := range ordered {
 		n1, n2 := len(g.once), len(g.twice)
 		p := opts.policy(g.kind)
-		tolerateExtra := p == AtLeastOnce && opts.DuplicatesUnavoidable && n1 > 0
-		tolerateMissing := p == AtMostOnce && opts.MissingUnavoidable
+		tolerateExtra := (p == AtLeastOnce && opts.DuplicatesUnavoidable || p == Repeatable) && n1 > 0
+		// A repeatable effect is there once it is there at all.
+		tolerateMissing := p == AtMostOnce && opts.MissingUnavoidable || p == Repeatable && n2 > 0
 		extra := n2 > n1 && !tolerateExtra
 		missing := n2 < n1 && !tolerateMissing
 		if !extra && !missing {
@@ -405,6 +415,8 @@ func policyNote(kind string, p Policy, opts EffectOptions) string {
 			s += ", and neither happened in this scenario"
 		}
 		return s
+	case Repeatable:
+		return kind + " is repeatable: any number of copies of an effect the clean run made is fine, but a missing effect and an effect the clean run did not make are findings"
 	case AtMostOnce:
 		s := kind + " is at-most-once: duplicates and effects the clean run did not make are always findings; a missing effect is tolerated only where a delivery died between recording its intent and the effect"
 		if !opts.MissingUnavoidable {
@@ -557,8 +569,8 @@ func CheckEffects(once, twice []Effect, opts EffectOptions) error {
 	}
 	slices.Sort(kinds)
 	for _, k := range kinds {
-		if p := opts.Policies[k]; p < ExactlyOnce || p > AtMostOnce {
-			return fmt.Errorf("[twice] EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce or assert.AtMostOnce", k, p)
+		if p := opts.Policies[k]; p < ExactlyOnce || p > Repeatable {
+			return fmt.Errorf("[twice] EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce or assert.Repeatable", k, p)
 		}
 	}
 	if d := DiffEffects(once, twice, opts); d != nil {

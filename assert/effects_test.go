@@ -44,6 +44,8 @@ func failed(e assert.Effect, err string) assert.Effect {
 func TestDiffEffects(t *testing.T) {
 	atLeastOnce := map[string]assert.Policy{"email": assert.AtLeastOnce}
 	atMostOnce := map[string]assert.Policy{"email": assert.AtMostOnce}
+	repeatable := map[string]assert.Policy{"cancel": assert.Repeatable}
+	cancel := `{"subscription":"sub_77"}`
 	key := "payout-restaurant-381-2026-W42"
 	tests := []struct {
 		name    string
@@ -113,6 +115,48 @@ func TestDiffEffects(t *testing.T) {
 			once:    []assert.Effect{effect("email", "", receiptAsha, "j1a1w1")},
 			twice:   []assert.Effect{effect("email", "", receiptAsha, "j1a1w1"), effect("email", "", receiptAsha, "j1a2w2")},
 			opts:    assert.EffectOptions{Label: "crash-after-effect", Policies: atMostOnce, DuplicatesUnavoidable: true, MissingUnavoidable: true},
+			finding: true,
+		},
+		{
+			name:  "repeatable duplicate after a clean run",
+			once:  []assert.Effect{effect("cancel", "", cancel, "j1a1w1")},
+			twice: []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("cancel", "", cancel, "j1a2w2")},
+			opts:  assert.EffectOptions{Label: "run-twice", Policies: repeatable},
+		},
+		{
+			name: "repeatable many copies of each of several effects",
+			once: []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("cancel", "", `{"subscription":"sub_78"}`, "j1a1w1")},
+			twice: []assert.Effect{
+				effect("cancel", "", `{"subscription":"sub_78"}`, "j1a1w1"), effect("cancel", "", cancel, "j1a1w1"),
+				effect("cancel", "", cancel, "j1a2w2"), effect("cancel", "", cancel, "j1a3w3"),
+			},
+			opts: assert.EffectOptions{Label: "lost-ack", Policies: repeatable},
+		},
+		{
+			name:  "repeatable one copy where the clean run made two",
+			once:  []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("cancel", "", cancel, "j1a1w1")},
+			twice: []assert.Effect{effect("cancel", "", cancel, "j1a2w2")},
+			opts:  assert.EffectOptions{Label: "crash-mid-job", Policies: repeatable},
+		},
+		{
+			name:    "repeatable missing",
+			once:    []assert.Effect{effect("cancel", "", cancel, "j1a1w1")},
+			twice:   []assert.Effect{failed(effect("cancel", "", cancel, "j1a2w2"), "503")},
+			opts:    assert.EffectOptions{Label: "crash-mid-job", Policies: repeatable, DuplicatesUnavoidable: true, MissingUnavoidable: true},
+			finding: true,
+		},
+		{
+			name:    "repeatable effect the clean run did not make",
+			once:    []assert.Effect{effect("cancel", "", cancel, "j1a1w1")},
+			twice:   []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("cancel", "", `{"subscription":"sub_78"}`, "j1a2w2")},
+			opts:    assert.EffectOptions{Label: "run-twice", Policies: repeatable},
+			finding: true,
+		},
+		{
+			name:    "repeatable only for its kind",
+			once:    []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("email", "", receiptAsha, "j1a1w1")},
+			twice:   []assert.Effect{effect("cancel", "", cancel, "j1a1w1"), effect("email", "", receiptAsha, "j1a1w1"), effect("cancel", "", cancel, "j1a2w2"), effect("email", "", receiptAsha, "j1a2w2")},
+			opts:    assert.EffectOptions{Label: "run-twice", Policies: repeatable},
 			finding: true,
 		},
 		{
@@ -330,6 +374,8 @@ func TestCheckEffects(t *testing.T) {
 	twice := []assert.Effect{effect("email", "", receiptAsha, "j1a1w1"), effect("email", "", receiptAsha, "j1a2w2")}
 
 	require.NoError(t, assert.CheckEffects(once, once, assert.EffectOptions{}))
+	require.NoError(t, assert.CheckEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Repeatable}}),
+		"Repeatable is a policy CheckEffects accepts")
 
 	err := assert.CheckEffects(once, twice, assert.EffectOptions{Label: "run-twice"})
 	var ee *assert.EffectError
@@ -338,7 +384,7 @@ func TestCheckEffects(t *testing.T) {
 	goldenText(t, "effects_error", err.Error()+"\n")
 
 	err = assert.CheckEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
-	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce or assert.AtMostOnce`)
+	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce or assert.Repeatable`)
 	d := assert.DiffEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
 	require.NotNil(t, d, "an unknown policy is held to exactly-once")
 	require.Equal(t, []string{"email has the unknown policy Policy(7) and is held to exactly-once"}, d.Notes)
@@ -359,7 +405,7 @@ func TestEffectsEqual(t *testing.T) {
 
 func TestPolicyString(t *testing.T) {
 	for p, want := range map[assert.Policy]string{
-		assert.ExactlyOnce: "exactly-once", assert.AtLeastOnce: "at-least-once", assert.AtMostOnce: "at-most-once", assert.Policy(-1): "Policy(-1)",
+		assert.ExactlyOnce: "exactly-once", assert.AtLeastOnce: "at-least-once", assert.AtMostOnce: "at-most-once", assert.Repeatable: "repeatable", assert.Policy(-1): "Policy(-1)",
 	} {
 		require.Equal(t, want, p.String())
 	}

@@ -7,7 +7,8 @@
 // (RunTwice, CrashAtEveryStep, ConcurrentDelivery); the harness expands it
 // into schedules from what the job's clean reference run did (its steps),
 // and executes each on a fresh database. Default is the matrix a plain
-// harness.Check runs.
+// harness.Check runs; DefaultWithout(VisibilityTimeout) is that matrix
+// minus one fault.
 package faults
 
 import (
@@ -253,6 +254,34 @@ func Default() []Fault {
 		AmbiguousCommits(), VisibilityTimeout(), ConcurrentDelivery(), ConcurrentProducerRetry(),
 		Redrive(),
 	}
+}
+
+// DefaultWithout returns Default without the faults that the constructors
+// in drop make: DefaultWithout(VisibilityTimeout, Redrive) is the default
+// matrix minus visibility-timeout and redrive, in Default's order, with no
+// need to list the rest.
+//
+// Pass the constructors themselves, not their results. Only constructors
+// without arguments fit, and every one of them makes a fault of the
+// default matrix, so an exclusion cannot name a fault that is not there.
+// A nil constructor, or one that returns nil, excludes nothing.
+func DefaultWithout(drop ...func() Fault) []Fault {
+	dropped := map[string]bool{}
+	for _, mk := range drop {
+		if mk == nil {
+			continue
+		}
+		if f := mk(); f != nil {
+			dropped[f.Name()] = true
+		}
+	}
+	var out []Fault
+	for _, f := range Default() {
+		if !dropped[f.Name()] {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // Replay runs exactly the schedule s, as printed in a finding or parsed by

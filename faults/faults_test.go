@@ -168,3 +168,53 @@ func TestInterleavings(t *testing.T) {
 		t.Errorf("the sample is not deterministic:\n%s", diff)
 	}
 }
+
+func names(fs []faults.Fault) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Name())
+	}
+	return out
+}
+
+func TestDefaultWithout(t *testing.T) {
+	all := names(faults.Default())
+	tests := []struct {
+		name string
+		drop []func() faults.Fault
+		want []string
+	}{
+		{"nothing dropped", nil, all},
+		{"the visibility timeout", []func() faults.Fault{faults.VisibilityTimeout},
+			[]string{"run-twice", "producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
+		{"several, in any order, one twice", []func() faults.Fault{faults.Redrive, faults.RunTwice, faults.ConcurrentDelivery, faults.Redrive},
+			[]string{"producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "visibility-timeout", "concurrent-producer-retry"}},
+		{"a nil constructor and one that returns nil drop nothing", []func() faults.Fault{nil, func() faults.Fault { return nil }}, all},
+		{"every one", []func() faults.Fault{
+			faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
+			faults.AmbiguousCommits, faults.VisibilityTimeout, faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, names(faults.DefaultWithout(tt.drop...))); diff != "" {
+				t.Errorf("DefaultWithout mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// DefaultWithout takes only constructors without arguments; each of them
+// must make a fault of the default matrix, or an exclusion could name a
+// fault that is not there and silently do nothing.
+func TestEveryConstructorWithoutArgumentsIsInTheDefault(t *testing.T) {
+	for _, mk := range []func() faults.Fault{
+		faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
+		faults.AmbiguousCommits, faults.VisibilityTimeout, faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
+	} {
+		name := mk().Name()
+		if got := len(faults.DefaultWithout(mk)); got != len(faults.Default())-1 {
+			t.Errorf("DefaultWithout(%s) has %d faults, want %d", name, got, len(faults.Default())-1)
+		}
+	}
+}

@@ -48,6 +48,7 @@ func check(t tb, job Job, cfg Config) *Result {
 		return nil
 	}
 	releaseDatabases(t, res)
+	logStragglers(t, res)
 	if err := writeRecord(t.Name(), rerunLine(t.Name()), res); err != nil {
 		t.Errorf("%v", err)
 	}

@@ -21,7 +21,8 @@ type Config struct {
 	// itself and what its database sessions were doing or waiting on; its
 	// context is cancelled, and a Func that ignores that is abandoned.
 	SetupTimeout time.Duration
-	// Faults to run; nil runs faults.Default().
+	// Faults to run; nil runs faults.Default(). The default matrix minus
+	// some faults is faults.DefaultWithout(faults.VisibilityTimeout).
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string

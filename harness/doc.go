@@ -24,6 +24,12 @@
 // queue redelivers, once, every job whose last delivery failed, and that
 // delivery must succeed. A retry that always fails is a finding too.
 //
+// When deliveries of one job overlap (a visibility timeout, a concurrent
+// delivery), the one the queue handed out last decides whether the job
+// completed, whatever the others returned and whichever finished first:
+// if it succeeded the job is done, if it failed the queue retries it. That
+// is SQS's rule, where only the latest receipt handle acks a message.
+//
 // # Steps and faults
 //
 // Every delivery reaches PostgreSQL through a wire-protocol proxy of its
@@ -35,7 +41,14 @@
 // a granted statement that waits on a lock held by the other delivery is
 // detected by asking the server (pg_blocking_pids), and the other delivery
 // runs meanwhile. A dead delivery's connections are cut and refused, its
-// effects refused, its return value ignored and its worker discarded.
+// effects refused, its return value ignored and its worker discarded. It
+// is not waited for: its context is cancelled and the scenario goes on at
+// once, even while its goroutine still runs (a database client retrying
+// with backoff, deaf to its context); nothing it does later is recorded,
+// and a goroutine still running when the check ends is logged once. After
+// an ambiguous step the delivery's error path runs and its return value
+// counts, unless, its connections gone, it only keeps reconnecting: then
+// it is abandoned as dead after a short grace.
 //
 // # Effects
 //
@@ -44,7 +57,9 @@
 // Delivery.Payments (Stripe's idempotency keys, remembered for 24h on the
 // harness clock) and Delivery.Effect, which wraps a call to your own
 // client. Each effect kind has a policy (Config.EffectPolicies):
-// exactly-once by default, at-least-once for receipts, at-most-once.
+// exactly-once by default, at-least-once for receipts, at-most-once, or
+// repeatable for an effect harmless to repeat at the provider (cancelling
+// a subscription: any number of copies is fine, none is not).
 //
 // # Writing a check
 //
@@ -64,6 +79,10 @@
 // When the handler keeps state in memory (a cache, an in-process dedup
 // map), set Job.NewWorker instead of Job.Handler: a redelivery then runs on
 // a freshly built worker, as after a real crash.
+//
+// The handler returns the error the queue would see. When the production
+// worker's wrapper logs errors and returns nil, check it through that
+// wrapper or an adapter closure that does the same (see Handler).
 //
 // A failed check prints one message: every scenario that differs, its
 // schedule, the per-table diff (-once +twice), and the go test line that

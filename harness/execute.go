@@ -1,12 +1,14 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +17,14 @@ import (
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
+
+// abandonGrace is how long, in real time, the harness gives an abandoned
+// delivery's goroutine to return once its scenario is over before it stops
+// waiting and reports it; and how long a delivery whose database is gone
+// (after an ambiguous step) may keep trying to reconnect, without a step
+// or a return, before it is abandoned. A dead worker is not waited for:
+// what it does later is refused and never recorded.
+const abandonGrace = 250 * time.Millisecond
 
 // lockPoll is how often the executor asks the server whether a granted
 // step that has not returned waits on a lock. It asks; it never assumes.
@@ -49,7 +59,11 @@ type deliveryRun struct {
 	dead           bool // its worker died: return value ignored, worker gone
 	startedAt      time.Time
 	deadline       time.Time
-	cancel         context.CancelFunc // ends the handler's context
+	ctx            context.Context    // the handler's context
+	cancel         context.CancelFunc // ends it
+	returned       chan struct{}      // closed when the handler's goroutine returns
+	stuckSince     time.Time          // its database gone, it reconnects in vain since
+	refused        atomic.Bool        // a connection of it was refused; set by the proxy
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
 
@@ -90,6 +104,7 @@ const (
 	evStep     eventKind = iota // a step asks to be granted
 	evStepDone                  // a granted step's reply arrived, or an effect call returned
 	evReturned                  // a handler returned
+	evRefused                   // a dead delivery's connection was refused
 )
 
 type event struct {
@@ -112,6 +127,11 @@ func (q *eventQueue) push(e event) {
 	q.mu.Lock()
 	q.queue = append(q.queue, e)
 	q.mu.Unlock()
+	q.poke()
+}
+
+// poke wakes the event loop without an event.
+func (q *eventQueue) poke() {
 	select {
 	case q.signal <- struct{}{}:
 	default:
@@ -143,7 +163,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	for _, spec := range sched.Deliveries {
 		e.add(spec)
 	}
-	defer e.closeProxies()
+	defer e.abandon()
 	return e, e.run(ctx)
 }
 
@@ -243,19 +263,34 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	return d
 }
 
-// lastPerJob is the last delivery of each job, in job order.
+// completionRule is the queue's rule for which delivery of a job decides
+// whether the job completed, when several overlap (a visibility timeout, a
+// concurrent delivery): the one the queue handed out last. Its outcome
+// counts, whatever the earlier ones returned and whichever finished first:
+// if it succeeds the job is done even though an earlier delivery failed,
+// and if it fails the queue retries the job even though an earlier one
+// succeeded. That is SQS's rule (a delete must carry the latest receipt
+// handle; an older one may leave the message in the queue). It lives here
+// alone so that a queue with another rule can make it a property of its
+// own. deliveries are one job's, in the order the queue handed them out.
+func completionRule(deliveries []*deliveryRun) *deliveryRun {
+	return deliveries[len(deliveries)-1]
+}
+
+// lastPerJob is, for each job in job order, the delivery whose outcome
+// says whether the job completed (completionRule).
 func (e *execution) lastPerJob() []*deliveryRun {
-	last := map[int]*deliveryRun{}
+	byJob := map[int][]*deliveryRun{}
 	var jobs []int
 	for _, d := range e.deliveries {
-		if last[d.spec.Job] == nil {
+		if byJob[d.spec.Job] == nil {
 			jobs = append(jobs, d.spec.Job)
 		}
-		last[d.spec.Job] = d
+		byJob[d.spec.Job] = append(byJob[d.spec.Job], d)
 	}
 	out := make([]*deliveryRun, len(jobs))
 	for i, j := range jobs {
-		out[i] = last[j]
+		out[i] = completionRule(byJob[j])
 	}
 	return out
 }
@@ -333,6 +368,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 			After: func(s wireproxy.Step, err error) {
 				e.events.push(event{kind: evStepDone, d: d, step: s, err: err})
 			},
+			Refused: func(error) {
+				// The first refusal is news; a client reconnecting in a
+				// tight loop must not flood the event loop.
+				if d.refused.CompareAndSwap(false, true) {
+					e.events.push(event{kind: evRefused, d: d})
+				}
+			},
 		},
 	})
 	if err != nil {
@@ -349,11 +391,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	}
 	d.startedAt = time.Now()
 	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
-	hctx, cancel := context.WithCancel(ctx)
-	d.cancel = cancel
+	d.ctx, d.cancel = context.WithCancel(ctx)
+	d.returned = make(chan struct{})
+	hctx := d.ctx
 	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock,
 		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
+		defer close(d.returned)
 		start := time.Now()
 		err := callHandler(hctx, h, delivery)
 		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
@@ -379,10 +423,15 @@ func (e *execution) handle(ev event) {
 			ev.req.grant <- wireproxy.Crash
 			return
 		}
+		d.moved()
 		d.requested++
 		ev.req.seq = d.requested
 		d.pending = append(d.pending, ev.req)
 	case evStepDone:
+		if d.ended {
+			return // a dead delivery's late replies are not its steps
+		}
+		d.moved()
 		req := ev.req
 		if req == nil {
 			req = d.bySQL[ev.step.Index]
@@ -414,7 +463,29 @@ func (e *execution) handle(ev event) {
 			d.outcome.Fault = "returned nil, but its ack was lost"
 		}
 		e.end(d)
+	case evRefused:
+		if !d.ended && d.stuckSince.IsZero() {
+			d.stuckSince = time.Now()
+		}
 	}
+}
+
+// moved notes a step of d: a delivery that reconnects in vain but still
+// makes steps (effects on its error path) is not stuck yet.
+func (d *deliveryRun) moved() {
+	if !d.stuckSince.IsZero() {
+		d.stuckSince = time.Now()
+	}
+}
+
+// stuck reports whether d, its database gone, has done nothing but try to
+// reconnect for abandonGrace, and when it will be if not.
+func (d *deliveryRun) stuck(now time.Time) (bool, time.Time) {
+	if d.stuckSince.IsZero() || len(d.inflight) > 0 || len(d.pending) > 0 {
+		return false, time.Time{}
+	}
+	at := d.stuckSince.Add(abandonGrace)
+	return !now.Before(at), at
 }
 
 // end closes d's connections and refuses its waiting steps: a connection
@@ -427,6 +498,9 @@ func (e *execution) end(d *deliveryRun) {
 		p.grant <- wireproxy.Crash
 	}
 	d.pending = nil
+	// Its end may let the next delivery start: look again now, not when
+	// an event comes, which a dead delivery's goroutine may never send.
+	e.events.poke()
 }
 
 // die kills d as a crash does: sockets cut, later steps refused, return
@@ -562,6 +636,10 @@ func (s effectStepper) beginEffect(ctx context.Context, label string) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-s.d.ctx.Done():
+		// The delivery ended and the handler kept going, on a context of
+		// its own: nothing it does now happens.
+		return fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
 	}
 }
 
@@ -579,6 +657,13 @@ func (e *execution) checkStalls(ctx context.Context) error {
 	now := time.Now()
 	for _, d := range e.deliveries {
 		if !d.started || d.ended {
+			continue
+		}
+		if stuck, _ := d.stuck(now); stuck {
+			// Its database is gone for good (an ambiguous step killed its
+			// connections); a client retrying with backoff would keep the
+			// scenario waiting for nothing. Its return value is lost.
+			e.die(d, d.outcome.Fault+"; it then kept trying to reconnect, which a dead delivery never can, and was abandoned")
 			continue
 		}
 		if now.After(d.deadline) {
@@ -629,6 +714,9 @@ func (e *execution) wake() time.Duration {
 		if until := time.Until(d.deadline); until < next {
 			next = until
 		}
+		if _, at := d.stuck(time.Now()); !at.IsZero() {
+			next = min(next, time.Until(at))
+		}
 	}
 	return max(next, time.Millisecond)
 }
@@ -641,10 +729,43 @@ func (e *execution) killAll() {
 	}
 }
 
+// abandon ends what is left of the scenario's deliveries: their contexts
+// are cancelled and their connections cut and refused. It waits at most
+// abandonGrace for handler goroutines to return, and hands the ones still
+// running to the runner, which reports them once; nothing they do from now
+// on is recorded.
+func (e *execution) abandon() {
+	e.closeProxies()
+	grace := time.NewTimer(abandonGrace)
+	defer grace.Stop()
+	expired := false
+	for _, d := range e.deliveries {
+		if d.returned == nil {
+			continue
+		}
+		if !expired {
+			select {
+			case <-d.returned:
+				continue
+			case <-grace.C:
+				expired = true
+			}
+		}
+		select {
+		case <-d.returned:
+		default:
+			e.r.linger(fmt.Sprintf("%s in %s (schedule %s)", d.spec.Label(), cmp.Or(e.sched.Fault, "the clean run"), e.sched), d.returned)
+		}
+	}
+}
+
 // closeProxies ends every delivery's connections. A handler goroutine that
 // outlives its delivery finds them refused.
 func (e *execution) closeProxies() {
 	for _, d := range e.deliveries {
+		if d.cancel != nil {
+			d.cancel()
+		}
 		if d.proxy != nil {
 			d.proxy.Kill()
 			// Close waits for the proxy's goroutines, which never wait on

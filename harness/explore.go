@@ -122,6 +122,7 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	}
 	res := x.Result
 	releaseDatabases(t, res)
+	logStragglers(t, res)
 	line := rerunLine(t.Name())
 	if x.Failed() {
 		line = replayLine(t.Name(), x.Minimal)
@@ -234,6 +235,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
 	}
+	res.stragglers = r.stillRunning()
 	x.Duration = time.Since(start)
 	res.Duration = x.Duration
 	return x, nil

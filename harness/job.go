@@ -10,9 +10,27 @@ import (
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
 // an error makes the queue deliver it again.
+//
+// Return the error the queue would see: it decides whether the queue
+// delivers the job again. A production worker whose wrapper logs an error
+// and returns nil is acked even when the job failed, and never retried.
+// Check the job as it runs there: call the wrapper itself, or do what it
+// does in an adapter closure in the test, without changing the job's
+// code. Calling the inner function, which returns its errors, makes the
+// harness retry where the queue would not, and hides a job left half done:
+//
+//	Handler: func(ctx context.Context, d *harness.Delivery) error {
+//		if err := billing.CancelSubscription(ctx, d.DB, 77); err != nil {
+//			log.Printf("cancel: %v", err) // as the worker's wrapper does: log, then ack
+//		}
+//		return nil
+//	},
 type Handler func(ctx context.Context, d *Delivery) error
 
 // Job is the handler under test. Set exactly one of Handler and NewWorker.
+// The handler returns the error the queue would see (see Handler): a
+// worker whose wrapper logs errors and returns nil is checked through the
+// wrapper, or through a closure in the test that does the same.
 type Job struct {
 	// Name identifies the job in messages and reports: "reward-order".
 	Name string

@@ -53,6 +53,9 @@ type Result struct {
 	Duration time.Duration
 
 	kept []kept
+	// stragglers notes handler goroutines still running when the check
+	// ended (linger.go); Check and Explore log it.
+	stragglers string
 }
 
 // kept is a failed scenario's database, held until the test's end decides

@@ -40,6 +40,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := r.scenarios(ctx, scheds, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
+	res.stragglers = r.stillRunning()
 	res.Duration = time.Since(start)
 	return res, nil
 }
@@ -180,6 +181,7 @@ type runner struct {
 	admin   *pgx.Conn // asks the server about locks; opened on first use
 
 	shifted shiftedRefs // clean runs at a later clock; see referenceAt
+	stragglers stragglers // handler goroutines not waited for; see linger.go
 }
 
 func (r *runner) close(ctx context.Context) {

@@ -501,6 +501,36 @@ func TestKill(t *testing.T) {
 	}
 }
 
+// A connection refused because the delivery is dead is reported to
+// Hooks.Refused, so the harness can tell a handler that keeps reconnecting
+// to a database it cannot reach; a live delivery's connections are not.
+func TestRefusedHook(t *testing.T) {
+	ctx := context.Background()
+	dsn := newDatabase(t)
+	refused := make(chan error, 10)
+	p := listen(t, "d1", dsn, wireproxy.Hooks{Refused: func(why error) { refused <- why }})
+	c, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	if len(refused) != 0 {
+		t.Fatalf("Refused was called for a live delivery: %v", <-refused)
+	}
+	p.Kill()
+	for range 2 {
+		if _, err := pgx.Connect(ctx, p.DSN()); err == nil {
+			t.Fatal("a connection after Kill succeeded")
+		}
+	}
+	if len(refused) != 2 {
+		t.Fatalf("Refused called %d times for 2 refused connections, want 2", len(refused))
+	}
+	if why := <-refused; !errors.Is(why, wireproxy.ErrDead) {
+		t.Errorf("Refused(%v), want an error wrapping ErrDead", why)
+	}
+}
+
 func mustParse(t *testing.T, dsn string) *pgx.ConnConfig {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(dsn)

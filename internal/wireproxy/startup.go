@@ -90,7 +90,7 @@ func (c *conn) forwardCancel(req *pgproto3.CancelRequest) {
 func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 	p := c.p
 	if dead := p.Dead(); dead != nil {
-		return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", dead))
+		return c.refuseDead(dead)
 	}
 	up := p.upstream
 	user := msg.Parameters["user"]
@@ -128,7 +128,7 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 				Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint})
 		}
 		if dead := p.Dead(); dead != nil {
-			return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", dead))
+			return c.refuseDead(dead)
 		}
 		return c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot reach the server: %v", p.label, err))
 	}
@@ -155,12 +155,12 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 	if c.isCut.Load() {
 		c.mu.Unlock()
 		_ = hc.Conn.Close()
-		return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", p.Dead()))
+		return c.refuseDead(p.Dead())
 	}
 	c.server, c.canceler, c.tx = hc.Conn, canceler, hc.TxStatus
 	c.mu.Unlock()
 	if err := p.register(c, hc.PID, secret); err != nil {
-		return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", err))
+		return c.refuseDead(err)
 	}
 
 	var out []byte
@@ -175,6 +175,16 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 	out, _ = (&pgproto3.ReadyForQuery{TxStatus: hc.TxStatus}).Encode(out)
 	_, err = c.client.Write(out)
 	return err
+}
+
+// refuseDead refuses a connection of a dead delivery and tells the
+// harness (Hooks.Refused): a handler that keeps reconnecting is retrying a
+// database it will never reach again.
+func (c *conn) refuseDead(why error) error {
+	if c.p.hooks.Refused != nil && why != nil {
+		c.p.hooks.Refused(why)
+	}
+	return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", why))
 }
 
 // refuse sends the client a FATAL error and ends the connection.

@@ -53,7 +53,7 @@ func (a Action) String() string {
 	return "Action(?)"
 }
 
-// Hooks let the harness steer a delivery's steps. Both are optional. Each
+// Hooks let the harness steer a delivery's steps. All are optional. Each
 // connection calls them from its own goroutines, so calls for different
 // connections of a delivery may run at the same time. Hooks may call
 // Proxy.Kill but not Proxy.Close, which waits for them.
@@ -71,4 +71,8 @@ type Hooks struct {
 	// error for the step (a *pgconn.PgError), a connection error, or nil.
 	// After must not block: it runs on the connection's reading goroutine.
 	After func(s Step, err error)
+	// Refused is called when a connection is refused because the delivery
+	// is dead (after Kill, or after an ambiguous step killed it), with
+	// the reason. It must not block.
+	Refused func(why error)
 }
