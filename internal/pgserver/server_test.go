@@ -308,8 +308,16 @@ func startHelperServer(t *testing.T, end string) (*exec.Cmd, int, string) {
 // prints "READY <what>", and returns the child and what.
 func startHelper(t *testing.T, test string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return startHelperStdin(t, test, nil, env...)
+}
+
+// startHelperStdin is startHelper with the child's stdin, so a child can
+// wait for the parent's word (EOF) before it goes on.
+func startHelperStdin(t *testing.T, test string, stdin *os.File, env ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), helperEnv+"=1"), env...)
+	cmd.Stdin = stdin
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
