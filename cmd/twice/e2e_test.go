@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/longtest"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -146,9 +147,7 @@ func TestUsage(t *testing.T) {
 // go run ./cmd/twice report writes all four files, shows every broken
 // example as an expected finding with its diagram, and exits 0.
 func TestReportExamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every example's checks (minutes); not with -short")
-	}
+	longtest.Skip(t, "runs every example's checks, minutes")
 	dir := filepath.Join(t.TempDir(), "twice-report")
 	cmd := exec.Command("go", "run", "./cmd/twice", "report", "-o", dir, "./examples/...")
 	cmd.Dir = filepath.Join("..", "..")
