@@ -300,7 +300,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, db.Drop(ctx)
 	}
 	sc.Verdict = NotIdempotent
-	sc.Database = db.ConnString
+	sc.Database = db.DisplayConnString()
 	return sc, db, nil
 }
 

@@ -486,3 +486,25 @@ func TestConnString(t *testing.T) {
 		})
 	}
 }
+
+func TestWithoutPassword(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"url", "postgres://u:s3cret@db.example:5433/twice_1?sslmode=require", "postgres://u@db.example:5433/twice_1?sslmode=require"},
+		{"url escaped", "postgresql://u:p%40s3cret@h/x", "postgresql://u@h/x"},
+		{"url password parameter", "postgres://u@h/x?password=s3cret&sslmode=disable", "postgres://u@h/x?sslmode=disable"},
+		{"url unix socket", "postgres://u:s3cret@/x?host=%2Ftmp", "postgres://u@/x?host=%2Ftmp"},
+		{"url no password", "postgres://u@h/x", "postgres://u@h/x"},
+		{"keyword value", "host=h user=u password=s3cret dbname=x", "dbname='x' host='h' user='u'"},
+		{"keyword value quoted", `host=h password='it\'s s3cret' dbname=x`, "dbname='x' host='h'"},
+		{"keyword value no password", "host=h dbname=x", "host=h dbname=x"},
+		{"unparseable", "postgres://u:s3cret@h:port/x", "(a connection string that does not parse)"},
+		{"unterminated", "password='s3cret", "(a connection string that does not parse)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := WithoutPassword(tt.in)
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, got, "s3cret")
+		})
+	}
+}
