@@ -212,7 +212,9 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	switch {
 	case isReplay:
 		x.Replay = replay.String()
-		err = e.fromList(ctx, x, []faults.Schedule{replay})
+		if err = checkSchedule(job.Name, len(plan.Steps), replay); err == nil {
+			err = e.fromList(ctx, x, []faults.Schedule{replay})
+		}
 	case len(saved) > 0:
 		for _, s := range saved {
 			x.Replayed = append(x.Replayed, s.file)

@@ -27,6 +27,9 @@ import (
 // Result.DropDatabases.
 func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	start := time.Now()
+	if cfg.Faults != nil && len(cfg.Faults) == 0 {
+		return nil, errNoFaults
+	}
 	r, res, plan, err := begin(ctx, job, cfg)
 	if err != nil {
 		return nil, err
@@ -35,6 +38,14 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	var scheds []faults.Schedule
 	for _, f := range cfg.faults() {
 		scheds = append(scheds, f.Schedules(plan)...)
+	}
+	if len(scheds) == 0 {
+		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
+	}
+	for _, s := range scheds {
+		if err := checkSchedule(job.Name, len(plan.Steps), s); err != nil {
+			return nil, err
+		}
 	}
 	res.Scenarios = make([]Scenario, len(scheds))
 	if err := r.scenarios(ctx, scheds, res); err != nil {
@@ -93,6 +104,12 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		if i == 0 {
 			steps1 = steps
 		}
+	}
+	if err := checkTookSteps(job.Name, steps1); err != nil {
+		return nil, nil, plan, err
+	}
+	if err := checkIgnored(cfg, refs[0]); err != nil {
+		return nil, nil, plan, err
 	}
 	res.Reference = refs[0]
 	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
