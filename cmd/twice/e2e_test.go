@@ -181,3 +181,22 @@ func TestReportExamples(t *testing.T) {
 		t.Errorf("index.html draws %d diagrams for %d jobs with expected findings", n, expected)
 	}
 }
+
+// TestReportNoServerExits2: a configuration that gives the checks no
+// PostgreSQL is the user's to fix, not harness breakage, and still keeps
+// twice from checking: exit 2, a harness-error problem saying config.
+func TestReportNoServerExits2(t *testing.T) {
+	t.Setenv("TWICE_POSTGRES", "url")
+	t.Setenv("TWICE_DATABASE_URL", "")
+	code, _, r := twiceReport(t, "./testdata/unexpected")
+	if code != report.ExitBroken {
+		t.Errorf("exit code = %d, want %d", code, report.ExitBroken)
+	}
+	if kinds := problemKinds(r); len(kinds) != 1 || kinds[0] != report.ProblemHarnessError {
+		t.Fatalf("problems %v, want one %s", kinds, report.ProblemHarnessError)
+	}
+	msg := r.Summary.Problems[0].Message
+	if !strings.Contains(msg, "[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty") || strings.Contains(msg, "internal") {
+		t.Errorf("message %q, want the configuration error, not an internal one", msg)
+	}
+}

@@ -129,7 +129,7 @@ func TestURLUserMayNotCreateDatabase(t *testing.T) {
 	kv["user"] = "twice_nocreate"
 	_, err = Start(ctx, Config{URL: formatKeywordValue(kv)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[twice] internal: TWICE_DATABASE_URL: user "twice_nocreate"`)
+	assert.Contains(t, err.Error(), `[twice] config: TWICE_DATABASE_URL: user "twice_nocreate"`)
 	assert.Contains(t, err.Error(), "may not CREATE DATABASE")
 	assert.Contains(t, err.Error(), `ALTER ROLE "twice_nocreate" CREATEDB`)
 }
@@ -153,7 +153,7 @@ func TestURLUnreachable(t *testing.T) {
 			}
 			_, err := Start(context.Background(), Config{URL: u})
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "[twice] internal: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
+			assert.Contains(t, err.Error(), "[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -165,9 +165,9 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"bad mode", Config{Mode: "postgres"}, `[twice] internal: TWICE_POSTGRES="postgres" is not a way to get PostgreSQL: use url, local or docker`},
-		{"url mode without url", Config{Mode: ModeURL}, "[twice] internal: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty"},
-		{"unparsable url", Config{URL: "postgres://a b@/"}, "[twice] internal: TWICE_DATABASE_URL is not a PostgreSQL connection string"},
+		{"bad mode", Config{Mode: "postgres"}, `[twice] config: TWICE_POSTGRES="postgres" is not a way to get PostgreSQL: use url, local or docker`},
+		{"url mode without url", Config{Mode: ModeURL}, "[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty"},
+		{"unparsable url", Config{URL: "postgres://a b@/"}, "[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,14 +200,14 @@ func TestNoWayAvailable(t *testing.T) {
 			require.NoError(t, err, out)
 			switch mode {
 			case "":
-				assert.Contains(t, out, "[twice] internal: no PostgreSQL server: twice needs one of")
+				assert.Contains(t, out, "[twice] config: no PostgreSQL server: twice needs one of")
 				for _, want := range []string{"TWICE_DATABASE_URL=postgres://", "apt-get install postgresql", "Docker engine", "TWICE_POSTGRES_IMAGE", "no initdb and postgres found", "no Docker engine answered"} {
 					assert.Contains(t, out, want)
 				}
 			case ModeLocal:
-				assert.Contains(t, out, "[twice] internal: TWICE_POSTGRES=local but no initdb and postgres found")
+				assert.Contains(t, out, "[twice] config: TWICE_POSTGRES=local but no initdb and postgres found")
 			case ModeDocker:
-				assert.Contains(t, out, "[twice] internal: TWICE_POSTGRES=docker but no Docker engine answered")
+				assert.Contains(t, out, "[twice] config: TWICE_POSTGRES=docker but no Docker engine answered")
 			}
 		})
 	}
