@@ -48,6 +48,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		}
 	}
 	res.Scenarios = make([]Scenario, len(scheds))
+	if p := progressOf(ctx); p != nil {
+		p.total.Store(int64(len(scheds)))
+	}
 	if err := r.scenarios(ctx, scheds, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
@@ -155,6 +158,9 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 					cancel(err)
 				}
 				res.Scenarios[i] = sc
+				if p := progressOf(ctx); p != nil {
+					p.done.Add(1)
+				}
 			}
 		}()
 	}
