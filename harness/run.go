@@ -229,6 +229,19 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	return waits, nil
 }
 
+// serverGone asks the server, on a new connection, whether it still
+// answers: a handler's error while it shuts down is not the job's.
+func (r *runner) serverGone(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	return conn.Ping(ctx)
+}
+
 // newWorker builds a worker, turning a factory's panic or nil into an error.
 func (r *runner) newWorker() (h Handler, err error) {
 	if r.job.Handler != nil {
@@ -260,6 +273,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	d := ex.deliveries[0]
 	if d.outcome.Err != "" {
+		if err := r.serverGone(ctx); err != nil {
+			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%v), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
+		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
 	snap, err := snapshot(ctx, db)
