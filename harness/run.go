@@ -274,7 +274,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	d := ex.deliveries[0]
 	if d.outcome.Err != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%v), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
+			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
 		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
