@@ -166,7 +166,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"empty fault list", hit, withFaults(counterConfig()), "Config.Faults is empty, so no scenario would run"},
 		{"no scenario from the faults", harness.Job{Name: "read", Handler: exec(`SELECT n FROM counters`)}, withFaults(counterConfig(), faults.AmbiguousCommits()), `job "read": Config.Faults gave no scenario for its clean run of 1 steps`},
 		{"crash past the last step", hit, withFaults(counterConfig(), faults.CrashAt(3)), `j1a1w1!crash:3 acts on step 3, but job "hit" takes 1 step on a clean run`},
-		{"no step", harness.Job{Name: "x", Handler: ok}, counterConfig(), `job "x" took no step on its clean run`},
+		{"no step", harness.Job{Name: "x", Handler: ok}, counterConfig(), `job "x" took no step, on its clean run or in any scenario`},
 		{"unknown table", hit, ignoring(counterConfig(), []string{"counter"}, nil), `IgnoreTables: no table "counter"); its tables are counters, events`},
 		{"unknown column", hit, ignoring(counterConfig(), nil, []string{"counters.nn", "tokn", "events.token.x"}), `(IgnoreColumns: no column "counters.nn"; IgnoreColumns: no column "tokn"; IgnoreColumns: no column "events.token.x")`},
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
@@ -52,6 +54,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		p.total.Store(int64(len(scheds)))
 	}
 	if err := r.scenarios(ctx, scheds, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
+	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	res.Duration = time.Since(start)
@@ -107,9 +112,6 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		if i == 0 {
 			steps1 = steps
 		}
-	}
-	if err := checkTookSteps(job.Name, steps1); err != nil {
-		return nil, nil, plan, err
 	}
 	if err := checkIgnored(cfg, refs[0]); err != nil {
 		return nil, nil, plan, err
@@ -216,6 +218,9 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	defer r.adminMu.Unlock()
 	if r.admin == nil {
 		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
+		if err != nil && serverWentAway(err) {
+			return false, fmt.Errorf("[twice] internal: the PostgreSQL server went away: connecting to ask it about locks: %w", err)
+		}
 		if err != nil {
 			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
 		}
@@ -240,6 +245,21 @@ func (r *runner) serverGone(ctx context.Context) error {
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	return conn.Ping(ctx)
+}
+
+// serverWentAway reports whether err, from connecting to the server, says
+// the server is gone or going: refused, reset, no socket, or shutting down
+// (SQLSTATE class 57P). Other server errors (too many clients, a bad
+// password) and cancellations are not.
+func serverWentAway(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return true
 }
 
 // newWorker builds a worker, turning a factory's panic or nil into an error.
