@@ -115,7 +115,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join("testdata", "twice", unsafeName.ReplaceAllString(t.Name(), "_"))
 	}
-	x, err := exploreRun(t.Context(), job, cfg, opts, t.Name())
+	ctx, stop := logProgress(t, job.Name)
+	x, err := exploreRun(ctx, job, cfg, opts, t.Name())
+	stop()
 	if err != nil {
 		t.Fatalf("%v", err)
 		return nil

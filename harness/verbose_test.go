@@ -50,3 +50,29 @@ func TestVerboseCheck(t *testing.T) {
 	require.Len(t, ok, 1, "logs %q", rec.Logs())
 	assert.Regexp(t, `^\[twice\] ok: job "upsert": 2 scenarios, none differs from one clean run \(\S+\)$`, ok[0])
 }
+
+// TestVerboseExplore: under -v a running exploration logs its progress.
+func TestVerboseExplore(t *testing.T) {
+	defer harness.SetVerbose(time.Millisecond)()
+	rec := recordtb.New(t)
+	progressed := func() bool {
+		for _, l := range rec.Logs() {
+			if strings.HasPrefix(l, `[twice] job "upsert": still checking after `) {
+				return true
+			}
+		}
+		return false
+	}
+	job := harness.Job{Name: "upsert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		for deadline := time.Now().Add(30 * time.Second); !progressed() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE counters SET n = 1`)
+		return err
+	}}
+	rec.Run(func(tb testing.TB) {
+		harness.Explore(tb, job, counterConfig(), harness.ExploreOptions{Dir: t.TempDir(), Checks: 3})
+	})
+	require.Empty(t, rec.Errors())
+	assert.True(t, progressed(), "no progress line in %q", rec.Logs())
+}
