@@ -42,7 +42,9 @@ func check(t tb, job Job, cfg Config) *Result {
 		t.Fatalf("%v", err)
 		return nil
 	}
-	res, err := Run(t.Context(), job, cfg)
+	ctx, stop := logProgress(t, job.Name)
+	res, err := Run(ctx, job, cfg)
+	stop()
 	if err != nil {
 		t.Fatalf("%v", err)
 		return nil
@@ -61,6 +63,8 @@ func check(t tb, job Job, cfg Config) *Result {
 	case cfg.ExpectFinding != "":
 		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d scenarios passed: remove Config.ExpectFinding",
 			res.Job, cfg.ExpectFinding, len(res.Scenarios))
+	default:
+		logPassed(t, res)
 	}
 	return res
 }

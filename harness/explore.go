@@ -115,7 +115,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	if opts.Dir == "" {
 		opts.Dir = filepath.Join("testdata", "twice", unsafeName.ReplaceAllString(t.Name(), "_"))
 	}
-	x, err := exploreRun(t.Context(), job, cfg, opts, t.Name())
+	ctx, stop := logProgress(t, job.Name)
+	x, err := exploreRun(ctx, job, cfg, opts, t.Name())
+	stop()
 	if err != nil {
 		t.Fatalf("%v", err)
 		return nil
@@ -213,7 +215,9 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	switch {
 	case isReplay:
 		x.Replay = replay.String()
-		err = e.fromList(ctx, x, []faults.Schedule{replay})
+		if err = checkSchedule(job.Name, len(plan.Steps), replay); err == nil {
+			err = e.fromList(ctx, x, []faults.Schedule{replay})
+		}
 	case len(saved) > 0:
 		for _, s := range saved {
 			x.Replayed = append(x.Replayed, s.file)

@@ -167,6 +167,28 @@ func TestReplayRefusesBadSchedule(t *testing.T) {
 	}
 }
 
+// A replayed crash or lost reply past the job's last step would never
+// happen: the replay is refused, naming the job's step count.
+func TestReplayRefusesStepPastTheEnd(t *testing.T) {
+	for _, sched := range []string{"j1a1w1!crash:99 > +30s j1a2w2", "j1a1w1!ambiguous:2 > +30s j1a2w2"} {
+		t.Setenv(harness.ReplayEnv, sched)
+		for name, run := range map[string]func(tb testing.TB){
+			"Check":   func(tb testing.TB) { harness.Check(tb, hitJob, counterConfig()) },
+			"Explore": func(tb testing.TB) { harness.Explore(tb, hitJob, counterConfig(), harness.ExploreOptions{}) },
+		} {
+			t.Run(name+" "+sched, func(t *testing.T) {
+				rec := recordtb.New(t)
+				rec.Run(run)
+				errs := rec.Errors()
+				require.Len(t, errs, 1)
+				assert.Contains(t, errs[0], `[twice] schedule "`+sched+`": j1a1w1!`)
+				assert.Contains(t, errs[0], `but job "hit" takes 1 step on a clean run`)
+				assert.NotContains(t, errs[0], "internal")
+			})
+		}
+	}
+}
+
 func TestExploreChecksFromEnvironment(t *testing.T) {
 	t.Setenv(harness.ChecksEnv, "7")
 	x, err := harness.ExploreRun(t.Context(), ledgerJob, ledgerConfig, harness.ExploreOptions{Checks: 50})

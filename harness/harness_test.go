@@ -149,6 +149,7 @@ func TestRunReportsHandlerPanicWithStack(t *testing.T) {
 
 func TestRunRejectsBadInput(t *testing.T) {
 	ok := func(context.Context, *harness.Delivery) error { return nil }
+	hit := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
 	tests := []struct {
 		name string
 		job  harness.Job
@@ -162,6 +163,12 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"nil setup func", harness.Job{Name: "x", Handler: ok}, harness.Config{Setup: []harness.Setup{harness.Func(nil)}}, "setup func is nil"},
 		{"bad setup SQL", harness.Job{Name: "x", Handler: ok}, harness.Config{Setup: []harness.Setup{harness.SQL("CREATE TABLE t (id int);\nCREATE TABLEX u ();")}}, `SQL:2:8: ERROR: syntax error at or near "TABLEX"`},
 		{"fails on a clean run", harness.Job{Name: "x", Handler: func(context.Context, *harness.Delivery) error { return errors.New("no such order") }}, harness.Config{}, "failed on its clean reference run 1"},
+		{"empty fault list", hit, withFaults(counterConfig()), "Config.Faults is empty, so no scenario would run"},
+		{"no scenario from the faults", harness.Job{Name: "read", Handler: exec(`SELECT n FROM counters`)}, withFaults(counterConfig(), faults.AmbiguousCommits()), `job "read": Config.Faults gave no scenario for its clean run of 1 steps`},
+		{"crash past the last step", hit, withFaults(counterConfig(), faults.CrashAt(3)), `j1a1w1!crash:3 acts on step 3, but job "hit" takes 1 step on a clean run`},
+		{"no step", harness.Job{Name: "x", Handler: ok}, counterConfig(), `job "x" took no step, on its clean run or in any scenario`},
+		{"unknown table", hit, ignoring(counterConfig(), []string{"counter"}, nil), `IgnoreTables: no table "counter"); its tables are counters, events`},
+		{"unknown column", hit, ignoring(counterConfig(), nil, []string{"counters.nn", "tokn", "events.token.x"}), `(IgnoreColumns: no column "counters.nn"; IgnoreColumns: no column "tokn"; IgnoreColumns: no column "events.token.x")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -173,8 +180,38 @@ func TestRunRejectsBadInput(t *testing.T) {
 	}
 }
 
+func withFaults(cfg harness.Config, fs ...faults.Fault) harness.Config {
+	cfg.Faults = fs
+	if cfg.Faults == nil {
+		cfg.Faults = []faults.Fault{}
+	}
+	return cfg
+}
+
+func ignoring(cfg harness.Config, tables, columns []string) harness.Config {
+	cfg.IgnoreTables, cfg.IgnoreColumns = tables, columns
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	return cfg
+}
+
+// Names that exist are accepted: a table, "table.column", "column", and a
+// path inside a jsonb column.
+func TestRunAcceptsKnownIgnores(t *testing.T) {
+	cfg := harness.Config{
+		Setup:         []harness.Setup{harness.SQL(counterSchema + `CREATE TABLE docs (id int PRIMARY KEY, body jsonb);`)},
+		Faults:        []faults.Fault{faults.RunTwice()},
+		IgnoreTables:  []string{"events"},
+		IgnoreColumns: []string{"counters.n", "token", "docs.body.meta.at", "body.x"},
+	}
+	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	assert.Empty(t, res.Failed(), "counters.n is ignored, so the increment passes")
+}
+
 func TestCheckFailsWhenExpectedFindingIsGone(t *testing.T) {
-	job := harness.Job{Name: "noop", Handler: func(context.Context, *harness.Delivery) error { return nil }}
+	job := harness.Job{Name: "noop", Handler: exec(`SELECT n FROM counters`)}
 	cfg := counterConfig()
 	cfg.ExpectFinding = "thought to double count"
 	rec := recordtb.New(t)

@@ -93,7 +93,8 @@ type Scenario struct {
 	LockWaits int
 	// Database is the connection string of the scenario's database when
 	// it was kept as evidence (the first failed scenario's), otherwise
-	// empty.
+	// empty. It carries no password (it is printed and stored in
+	// reports): psql asks for it, or reads PGPASSWORD.
 	Database string
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
@@ -168,7 +169,7 @@ func (r *Result) keepDatabases(ctx context.Context) []string {
 			lines = append(lines, fmt.Sprintf("internal: keeping the database of %s (%s): %v", s.Fault, s.Schedule, err))
 			continue
 		}
-		s.Database = k.db.ConnString
+		s.Database = k.db.DisplayConnString()
 		lines = append(lines, fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q", s.Fault, s.Schedule, s.Database))
 	}
 	r.kept = nil

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
@@ -27,6 +29,9 @@ import (
 // Result.DropDatabases.
 func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	start := time.Now()
+	if cfg.Faults != nil && len(cfg.Faults) == 0 {
+		return nil, errNoFaults
+	}
 	r, res, plan, err := begin(ctx, job, cfg)
 	if err != nil {
 		return nil, err
@@ -36,8 +41,22 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	for _, f := range cfg.faults() {
 		scheds = append(scheds, f.Schedules(plan)...)
 	}
+	if len(scheds) == 0 {
+		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
+	}
+	for _, s := range scheds {
+		if err := checkSchedule(job.Name, len(plan.Steps), s); err != nil {
+			return nil, err
+		}
+	}
 	res.Scenarios = make([]Scenario, len(scheds))
+	if p := progressOf(ctx); p != nil {
+		p.total.Store(int64(len(scheds)))
+	}
 	if err := r.scenarios(ctx, scheds, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
+	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	res.stragglers = r.stillRunning()
@@ -98,6 +117,9 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			steps1 = steps
 		}
 	}
+	if err := checkIgnored(cfg, refs[0]); err != nil {
+		return nil, nil, plan, err
+	}
 	res.Reference = refs[0]
 	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
 	res.ReferenceEffects = fx[0]
@@ -142,6 +164,9 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 					cancel(err)
 				}
 				res.Scenarios[i] = sc
+				if p := progressOf(ctx); p != nil {
+					p.done.Add(1)
+				}
 			}
 		}()
 	}
@@ -200,6 +225,9 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	defer r.adminMu.Unlock()
 	if r.admin == nil {
 		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
+		if err != nil && serverWentAway(err) {
+			return false, fmt.Errorf("[twice] internal: the PostgreSQL server went away: connecting to ask it about locks: %w", err)
+		}
 		if err != nil {
 			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
 		}
@@ -211,6 +239,34 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
 	}
 	return waits, nil
+}
+
+// serverGone asks the server, on a new connection, whether it still
+// answers: a handler's error while it shuts down is not the job's.
+func (r *runner) serverGone(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	return conn.Ping(ctx)
+}
+
+// serverWentAway reports whether err, from connecting to the server, says
+// the server is gone or going: refused, reset, no socket, or shutting down
+// (SQLSTATE class 57P). Other server errors (too many clients, a bad
+// password) and cancellations are not.
+func serverWentAway(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return true
 }
 
 // newWorker builds a worker, turning a factory's panic or nil into an error.
@@ -244,6 +300,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	d := ex.deliveries[0]
 	if d.outcome.Err != "" {
+		if err := r.serverGone(ctx); err != nil {
+			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
+		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
 	snap, err := snapshot(ctx, db)
@@ -311,7 +370,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, db.Drop(ctx)
 	}
 	sc.Verdict = NotIdempotent
-	sc.Database = db.ConnString
+	sc.Database = db.DisplayConnString()
 	return sc, db, nil
 }
 

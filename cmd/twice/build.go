@@ -127,7 +127,9 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 			continue
 		}
 		msg := twiceLine(t.output.String())
-		if strings.Contains(t.output.String(), "[twice] internal:") {
+		// Harness breakage, or a configuration that gave it no server
+		// ("[twice] config:"): either way the check did not run.
+		if o := t.output.String(); strings.Contains(o, "[twice] internal:") || strings.Contains(o, "[twice] config:") {
 			out = append(out, report.Problem{
 				Kind: report.ProblemHarnessError, Package: p.importPath, Test: name, Fatal: true,
 				Message: fmt.Sprintf("[twice] %s in %s could not run its check: %s", name, p.importPath, msg),

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/longtest"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -146,9 +147,7 @@ func TestUsage(t *testing.T) {
 // go run ./cmd/twice report writes all four files, shows every broken
 // example as an expected finding with its diagram, and exits 0.
 func TestReportExamples(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs every example's checks (minutes); not with -short")
-	}
+	longtest.Skip(t, "runs every example's checks, minutes")
 	dir := filepath.Join(t.TempDir(), "twice-report")
 	cmd := exec.Command("go", "run", "./cmd/twice", "report", "-o", dir, "./examples/...")
 	cmd.Dir = filepath.Join("..", "..")
@@ -180,5 +179,24 @@ func TestReportExamples(t *testing.T) {
 	}
 	if n := strings.Count(string(html), `<svg xmlns="http://www.w3.org/2000/svg" class="sequence"`); n < expected {
 		t.Errorf("index.html draws %d diagrams for %d jobs with expected findings", n, expected)
+	}
+}
+
+// TestReportNoServerExits2: a configuration that gives the checks no
+// PostgreSQL is the user's to fix, not harness breakage, and still keeps
+// twice from checking: exit 2, a harness-error problem saying config.
+func TestReportNoServerExits2(t *testing.T) {
+	t.Setenv("TWICE_POSTGRES", "url")
+	t.Setenv("TWICE_DATABASE_URL", "")
+	code, _, r := twiceReport(t, "./testdata/unexpected")
+	if code != report.ExitBroken {
+		t.Errorf("exit code = %d, want %d", code, report.ExitBroken)
+	}
+	if kinds := problemKinds(r); len(kinds) != 1 || kinds[0] != report.ProblemHarnessError {
+		t.Fatalf("problems %v, want one %s", kinds, report.ProblemHarnessError)
+	}
+	msg := r.Summary.Problems[0].Message
+	if !strings.Contains(msg, "[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty") || strings.Contains(msg, "internal") {
+		t.Errorf("message %q, want the configuration error, not an internal one", msg)
 	}
 }

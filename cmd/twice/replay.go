@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/runtwice/twice/faults"
@@ -52,13 +53,25 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	}
 	testArgs := append(append([]string{"test"}, g.args()...), "-v", pkg)
 	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", harness.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
+	// Each check that runs writes a record here: none means -run matched
+	// no test that checks a job, and nothing was replayed.
+	recDir, err := os.MkdirTemp("", "twice-replay-*")
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "[twice] internal: cannot make a directory for the harness results: %v\n", err)
+		return 2
+	}
+	defer func() { _ = os.RemoveAll(recDir) }()
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), harness.ReplayEnv+"="+schedule), g.env...)
+	cmd.Env = append(append(os.Environ(), harness.ReplayEnv+"="+schedule, harness.ReportDirEnv+"="+recDir), g.env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
+		if recs, _ := filepath.Glob(filepath.Join(recDir, "*.json")); len(recs) == 0 {
+			_, _ = fmt.Fprintf(stderr, "[twice] replay: -run %q matched no test of %s that checks a job (harness.Check or harness.Explore), so nothing was replayed\n", g.run, pkg)
+			return 2
+		}
 		_, _ = fmt.Fprintln(stdout, "[twice] replay: the schedule ran and the test passed")
 		return 0
 	case errors.As(err, &exitErr) && exitErr.ExitCode() == 1:

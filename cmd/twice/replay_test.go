@@ -31,3 +31,21 @@ func TestReplayRunsExactlyTheSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayMatchingNoTestExits2: a -run that matches no check (a typo)
+// replayed nothing, and says so, instead of "the test passed".
+func TestReplayMatchingNoTestExits2(t *testing.T) {
+	for _, tt := range []struct{ pkg, run string }{
+		{"./testdata/unexpected", "^TestNope$"}, // no such test
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"replay", "j1a1w1 > j1a2w2", tt.pkg, "-run", tt.run}, &stdout, &stderr)
+		t.Logf("twice replay -run %s: exit %d\n%s%s", tt.run, code, stdout.String(), stderr.String())
+		if code != 2 {
+			t.Errorf("-run %s: exit code = %d, want 2", tt.run, code)
+		}
+		if want := "matched no test of " + tt.pkg + " that checks a job"; !strings.Contains(stderr.String(), want) {
+			t.Errorf("-run %s: stderr lacks %q", tt.run, want)
+		}
+	}
+}

@@ -38,7 +38,12 @@ func TestCleanStale(t *testing.T) {
 
 	deadDBs := []string{"twice_" + dead + "_d1", "twice_" + dead + "_t0123456789abcdef"}
 	liveDBs := []string{"twice_" + live + "_d1"}
+	// Names a dead run could have made, without its marker: someone
+	// else's (twice_deadbeef_d1), or marked as another run's.
+	lookalike, wrongMarker := "twice_"+randomHex(t, 8)+"_d1", "twice_"+dead+"_d2"
 	otherDBs := []string{
+		lookalike,
+		wrongMarker,
 		"twice_kept_" + dead + "_1",              // kept by a dead run
 		"twice_" + dead,                          // no suffix
 		"xtwice_" + dead + "_d1",                 // other prefix
@@ -50,6 +55,14 @@ func TestCleanStale(t *testing.T) {
 	for _, name := range all {
 		run(t, admin, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	}
+	mark := func(name, id string) {
+		run(t, admin, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+freshdb.RunMarker(id)+"'")
+	}
+	for _, name := range deadDBs {
+		mark(name, dead)
+	}
+	mark(liveDBs[0], live)
+	mark(wrongMarker, live)
 	defer func() {
 		for _, name := range all {
 			run(t, admin, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize())

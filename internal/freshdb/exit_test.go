@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -38,7 +39,15 @@ func TestNoDatabaseOutlivesTheProcess(t *testing.T) {
 			run(t, admin, "CREATE DATABASE "+foreign)
 			defer run(t, admin, "DROP DATABASE IF EXISTS "+foreign)
 
-			child, ready := startURLRun(t, end, admin)
+			// The child exits only once its stdin closes: its databases
+			// must be seen while it lives, not raced against its exit.
+			release, stdin, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release.Close()
+			defer stdin.Close()
+			child, ready := startURLRun(t, end, admin, release)
 			f := strings.Fields(ready)
 			if len(f) != 4 {
 				t.Fatalf("helper said %q, want <run ID> <kept> <handed out> <template>", ready)
@@ -62,6 +71,9 @@ func TestNoDatabaseOutlivesTheProcess(t *testing.T) {
 				if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if err := stdin.Close(); err != nil {
+				t.Fatal(err)
 			}
 			if err := child.Wait(); end == "exit" && err != nil {
 				t.Fatalf("helper failed: %v", err)
@@ -87,11 +99,13 @@ func TestNoDatabaseOutlivesTheProcess(t *testing.T) {
 }
 
 // startURLRun runs TestHelperURLRun in a child that reaches the server in
-// URL mode, until it prints "READY <what>".
-func startURLRun(t *testing.T, end, url string) (*exec.Cmd, string) {
+// URL mode, until it prints "READY <what>". The child ends ("exit") once
+// its stdin closes.
+func startURLRun(t *testing.T, end, url string, stdin *os.File) (*exec.Cmd, string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperURLRun$", "-test.v")
 	cmd.Env = append(os.Environ(), helperEnv+"="+end, "TWICE_POSTGRES=url", "TWICE_DATABASE_URL="+url)
+	cmd.Stdin = stdin
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -157,6 +171,7 @@ func TestHelperURLRun(t *testing.T) {
 	if end == "sigkill" {
 		time.Sleep(time.Hour)
 	}
+	_, _ = io.Copy(io.Discard, os.Stdin) // the parent has seen the databases
 	// "exit": the binary ends without DropAll (see TestMain), as a user's
 	// test binary without a TestMain does.
 }

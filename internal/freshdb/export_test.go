@@ -28,3 +28,6 @@ func Variant(t *Template, how, strategy string) *Template {
 
 // ResetUnavailable says why t cannot reset in place ("" when it can).
 func ResetUnavailable(t *Template) string { return t.why }
+
+// RunMarker is the comment a run with ID id writes on its databases.
+var RunMarker = runMarker

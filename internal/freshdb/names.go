@@ -18,6 +18,12 @@ const namePrefix = "twice_"
 // Nothing outside it is ever created, changed or dropped.
 var ownName = regexp.MustCompile(`^twice_([0-9a-f]{8})_([a-z0-9]{1,40})$`)
 
+// runMarker is the comment (COMMENT ON DATABASE) every database a run
+// creates carries from its creation on: the stale sweep drops only
+// databases whose comment names the run their name does, so a foreign
+// database that merely looks like ours (twice_deadbeef_d1) survives.
+func runMarker(id string) string { return "twice run " + id }
+
 // lockClass is the first key of the session-level advisory lock each run
 // holds on its lock connection ("twic"); the second key is the run ID.
 const lockClass = 0x74776963

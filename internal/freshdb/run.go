@@ -171,8 +171,8 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 }
 
 // CleanStale drops the databases left on srv by runs that are gone: every
-// database named twice_<run ID>_<suffix> whose run no longer holds its
-// advisory lock (a run holds it on one session for its whole life, so this
+// database named twice_<run ID>_<suffix>, marked at creation with the
+// comment "twice run <run ID>", whose run no longer holds its advisory lock (a run holds it on one session for its whole life, so this
 // works across machines sharing the server, without PIDs). Databases of live
 // runs, kept databases (twice_kept_...) and every other name are never
 // touched; a stale database that still has sessions is skipped and left for
@@ -193,7 +193,11 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 	// creates any database, so every database listed here whose run is alive
 	// has its lock in the list read after.
 	var names []string
-	rows, err := r.admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname ~ '^twice_[0-9a-f]{8}_[a-z0-9]{1,40}$'`)
+	// Only databases whose run marker names the run in their name: a
+	// foreign database that looks like ours has none.
+	rows, err := r.admin.Query(ctx, `SELECT datname FROM pg_database
+		WHERE datname ~ '^twice_[0-9a-f]{8}_[a-z0-9]{1,40}$'
+		AND shobj_description(oid, 'pg_database') = 'twice run ' || substr(datname, 7, 8)`)
 	if err == nil {
 		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
@@ -262,6 +266,12 @@ func (r *run) create(ctx context.Context, name, sql string) error {
 		delete(r.owned, name)
 		r.mu.Unlock()
 		return err
+	}
+	// The marker the stale sweep asks for. A process killed before it is
+	// written leaves a database no sweep takes; on a URL server the exit
+	// watchdog still drops it by this run's prefix.
+	if err := r.adminExec(ctx, "COMMENT ON DATABASE "+quote(name)+" IS '"+runMarker(runID)+"'"); err != nil {
+		return fmt.Errorf("[twice] internal: marking database %s as this run's: %w", name, err)
 	}
 	return nil
 }

@@ -100,3 +100,34 @@ func formatKeywordValue(kv map[string]string) string {
 func quoteValue(v string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(v) + "'"
 }
+
+// WithoutPassword returns connString for display: in logs, messages and
+// reports, which CI uploads as artifacts. The password is left out (from a
+// URL's user info, a password query parameter or a password keyword), so
+// psql given the result asks for it, or takes it from PGPASSWORD or
+// ~/.pgpass. A string that parses as neither form is not shown at all.
+func WithoutPassword(connString string) string {
+	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
+		u, err := url.Parse(connString)
+		if err != nil {
+			return "(a connection string that does not parse)"
+		}
+		if u.User != nil {
+			u.User = url.User(u.User.Username())
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Del("password")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	kv, err := parseKeywordValue(connString)
+	if err != nil {
+		return "(a connection string that does not parse)"
+	}
+	if _, ok := kv["password"]; !ok {
+		return connString
+	}
+	delete(kv, "password")
+	return formatKeywordValue(kv)
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -86,7 +87,13 @@ func TestDropOnExit(t *testing.T) {
 			id := newTestRunID(t)
 			drop, keep := runDatabases(id)
 			dropDatabasesT(t, local.ConnString(""), slices.Concat(drop, keep))
-			child, _ := startHelper(t, "TestHelperDropOnExit", helperEnv+"="+end,
+			// The child exits only once its stdin closes: its databases
+			// must be seen while it lives, not raced against its exit.
+			release, stdin, err := os.Pipe()
+			require.NoError(t, err)
+			defer release.Close()
+			defer stdin.Close()
+			child, _ := startHelperStdin(t, "TestHelperDropOnExit", release, helperEnv+"="+end,
 				"TWICE_POSTGRES=url", "TWICE_DATABASE_URL="+local.ConnString(""), "TWICE_PGSERVER_TEST_RUN="+id)
 			require.ElementsMatch(t, slices.Concat(drop, keep), existingDatabases(t, admin, slices.Concat(drop, keep)))
 
@@ -98,6 +105,7 @@ func TestDropOnExit(t *testing.T) {
 			if end == "sigkill" {
 				require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 			}
+			require.NoError(t, stdin.Close())
 			_ = child.Wait()
 			eventually(t, func() bool { return len(existingDatabases(t, admin, drop)) == 0 },
 				"run databases %v still exist after the test binary ended", drop)
@@ -130,6 +138,8 @@ func TestHelperDropOnExit(t *testing.T) {
 	if end == "sigkill" {
 		select {}
 	}
+	// "exit": end once the parent has seen the databases (stdin closes).
+	_, _ = io.Copy(io.Discard, os.Stdin)
 }
 
 func TestDropOnExitRefusesBadPrefix(t *testing.T) {

@@ -129,7 +129,7 @@ func TestURLUserMayNotCreateDatabase(t *testing.T) {
 	kv["user"] = "twice_nocreate"
 	_, err = Start(ctx, Config{URL: formatKeywordValue(kv)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[twice] internal: TWICE_DATABASE_URL: user "twice_nocreate"`)
+	assert.Contains(t, err.Error(), `[twice] config: TWICE_DATABASE_URL: user "twice_nocreate"`)
 	assert.Contains(t, err.Error(), "may not CREATE DATABASE")
 	assert.Contains(t, err.Error(), `ALTER ROLE "twice_nocreate" CREATEDB`)
 }
@@ -153,7 +153,7 @@ func TestURLUnreachable(t *testing.T) {
 			}
 			_, err := Start(context.Background(), Config{URL: u})
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "[twice] internal: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
+			assert.Contains(t, err.Error(), "[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -165,9 +165,9 @@ func TestConfigErrors(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"bad mode", Config{Mode: "postgres"}, `[twice] internal: TWICE_POSTGRES="postgres" is not a way to get PostgreSQL: use url, local or docker`},
-		{"url mode without url", Config{Mode: ModeURL}, "[twice] internal: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty"},
-		{"unparsable url", Config{URL: "postgres://a b@/"}, "[twice] internal: TWICE_DATABASE_URL is not a PostgreSQL connection string"},
+		{"bad mode", Config{Mode: "postgres"}, `[twice] config: TWICE_POSTGRES="postgres" is not a way to get PostgreSQL: use url, local or docker`},
+		{"url mode without url", Config{Mode: ModeURL}, "[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty"},
+		{"unparsable url", Config{URL: "postgres://a b@/"}, "[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -200,14 +200,14 @@ func TestNoWayAvailable(t *testing.T) {
 			require.NoError(t, err, out)
 			switch mode {
 			case "":
-				assert.Contains(t, out, "[twice] internal: no PostgreSQL server: twice needs one of")
+				assert.Contains(t, out, "[twice] config: no PostgreSQL server: twice needs one of")
 				for _, want := range []string{"TWICE_DATABASE_URL=postgres://", "apt-get install postgresql", "Docker engine", "TWICE_POSTGRES_IMAGE", "no initdb and postgres found", "no Docker engine answered"} {
 					assert.Contains(t, out, want)
 				}
 			case ModeLocal:
-				assert.Contains(t, out, "[twice] internal: TWICE_POSTGRES=local but no initdb and postgres found")
+				assert.Contains(t, out, "[twice] config: TWICE_POSTGRES=local but no initdb and postgres found")
 			case ModeDocker:
-				assert.Contains(t, out, "[twice] internal: TWICE_POSTGRES=docker but no Docker engine answered")
+				assert.Contains(t, out, "[twice] config: TWICE_POSTGRES=docker but no Docker engine answered")
 			}
 		})
 	}
@@ -308,8 +308,16 @@ func startHelperServer(t *testing.T, end string) (*exec.Cmd, int, string) {
 // prints "READY <what>", and returns the child and what.
 func startHelper(t *testing.T, test string, env ...string) (*exec.Cmd, string) {
 	t.Helper()
+	return startHelperStdin(t, test, nil, env...)
+}
+
+// startHelperStdin is startHelper with the child's stdin, so a child can
+// wait for the parent's word (EOF) before it goes on.
+func startHelperStdin(t *testing.T, test string, stdin *os.File, env ...string) (*exec.Cmd, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.v")
 	cmd.Env = append(append(os.Environ(), helperEnv+"=1"), env...)
+	cmd.Stdin = stdin
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
@@ -475,6 +483,28 @@ func TestConnString(t *testing.T) {
 			assert.Equal(t, want.Password, cfg.Password)
 			assert.Equal(t, want.RuntimeParams, cfg.RuntimeParams)
 			assert.Equal(t, srv.base, srv.ConnString(""), "empty database means the maintenance database")
+		})
+	}
+}
+
+func TestWithoutPassword(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"url", "postgres://u:s3cret@db.example:5433/twice_1?sslmode=require", "postgres://u@db.example:5433/twice_1?sslmode=require"},
+		{"url escaped", "postgresql://u:p%40s3cret@h/x", "postgresql://u@h/x"},
+		{"url password parameter", "postgres://u@h/x?password=s3cret&sslmode=disable", "postgres://u@h/x?sslmode=disable"},
+		{"url unix socket", "postgres://u:s3cret@/x?host=%2Ftmp", "postgres://u@/x?host=%2Ftmp"},
+		{"url no password", "postgres://u@h/x", "postgres://u@h/x"},
+		{"keyword value", "host=h user=u password=s3cret dbname=x", "dbname='x' host='h' user='u'"},
+		{"keyword value quoted", `host=h password='it\'s s3cret' dbname=x`, "dbname='x' host='h'"},
+		{"keyword value no password", "host=h dbname=x", "host=h dbname=x"},
+		{"unparseable", "postgres://u:s3cret@h:port/x", "(a connection string that does not parse)"},
+		{"unterminated", "password='s3cret", "(a connection string that does not parse)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := WithoutPassword(tt.in)
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, got, "s3cret")
 		})
 	}
 }

@@ -15,17 +15,17 @@ const urlTimeout = 10 * time.Second
 func startURL(ctx context.Context, connString string) (*Server, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: TWICE_DATABASE_URL is not a PostgreSQL connection string: %w", err)
+		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string: %w", err)
 	}
 	where := describeHost(cfg)
 	ctx, cancel := context.WithTimeout(ctx, urlTimeout)
 	defer cancel()
 	version, mayCreate, err := probe(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: TWICE_DATABASE_URL: cannot use PostgreSQL at %s as user %q (gave up after at most %s): %w; check that the server runs there and the URL's host, port, user and password", where, cfg.User, urlTimeout, err)
+		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at %s as user %q (gave up after at most %s): %w; check that the server runs there and the URL's host, port, user and password", where, cfg.User, urlTimeout, err)
 	}
 	if !mayCreate {
-		return nil, fmt.Errorf("[twice] internal: TWICE_DATABASE_URL: user %q on %s may not CREATE DATABASE, and twice makes a fresh database per scenario: run ALTER ROLE %s CREATEDB as a superuser, or use a superuser's URL", cfg.User, where, quoteIdent(cfg.User))
+		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL: user %q on %s may not CREATE DATABASE, and twice makes a fresh database per scenario: run ALTER ROLE %s CREATEDB as a superuser, or use a superuser's URL", cfg.User, where, quoteIdent(cfg.User))
 	}
 	return &Server{mode: ModeURL, base: connString, version: version}, nil
 }

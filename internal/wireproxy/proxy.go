@@ -124,7 +124,8 @@ func Listen(cfg Config) (*Proxy, error) {
 	var ln net.Listener
 	var sockDir string
 	if cfg.UnixSocket {
-		if sockDir, err = os.MkdirTemp("", "twice-proxy-"); err == nil {
+		sweepOnce.Do(func() { sweepSockDirs(os.TempDir()) })
+		if sockDir, err = os.MkdirTemp("", sockDirPattern()); err == nil {
 			// The name drivers derive from host=<dir> and the default port.
 			ln, err = net.Listen("unix", filepath.Join(sockDir, ".s.PGSQL.5432"))
 			if err != nil {

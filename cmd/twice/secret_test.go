@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/pgserver"
+)
+
+// TestReportHidesThePassword: in URL mode with a password, a failed check
+// names its database by a connection string, and none of what twice prints
+// or writes (its output, every report file) carries the password.
+func TestReportHidesThePassword(t *testing.T) {
+	ctx := context.Background()
+	srv, err := pgserver.Shared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, srv.ConnString(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	role, secret := "twice_pw_"+hex.EncodeToString(b), "pw-"+hex.EncodeToString(b)+"-secret"
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN CREATEDB PASSWORD '%s'", role, secret)); err != nil {
+		t.Skipf("cannot make a role with a password on this server: %v", err)
+	}
+	t.Cleanup(func() { dropRole(t, admin, role) })
+
+	cfg, err := pgconn.ParseConfig(srv.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(role, secret), Path: "/postgres"}
+	q := url.Values{"sslmode": {"disable"}}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+		q.Set("port", strconv.Itoa(int(cfg.Port)))
+	} else {
+		u.Host = fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	}
+	u.RawQuery = q.Encode()
+	t.Setenv("TWICE_POSTGRES", pgserver.ModeURL)
+	t.Setenv("TWICE_DATABASE_URL", u.String())
+	t.Setenv(harness.KeepEnv, "true")
+
+	dir := filepath.Join(t.TempDir(), "twice-report")
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"report", "-o", dir, "./testdata/unexpected"}, &stdout, &stderr)
+	out := stdout.String() + stderr.String()
+	t.Logf("twice report: exit %d\n%s", code, out)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (an unexpected finding)", code)
+	}
+	if strings.Contains(out, secret) {
+		t.Errorf("twice's output carries the password")
+	}
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(filepath.Join(dir, f.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(data, []byte(secret)) {
+			t.Errorf("%s carries the password", f.Name())
+		}
+		if f.Name() == "report.json" {
+			// The failed scenario's database is in it, by a connection
+			// string that names the role: something that could leak.
+			if !bytes.Contains(data, []byte(role)) {
+				t.Errorf("report.json does not name the role %s: it shows no connection string, so the test proves nothing", role)
+			}
+		}
+	}
+}
+
+// dropRole drops role once the databases it owns are gone: the runs that
+// made them drop them when they exit, a moment after.
+func dropRole(t *testing.T, admin *pgx.Conn, role string) {
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute) // a bound, not a timing assertion
+	for {
+		rows, _ := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datdba = (SELECT oid FROM pg_roles WHERE rolname = $1)`, role)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, n := range names {
+			if strings.HasPrefix(n, "twice_kept_") {
+				_, _ = admin.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %q WITH (FORCE)", n))
+			}
+		}
+		if len(names) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("databases %v of role %s are still there", names, role)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := admin.Exec(ctx, "DROP ROLE "+role); err != nil {
+		t.Error(err)
+	}
+}

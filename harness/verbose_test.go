@@ -1,0 +1,78 @@
+package harness_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/recordtb"
+)
+
+// TestVerboseCheck: under -v a running check logs its progress, and a
+// passing one says so in one line.
+func TestVerboseCheck(t *testing.T) {
+	defer harness.SetVerbose(time.Millisecond)()
+	rec := recordtb.New(t)
+	progressed := func() bool {
+		for _, l := range rec.Logs() {
+			if strings.Contains(l, `[twice] job "upsert": `) && strings.Contains(l, " after ") {
+				return true
+			}
+		}
+		return false
+	}
+	job := harness.Job{Name: "upsert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		// Wait for a progress line, so the check is surely long enough to
+		// log one: a bound, not a timing assertion.
+		for deadline := time.Now().Add(30 * time.Second); !progressed() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE counters SET n = 1`)
+		return err
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice(), faults.ProducerRetry()}
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	require.Empty(t, rec.Errors())
+	assert.True(t, progressed(), "no progress line in %q", rec.Logs())
+	var ok []string
+	for _, l := range rec.Logs() {
+		if strings.HasPrefix(l, "[twice] ok: ") {
+			ok = append(ok, l)
+		}
+	}
+	require.Len(t, ok, 1, "logs %q", rec.Logs())
+	assert.Regexp(t, `^\[twice\] ok: job "upsert": 2 scenarios, none differs from one clean run \(\S+\)$`, ok[0])
+}
+
+// TestVerboseExplore: under -v a running exploration logs its progress.
+func TestVerboseExplore(t *testing.T) {
+	defer harness.SetVerbose(time.Millisecond)()
+	rec := recordtb.New(t)
+	progressed := func() bool {
+		for _, l := range rec.Logs() {
+			if strings.HasPrefix(l, `[twice] job "upsert": still checking after `) {
+				return true
+			}
+		}
+		return false
+	}
+	job := harness.Job{Name: "upsert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		for deadline := time.Now().Add(30 * time.Second); !progressed() && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE counters SET n = 1`)
+		return err
+	}}
+	rec.Run(func(tb testing.TB) {
+		harness.Explore(tb, job, counterConfig(), harness.ExploreOptions{Dir: t.TempDir(), Checks: 3})
+	})
+	require.Empty(t, rec.Errors())
+	assert.True(t, progressed(), "no progress line in %q", rec.Logs())
+}
