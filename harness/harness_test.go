@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -190,5 +191,27 @@ func TestCheckReportsHarnessBreakageAsFatal(t *testing.T) {
 	errs := rec.Errors()
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0], "[twice] ")
+	assert.NotContains(t, errs[0], "not idempotent")
+}
+
+// A comparer that panics is the user's Config breaking the harness, not
+// a finding about the job: Run returns an internal error, and Check fails
+// the test with it instead of "not idempotent".
+func TestPanickingComparerIsInternalError(t *testing.T) {
+	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	cfg.CmpOptions = []cmp.Option{cmp.Comparer(func(a, b int64) bool { panic("comparer broke") })}
+
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err, "result: %+v", res)
+	assert.True(t, strings.HasPrefix(err.Error(), "[twice] internal: "), "error %q", err)
+	assert.Contains(t, err.Error(), "comparer broke")
+
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	errs := rec.Errors()
+	require.Len(t, errs, 1, "errors: %q", errs)
+	assert.True(t, strings.HasPrefix(errs[0], "[twice] internal: "), "Check failed with %q", errs[0])
 	assert.NotContains(t, errs[0], "not idempotent")
 }
