@@ -38,6 +38,8 @@ type effectLog struct {
 
 	mu      sync.Mutex
 	entries []assert.Effect
+	broken  error // the harness could not record an effect: the run is void
+
 
 	payments paymentStore
 }
@@ -62,6 +64,23 @@ func (l *effectLog) effects() []assert.Effect {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.entries)
+}
+
+// fail marks the log broken: an effect the handler made could not be
+// recorded, so no comparison of this run means anything.
+func (l *effectLog) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken == nil {
+		l.broken = err
+	}
+}
+
+// err is why the log is broken, or nil.
+func (l *effectLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken
 }
 
 func (l *effectLog) record(e assert.Effect) {
@@ -155,7 +174,9 @@ func (d *Delivery) Effect(ctx context.Context, kind, key string, payload any, ca
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
-		return fmt.Errorf("[twice] Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
+		err = fmt.Errorf("[twice] Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
+		fx.log.fail(err)
+		return err
 	}
 	return fx.call(ctx, assert.Effect{Kind: kind, Key: key, Payload: raw}, func() (string, bool, error) {
 		return "", false, call(ctx)

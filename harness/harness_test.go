@@ -215,3 +215,18 @@ func TestPanickingComparerIsInternalError(t *testing.T) {
 	assert.True(t, strings.HasPrefix(errs[0], "[twice] internal: "), "Check failed with %q", errs[0])
 	assert.NotContains(t, errs[0], "not idempotent")
 }
+
+// An effect the harness cannot record voids the run, even when the
+// handler swallows the error: comparing what was recorded would be a
+// verdict on an effect log with holes in it.
+func TestUnencodableEffectPayloadIsRunError(t *testing.T) {
+	job := harness.Job{Name: "sms", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_ = d.Effect(ctx, "sms", "", make(chan int), func(context.Context) error { return nil })
+		return nil
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	_, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the payload cannot be encoded as JSON")
+}

@@ -236,6 +236,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, err
 	}
 	d := ex.deliveries[0]
+	if err := ex.effects.err(); err != nil {
+		return nil, nil, nil, err
+	}
 	if d.outcome.Err != "" {
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
 	}
@@ -253,6 +256,9 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, err
 	}
 	ex, err := r.execute(ctx, db, sched, true)
+	if err == nil {
+		err = ex.effects.err()
+	}
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
@@ -272,13 +278,16 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	sc.StateDiff = assert.DiffState(res.Reference, snap, assert.Options{
+	sc.StateDiff, err = assert.DiffState(res.Reference, snap, assert.Options{
 		Label:         sched.Fault,
 		IgnoreTables:  r.cfg.IgnoreTables,
 		IgnoreColumns: r.cfg.IgnoreColumns,
 		Volatile:      res.Volatile,
 		CmpOptions:    r.cfg.CmpOptions,
 	})
+	if err != nil {
+		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+	}
 	for _, d := range sc.StateDiff {
 		sc.Problems = append(sc.Problems, fmt.Sprintf("table %q differs from one clean run", d.Table))
 	}
