@@ -43,14 +43,25 @@ type Plan struct {
 	MaxInterleavings int
 }
 
-// Step is one observable action of the clean run.
+// Step is one observable action of a delivery: a statement that reached
+// the server, or a call to an effect fake.
 type Step struct {
-	// SQL is the statement's text.
+	// SQL is the statement's text; for an effect call, the call as
+	// assert.Effect prints it ("email to=a@b subject=...").
 	SQL string
 	// CommitPoint is true for a COMMIT and for a write outside an explicit
 	// transaction: steps whose success makes work durable.
-	CommitPoint bool
+	CommitPoint bool `json:",omitempty"`
+	// Effect is the kind of effect ("email", "payment") when the step is an
+	// effect call, empty for a statement; Key is the call's idempotency
+	// key, if any.
+	Effect string `json:",omitempty"`
+	Key    string `json:",omitempty"`
 }
+
+// IsEffect reports whether the step is an effect call rather than a
+// statement.
+func (s Step) IsEffect() bool { return s.Effect != "" }
 
 // Defaults for a Plan's zero fields.
 const (

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
 )
 
 // effectSteps makes effect calls steps of a delivery, like statements.
 type effectSteps interface {
 	// beginEffect blocks until the scheduler grants the call. An error means
 	// the delivery is dead: the call must not happen and is not recorded.
-	beginEffect(ctx context.Context, label string) error
+	beginEffect(ctx context.Context, call faults.Step) error
 	// endEffect reports that the provider accepted the call; the scheduler may
 	// kill the delivery right here ("crash after an effect"). It is called
 	// once after every granted beginEffect, also when the call failed or
@@ -39,7 +40,6 @@ type effectLog struct {
 	mu      sync.Mutex
 	entries []assert.Effect
 	broken  error // the harness could not record an effect: the run is void
-
 
 	payments paymentStore
 }
@@ -103,7 +103,7 @@ type deliveryEffects struct {
 // worth keeping, whether it replayed a stored answer, and the error.
 func (fx *deliveryEffects) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
 	label := e.String()
-	if err := fx.steps.beginEffect(ctx, label); err != nil {
+	if err := fx.steps.beginEffect(ctx, faults.Step{SQL: label, Effect: e.Kind, Key: e.Key}); err != nil {
 		return err
 	}
 	defer fx.steps.endEffect(label)

@@ -65,8 +65,8 @@ func TestRunFindsIncrement(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, kept, "the first failure to finish keeps its database; the others are given back")
-	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule)
-	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule)
+	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule.String())
+	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule.String())
 	assert.Equal(t, []string{"twice-job-1", "twice-job-1"}, []string{res.Scenarios[0].Deliveries[0].JobID, res.Scenarios[0].Deliveries[1].JobID})
 	assert.Equal(t, 2, res.Scenarios[0].Deliveries[1].Attempt)
 	assert.Equal(t, "twice-job-2", res.Scenarios[1].Deliveries[1].JobID)
@@ -97,7 +97,7 @@ func TestRunFindsRetryThatAlwaysFails(t *testing.T) {
 	assert.Empty(t, s.StateDiff)
 	assert.Contains(t, s.Deliveries[1].Err, "23505")
 	require.Len(t, s.Problems, 1)
-	assert.Contains(t, s.Problems[0], "the job did not complete")
+	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
 }
 
 // Every worker the factory builds is fresh: an in-memory dedup map does not
@@ -145,7 +145,8 @@ func TestRunReportsHandlerPanicWithStack(t *testing.T) {
 	require.Len(t, s.Deliveries, 3, "the queue retried the failed delivery")
 	assert.True(t, s.Deliveries[2].QueueRetry)
 	assert.Equal(t, 3, s.Deliveries[2].Attempt)
-	assert.Contains(t, s.Problems[0], "the job did not complete: job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
+	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
+	assert.Contains(t, s.Problems[0].Detail, "job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
 }
 
 func TestRunRejectsBadInput(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +16,24 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
+	"github.com/runtwice/twice/internal/record"
 )
+
+// heeded leaves out of the volatile "table.column"s those of tables and
+// columns the user ignored: they are not compared anyway, and naming them
+// only buries the ones that matter.
+func heeded(volatile []string, cfg Config) []string {
+	var out []string
+	for _, v := range volatile {
+		table, column, _ := strings.Cut(v, ".")
+		if slices.Contains(cfg.IgnoreTables, table) || slices.Contains(cfg.IgnoreColumns, column) ||
+			slices.Contains(cfg.IgnoreColumns, table+"."+column) || slices.Contains(cfg.IgnoreColumns, v) {
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
 
 // Run checks job: it runs the job once, cleanly, on two fresh databases to
 // learn the reference state and which columns are noise, then executes
@@ -41,6 +60,14 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	res.Duration = time.Since(start)
+	res.Status = record.Passed
+	switch {
+	case res.Idempotent():
+	case cfg.ExpectFinding != "":
+		res.Status = record.ExpectedFinding
+	default:
+		res.Status = record.Finding
+	}
 	return res, nil
 }
 
@@ -79,7 +106,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			r.close(context.WithoutCancel(ctx))
 		}
 	}()
-	res := &Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}
+	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
 	var refs [2]*assert.Snapshot
 	var fx [2][]assert.Effect
@@ -95,12 +122,10 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		}
 	}
 	res.Reference = refs[0]
-	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
+	res.Volatile = heeded(assert.VolatileColumns(refs[0], refs[1]), cfg)
 	res.ReferenceEffects = fx[0]
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
-	for _, s := range steps1 {
-		res.Steps = append(res.Steps, s.SQL)
-	}
+	res.Steps = steps1
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
 	return r, res, plan, nil
@@ -250,7 +275,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 // it is kept as evidence of a failure.
 func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
 	start := time.Now()
-	sc := Scenario{Fault: sched.Fault, Schedule: sched.String(), Verdict: Idempotent}
+	sc := Scenario{Fault: sched.Fault, Schedule: sched, Verdict: Idempotent}
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return sc, nil, err
@@ -262,17 +287,15 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	sc.Order = ex.order()
+	sc.Order = slices.Clone(ex.granted)
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
 		out := d.outcome
-		for _, st := range d.steps {
-			out.Steps = append(out.Steps, st.SQL)
-		}
+		out.Steps = slices.Clone(d.steps)
 		sc.Deliveries = append(sc.Deliveries, out)
 	}
-	for _, id := range ex.incomplete() {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("the job did not complete: %s", id))
+	for _, why := range ex.incomplete() {
+		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
 	}
 	snap, err := snapshot(ctx, db)
 	if err != nil {
@@ -289,7 +312,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	for _, d := range sc.StateDiff {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("table %q differs from one clean run", d.Table))
+		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
@@ -302,7 +325,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		MissingUnavoidable:    missing,
 	})
 	if sc.EffectDiff != nil {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("effects differ from one clean run: %d missing, %d extra", sc.EffectDiff.Missing, sc.EffectDiff.Extra))
+		sc.Problems = append(sc.Problems, Problem{Kind: record.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {

@@ -5,7 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -26,12 +27,15 @@ func flakyFixture(t *testing.T) *report.Report {
 	if err := runs.read(strings.NewReader(events), nil); err != nil {
 		t.Fatal(err)
 	}
-	sched := "j1a1w1 > j1a2w2"
-	res := &harness.Result{Job: "coin", Scenarios: []harness.Scenario{
-		{Fault: "explore", Schedule: sched, Verdict: harness.Idempotent},
-		{Fault: "explore", Schedule: sched, Verdict: harness.NotIdempotent, Problems: []string{"the job did not complete: job twice-job-1"}},
+	sched, err := faults.Parse("j1a1w1 > j1a2w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &record.Result{Job: "coin", Status: record.Flaky, Scenarios: []record.Scenario{
+		{Fault: "explore", Schedule: sched, Verdict: record.Idempotent},
+		{Fault: "explore", Schedule: sched, Verdict: record.NotIdempotent, Problems: []record.Problem{{Kind: record.DidNotComplete, Detail: "job twice-job-1"}}},
 	}}
-	recs := []harness.Record{{Version: harness.RecordVersion, Dir: "/src/flaky", Test: "TestExploreFlaky", Rerun: "go test -run '^TestExploreFlaky$' .", Written: time.Now(), Result: res}}
+	recs := []record.Record{{Version: record.Version, Dir: "/src/flaky", Test: "TestExploreFlaky", Rerun: "go test -run '^TestExploreFlaky$' .", Written: time.Now(), Result: res}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/flaky": pkg}, cwd: "/src"}).build(r, recs)
 	r.Finish()
@@ -82,5 +86,41 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 	}
 	if strings.Contains(string(data), `"status": "expected-finding"`) {
 		t.Error("report.json gives the flaky job the status expected-finding")
+	}
+}
+
+// A check that could not run says so in its record; the runner reports
+// it as harness breakage (exit 2), not as a verdict on the job, whatever
+// the test printed.
+func TestInternalErrorRecordExitsBroken(t *testing.T) {
+	const pkg = "example.com/jobs/broken"
+	events := strings.Join([]string{
+		`{"Action":"start","Package":"` + pkg + `"}`,
+		`{"Action":"run","Package":"` + pkg + `","Test":"TestHit"}`,
+		`{"Action":"output","Package":"` + pkg + `","Test":"TestHit","Output":"    hit_test.go:20: something went wrong\n"}`,
+		`{"Action":"fail","Package":"` + pkg + `","Test":"TestHit","Elapsed":1}`,
+		`{"Action":"fail","Package":"` + pkg + `","Elapsed":1}`,
+	}, "\n") + "\n"
+	runs := newTestRuns()
+	if err := runs.read(strings.NewReader(events), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := []record.Record{{Version: record.Version, Dir: "/src/broken", Test: "TestHit", Written: time.Now(),
+		Error:  `[twice] internal: go-cmp panicked comparing table "counters"; check Options.CmpOptions: comparer broke`,
+		Result: &record.Result{Job: "hit", Status: record.InternalError}}}
+	r := &report.Report{Command: "go test -json ./..."}
+	(&builder{runs: runs, dirs: map[string]string{"/src/broken": pkg}, cwd: "/src"}).build(r, recs)
+	r.Finish()
+	if len(r.Jobs) != 0 {
+		t.Errorf("jobs = %+v, want none: a check that could not run has no verdict", r.Jobs)
+	}
+	if len(r.Summary.Problems) != 1 || r.Summary.Problems[0].Kind != report.ProblemHarnessError {
+		t.Fatalf("problems = %+v, want one harness-error", r.Summary.Problems)
+	}
+	if msg := r.Summary.Problems[0].Message; !strings.Contains(msg, "go-cmp panicked") {
+		t.Errorf("message = %q, want the record's error", msg)
+	}
+	if r.ExitCode != report.ExitBroken {
+		t.Errorf("ExitCode = %d, want %d", r.ExitCode, report.ExitBroken)
 	}
 }
