@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/record"
 )
 
 func replayCommandRun(args []string, stdout, stderr io.Writer) int {
@@ -51,9 +51,9 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	testArgs := append(append([]string{"test"}, g.args()...), "-v", pkg)
-	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", harness.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
+	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", record.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), harness.ReplayEnv+"="+schedule), g.env...)
+	cmd.Env = append(append(os.Environ(), record.ReplayEnv+"="+schedule), g.env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	var exitErr *exec.ExitError

@@ -17,6 +17,10 @@ import (
 // twice runner (cmd/twice sets it); unset, nothing is written.
 const DirEnv = "TWICE_REPORT_DIR"
 
+// ReplayEnv holds the schedule, in its text form, that twice replay asks
+// a check to run instead of its faults (harness.ReplayEnv).
+const ReplayEnv = "TWICE_REPLAY"
+
 // Version is the version of the Record format. 2: typed schedules,
 // steps, problems and the check's status.
 const Version = 2
