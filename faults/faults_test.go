@@ -96,7 +96,7 @@ func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 			if err := s.Validate(); err != nil {
 				t.Errorf("schedule %s: %v", s, err)
 			}
-			got = append(got, s.Fault+": "+s.String())
+			got = append(got, string(s.Fault)+": "+s.String())
 		}
 	}
 	want := []string{

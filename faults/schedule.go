@@ -15,7 +15,7 @@ import (
 type Schedule struct {
 	// Fault names the fault the schedule came from; empty for a schedule
 	// parsed from text.
-	Fault string
+	Fault Name
 	// Deliveries, in the order they are started.
 	Deliveries []Delivery
 	// Order lists, for deliveries that overlap, which delivery (1-based

@@ -330,7 +330,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 		e.drawn += len(scheds)
 	}
 	for i := range scheds {
-		scheds[i].Fault = "explore"
+		scheds[i].Fault = faults.NameExplore
 	}
 	outs, err := e.runAll(ctx, scheds)
 	if err != nil {
@@ -630,7 +630,7 @@ func readSaved(dir string) ([]savedSchedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("[twice] saved schedule %s: %w; fix or delete the file", f, err)
 		}
-		s.Fault = "explore"
+		s.Fault = faults.NameExplore
 		out = append(out, savedSchedule{file: f, sched: s})
 	}
 	return out, nil

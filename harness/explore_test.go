@@ -146,7 +146,7 @@ func TestReplay(t *testing.T) {
 	rec.Run(func(tb testing.TB) { res = harness.Check(tb, hitJob, counterConfig()) })
 	require.Len(t, res.Scenarios, 1)
 	assert.Equal(t, "j1a1w1!lostack > +30s j1a2w1", res.Scenarios[0].Schedule.String())
-	assert.Equal(t, "replay", res.Scenarios[0].Fault)
+	assert.Equal(t, faults.NameReplay, res.Scenarios[0].Fault)
 	assert.Len(t, rec.Errors(), 1)
 }
 

@@ -71,7 +71,7 @@ func replaySchedule() (faults.Schedule, bool, error) {
 	if err != nil {
 		return faults.Schedule{}, false, fmt.Errorf("%w (from -twice.replay or %s)", err, ReplayEnv)
 	}
-	s.Fault = "replay"
+	s.Fault = faults.NameReplay
 	return s, true, nil
 }
 

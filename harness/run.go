@@ -302,7 +302,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.StateDiff, err = assert.DiffState(res.Reference, snap, assert.Options{
-		Label:         sched.Fault,
+		Label:         string(sched.Fault),
 		IgnoreTables:  r.cfg.IgnoreTables,
 		IgnoreColumns: r.cfg.IgnoreColumns,
 		Volatile:      res.Volatile,
@@ -317,7 +317,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	sc.Effects = ex.effects.effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(res.ReferenceEffects, sc.Effects, assert.EffectOptions{
-		Label:                 sched.Fault,
+		Label:                 string(sched.Fault),
 		Policies:              r.cfg.EffectPolicies,
 		IgnoreFields:          r.cfg.IgnoreEffectFields,
 		Volatile:              res.VolatileEffects,

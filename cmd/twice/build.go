@@ -275,7 +275,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 	for _, rec := range recs {
 		statuses[rec.Result.Status] = true
 		for _, s := range rec.Result.Scenarios {
-			k := sched{s.Fault, s.Schedule.String()}
+			k := sched{string(s.Fault), s.Schedule.String()}
 			if verdicts[k] == nil {
 				verdicts[k] = map[record.Verdict]bool{}
 				order = append(order, k)
@@ -392,7 +392,7 @@ func (b *builder) relDir(dir string) string {
 
 func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
 	f := report.Finding{
-		Fault: s.Fault, Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
+		Fault: string(s.Fault), Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
 		Order: s.Order, Database: s.Database,
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}

@@ -52,7 +52,7 @@ func TestByJobID(t *testing.T) {
 	res := harness.Check(t, byJobID, cfg)
 	for _, s := range res.Scenarios {
 		want := harness.Idempotent
-		if s.Fault == "producer-retry" || s.Fault == "concurrent-producer-retry" {
+		if s.Fault == faults.NameProducerRetry || s.Fault == faults.NameConcurrentProducerRetry {
 			want = harness.NotIdempotent
 		}
 		if s.Verdict != want {

@@ -129,7 +129,7 @@ func (r *Result) Failed() []Scenario {
 // Scenario is one schedule executed on one fresh database.
 type Scenario struct {
 	// Fault is the name of the fault the schedule came from.
-	Fault string
+	Fault faults.Name
 	// Schedule is what ran; in JSON, its text form.
 	Schedule faults.Schedule
 	// Verdict is the outcome.

@@ -170,16 +170,16 @@ func Findings(b *strings.Builder, res *record.Result, failed []record.Scenario) 
 		diffs(b, first)
 		if len(g) > 1 {
 			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, Plural(len(g)-1, "schedule"))
-			var faults []string
-			byFault := map[string][]string{}
+			var names []faults.Name
+			byFault := map[faults.Name][]string{}
 			for _, i := range g[1:] {
 				s := failed[i]
 				if _, ok := byFault[s.Fault]; !ok {
-					faults = append(faults, s.Fault)
+					names = append(names, s.Fault)
 				}
 				byFault[s.Fault] = append(byFault[s.Fault], s.Schedule.String())
 			}
-			for _, f := range faults {
+			for _, f := range names {
 				scheds := byFault[f]
 				shown := scheds[:min(len(scheds), maxListed)]
 				line := strings.Join(shown, "; ")
