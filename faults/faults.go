@@ -246,7 +246,7 @@ func concurrent(p Plan, secondJob int) []Schedule {
 	}
 	var out []Schedule
 	n := len(p.Steps)
-	for _, order := range Interleavings(n, n, p.maxInterleavings()) {
+	for _, order := range interleavings(n, n, p.maxInterleavings()) {
 		out = append(out, Schedule{
 			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
 			Order:      order,
