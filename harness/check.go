@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/runtwice/twice/internal/record"
@@ -80,14 +78,30 @@ func fail(t tb, job Job, rerun string, err error) {
 	t.Fatalf("%v", err)
 }
 
+// releaseDatabases drops the databases res kept as evidence when the test
+// passes, and keeps them, logging how to connect, when it fails.
+func releaseDatabases(t tb, res *Result) {
+	t.Helper()
+	t.Cleanup(func() {
+		// Its lines point at the user's Check or Explore call.
+		t.Helper()
+		ctx := context.Background()
+		if !t.Failed() || !keepEvidence() {
+			if err := res.DropDatabases(ctx); err != nil {
+				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
+			}
+			return
+		}
+		for _, k := range res.keepDatabases(ctx) {
+			t.Logf("[twice] %s", k)
+		}
+	})
+}
+
 // rerunLine is the go test command that reruns the named test from the
 // module root (or the package directory when no go.mod is found).
 func rerunLine(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return fmt.Sprintf("go test -run '%s' %s", strings.Join(parts, "/"), packageDir())
+	return fmt.Sprintf("go test -run '%s' %s", render.TestPattern(name), packageDir())
 }
 
 // packageDir is the test's package directory relative to its module root:

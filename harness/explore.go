@@ -146,26 +146,6 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	return x
 }
 
-// releaseDatabases drops the databases res kept as evidence when the test
-// passes, and keeps them, logging how to connect, when it fails.
-func releaseDatabases(t tb, res *Result) {
-	t.Helper()
-	t.Cleanup(func() {
-		// Its lines point at the user's Check or Explore call.
-		t.Helper()
-		ctx := context.Background()
-		if !t.Failed() || !keepEvidence() {
-			if err := res.DropDatabases(ctx); err != nil {
-				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
-			}
-			return
-		}
-		for _, k := range res.keepDatabases(ctx) {
-			t.Logf("[twice] %s", k)
-		}
-	})
-}
-
 // ExploreRun is the core of Explore: it runs the job's clean references
 // once, replays the schedules saved in opts.Dir, then draws opts.Checks
 // schedules with rapid and runs each on a fresh database against the same

@@ -419,17 +419,9 @@ func (b *builder) finding(rec record.Record, s record.Scenario, status report.St
 
 // replayCommand is the twice replay line for one schedule of one test.
 func replayCommand(schedule, pkg, test string) string {
-	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(testPattern(test)))
+	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
 }
 
-// testPattern is the -run pattern matching exactly the named test.
-func testPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
-}
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {

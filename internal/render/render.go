@@ -7,6 +7,7 @@ package render
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/runtwice/twice/faults"
@@ -20,6 +21,16 @@ func Step(s faults.Step) string {
 		return "effect: " + OneLine(s.SQL)
 	}
 	return OneLine(s.SQL)
+}
+
+// TestPattern is the go test -run pattern that matches exactly the named
+// test (or subtest: "TestX/case").
+func TestPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
 }
 
 // OneLine folds white space and cuts s at 120 characters.
