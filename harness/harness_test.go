@@ -231,3 +231,25 @@ func TestUnencodableEffectPayloadIsRunError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the payload cannot be encoded as JSON")
 }
+
+// The volatile list names only what the comparison could have used: a
+// column the user ignored, or one of a table the user ignored, is not
+// noise worth reporting.
+func TestVolatileLeavesOutIgnored(t *testing.T) {
+	job := harness.Job{Name: "log-event", Handler: exec(`INSERT INTO events (job_id) VALUES ($1) ON CONFLICT DO NOTHING`, jobID)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"events.created_at", "events.token"}, res.Volatile)
+
+	cfg.IgnoreColumns = []string{"token"}
+	res, err = harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"events.created_at"}, res.Volatile)
+
+	cfg.IgnoreColumns, cfg.IgnoreTables = nil, []string{"events"}
+	res, err = harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Empty(t, res.Volatile)
+}
