@@ -422,7 +422,6 @@ func replayCommand(schedule, pkg, test string) string {
 	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
 }
 
-
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
