@@ -41,6 +41,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 	var internal []report.Problem
 	for _, k := range keys {
 		if p, ok := b.internalError(byKey[k]); ok {
+			checks[p.Package]++
 			internal = append(internal, p)
 			explained[p.Package+"\x00"+p.Test] = true
 			continue
