@@ -57,7 +57,7 @@ func BenchmarkDiffState(b *testing.B) {
 	}{{"equal", equal, 0}, {"differ", differ, 1}} {
 		b.Run(bc.name, func(b *testing.B) {
 			for b.Loop() {
-				if got := assert.DiffState(once, bc.twice, assert.Options{}); len(got) != bc.diffs {
+				if got, _ := assert.DiffState(once, bc.twice, assert.Options{}); len(got) != bc.diffs {
 					b.Fatalf("DiffState found %d differing tables, want %d", len(got), bc.diffs)
 				}
 			}

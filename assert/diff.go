@@ -36,9 +36,7 @@ type Options struct {
 type TableDiff struct {
 	Label string // Options.Label
 	Table string // Table.Name
-	// Diff is go-cmp style, (-once +twice). When Options.CmpOptions made
-	// go-cmp panic it starts "[twice] internal: " instead, and CheckState
-	// returns it as an error.
+	// Diff is go-cmp style, (-once +twice).
 	Diff string
 }
 
@@ -54,10 +52,6 @@ func (d TableDiff) String() string {
 	return fmt.Sprintf("table %q%s mismatch (-once +twice):\n%s", d.Table, after, strings.TrimRight(d.Diff, "\n"))
 }
 
-// internalPrefix starts a TableDiff.Diff that reports harness breakage
-// rather than a difference.
-const internalPrefix = "[twice] internal: "
-
 // maxShownRows bounds how many differing rows one TableDiff prints.
 const maxShownRows = 50
 
@@ -72,7 +66,10 @@ const maxMatchPairs = 250_000
 // Sequence-drawn values and foreign keys pointing at them compare by rank
 // (see Column.Sequence). A table that exists on one side only differs,
 // even when empty. A nil Snapshot has no tables.
-func DiffState(once, twice *Snapshot, opts Options) []TableDiff {
+//
+// The error is not a difference: it says the comparison itself broke
+// (Options.CmpOptions made go-cmp panic), starting "[twice] internal: ".
+func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	f := newFilter(opts)
 	ro, rt := renumbered(once), renumbered(twice)
 	var names []string
@@ -91,12 +88,15 @@ func DiffState(once, twice *Snapshot, opts Options) []TableDiff {
 	var diffs []TableDiff
 	for _, name := range names {
 		to, tt := once.table(name), twice.table(name)
-		d := diffTable(name, to, ro[name], tt, rt[name], f, opts.CmpOptions)
+		d, err := diffTable(name, to, ro[name], tt, rt[name], f, opts.CmpOptions)
+		if err != nil {
+			return nil, err
+		}
 		if d != "" {
 			diffs = append(diffs, TableDiff{Label: opts.Label, Table: name, Diff: d})
 		}
 	}
-	return diffs
+	return diffs, nil
 }
 
 // filter says which tables, columns and paths inside columns are left
@@ -228,10 +228,10 @@ func (e entry) sortRow() *rowView {
 	return e.twice
 }
 
-func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option) (diff string) {
+func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option) (diff string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			diff = fmt.Sprintf(internalPrefix+"go-cmp panicked comparing table %q; check Options.CmpOptions: %v\n", name, r)
+			diff, err = "", fmt.Errorf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", name, r)
 		}
 	}()
 	cols := columnsOf(name, f, to, tt)
@@ -270,13 +270,13 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		missing = fmt.Sprintf("  // table %q does not exist in +twice\n", name)
 	}
 	if len(body) == 0 && missing == "" {
-		return ""
+		return "", nil
 	}
 	var b strings.Builder
 	b.WriteString(missing)
 	if len(body) == 0 && identical == 0 {
 		b.WriteString("  []map[string]any{}\n")
-		return b.String()
+		return b.String(), nil
 	}
 	b.WriteString("  []map[string]any{\n")
 	if identical > 0 {
@@ -290,7 +290,7 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		fmt.Fprintf(&b, "  \t... // %d more differing %s not shown\n", rest, plural(rest, "row"))
 	}
 	b.WriteString("  }\n")
-	return b.String()
+	return b.String(), nil
 }
 
 func plural(n int, word string) string {

@@ -27,7 +27,12 @@ func ExampleDiffState() {
 		Name: "points_ledger", Columns: columns,
 		Rows: [][]any{{int64(2), int64(9812), int64(50)}, {int64(3), int64(9812), int64(50)}},
 	}}}
-	for _, d := range assert.DiffState(once, twice, assert.Options{Label: "run-twice"}) {
+	diffs, err := assert.DiffState(once, twice, assert.Options{Label: "run-twice"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, d := range diffs {
 		fmt.Println(d)
 	}
 	// Output:

@@ -48,14 +48,12 @@ func CheckState(once, twice *Snapshot, opts Options) error {
 	case twice == nil:
 		return fmt.Errorf("[twice] internal: CheckState: the twice snapshot is nil; take it with TakeSnapshot after the scenario")
 	}
-	diffs := DiffState(once, twice, opts)
+	diffs, err := DiffState(once, twice, opts)
+	if err != nil {
+		return err
+	}
 	if len(diffs) == 0 {
 		return nil
-	}
-	for _, d := range diffs {
-		if strings.HasPrefix(d.Diff, internalPrefix) {
-			return fmt.Errorf("%s", strings.TrimRight(d.Diff, "\n"))
-		}
 	}
 	return &StateError{Label: opts.Label, Diffs: diffs, Volatile: opts.Volatile}
 }

@@ -20,7 +20,7 @@ import (
 // from this package's constructors; other packages cannot add kinds.
 type Fault interface {
 	// Name is the fault's short name, used in reports: "crash-mid-job".
-	Name() string
+	Name() Name
 	// Schedules expands the fault into the schedules to execute for a job
 	// whose clean run took p.Steps.
 	Schedules(p Plan) []Schedule
@@ -44,14 +44,25 @@ type Plan struct {
 	MaxInterleavings int
 }
 
-// Step is one observable action of the clean run.
+// Step is one observable action of a delivery: a statement that reached
+// the server, or a call to an effect fake.
 type Step struct {
-	// SQL is the statement's text.
+	// SQL is the statement's text; for an effect call, the call as
+	// assert.Effect prints it ("email to=a@b subject=...").
 	SQL string
 	// CommitPoint is true for a COMMIT and for a write outside an explicit
 	// transaction: steps whose success makes work durable.
-	CommitPoint bool
+	CommitPoint bool `json:",omitempty"`
+	// Effect is the kind of effect ("email", "payment") when the step is an
+	// effect call, empty for a statement; Key is the call's idempotency
+	// key, if any.
+	Effect string `json:",omitempty"`
+	Key    string `json:",omitempty"`
 }
+
+// IsEffect reports whether the step is an effect call rather than a
+// statement.
+func (s Step) IsEffect() bool { return s.Effect != "" }
 
 // Defaults for a Plan's zero fields.
 const (
@@ -66,12 +77,34 @@ func (p Plan) visibility() time.Duration {
 func (p Plan) redriveAfter() time.Duration { return cmp.Or(p.RedriveAfter, DefaultRedriveAfter) }
 func (p Plan) maxInterleavings() int       { return cmp.Or(p.MaxInterleavings, DefaultMaxInterleavings) }
 
+// Name names a fault; Schedule.Fault and harness.Scenario.Fault hold it.
+type Name string
+
+// The names of the faults this package builds, and of the schedules
+// harness runs from elsewhere.
+const (
+	NameRunTwice                Name = "run-twice"
+	NameProducerRetry           Name = "producer-retry"
+	NameCrashBeforeAck          Name = "crash-before-ack"
+	NameLostAck                 Name = "lost-ack"
+	NameCrashMidJob             Name = "crash-mid-job"
+	NameAmbiguousCommit         Name = "ambiguous-commit"
+	NameVisibilityTimeout       Name = "visibility-timeout"
+	NameConcurrentDelivery      Name = "concurrent-delivery"
+	NameConcurrentProducerRetry Name = "concurrent-producer-retry"
+	NameRedrive                 Name = "redrive"
+	// NameReplay is a schedule given by Replay or -twice.replay;
+	// NameExplore one drawn or saved by harness.Explore.
+	NameReplay  Name = "replay"
+	NameExplore Name = "explore"
+)
+
 type fault struct {
-	name   string
+	name   Name
 	expand func(p Plan) []Schedule
 }
 
-func (f fault) Name() string { return f.name }
+func (f fault) Name() Name { return f.name }
 func (f fault) Schedules(p Plan) []Schedule {
 	out := f.expand(p)
 	for i := range out {
@@ -86,7 +119,7 @@ func one(ds ...Delivery) []Schedule { return []Schedule{{Deliveries: ds}} }
 // RunTwice is the seed's cheapest check: the job completes, then the queue
 // delivers the same job ID again as attempt 2, on another worker.
 func RunTwice() Fault {
-	return fault{"run-twice", func(Plan) []Schedule {
+	return fault{NameRunTwice, func(Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 1, Attempt: 2, Worker: 2})
 	}}
 }
@@ -95,7 +128,7 @@ func RunTwice() Fault {
 // copy completed, a second one with a new job ID and the same arguments
 // runs.
 func ProducerRetry() Fault {
-	return fault{"producer-retry", func(Plan) []Schedule {
+	return fault{NameProducerRetry, func(Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2})
 	}}
 }
@@ -104,7 +137,7 @@ func ProducerRetry() Fault {
 // before its ack; the job is redelivered once the visibility timeout has
 // passed.
 func CrashBeforeAck() Fault {
-	return fault{"crash-before-ack", func(p Plan) []Schedule {
+	return fault{NameCrashBeforeAck, func(p Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash},
 			Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 	}}
@@ -114,7 +147,7 @@ func CrashBeforeAck() Fault {
 // its worker lives on. The redelivery, after the visibility timeout, goes
 // to the same worker in one schedule and to another worker in a second.
 func LostAck() Fault {
-	return fault{"lost-ack", func(p Plan) []Schedule {
+	return fault{NameLostAck, func(p Plan) []Schedule {
 		first := Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindLostAck}
 		return []Schedule{
 			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 1, Advance: p.visibility()}}},
@@ -127,12 +160,12 @@ func LostAck() Fault {
 // server: its open transaction rolls back, its earlier commits stay. The
 // job is redelivered after the visibility timeout.
 func CrashAt(k int) Fault {
-	return fault{"crash-mid-job", func(p Plan) []Schedule { return crashAt(p, k) }}
+	return fault{NameCrashMidJob, func(p Plan) []Schedule { return crashAt(p, k) }}
 }
 
 // CrashAtEveryStep is CrashAt for every step of the clean run.
 func CrashAtEveryStep() Fault {
-	return fault{"crash-mid-job", func(p Plan) []Schedule {
+	return fault{NameCrashMidJob, func(p Plan) []Schedule {
 		var out []Schedule
 		for k := 1; k <= len(p.Steps); k++ {
 			out = append(out, crashAt(p, k)...)
@@ -151,13 +184,13 @@ func crashAt(p Plan, k int) []Schedule {
 // own error path runs, and the job is redelivered after the visibility
 // timeout.
 func AmbiguousCommitAt(k int) Fault {
-	return fault{"ambiguous-commit", func(p Plan) []Schedule { return ambiguousAt(p, k) }}
+	return fault{NameAmbiguousCommit, func(p Plan) []Schedule { return ambiguousAt(p, k) }}
 }
 
 // AmbiguousCommits is AmbiguousCommitAt every commit point of the clean run:
 // each COMMIT and each write outside a transaction.
 func AmbiguousCommits() Fault {
-	return fault{"ambiguous-commit", func(p Plan) []Schedule {
+	return fault{NameAmbiguousCommit, func(p Plan) []Schedule {
 		var out []Schedule
 		for i, s := range p.Steps {
 			if s.CommitPoint {
@@ -178,7 +211,7 @@ func ambiguousAt(p Plan, k int) []Schedule {
 // and a second delivery starts on another worker; it runs its steps, then
 // the first one goes on. One schedule per k from 1 to the number of steps.
 func VisibilityTimeout() Fault {
-	return fault{"visibility-timeout", func(p Plan) []Schedule {
+	return fault{NameVisibilityTimeout, func(p Plan) []Schedule {
 		n := len(p.Steps)
 		var out []Schedule
 		for k := 1; k <= n; k++ {
@@ -198,13 +231,13 @@ func VisibilityTimeout() Fault {
 // (attempts 1 and 2 of one job ID), their steps interleaved in every order
 // while there are few, a fixed sample beyond.
 func ConcurrentDelivery() Fault {
-	return fault{"concurrent-delivery", func(p Plan) []Schedule { return concurrent(p, 1) }}
+	return fault{NameConcurrentDelivery, func(p Plan) []Schedule { return concurrent(p, 1) }}
 }
 
 // ConcurrentProducerRetry is the producer's two copies of the job (two
 // job IDs) delivered at once, interleaved as ConcurrentDelivery.
 func ConcurrentProducerRetry() Fault {
-	return fault{"concurrent-producer-retry", func(p Plan) []Schedule { return concurrent(p, 2) }}
+	return fault{NameConcurrentProducerRetry, func(p Plan) []Schedule { return concurrent(p, 2) }}
 }
 
 func concurrent(p Plan, secondJob int) []Schedule {
@@ -214,7 +247,7 @@ func concurrent(p Plan, secondJob int) []Schedule {
 	}
 	var out []Schedule
 	n := len(p.Steps)
-	for _, order := range Interleavings(n, n, p.maxInterleavings()) {
+	for _, order := range interleavings(n, n, p.maxInterleavings()) {
 		out = append(out, Schedule{
 			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
 			Order:      order,
@@ -229,7 +262,7 @@ func concurrent(p Plan, secondJob int) []Schedule {
 // last step, then the clock moves Plan.RedriveAfter (72h) and the job is
 // delivered again.
 func Redrive() Fault {
-	return fault{"redrive", func(p Plan) []Schedule {
+	return fault{NameRedrive, func(p Plan) []Schedule {
 		var out []Schedule
 		for k := 1; k <= len(p.Steps)+1; k++ {
 			at := k
@@ -266,7 +299,7 @@ func Default() []Fault {
 // default matrix, so an exclusion cannot name a fault that is not there.
 // A nil constructor, or one that returns nil, excludes nothing.
 func DefaultWithout(drop ...func() Fault) []Fault {
-	dropped := map[string]bool{}
+	dropped := map[Name]bool{}
 	for _, mk := range drop {
 		if mk == nil {
 			continue
@@ -289,7 +322,7 @@ func DefaultWithout(drop ...func() Fault) []Fault {
 func Replay(s Schedule) Fault {
 	name := s.Fault
 	if name == "" {
-		name = "replay"
+		name = NameReplay
 	}
 	return fault{name, func(Plan) []Schedule {
 		c := s

@@ -96,7 +96,7 @@ func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 			if err := s.Validate(); err != nil {
 				t.Errorf("schedule %s: %v", s, err)
 			}
-			got = append(got, s.Fault+": "+s.String())
+			got = append(got, string(s.Fault)+": "+s.String())
 		}
 	}
 	want := []string{
@@ -172,7 +172,7 @@ func TestInterleavings(t *testing.T) {
 func names(fs []faults.Fault) []string {
 	var out []string
 	for _, f := range fs {
-		out = append(out, f.Name())
+		out = append(out, string(f.Name()))
 	}
 	return out
 }

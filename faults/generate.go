@@ -2,7 +2,6 @@ package faults
 
 import (
 	"slices"
-	"strings"
 
 	"pgregory.net/rapid"
 )
@@ -71,7 +70,7 @@ func draw(t *rapid.T, p Plan, l Limits) Schedule {
 	steps := len(p.Steps)
 	var ambiguous []int // steps whose reply can be lost: commit points and effects
 	for i, s := range p.Steps {
-		if s.CommitPoint || strings.HasPrefix(s.SQL, "effect: ") {
+		if s.CommitPoint || s.IsEffect() {
 			ambiguous = append(ambiguous, i+1)
 		}
 	}

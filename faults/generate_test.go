@@ -22,7 +22,7 @@ var plan = faults.Plan{Steps: []faults.Step{
 	{SQL: "insert into t values (1)"},
 	{SQL: "commit", CommitPoint: true},
 	{SQL: "update u set n = n + 1", CommitPoint: true},
-	{SQL: "effect: email receipt"},
+	{SQL: "email receipt", Effect: "email"},
 }}
 
 func TestGenerateDrawsValidSchedules(t *testing.T) {

@@ -2,13 +2,13 @@ package faults
 
 import "math/rand/v2"
 
-// Interleavings returns orders in which two deliveries of a and b steps
+// interleavings returns orders in which two deliveries of a and b steps
 // can be granted their steps, each order a list of 1s and 2s. While there
 // are at most max of them it returns all; beyond, it returns max: first
 // the orders where one delivery runs whole between two steps of the other
 // (where most races show), then strict alternation, then a sample drawn
 // with a fixed seed, so the same arguments always give the same orders.
-func Interleavings(a, b, max int) [][]int {
+func interleavings(a, b, max int) [][]int {
 	if max < 1 {
 		max = 1
 	}

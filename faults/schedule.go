@@ -15,7 +15,7 @@ import (
 type Schedule struct {
 	// Fault names the fault the schedule came from; empty for a schedule
 	// parsed from text.
-	Fault string
+	Fault Name
 	// Deliveries, in the order they are started.
 	Deliveries []Delivery
 	// Order lists, for deliveries that overlap, which delivery (1-based
@@ -70,6 +70,20 @@ const (
 	// arrives; its worker lives on.
 	KindLostAck
 )
+
+// String names the kind as a schedule writes it: "crash", "ambiguous",
+// "lostack", or "" for KindNone.
+func (k Kind) String() string {
+	switch k {
+	case KindCrash:
+		return "crash"
+	case KindAmbiguous:
+		return "ambiguous"
+	case KindLostAck:
+		return "lostack"
+	}
+	return ""
+}
 
 // String renders the delivery: job, attempt and worker ("j1a2w2"), then
 // "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
@@ -152,6 +166,20 @@ func Parse(text string) (Schedule, error) {
 		return Schedule{}, fmt.Errorf("[twice] schedule %q: %w", text, err)
 	}
 	return s, nil
+}
+
+// MarshalText writes the schedule's text form, so a schedule in a JSON
+// record reads as it prints. Fault is not part of it.
+func (s Schedule) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (s *Schedule) UnmarshalText(text []byte) error {
+	p, err := Parse(string(text))
+	if err != nil {
+		return err
+	}
+	*s = p
+	return nil
 }
 
 // Validate reports the first inconsistency in s: a delivery overlapping

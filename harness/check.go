@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
+
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Check runs Run and turns its outcome into test failures: one error that
@@ -39,107 +40,73 @@ func check(t tb, job Job, cfg Config) *Result {
 	t.Helper()
 	cfg, err := withReplay(cfg)
 	if err != nil {
-		t.Fatalf("%v", err)
+		fail(t, job, rerunLine(t.Name()), err)
 		return nil
 	}
 	ctx, stop := logProgress(t, job.Name)
 	res, err := Run(ctx, job, cfg)
 	stop()
 	if err != nil {
-		t.Fatalf("%v", err)
+		fail(t, job, rerunLine(t.Name()), err)
 		return nil
 	}
 	releaseDatabases(t, res)
 	logStragglers(t, res)
-	if err := writeRecord(t.Name(), rerunLine(t.Name()), res); err != nil {
+	if err := record.Write(record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result}); err != nil {
 		t.Errorf("%v", err)
 	}
-	failed := res.Failed()
-	switch {
-	case cfg.ExpectFinding == "" && len(failed) > 0:
-		t.Errorf("%s", findingMessage(res, rerunLine(t.Name())))
-	case cfg.ExpectFinding != "" && len(failed) > 0:
-		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, findingMessage(res, rerunLine(t.Name())))
-	case cfg.ExpectFinding != "":
-		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d scenarios passed: remove Config.ExpectFinding",
-			res.Job, cfg.ExpectFinding, len(res.Scenarios))
+	switch res.Status {
+	case record.Finding:
+		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
+	case record.ExpectedFinding:
+		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))
 	default:
+		if cfg.ExpectFinding != "" {
+			t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d scenarios passed: remove Config.ExpectFinding",
+				res.Job, cfg.ExpectFinding, len(res.Scenarios))
+			break
+		}
 		logPassed(t, res)
 	}
 	return res
 }
 
-// findingMessage gathers every failed scenario of res into one message. A
-// difference already shown for an earlier scenario is named, not repeated.
-func findingMessage(res *Result, rerun string) string {
-	failed := res.Failed()
-	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n",
-		res.Job, len(failed), len(res.Scenarios))
-	shown := map[string]string{} // difference -> the scenario that showed it
-	for _, s := range failed {
-		fmt.Fprintf(&b, "\n%s (schedule %s):\n", s.Fault, s.Schedule)
-		for _, d := range s.Deliveries {
-			switch {
-			case d.Fault != "" && d.Err != "":
-				fmt.Fprintf(&b, "  %s %s, then returned an error: %s\n", d.Delivery, d.Fault, firstLine(d.Err))
-			case d.Fault != "":
-				fmt.Fprintf(&b, "  %s %s\n", d.Delivery, d.Fault)
-			case d.Err != "":
-				fmt.Fprintf(&b, "  %s returned an error: %s\n", d.Delivery, firstLine(d.Err))
-			}
-		}
-		var diff strings.Builder
-		for _, p := range s.Problems {
-			if !strings.HasPrefix(p, "table ") {
-				fmt.Fprintf(&diff, "  %s\n", firstLine(p))
-			}
-		}
-		for _, d := range s.StateDiff {
-			fmt.Fprintf(&diff, "table %q mismatch (-once +twice):\n%s\n", d.Table, d.Diff)
-		}
-		if s.EffectDiff != nil {
-			for _, l := range s.EffectDiff.Lines {
-				fmt.Fprintf(&diff, "%s %s\n", l.Op, l.Text)
-			}
-		}
-		if first, ok := shown[diff.String()]; ok {
-			fmt.Fprintf(&b, "  the same difference as %s\n", first)
-			continue
-		}
-		shown[diff.String()] = fmt.Sprintf("%s (schedule %s)", s.Fault, s.Schedule)
-		for _, p := range s.Problems {
-			if !strings.HasPrefix(p, "table ") {
-				fmt.Fprintf(&b, "  %s\n", firstLine(p))
-			}
-		}
-		for _, d := range s.StateDiff {
-			fmt.Fprintf(&b, "%s\n", d)
-		}
-		if s.EffectDiff != nil {
-			fmt.Fprintf(&b, "%s\n", s.EffectDiff)
-		}
+// fail ends the test with err, the check's own breakage, and tells the
+// runner so: its verdict on the job is neither a pass nor a finding.
+func fail(t tb, job Job, rerun string, err error) {
+	t.Helper()
+	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: err.Error(),
+		Result: &record.Result{Job: job.Name, Status: record.InternalError}}
+	if werr := record.Write(rec); werr != nil {
+		t.Errorf("%v", werr)
 	}
-	if len(res.Volatile) > 0 {
-		fmt.Fprintf(&b, "\nleft out as volatile (they differ between two clean runs): %s\n", strings.Join(res.Volatile, ", "))
-	}
-	fmt.Fprintf(&b, "\nrerun: %s", rerun)
-	return b.String()
+	t.Fatalf("%v", err)
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+// releaseDatabases drops the databases res kept as evidence when the test
+// passes, and keeps them, logging how to connect, when it fails.
+func releaseDatabases(t tb, res *Result) {
+	t.Helper()
+	t.Cleanup(func() {
+		// Its lines point at the user's Check or Explore call.
+		t.Helper()
+		ctx := context.Background()
+		if !t.Failed() || !keepEvidence() {
+			if err := res.DropDatabases(ctx); err != nil {
+				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
+			}
+			return
+		}
+		for _, k := range res.keepDatabases(ctx) {
+			t.Logf("[twice] %s", k)
+		}
+	})
 }
 
 // rerunLine is the go test command that reruns the named test from the
 // module root (or the package directory when no go.mod is found).
 func rerunLine(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return fmt.Sprintf("go test -run '%s' %s", strings.Join(parts, "/"), packageDir())
+	return fmt.Sprintf("go test -run '%s' %s", render.TestPattern(name), packageDir())
 }
 
 // packageDir is the test's package directory relative to its module root:
@@ -161,14 +128,4 @@ func packageDir() string {
 			return "."
 		}
 	}
-}
-
-// oneLine shows a statement on one line, white space folded, cut at 120
-// characters.
-func oneLine(sql string) string {
-	s := strings.Join(strings.Fields(sql), " ")
-	if r := []rune(s); len(r) > 120 {
-		s = string(r[:117]) + "..."
-	}
-	return s
 }

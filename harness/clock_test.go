@@ -41,8 +41,8 @@ func TestRedriveFindsMovedTimestamp(t *testing.T) {
 	var found []string
 	for _, sc := range res.Scenarios {
 		if sc.Verdict == harness.NotIdempotent {
-			found = append(found, sc.Schedule)
-			require.Len(t, sc.StateDiff, 1, sc.Schedule)
+			found = append(found, sc.Schedule.String())
+			require.Len(t, sc.StateDiff, 1, sc.Schedule.String())
 			assert.Contains(t, sc.StateDiff[0].Diff, "2026-01-04 09:00:00", "the redrive's time, 72h after the start")
 		}
 	}

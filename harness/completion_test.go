@@ -3,7 +3,6 @@ package harness_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -54,9 +53,10 @@ func TestCompletionRuleForOverlappingDeliveries(t *testing.T) {
 			}}
 			sc := replay(t, job, overlap).Scenarios[0]
 			require.GreaterOrEqual(t, len(sc.Deliveries), 2)
-			assert.True(t, strings.HasPrefix(sc.Order, "1,2,2,1"), "the deliveries overlapped: order %s", sc.Order)
+			require.GreaterOrEqual(t, len(sc.Order), 4)
+			assert.Equal(t, []int{1, 2, 2, 1}, sc.Order[:4], "the deliveries overlapped: order %v", sc.Order)
 			for _, p := range sc.Problems {
-				assert.NotContains(t, p, "did not complete", "the queue's retry completed it")
+				assert.NotEqual(t, harness.ProblemDidNotComplete, p.Kind, "the queue's retry completed it")
 			}
 			if !tt.wantRetry {
 				assert.Len(t, sc.Deliveries, 2, "no retry: the later delivery's success completed the job")

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
 )
 
 // effectSteps makes effect calls steps of a delivery, like statements.
 type effectSteps interface {
 	// beginEffect blocks until the scheduler grants the call. An error means
 	// the delivery is dead: the call must not happen and is not recorded.
-	beginEffect(ctx context.Context, label string) error
+	beginEffect(ctx context.Context, call faults.Step) error
 	// endEffect reports that the provider accepted the call; the scheduler may
 	// kill the delivery right here ("crash after an effect"). It is called
 	// once after every granted beginEffect, also when the call failed or
@@ -38,6 +39,7 @@ type effectLog struct {
 
 	mu      sync.Mutex
 	entries []assert.Effect
+	broken  error // the harness could not record an effect: the run is void
 
 	payments paymentStore
 }
@@ -64,6 +66,23 @@ func (l *effectLog) effects() []assert.Effect {
 	return slices.Clone(l.entries)
 }
 
+// fail marks the log broken: an effect the handler made could not be
+// recorded, so no comparison of this run means anything.
+func (l *effectLog) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken == nil {
+		l.broken = err
+	}
+}
+
+// err is why the log is broken, or nil.
+func (l *effectLog) err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken
+}
+
 func (l *effectLog) record(e assert.Effect) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,7 +103,7 @@ type deliveryEffects struct {
 // worth keeping, whether it replayed a stored answer, and the error.
 func (fx *deliveryEffects) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
 	label := e.String()
-	if err := fx.steps.beginEffect(ctx, label); err != nil {
+	if err := fx.steps.beginEffect(ctx, faults.Step{SQL: label, Effect: e.Kind, Key: e.Key}); err != nil {
 		return err
 	}
 	defer fx.steps.endEffect(label)
@@ -155,7 +174,9 @@ func (d *Delivery) Effect(ctx context.Context, kind, key string, payload any, ca
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
-		return fmt.Errorf("[twice] Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
+		err = fmt.Errorf("[twice] Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
+		fx.log.fail(err)
+		return err
 	}
 	return fx.call(ctx, assert.Effect{Kind: kind, Key: key, Payload: raw}, func() (string, bool, error) {
 		return "", false, call(ctx)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/runtwice/twice/faults"
 	"math"
 	"strings"
 	"sync"
@@ -22,14 +23,14 @@ import (
 // grantAll is an executor that grants every step at once.
 type grantAll struct{}
 
-func (grantAll) beginEffect(context.Context, string) error { return nil }
-func (grantAll) endEffect(string)                          {}
+func (grantAll) beginEffect(context.Context, faults.Step) error { return nil }
+func (grantAll) endEffect(string)                               {}
 
 // deadSteps is the executor of a delivery a fault has killed.
 type deadSteps struct{ err error }
 
-func (s deadSteps) beginEffect(context.Context, string) error { return s.err }
-func (deadSteps) endEffect(string)                            { panic("endEffect after a refused beginEffect") }
+func (s deadSteps) beginEffect(context.Context, faults.Step) error { return s.err }
+func (deadSteps) endEffect(string)                                 { panic("endEffect after a refused beginEffect") }
 
 // stepLog records the executor's calls, and what the effect log held at
 // each endEffect.
@@ -40,10 +41,10 @@ type stepLog struct {
 	atEnd []int // len(log.effects()) at each endEffect
 }
 
-func (s *stepLog) beginEffect(_ context.Context, label string) error {
+func (s *stepLog) beginEffect(_ context.Context, call faults.Step) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.calls = append(s.calls, "begin "+label)
+	s.calls = append(s.calls, "begin "+call.SQL)
 	return nil
 }
 

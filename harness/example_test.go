@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"fmt"
+	"testing"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
@@ -54,4 +55,37 @@ func ExampleRun() {
 	// + 		"points": int64(220),
 	//   	},
 	//   }
+}
+
+// Check belongs in a test next to the job: it runs the default fault
+// matrix and fails the test with every finding in one message, or with
+// "[twice] internal: ..." when the check itself cannot run. (This example
+// is compiled, not run: it needs the test's *testing.T.)
+func ExampleCheck() {
+	var t *testing.T // the test's: func TestRewardOrder(t *testing.T) { ... }
+
+	job := harness.Job{
+		Name: "reward-order",
+		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			// Idempotent: the ledger's unique (order_id) makes a second
+			// delivery add nothing.
+			_, err := d.DB.Exec(ctx, `
+				WITH added AS (
+				  INSERT INTO points_ledger (order_id, customer_id, points) VALUES (9812, 77, 50)
+				  ON CONFLICT (order_id) DO NOTHING
+				  RETURNING customer_id, points)
+				UPDATE customers c SET points = c.points + added.points
+				FROM added WHERE c.id = added.customer_id`)
+			return err
+		},
+	}
+	res := harness.Check(t, job, harness.Config{
+		Setup: []harness.Setup{harness.SQL(`
+			CREATE TABLE customers (id bigint PRIMARY KEY, points int NOT NULL);
+			CREATE TABLE points_ledger (order_id bigint PRIMARY KEY, customer_id bigint NOT NULL, points int NOT NULL);
+			INSERT INTO customers VALUES (77, 120);`)},
+	})
+	if res != nil && res.Status == harness.StatusPassed {
+		t.Logf("%d scenarios, all idempotent", len(res.Scenarios))
+	}
 }

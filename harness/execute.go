@@ -5,8 +5,6 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -92,7 +91,8 @@ type inflightStep struct {
 // delivery's proxy, or an effect call held by its fakes.
 type stepRequest struct {
 	d      *deliveryRun
-	step   wireproxy.Step // for an effect: SQL holds "effect: ..."
+	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
+	call   faults.Step    // for an effect: the call
 	effect bool
 	seq    int // the delivery's step number, statements and effects alike
 	grant  chan wireproxy.Action
@@ -257,7 +257,7 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
-		outcome: DeliveryOutcome{Delivery: spec.Label(), JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		outcome: DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
 	}
 	e.deliveries = append(e.deliveries, d)
 	return d
@@ -304,10 +304,10 @@ func (e *execution) incomplete() []string {
 	for _, d := range e.lastPerJob() {
 		if d.outcome.Err != "" {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				d.outcome.JobID, d.outcome.Delivery, d.outcome.Attempt, firstLine(d.outcome.Err)))
+				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, render.FirstLine(d.outcome.Err)))
 		} else if d.dead {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s",
-				d.outcome.JobID, d.outcome.Delivery, d.outcome.Attempt, d.outcome.Fault))
+				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, d.outcome.Fault))
 		}
 	}
 	return out
@@ -442,10 +442,14 @@ func (e *execution) handle(ev event) {
 		}
 		delete(d.inflight, req)
 		d.done++
-		d.steps = append(d.steps, faults.Step{SQL: req.step.SQL, CommitPoint: req.step.CommitPoint})
+		if req.effect {
+			d.steps = append(d.steps, req.call)
+		} else {
+			d.steps = append(d.steps, faults.Step{SQL: req.step.SQL, CommitPoint: req.step.CommitPoint})
+		}
 		d.durable = d.durable || req.effect || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
-			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, oneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
 		}
 	case evReturned:
 		if d.ended {
@@ -591,7 +595,7 @@ func (e *execution) give(d *deliveryRun) {
 		case d.spec.Fault == faults.KindCrash:
 			d.midJobFault = true
 			req.grant <- wireproxy.Crash
-			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, oneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
 			return
 		case d.spec.Fault == faults.KindAmbiguous && req.effect:
 			// The provider accepts the call and the worker dies before it
@@ -604,7 +608,7 @@ func (e *execution) give(d *deliveryRun) {
 			// drops; the handler's own error path runs and its return
 			// value counts.
 			d.durable = d.durable || req.step.CommitPoint
-			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, oneLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
 			req.grant <- wireproxy.Ambiguous
 			return
 		}
@@ -622,8 +626,8 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) beginEffect(ctx context.Context, label string) error {
-	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: "effect: " + label}, effect: true, grant: make(chan wireproxy.Action, 1)}
+func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) error {
+	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
 	case a := <-req.grant:
@@ -670,7 +674,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); it was at step %d: %s",
-				e.r.cfg.deliveryTimeout(), d.done+1, oneLine(d.last))
+				e.r.cfg.deliveryTimeout(), d.done+1, render.OneLine(d.last))
 			if d.last == "" {
 				msg = fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout), after %d steps", e.r.cfg.deliveryTimeout(), d.done)
 			}
@@ -777,14 +781,4 @@ func (e *execution) closeProxies() {
 			go d.pool.Close()
 		}
 	}
-}
-
-// order is the interleaving as it happened: the delivery of each granted
-// step, "1,2,2,1".
-func (e *execution) order() string {
-	parts := make([]string, len(e.granted))
-	for i, n := range e.granted {
-		parts[i] = strconv.Itoa(n)
-	}
-	return strings.Join(parts, ",")
 }

@@ -21,6 +21,8 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // ExploreOptions tunes Explore. The zero value is the default.
@@ -113,13 +115,13 @@ func Explore(t testing.TB, job Job, cfg Config, opts ExploreOptions) *Exploratio
 func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	t.Helper()
 	if opts.Dir == "" {
-		opts.Dir = filepath.Join("testdata", "twice", unsafeName.ReplaceAllString(t.Name(), "_"))
+		opts.Dir = filepath.Join("testdata", "twice", record.SafeName(t.Name()))
 	}
 	ctx, stop := logProgress(t, job.Name)
 	x, err := exploreRun(ctx, job, cfg, opts, t.Name())
 	stop()
 	if err != nil {
-		t.Fatalf("%v", err)
+		fail(t, job, rerunLine(t.Name()), err)
 		return nil
 	}
 	res := x.Result
@@ -130,15 +132,13 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 		line = replayLine(t.Name(), x.Minimal)
 		x.ReplayLine = line
 	}
-	if err := writeRecord(t.Name(), line, res); err != nil {
+	if err := record.Write(record.Record{Test: t.Name(), Rerun: line, Result: &res.Result}); err != nil {
 		t.Errorf("%v", err)
 	}
 	switch {
-	case x.Flaky:
+	case res.Status == record.Flaky || res.Status == record.Finding:
 		t.Errorf("%s", x.message(line))
-	case cfg.ExpectFinding == "" && x.Failed():
-		t.Errorf("%s", x.message(line))
-	case cfg.ExpectFinding != "" && x.Failed():
+	case res.Status == record.ExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "":
 		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d schedules explored passed: remove Config.ExpectFinding, or explore further with -twice.checks",
@@ -147,23 +147,6 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 		t.Logf("[twice] job %q: %d schedules drawn, %d distinct ones run, all idempotent (%v)", res.Job, x.Checks, x.Executed, x.Duration.Round(time.Millisecond))
 	}
 	return x
-}
-
-// releaseDatabases drops the databases res kept as evidence when the test
-// passes, and keeps them, logging how to connect, when it fails.
-func releaseDatabases(t tb, res *Result) {
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if !t.Failed() || !keepEvidence() {
-			if err := res.DropDatabases(ctx); err != nil {
-				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
-			}
-			return
-		}
-		for _, k := range res.keepDatabases(ctx) {
-			t.Logf("[twice] %s", k)
-		}
-	})
 }
 
 // ExploreRun is the core of Explore: it runs the job's clean references
@@ -234,7 +217,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if err != nil {
 		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 	}
-	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(ReportDirEnv) == "" && opts.Dir != "" {
+	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(record.DirEnv) == "" && opts.Dir != "" {
 		if x.SavedTo, err = save(opts.Dir, job.Name, x.Minimal); err != nil {
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
@@ -242,6 +225,16 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.stragglers = r.stillRunning()
 	x.Duration = time.Since(start)
 	res.Duration = x.Duration
+	switch {
+	case x.Flaky:
+		res.Status = record.Flaky
+	case x.Failed() && cfg.ExpectFinding != "":
+		res.Status = record.ExpectedFinding
+	case x.Failed():
+		res.Status = record.Finding
+	default:
+		res.Status = record.Passed
+	}
 	return x, nil
 }
 
@@ -323,7 +316,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 		e.drawn += len(scheds)
 	}
 	for i := range scheds {
-		scheds[i].Fault = "explore"
+		scheds[i].Fault = faults.NameExplore
 	}
 	outs, err := e.runAll(ctx, scheds)
 	if err != nil {
@@ -482,53 +475,12 @@ func flaky(runs []Scenario) bool {
 	return false
 }
 
-// message is the finding: the shrunk schedule with its deliveries and
-// diffs, the seed, and the line that replays it. For a flaky schedule it
-// says how the runs differed.
+// message is the finding, as render.ExplorationFinding writes it.
 func (x *Exploration) message(replay string) string {
-	res := x.Result
-	var head strings.Builder
-	switch {
-	case x.Flaky:
-		failed := len(res.Failed())
-		fmt.Fprintf(&head, "[twice] flaky: job %q: schedule %s failed %d of %d runs, so it is not reported as a pass; the handler depends on chance or timing:\n",
-			res.Job, x.Minimal, failed, len(res.Scenarios))
-		for i, s := range res.Scenarios {
-			fmt.Fprintf(&head, "  run %d: %s", i+1, s.Verdict)
-			if len(s.Problems) > 0 {
-				fmt.Fprintf(&head, ": %s", strings.Join(s.Problems, "; "))
-			}
-			head.WriteString("\n")
-		}
-		head.WriteString("the first failing run:")
-	case x.Replay != "":
-		fmt.Fprintf(&head, "[twice] not idempotent: job %q: the replayed schedule %s fails", res.Job, x.Replay)
-	case x.FoundAfter == 0:
-		fmt.Fprintf(&head, "[twice] not idempotent: job %q: the saved schedule %s fails again", res.Job, x.Minimal)
-	case x.Found == x.Minimal:
-		fmt.Fprintf(&head, "[twice] not idempotent: job %q: exploration drew %d schedules and found this one failing: %s",
-			res.Job, x.FoundAfter, x.Minimal)
-	default:
-		fmt.Fprintf(&head, "[twice] not idempotent: job %q: exploration drew %d schedules, found %s failing, and shrunk it to %s",
-			res.Job, x.FoundAfter, x.Found, x.Minimal)
-	}
-	shown := *res
-	shown.Scenarios = res.Failed()[:1]
-	body := findingMessage(&shown, replay)
-	if _, rest, ok := strings.Cut(body, "\n"); ok {
-		body = rest
-	}
-	var tail strings.Builder
-	if x.Seed != 0 {
-		fmt.Fprintf(&tail, "seed: %d (-twice.seed=%d draws this failure first)\n", x.Seed, x.Seed)
-	}
-	if x.SavedTo != "" {
-		fmt.Fprintf(&tail, "saved: %s (the next go test replays it first)\n", x.SavedTo)
-	}
-	if i := strings.LastIndex(body, "\nrerun: "); i >= 0 && tail.Len() > 0 {
-		body = body[:i+1] + tail.String() + body[i+1:]
-	}
-	return head.String() + "\n" + body
+	return render.ExplorationFinding(render.Exploration{
+		Result: &x.Result.Result, Flaky: x.Flaky, Replay: x.Replay, Found: x.Found, Minimal: x.Minimal,
+		FoundAfter: x.FoundAfter, Seed: x.Seed, SavedTo: x.SavedTo,
+	}, replay)
 }
 
 // rapidTB is the test rapid sees: it records rapid's report, from which
@@ -664,7 +616,7 @@ func readSaved(dir string) ([]savedSchedule, error) {
 		if err != nil {
 			return nil, fmt.Errorf("[twice] saved schedule %s: %w; fix or delete the file", f, err)
 		}
-		s.Fault = "explore"
+		s.Fault = faults.NameExplore
 		out = append(out, savedSchedule{file: f, sched: s})
 	}
 	return out, nil

@@ -52,7 +52,7 @@ func TestExploreShrinks(t *testing.T) {
 	require.Len(t, x.Result.Scenarios, 1)
 	sc := x.Result.Scenarios[0]
 	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
-	assert.Equal(t, x.Minimal, sc.Schedule)
+	assert.Equal(t, x.Minimal, sc.Schedule.String())
 	assert.NotEmpty(t, sc.Database, "the finding's database is kept as evidence")
 
 	// Saved, and replayed first the next time, without drawing.
@@ -145,8 +145,8 @@ func TestReplay(t *testing.T) {
 	var res *harness.Result
 	rec.Run(func(tb testing.TB) { res = harness.Check(tb, hitJob, counterConfig()) })
 	require.Len(t, res.Scenarios, 1)
-	assert.Equal(t, "j1a1w1!lostack > +30s j1a2w1", res.Scenarios[0].Schedule)
-	assert.Equal(t, "replay", res.Scenarios[0].Fault)
+	assert.Equal(t, "j1a1w1!lostack > +30s j1a2w1", res.Scenarios[0].Schedule.String())
+	assert.Equal(t, faults.NameReplay, res.Scenarios[0].Fault)
 	assert.Len(t, rec.Errors(), 1)
 }
 

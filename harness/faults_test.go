@@ -77,7 +77,7 @@ func TestCrashAtStep(t *testing.T) {
 	res := replay(t, job, "j1a1w1!crash:3 > +30s j1a2w2")
 	sc := res.Scenarios[0]
 
-	assert.Equal(t, []string{"INSERT INTO log VALUES ($1, 'a')", "begin", "INSERT INTO log VALUES ($1, 'b')", "commit"}, res.Steps)
+	assert.Equal(t, []faults.Step{{SQL: "INSERT INTO log VALUES ($1, 'a')", CommitPoint: true}, {SQL: "begin"}, {SQL: "INSERT INTO log VALUES ($1, 'b')"}, {SQL: "commit", CommitPoint: true}}, res.Steps)
 	assert.Equal(t, "crashed before step 3 reached the server: INSERT INTO log VALUES ($1, 'b')", sc.Deliveries[0].Fault)
 	assert.Empty(t, sc.Deliveries[0].Err, "a dead delivery's return value is ignored")
 	// Step 1 autocommitted and stays; the open transaction of steps 2-3
@@ -155,7 +155,7 @@ func TestVisibilityTimeout(t *testing.T) {
 	}}
 	res := replay(t, job, "j1a1w1 > +30s j1a2w2@1:1 order 1,2,2,2,2,1,1,1")
 	sc := res.Scenarios[0]
-	assert.Equal(t, "1,2,2,2,2,1,1,1", sc.Order, "the second delivery ran its steps between the first's step 1 and 2")
+	assert.Equal(t, []int{1, 2, 2, 2, 2, 1, 1, 1}, sc.Order, "the second delivery ran its steps between the first's step 1 and 2")
 	assert.Equal(t, []string{"1:a", "1:b", "2:a", "2:b"}, rows(t, sc))
 	mu.Lock()
 	defer mu.Unlock()
@@ -179,7 +179,7 @@ func TestConcurrentDeliveryLockWait(t *testing.T) {
 	sc := res.Scenarios[0]
 	assert.Equal(t, harness.Idempotent, sc.Verdict)
 	assert.Equal(t, 1, sc.LockWaits)
-	assert.Equal(t, "1,1,2,2,1,1,2,2", sc.Order)
+	assert.Equal(t, []int{1, 1, 2, 2, 1, 1, 2, 2}, sc.Order)
 }
 
 // Opposite lock orders deadlock; the server aborts one delivery as the

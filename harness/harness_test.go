@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,8 +65,8 @@ func TestRunFindsIncrement(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, kept, "the first failure to finish keeps its database; the others are given back")
-	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule)
-	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule)
+	assert.Equal(t, "j1a1w1 > j1a2w2", res.Scenarios[0].Schedule.String())
+	assert.Equal(t, "j1a1w1 > j2a1w2", res.Scenarios[1].Schedule.String())
 	assert.Equal(t, []string{"twice-job-1", "twice-job-1"}, []string{res.Scenarios[0].Deliveries[0].JobID, res.Scenarios[0].Deliveries[1].JobID})
 	assert.Equal(t, 2, res.Scenarios[0].Deliveries[1].Attempt)
 	assert.Equal(t, "twice-job-2", res.Scenarios[1].Deliveries[1].JobID)
@@ -96,7 +97,7 @@ func TestRunFindsRetryThatAlwaysFails(t *testing.T) {
 	assert.Empty(t, s.StateDiff)
 	assert.Contains(t, s.Deliveries[1].Err, "23505")
 	require.Len(t, s.Problems, 1)
-	assert.Contains(t, s.Problems[0], "the job did not complete")
+	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
 }
 
 // Every worker the factory builds is fresh: an in-memory dedup map does not
@@ -144,7 +145,8 @@ func TestRunReportsHandlerPanicWithStack(t *testing.T) {
 	require.Len(t, s.Deliveries, 3, "the queue retried the failed delivery")
 	assert.True(t, s.Deliveries[2].QueueRetry)
 	assert.Equal(t, 3, s.Deliveries[2].Attempt)
-	assert.Contains(t, s.Problems[0], "the job did not complete: job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
+	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
+	assert.Contains(t, s.Problems[0].Detail, "job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
 }
 
 func TestRunRejectsBadInput(t *testing.T) {
@@ -228,4 +230,63 @@ func TestCheckReportsHarnessBreakageAsFatal(t *testing.T) {
 	require.Len(t, errs, 1)
 	assert.Contains(t, errs[0], "[twice] ")
 	assert.NotContains(t, errs[0], "not idempotent")
+}
+
+// A comparer that panics is the user's Config breaking the harness, not
+// a finding about the job: Run returns an internal error, and Check fails
+// the test with it instead of "not idempotent".
+func TestPanickingComparerIsInternalError(t *testing.T) {
+	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	cfg.CmpOptions = []cmp.Option{cmp.Comparer(func(a, b int64) bool { panic("comparer broke") })}
+
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err, "result: %+v", res)
+	assert.True(t, strings.HasPrefix(err.Error(), "[twice] internal: "), "error %q", err)
+	assert.Contains(t, err.Error(), "comparer broke")
+
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	errs := rec.Errors()
+	require.Len(t, errs, 1, "errors: %q", errs)
+	assert.True(t, strings.HasPrefix(errs[0], "[twice] internal: "), "Check failed with %q", errs[0])
+	assert.NotContains(t, errs[0], "not idempotent")
+}
+
+// An effect the harness cannot record voids the run, even when the
+// handler swallows the error: comparing what was recorded would be a
+// verdict on an effect log with holes in it.
+func TestUnencodableEffectPayloadIsRunError(t *testing.T) {
+	job := harness.Job{Name: "sms", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_ = d.Effect(ctx, "sms", "", make(chan int), func(context.Context) error { return nil })
+		return nil
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	_, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the payload cannot be encoded as JSON")
+}
+
+// The volatile list names only what the comparison could have used: a
+// column the user ignored, or one of a table the user ignored, is not
+// noise worth reporting.
+func TestVolatileLeavesOutIgnored(t *testing.T) {
+	job := harness.Job{Name: "log-event", Handler: exec(`INSERT INTO events (job_id) VALUES ($1) ON CONFLICT DO NOTHING`, jobID)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{"events.created_at", "events.token"}, res.Volatile)
+
+	cfg.IgnoreColumns = []string{"token"}
+	res, err = harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"events.created_at"}, res.Volatile)
+
+	cfg.IgnoreColumns, cfg.IgnoreTables = nil, []string{"events"}
+	res, err = harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Empty(t, res.Volatile)
 }

@@ -35,7 +35,9 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: encoding an email: %w", err)
+		err = fmt.Errorf("[twice] internal: encoding an email: %w", err)
+		m.fx.log.fail(err)
+		return err
 	}
 	return m.fx.call(ctx, assert.Effect{Kind: "email", Payload: raw}, func() (string, bool, error) {
 		return "", false, nil

@@ -100,7 +100,9 @@ func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error)
 	}
 	raw, err := json.Marshal(paymentPayload{Destination: req.Destination, Amount: req.Amount, Currency: req.Currency})
 	if err != nil {
-		return Payment{}, fmt.Errorf("[twice] internal: encoding a payment: %w", err)
+		err = fmt.Errorf("[twice] internal: encoding a payment: %w", err)
+		p.fx.log.fail(err)
+		return Payment{}, err
 	}
 	var pay Payment
 	err = p.fx.call(ctx, assert.Effect{Kind: "payment", Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {

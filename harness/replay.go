@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"flag"
 	"fmt"
+	"github.com/runtwice/twice/internal/record"
 	"os"
 	"strconv"
 	"strings"
@@ -18,7 +19,7 @@ import (
 const (
 	// ReplayEnv holds a schedule in its text form: Check and Explore run
 	// exactly that schedule instead of their faults. Flag -twice.replay.
-	ReplayEnv = "TWICE_REPLAY"
+	ReplayEnv = record.ReplayEnv
 	// ChecksEnv is how many schedules Explore draws. Flag -twice.checks.
 	ChecksEnv = "TWICE_CHECKS"
 	// SeedEnv is the seed Explore hands rapid, as -rapid.seed would.
@@ -70,7 +71,7 @@ func replaySchedule() (faults.Schedule, bool, error) {
 	if err != nil {
 		return faults.Schedule{}, false, fmt.Errorf("%w (from -twice.replay or %s)", err, ReplayEnv)
 	}
-	s.Fault = "replay"
+	s.Fault = faults.NameReplay
 	return s, true, nil
 }
 

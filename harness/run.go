@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +17,28 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
+	"github.com/runtwice/twice/internal/record"
 )
+
+// heeded leaves out of the volatile "table.column"s those of tables and
+// columns the user ignored: they are not compared anyway, and naming them
+// only buries the ones that matter.
+func heeded(volatile []string, cfg Config) []string {
+	var out []string
+	for _, v := range volatile {
+		table, rest, _ := strings.Cut(v, ".")
+		column, _, _ := strings.Cut(rest, ".")
+		ignored := slices.Contains(cfg.IgnoreTables, table) || slices.ContainsFunc(cfg.IgnoreColumns, func(ig string) bool {
+			// "column" for every table, "table.column", or a path inside
+			// a JSON column and everything under it.
+			return ig == column || ig == v || strings.HasPrefix(v, ig+".")
+		})
+		if !ignored {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 // Run checks job: it runs the job once, cleanly, on two fresh databases to
 // learn the reference state and which columns are noise, then executes
@@ -61,6 +83,14 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	res.stragglers = r.stillRunning()
 	res.Duration = time.Since(start)
+	res.Status = record.Passed
+	switch {
+	case res.Idempotent():
+	case cfg.ExpectFinding != "":
+		res.Status = record.ExpectedFinding
+	default:
+		res.Status = record.Finding
+	}
 	return res, nil
 }
 
@@ -102,7 +132,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			r.close(context.WithoutCancel(ctx))
 		}
 	}()
-	res := &Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}
+	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
 	var refs [2]*assert.Snapshot
 	var fx [2][]assert.Effect
@@ -121,12 +151,10 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		return nil, nil, plan, err
 	}
 	res.Reference = refs[0]
-	res.Volatile = assert.VolatileColumns(refs[0], refs[1])
+	res.Volatile = heeded(assert.VolatileColumns(refs[0], refs[1]), cfg)
 	res.ReferenceEffects = fx[0]
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
-	for _, s := range steps1 {
-		res.Steps = append(res.Steps, s.SQL)
-	}
+	res.Steps = steps1
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
 	return r, res, plan, nil
@@ -205,8 +233,8 @@ type runner struct {
 	adminMu sync.Mutex
 	admin   *pgx.Conn // asks the server about locks; opened on first use
 
-	shifted shiftedRefs // clean runs at a later clock; see referenceAt
-	stragglers stragglers // handler goroutines not waited for; see linger.go
+	shifted    shiftedRefs // clean runs at a later clock; see referenceAt
+	stragglers stragglers  // handler goroutines not waited for; see linger.go
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -299,6 +327,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, err
 	}
 	d := ex.deliveries[0]
+	if err := ex.effects.err(); err != nil {
+		return nil, nil, nil, err
+	}
 	if d.outcome.Err != "" {
 		if err := r.serverGone(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
@@ -313,26 +344,27 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 // it is kept as evidence of a failure.
 func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
 	start := time.Now()
-	sc := Scenario{Fault: sched.Fault, Schedule: sched.String(), Verdict: Idempotent}
+	sc := Scenario{Fault: sched.Fault, Schedule: sched, Verdict: Idempotent}
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return sc, nil, err
 	}
 	ex, err := r.execute(ctx, db, sched, true)
+	if err == nil {
+		err = ex.effects.err()
+	}
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	sc.Order = ex.order()
+	sc.Order = slices.Clone(ex.granted)
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
 		out := d.outcome
-		for _, st := range d.steps {
-			out.Steps = append(out.Steps, st.SQL)
-		}
+		out.Steps = slices.Clone(d.steps)
 		sc.Deliveries = append(sc.Deliveries, out)
 	}
-	for _, id := range ex.incomplete() {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("the job did not complete: %s", id))
+	for _, why := range ex.incomplete() {
+		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
 	}
 	snap, err := snapshot(ctx, db)
 	if err != nil {
@@ -342,20 +374,23 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
-	sc.StateDiff = assert.DiffState(refState, snap, assert.Options{
-		Label:         sched.Fault,
+	sc.StateDiff, err = assert.DiffState(refState, snap, assert.Options{
+		Label:         string(sched.Fault),
 		IgnoreTables:  r.cfg.IgnoreTables,
 		IgnoreColumns: r.cfg.IgnoreColumns,
 		Volatile:      res.Volatile,
 		CmpOptions:    r.cfg.CmpOptions,
 	})
+	if err != nil {
+		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+	}
 	for _, d := range sc.StateDiff {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("table %q differs from one clean run", d.Table))
+		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
-		Label:                 sched.Fault,
+		Label:                 string(sched.Fault),
 		Policies:              r.cfg.EffectPolicies,
 		IgnoreFields:          r.cfg.IgnoreEffectFields,
 		Volatile:              res.VolatileEffects,
@@ -363,7 +398,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		MissingUnavoidable:    missing,
 	})
 	if sc.EffectDiff != nil {
-		sc.Problems = append(sc.Problems, fmt.Sprintf("effects differ from one clean run: %d missing, %d extra", sc.EffectDiff.Missing, sc.EffectDiff.Extra))
+		sc.Problems = append(sc.Problems, Problem{Kind: record.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {

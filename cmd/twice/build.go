@@ -1,48 +1,17 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/report"
 )
-
-// readRecords reads the records harness.Check wrote into dir, oldest
-// first. Temporary files (a record being written) start with a dot.
-func readRecords(dir string) ([]harness.Record, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
-	}
-	var recs []harness.Record
-	for _, e := range entries {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: reading harness result %s: %w", e.Name(), err)
-		}
-		var rec harness.Record
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
-		}
-		if rec.Version != harness.RecordVersion || rec.Result == nil {
-			return nil, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", e.Name(), rec.Version, harness.RecordVersion)
-		}
-		recs = append(recs, rec)
-	}
-	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Written.Before(recs[j].Written) })
-	return recs, nil
-}
 
 // builder turns records and go test events into a report.
 type builder struct {
@@ -55,10 +24,10 @@ type builder struct {
 }
 
 // build fills r.Jobs, r.Faults, r.Packages and r.Summary.Problems.
-func (b *builder) build(r *report.Report, recs []harness.Record) {
+func (b *builder) build(r *report.Report, recs []record.Record) {
 	type key struct{ dir, test, job string }
 	var keys []key
-	byKey := map[key][]harness.Record{}
+	byKey := map[key][]record.Record{}
 	for _, rec := range recs {
 		k := key{rec.Dir, rec.Test, rec.Result.Job}
 		if _, ok := byKey[k]; !ok {
@@ -69,7 +38,14 @@ func (b *builder) build(r *report.Report, recs []harness.Record) {
 	checks := map[string]int{}     // import path -> records
 	explained := map[string]bool{} // "pkg\x00test" failures a job explains
 	seenFault := map[string]bool{}
+	var internal []report.Problem
 	for _, k := range keys {
+		if p, ok := b.internalError(byKey[k]); ok {
+			checks[p.Package]++
+			internal = append(internal, p)
+			explained[p.Package+"\x00"+p.Test] = true
+			continue
+		}
 		j := b.job(byKey[k])
 		checks[j.Package]++
 		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
@@ -89,10 +65,31 @@ func (b *builder) build(r *report.Report, recs []harness.Record) {
 		}
 		return r.Jobs[i].Test < r.Jobs[k].Test
 	})
+	r.Summary.Problems = append(r.Summary.Problems, internal...)
 	for _, p := range b.runs.sortedPackages() {
 		r.Packages = append(r.Packages, b.pkg(p, checks[p.importPath]))
 		r.Summary.Problems = append(r.Summary.Problems, b.problems(p, checks[p.importPath], explained)...)
 	}
+}
+
+// internalError is the problem a check reports when it could not run:
+// its record says so, whatever go test printed.
+func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
+	for _, rec := range recs {
+		if rec.Result.Status != record.InternalError {
+			continue
+		}
+		pkg := b.importPath(rec.Dir)
+		p := report.Problem{
+			Kind: report.ProblemHarnessError, Package: pkg, Test: rec.Test, Fatal: true,
+			Message: fmt.Sprintf("[twice] %s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, render.FirstLine(rec.Error)),
+		}
+		if t := b.test(pkg, rec.Test); t != nil {
+			p.Output = t.output.lastLines(30)
+		}
+		return p, true
+	}
+	return report.Problem{}, false
 }
 
 func (b *builder) pkg(p *packageRun, checks int) report.Package {
@@ -127,16 +124,6 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 			continue
 		}
 		msg := twiceLine(t.output.String())
-		// Harness breakage, or a configuration that gave it no server
-		// ("[twice] config:"): either way the check did not run.
-		if o := t.output.String(); strings.Contains(o, "[twice] internal:") || strings.Contains(o, "[twice] config:") {
-			out = append(out, report.Problem{
-				Kind: report.ProblemHarnessError, Package: p.importPath, Test: name, Fatal: true,
-				Message: fmt.Sprintf("[twice] %s in %s could not run its check: %s", name, p.importPath, msg),
-				Output:  t.output.lastLines(30),
-			})
-			continue
-		}
 		if msg == "" {
 			msg = "see its output"
 		}
@@ -158,7 +145,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 	case p.result != "":
 		out = append(out, report.Problem{
 			Kind: report.ProblemNoHarnessTests, Package: p.importPath,
-			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), plural(len(p.order), "test")),
+			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), render.Plural(len(p.order), "test")),
 		})
 	}
 	return out
@@ -265,13 +252,15 @@ func twiceLine(output string) string {
 }
 
 // job merges the records of one check (several with go test -count).
-func (b *builder) job(recs []harness.Record) report.Job {
+// The check's status comes from its records; go test says only whether
+// the test passed.
+func (b *builder) job(recs []record.Record) report.Job {
 	base := recs[0]
 	res := base.Result
 	pkg := b.importPath(base.Dir)
 	j := report.Job{
 		Name: res.Job, Package: pkg, Test: base.Test, Runs: len(recs),
-		Steps: res.Steps, Rerun: base.Rerun, Duration: report.Ms(res.Duration),
+		Steps: steps(res.Steps), Rerun: base.Rerun, Duration: report.Ms(res.Duration),
 		Scenarios: len(res.Scenarios), Failed: len(res.Failed()),
 	}
 	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
@@ -280,44 +269,41 @@ func (b *builder) job(recs []harness.Record) report.Job {
 
 	// Verdicts of each schedule over every run: mixed ones are flaky.
 	type sched struct{ fault, schedule string }
-	verdicts := map[sched]map[harness.Verdict]bool{}
-	first := map[sched]harness.Scenario{}
+	verdicts := map[sched]map[record.Verdict]bool{}
+	first := map[sched]record.Scenario{}
 	var order []sched
+	statuses := map[record.Status]bool{}
 	for _, rec := range recs {
+		statuses[rec.Result.Status] = true
 		for _, s := range rec.Result.Scenarios {
-			k := sched{s.Fault, s.Schedule}
+			k := sched{string(s.Fault), s.Schedule.String()}
 			if verdicts[k] == nil {
-				verdicts[k] = map[harness.Verdict]bool{}
+				verdicts[k] = map[record.Verdict]bool{}
 				order = append(order, k)
 			}
 			verdicts[k][s.Verdict] = true
-			if _, ok := first[k]; !ok || (s.Verdict != harness.Idempotent && first[k].Verdict == harness.Idempotent) {
+			if _, ok := first[k]; !ok || (s.Verdict != record.Idempotent && first[k].Verdict == record.Idempotent) {
 				first[k] = s
 			}
 		}
 	}
-	flaky := func(k sched) bool { return len(verdicts[k]) > 1 || verdicts[k]["flaky"] }
+	flaky := func(k sched) bool { return len(verdicts[k]) > 1 }
 
-	anyFailed := false
-	for _, k := range order {
-		if len(verdicts[k]) != 1 || !verdicts[k][harness.Idempotent] {
-			anyFailed = true
-		}
-	}
 	findingStatus := report.StatusFinding
 	switch {
-	case !anyFailed:
-	case res.ExpectFinding != "":
+	case statuses[record.Flaky]:
+		findingStatus = report.StatusFlaky
+	case statuses[record.ExpectedFinding]:
 		findingStatus, j.Expected = report.StatusExpected, res.ExpectFinding
-	case j.TestPassed:
+	case statuses[record.Finding] && j.TestPassed:
+		// Check reported the finding to a stand-in for the test (a
+		// golden-message test), and the test itself passed.
 		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"
-	case t != nil && t.result == "fail" && !checkFailed(t.output.String(), res.Job):
-		findingStatus, j.Expected = report.StatusExpected, "the check did not fail the test: the test asserts this finding itself"
 	}
 
 	cells := map[string]*report.Cell{}
 	var faultOrder []string
-	shown := map[string]string{} // differences -> schedule that shows them
+	var failed []record.Scenario
 	for _, k := range order {
 		c, ok := cells[k.fault]
 		if !ok {
@@ -327,7 +313,7 @@ func (b *builder) job(recs []harness.Record) report.Job {
 		}
 		c.Scenarios++
 		s := first[k]
-		if s.Verdict == harness.Idempotent && !flaky(k) {
+		if s.Verdict == record.Idempotent && !flaky(k) {
 			continue
 		}
 		c.Failed++
@@ -336,14 +322,14 @@ func (b *builder) job(recs []harness.Record) report.Job {
 			status = report.StatusFlaky
 		}
 		c.Status = worse(c.Status, status)
-		f := b.finding(base, s, status)
-		diff := differences(f)
-		if same, ok := shown[diff]; ok {
-			f.SameAs = same
-		} else {
-			shown[diff] = f.Schedule
+		j.Findings = append(j.Findings, b.finding(base, s, status))
+		failed = append(failed, s)
+	}
+	// A difference already shown is named, not repeated.
+	for _, g := range render.Groups(failed) {
+		for _, i := range g[1:] {
+			j.Findings[i].SameAs = j.Findings[g[0]].Schedule
 		}
-		j.Findings = append(j.Findings, f)
 	}
 	j.Status = report.StatusIdempotent
 	for _, name := range faultOrder {
@@ -353,19 +339,13 @@ func (b *builder) job(recs []harness.Record) report.Job {
 	return j
 }
 
-// checkFailed reports whether harness.Check failed the test with its
-// finding: go test prints t.Errorf as "    file.go:12: [twice] not
-// idempotent: job ...". The same words inside other output (a golden
-// file's diff) do not count.
-func checkFailed(output, job string) bool {
-	want := fmt.Sprintf("[twice] not idempotent: job %q", job)
-	for line := range strings.SplitSeq(output, "\n") {
-		_, msg, ok := strings.Cut(strings.TrimSpace(line), ": ")
-		if ok && strings.HasPrefix(msg, want) && goFileLine.MatchString(strings.TrimSpace(line)) {
-			return true
-		}
+// steps are the report's steps: the statement's SQL or the effect call.
+func steps(in []faults.Step) []report.Step {
+	var out []report.Step
+	for _, s := range in {
+		out = append(out, report.Step{Text: s.SQL, Effect: s.Effect})
 	}
-	return false
+	return out
 }
 
 var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
@@ -377,20 +357,6 @@ func worse(a, b report.Status) report.Status {
 		return b
 	}
 	return a
-}
-
-// differences is what makes two findings the same: their problems and
-// diffs, not their schedules.
-func differences(f report.Finding) string {
-	var b strings.Builder
-	for _, p := range f.Problems {
-		b.WriteString(p + "\n")
-	}
-	for _, d := range f.StateDiff {
-		b.WriteString(d.Table + "\n" + d.Diff + "\n")
-	}
-	b.WriteString(f.EffectDiff)
-	return b.String()
 }
 
 func (b *builder) test(pkg, name string) *testRun {
@@ -425,25 +391,20 @@ func (b *builder) relDir(dir string) string {
 	return "./" + filepath.ToSlash(rel)
 }
 
-func (b *builder) finding(rec harness.Record, s harness.Scenario, status report.Status) report.Finding {
+func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
 	f := report.Finding{
-		Fault: s.Fault, Schedule: s.Schedule, Status: status, Problems: stateless(s.Problems),
-		Order: parseOrder(s.Order), Database: s.Database,
-		Replay: replayCommand(s.Schedule, b.relDir(rec.Dir), rec.Test),
+		Fault: string(s.Fault), Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
+		Order: s.Order, Database: s.Database,
+		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}
-	parsed, _ := faults.Parse(s.Schedule)
-	for i, o := range s.Deliveries {
-		d := report.Delivery{Label: o.Delivery, Steps: o.Steps, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry}
-		var sd faults.Delivery
-		if i < len(parsed.Deliveries) && parsed.Deliveries[i].Label() == o.Delivery {
-			sd = parsed.Deliveries[i]
-		} else if p, err := faults.Parse(o.Delivery); err == nil {
-			sd = p.Deliveries[0]
-		}
-		d.Job, d.Attempt, d.Worker = sd.Job, sd.Attempt, sd.Worker
-		d.Advance, d.With, d.After, d.At = report.Ms(sd.Advance), sd.With, sd.After, sd.At
-		d.Fault = kindName(sd.Fault)
-		f.Deliveries = append(f.Deliveries, d)
+	for _, o := range s.Deliveries {
+		sd := o.Delivery
+		f.Deliveries = append(f.Deliveries, report.Delivery{
+			Label: sd.Label(), Steps: steps(o.Steps), Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
+			Job: sd.Job, Attempt: sd.Attempt, Worker: sd.Worker,
+			Advance: report.Ms(sd.Advance), With: sd.With, After: sd.After, At: sd.At,
+			Fault: sd.Fault.String(),
+		})
 	}
 	for _, e := range s.Effects {
 		f.Effects = append(f.Effects, report.Effect{Kind: e.Kind, Text: e.String(), Delivery: e.Delivery, Result: e.Result, Err: e.Err, Replayed: e.Replayed})
@@ -457,62 +418,12 @@ func (b *builder) finding(rec harness.Record, s harness.Scenario, status report.
 	return f
 }
 
-// stateless drops the problems that only announce a table's diff, which
-// the report shows as the diff itself.
-func stateless(problems []string) []string {
-	var out []string
-	for _, p := range problems {
-		if !strings.HasPrefix(p, "table ") {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func kindName(k faults.Kind) string {
-	switch k {
-	case faults.KindCrash:
-		return "crash"
-	case faults.KindAmbiguous:
-		return "ambiguous"
-	case faults.KindLostAck:
-		return "lostack"
-	}
-	return ""
-}
-
-func parseOrder(s string) []int {
-	var out []int
-	for f := range strings.SplitSeq(s, ",") {
-		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 // replayCommand is the twice replay line for one schedule of one test.
 func replayCommand(schedule, pkg, test string) string {
-	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(testPattern(test)))
-}
-
-// testPattern is the -run pattern matching exactly the named test.
-func testPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
+	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
 }
 
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/internal/golden"
+	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -26,7 +27,7 @@ func fixtureReport(t *testing.T) *report.Report {
 	if err := runs.read(f, nil); err != nil {
 		t.Fatal(err)
 	}
-	recs, err := readRecords(filepath.Join("testdata", "records"))
+	recs, err := record.Read(filepath.Join("testdata", "records"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,24 +93,6 @@ func TestBuildVerdicts(t *testing.T) {
 	}
 	if r.ExitCode != report.ExitBroken {
 		t.Errorf("ExitCode = %d, want %d (a build failure and a crash)", r.ExitCode, report.ExitBroken)
-	}
-}
-
-func TestCheckFailed(t *testing.T) {
-	for _, tc := range []struct {
-		name, output string
-		want         bool
-	}{
-		{"error from Check", "=== RUN   TestX\n    x_test.go:12: [twice] not idempotent: job \"j\": 1 of 2 scenarios differ\n", true},
-		{"other job", "    x_test.go:12: [twice] not idempotent: job \"k\": 1 of 2\n", false},
-		{"inside a golden diff", "    x_test.go:41: testdata/f.txt mismatch (-want +got):\n        - \t[twice] not idempotent: job \"j\": 1 of 2\n", false},
-		{"expected finding log", "    x_test.go:12: [twice] expected finding (why):\n[twice] not idempotent: job \"j\"\n", false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := checkFailed(tc.output, "j"); got != tc.want {
-				t.Errorf("checkFailed = %v, want %v", got, tc.want)
-			}
-		})
 	}
 }
 

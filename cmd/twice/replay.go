@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/record"
 )
 
 func replayCommandRun(args []string, stdout, stderr io.Writer) int {
@@ -52,7 +52,7 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	testArgs := append(append([]string{"test"}, g.args()...), "-v", pkg)
-	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", harness.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
+	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", record.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
 	// Each check that runs writes a record here: none means -run matched
 	// no test that checks a job, and nothing was replayed.
 	recDir, err := os.MkdirTemp("", "twice-replay-*")
@@ -62,7 +62,7 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	}
 	defer func() { _ = os.RemoveAll(recDir) }()
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), harness.ReplayEnv+"="+schedule, harness.ReportDirEnv+"="+recDir), g.env...)
+	cmd.Env = append(append(os.Environ(), record.ReplayEnv+"="+schedule, record.DirEnv+"="+recDir), g.env...)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	err = cmd.Run()
 	var exitErr *exec.ExitError

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -169,7 +169,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	defer func() { _ = os.RemoveAll(recDir) }()
 
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), harness.ReportDirEnv+"="+recDir), g.env...)
+	cmd.Env = append(append(os.Environ(), record.DirEnv+"="+recDir), g.env...)
 	var errBuf bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
 	stdoutPipe, err := cmd.StdoutPipe()
@@ -185,7 +185,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	waitErr := cmd.Wait()
 	prog.stop()
 
-	recs, err := readRecords(recDir)
+	recs, err := record.Read(recDir)
 	if err != nil {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: err.Error()})
 	}

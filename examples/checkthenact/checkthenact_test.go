@@ -60,7 +60,7 @@ func failedFaults(t *testing.T, job harness.Job, cfg harness.Config) []string {
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	var out []string
 	for _, s := range res.Failed() {
-		out = append(out, s.Fault+" "+s.Schedule)
+		out = append(out, string(s.Fault)+" "+s.Schedule.String())
 	}
 	return out
 }

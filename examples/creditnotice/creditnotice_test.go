@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/examples/creditnotice"
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 )
 
@@ -21,13 +22,13 @@ func TestRewardWithNotice(t *testing.T) {
 	})
 	for _, s := range res.Scenarios {
 		want := harness.Idempotent
-		if s.Fault == "ambiguous-commit" {
+		if s.Fault == faults.NameAmbiguousCommit {
 			want = harness.NotIdempotent
 		}
 		if s.Verdict != want {
 			t.Errorf("scenario %s (%s) = %s, want %s", s.Fault, s.Schedule, s.Verdict, want)
 		}
-		if s.Fault == "ambiguous-commit" && (len(s.StateDiff) != 0 || s.EffectDiff == nil || s.EffectDiff.Extra != 1) {
+		if s.Fault == faults.NameAmbiguousCommit && (len(s.StateDiff) != 0 || s.EffectDiff == nil || s.EffectDiff.Extra != 1) {
 			t.Errorf("ambiguous commit: want the state of one clean run and one extra email, got state %v effects %v", s.StateDiff, s.EffectDiff)
 		}
 	}

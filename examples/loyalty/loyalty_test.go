@@ -3,13 +3,10 @@ package loyalty_test
 import (
 	"context"
 	_ "embed"
-	"strings"
 	"testing"
 
 	"github.com/runtwice/twice/examples/loyalty"
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/internal/golden"
-	"github.com/runtwice/twice/internal/recordtb"
 )
 
 //go:embed schema.sql
@@ -50,24 +47,4 @@ func TestRewardByIncrement(t *testing.T) {
 	cfg := config()
 	cfg.ExpectFinding = "adds 50 points on every delivery"
 	harness.Check(t, byIncrement, cfg)
-}
-
-// TestRewardByIncrementFinding pins what a developer reads when the broken
-// job is checked without the mark.
-func TestRewardByIncrementFinding(t *testing.T) {
-	rec := recordtb.New(t)
-	var res *harness.Result
-	rec.Run(func(tb testing.TB) { res = harness.Check(tb, byIncrement, config()) })
-
-	errs := rec.Errors()
-	if len(errs) != 1 {
-		t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
-	}
-	if res.Idempotent() {
-		t.Errorf("Result.Idempotent() = true, want false")
-	}
-	if !strings.HasPrefix(errs[0], "[twice] not idempotent: ") {
-		t.Errorf("error does not start with the finding tag:\n%s", errs[0])
-	}
-	golden.Equal(t, "increment-finding.txt", errs[0])
 }

@@ -6,8 +6,6 @@ import (
 
 	"github.com/runtwice/twice/examples/orderstatus"
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/internal/golden"
-	"github.com/runtwice/twice/internal/recordtb"
 )
 
 var (
@@ -29,14 +27,4 @@ func TestAdvance(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a second delivery advances the order past shipped"
 	harness.Check(t, advance, cfg)
-}
-
-func TestAdvanceFinding(t *testing.T) {
-	rec := recordtb.New(t)
-	rec.Run(func(tb testing.TB) { harness.Check(tb, advance, config) })
-	errs := rec.Errors()
-	if len(errs) != 1 {
-		t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
-	}
-	golden.Equal(t, "advance-finding.txt", errs[0])
 }

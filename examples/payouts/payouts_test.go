@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/examples/payouts"
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 )
 
@@ -27,7 +28,7 @@ func TestWithJobKey(t *testing.T) {
 	cfg.ExpectFinding = "a redrive after the 24h key window pays twice"
 	res := harness.Check(t, withJobKey, cfg)
 	for _, s := range res.Scenarios {
-		if s.Fault == "redrive" {
+		if s.Fault == faults.NameRedrive {
 			continue
 		}
 		if s.Verdict != harness.Idempotent {
@@ -44,7 +45,7 @@ func TestWithJobKey(t *testing.T) {
 // second payment.
 func redriveCrashBeforeRecordFails(res *harness.Result) bool {
 	for _, s := range res.Failed() {
-		if s.Fault == "redrive" && s.EffectDiff != nil && s.EffectDiff.Extra == 1 {
+		if s.Fault == faults.NameRedrive && s.EffectDiff != nil && s.EffectDiff.Extra == 1 {
 			return true
 		}
 	}
@@ -55,11 +56,11 @@ func TestWithRandomKey(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a new key on every attempt pays again after any crash"
 	res := harness.Check(t, withRandomKey, cfg)
-	found := map[string]bool{}
+	found := map[faults.Name]bool{}
 	for _, s := range res.Failed() {
 		found[s.Fault] = true
 	}
-	for _, f := range []string{"crash-mid-job", "concurrent-delivery", "redrive"} {
+	for _, f := range []faults.Name{faults.NameCrashMidJob, faults.NameConcurrentDelivery, faults.NameRedrive} {
 		if !found[f] {
 			t.Errorf("fault %s found nothing; want a double payment", f)
 		}

@@ -7,8 +7,6 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/internal/golden"
-	"github.com/runtwice/twice/internal/recordtb"
 )
 
 // Receipts are at-least-once: a rare duplicate beats a missing receipt.
@@ -56,24 +54,4 @@ func TestMarkThenSend(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a crash between the mark and the send loses the receipt"
 	harness.Check(t, markThenSend, cfg)
-}
-
-func TestMarkThenSendFinding(t *testing.T) {
-	cfg := config
-	cfg.Faults = nil
-	rec := recordtb.New(t)
-	var res *harness.Result
-	rec.Run(func(tb testing.TB) { res = harness.Check(tb, markThenSend, cfg) })
-	if len(rec.Errors()) != 1 {
-		t.Fatalf("Check reported %d errors, want 1: %q", len(rec.Errors()), rec.Errors())
-	}
-	for _, s := range res.Failed() {
-		if s.EffectDiff == nil || s.EffectDiff.Missing != 1 {
-			t.Errorf("scenario %s (%s): want one missing receipt, got %v", s.Fault, s.Schedule, s.EffectDiff)
-		}
-		if len(s.StateDiff) != 0 {
-			t.Errorf("scenario %s: the database matches one clean run, yet StateDiff = %v", s.Fault, s.StateDiff)
-		}
-	}
-	golden.Equal(t, "mark-then-send-finding.txt", rec.Errors()[0])
 }

@@ -58,7 +58,7 @@ func TestRewardTwoFaults(t *testing.T) {
 		t.Fatalf("replay line replays %q, want %q", m[2], want)
 	}
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run="+m[1], "-test.v", "-twice.replay="+m[2])
-	cmd.Env = append(os.Environ(), harness.ReportDirEnv+"=")
+	cmd.Env = append(os.Environ(), "TWICE_REPORT_DIR=") // no records from the child
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the replay line failed: %v\n%s", err, out)

@@ -122,7 +122,7 @@ section.job { margin-top: 2rem; }
 <p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
 {{if .Expected}}<p>Expected: {{.Expected}}</p>{{end}}
 {{if .Volatile}}<p class="meta">Left out as volatile (they differ between two clean runs): {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</p>{{end}}
-<details><summary>The clean run's steps (the fault points)</summary><ol>{{range .Steps}}<li><code>{{.}}</code></li>{{end}}</ol></details>
+<details><summary>The clean run's steps (the fault points)</summary><ol>{{range .Steps}}<li><code>{{if .Effect}}effect: {{end}}{{.Text}}</code></li>{{end}}</ol></details>
 {{range $fi, $f := shown $j}}
 <div class="finding finding-{{.Status}}">
 <h3>{{.Fault}} <code>{{.Schedule}}</code></h3>

@@ -9,7 +9,7 @@ import "time"
 
 // SchemaVersion is the version of the report.json format. It changes only
 // when a field is removed or changes meaning; new fields keep it.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // Status is the outcome of a job, of one matrix cell, or of a scenario.
 type Status string
@@ -121,8 +121,8 @@ type Job struct {
 	// the order of Report.Faults.
 	Cells []Cell `json:"cells"`
 	// Steps are what one clean delivery did: SQL statements and effect
-	// calls ("effect: email to=..."), the fault points.
-	Steps []string `json:"steps"`
+	// calls, the fault points.
+	Steps []Step `json:"steps"`
 	// Volatile are the columns and effect fields left out of every
 	// comparison because two clean runs disagreed on them.
 	Volatile []string `json:"volatile,omitempty"`
@@ -204,9 +204,8 @@ type Delivery struct {
 	// last step).
 	Fault string `json:"fault,omitempty"`
 	At    int    `json:"at,omitempty"`
-	// Steps are the SQL of the steps it completed ("effect: ..." for an
-	// effect call); empty in records from before schema 1 had it.
-	Steps []string `json:"steps,omitempty"`
+	// Steps are the steps it completed.
+	Steps []Step `json:"steps,omitempty"`
 	// Outcome says what went wrong, as the harness saw it: "crashed
 	// before step 3 reached the server: INSERT ...".
 	Outcome string `json:"outcome,omitempty"`
@@ -215,6 +214,16 @@ type Delivery struct {
 	// QueueRetry marks the clean redelivery the queue made because the
 	// schedule's last delivery failed.
 	QueueRetry bool `json:"queue_retry,omitempty"`
+}
+
+// Step is one step of a delivery: a statement, or a call to an effect.
+type Step struct {
+	// Text is the statement's SQL, or the effect call as it prints
+	// ("email to=a@b subject=...").
+	Text string `json:"text"`
+	// Effect is the effect's kind ("email") for an effect call, empty for
+	// a statement.
+	Effect string `json:"effect,omitempty"`
 }
 
 // Effect is one call to a system outside the database.

@@ -61,8 +61,8 @@ func BuildDiagram(j Job, f Finding) Diagram {
 		b.effects[e.Delivery] = append(b.effects[e.Delivery], e)
 	}
 	for _, s := range j.Steps {
-		if kind, ok := effectKind(s); ok {
-			b.provider(kind)
+		if s.Effect != "" {
+			b.provider(s.Effect)
 		}
 	}
 	b.walk()
@@ -100,16 +100,6 @@ func providerName(kind string) string {
 		return "Provider"
 	}
 	return strings.ToUpper(kind[:1]) + kind[1:] + " provider"
-}
-
-// effectKind reads the kind of an effect step, "effect: email to=...".
-func effectKind(step string) (string, bool) {
-	rest, ok := strings.CutPrefix(step, "effect: ")
-	if !ok {
-		return "", false
-	}
-	kind, _, _ := strings.Cut(rest, " ")
-	return kind, true
 }
 
 func (b *diagramBuilder) add(kind EventKind, from, to, text string) {
@@ -190,19 +180,20 @@ func (b *diagramBuilder) start(d int) {
 func (b *diagramBuilder) step(d, k int) {
 	del := b.f.Deliveries[d]
 	w := b.worker(d)
-	label := fmt.Sprintf("step %d", k)
+	step := Step{Text: fmt.Sprintf("step %d", k)}
 	switch {
 	case k <= len(del.Steps):
-		label = del.Steps[k-1] // what this delivery really ran
+		step = del.Steps[k-1] // what this delivery really ran
 	case k <= len(b.job.Steps):
-		label = b.job.Steps[k-1]
+		step = b.job.Steps[k-1]
 	}
+	label := step.Text
 	if del.Fault == "crash" && del.At == k {
 		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, oneLine(label)))
 		return
 	}
-	if kind, ok := effectKind(label); ok {
-		text := strings.TrimPrefix(label, "effect: ")
+	if step.Effect != "" {
+		kind, text := step.Effect, label
 		var got *Effect
 		if q := b.effects[del.Label]; len(q) > 0 {
 			got, b.effects[del.Label] = &q[0], q[1:]

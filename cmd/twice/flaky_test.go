@@ -1,0 +1,126 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// flakyFixture is what go test and Explore leave behind when a drawn
+// schedule fails on some runs only: Explore fails the test with
+// "[twice] flaky", and its record holds every run of the schedule.
+func flakyFixture(t *testing.T) *report.Report {
+	t.Helper()
+	const pkg = "example.com/jobs/flaky"
+	events := strings.Join([]string{
+		`{"Action":"start","Package":"` + pkg + `"}`,
+		`{"Action":"run","Package":"` + pkg + `","Test":"TestExploreFlaky"}`,
+		`{"Action":"output","Package":"` + pkg + `","Test":"TestExploreFlaky","Output":"    flaky_test.go:20: [twice] flaky: job \"coin\": schedule j1a1w1 > j1a2w2 failed 1 of 2 runs\n"}`,
+		`{"Action":"fail","Package":"` + pkg + `","Test":"TestExploreFlaky","Elapsed":1}`,
+		`{"Action":"fail","Package":"` + pkg + `","Elapsed":1}`,
+	}, "\n") + "\n"
+	runs := newTestRuns()
+	if err := runs.read(strings.NewReader(events), nil); err != nil {
+		t.Fatal(err)
+	}
+	sched, err := faults.Parse("j1a1w1 > j1a2w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &record.Result{Job: "coin", Status: record.Flaky, Scenarios: []record.Scenario{
+		{Fault: "explore", Schedule: sched, Verdict: record.Idempotent},
+		{Fault: "explore", Schedule: sched, Verdict: record.NotIdempotent, Problems: []record.Problem{{Kind: record.DidNotComplete, Detail: "job twice-job-1"}}},
+	}}
+	recs := []record.Record{{Version: record.Version, Dir: "/src/flaky", Test: "TestExploreFlaky", Rerun: "go test -run '^TestExploreFlaky$' .", Written: time.Now(), Result: res}}
+	r := &report.Report{Command: "go test -json ./..."}
+	(&builder{runs: runs, dirs: map[string]string{"/src/flaky": pkg}, cwd: "/src"}).build(r, recs)
+	r.Finish()
+	return r
+}
+
+// A flaky exploration is flaky in every output and fails the run (exit
+// 1); it is never an expected finding.
+func TestFlakyExplorationIsFlaky(t *testing.T) {
+	r := flakyFixture(t)
+	if len(r.Jobs) != 1 {
+		t.Fatalf("jobs = %+v, want one", r.Jobs)
+	}
+	j := r.Jobs[0]
+	if j.Status != report.StatusFlaky {
+		t.Errorf("job status = %q (%s), want %q", j.Status, j.Expected, report.StatusFlaky)
+	}
+	for _, c := range j.Cells {
+		if c.Status != report.StatusFlaky {
+			t.Errorf("cell %s status = %q, want %q", c.Fault, c.Status, report.StatusFlaky)
+		}
+	}
+	if r.ExitCode != report.ExitFindings {
+		t.Errorf("ExitCode = %d, want %d", r.ExitCode, report.ExitFindings)
+	}
+	if r.Summary.Flaky != 1 || r.Summary.ExpectedFinding != 0 {
+		t.Errorf("summary = %+v, want one flaky job and no expected finding", r.Summary)
+	}
+	data, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	junit, err := r.JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"report.json": string(data), "index.html": string(html), "summary.md": r.Markdown(), "junit.xml": string(junit)} {
+		if !strings.Contains(strings.ToLower(out), "flaky") {
+			t.Errorf("%s does not say flaky", name)
+		}
+		if strings.Contains(out, "did not fail the test") {
+			t.Errorf("%s calls the flaky job an expected finding", name)
+		}
+	}
+	if strings.Contains(string(data), `"status": "expected-finding"`) {
+		t.Error("report.json gives the flaky job the status expected-finding")
+	}
+}
+
+// A check that could not run says so in its record; the runner reports
+// it as harness breakage (exit 2), not as a verdict on the job, whatever
+// the test printed.
+func TestInternalErrorRecordExitsBroken(t *testing.T) {
+	const pkg = "example.com/jobs/broken"
+	events := strings.Join([]string{
+		`{"Action":"start","Package":"` + pkg + `"}`,
+		`{"Action":"run","Package":"` + pkg + `","Test":"TestHit"}`,
+		`{"Action":"output","Package":"` + pkg + `","Test":"TestHit","Output":"    hit_test.go:20: something went wrong\n"}`,
+		`{"Action":"fail","Package":"` + pkg + `","Test":"TestHit","Elapsed":1}`,
+		`{"Action":"fail","Package":"` + pkg + `","Elapsed":1}`,
+	}, "\n") + "\n"
+	runs := newTestRuns()
+	if err := runs.read(strings.NewReader(events), nil); err != nil {
+		t.Fatal(err)
+	}
+	recs := []record.Record{{Version: record.Version, Dir: "/src/broken", Test: "TestHit", Written: time.Now(),
+		Error:  `[twice] internal: go-cmp panicked comparing table "counters"; check Options.CmpOptions: comparer broke`,
+		Result: &record.Result{Job: "hit", Status: record.InternalError}}}
+	r := &report.Report{Command: "go test -json ./..."}
+	(&builder{runs: runs, dirs: map[string]string{"/src/broken": pkg}, cwd: "/src"}).build(r, recs)
+	r.Finish()
+	if len(r.Jobs) != 0 {
+		t.Errorf("jobs = %+v, want none: a check that could not run has no verdict", r.Jobs)
+	}
+	if len(r.Summary.Problems) != 1 || r.Summary.Problems[0].Kind != report.ProblemHarnessError {
+		t.Fatalf("problems = %+v, want one harness-error", r.Summary.Problems)
+	}
+	if msg := r.Summary.Problems[0].Message; !strings.Contains(msg, "go-cmp panicked") {
+		t.Errorf("message = %q, want the record's error", msg)
+	}
+	if r.ExitCode != report.ExitBroken {
+		t.Errorf("ExitCode = %d, want %d", r.ExitCode, report.ExitBroken)
+	}
+}

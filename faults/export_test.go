@@ -1,0 +1,4 @@
+package faults
+
+// Interleavings is interleavings, for the black-box tests.
+var Interleavings = interleavings

@@ -1,0 +1,122 @@
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DirEnv names the directory where Check writes each result for the
+// twice runner (cmd/twice sets it); unset, nothing is written.
+const DirEnv = "TWICE_REPORT_DIR"
+
+// ReplayEnv holds the schedule, in its text form, that twice replay asks
+// a check to run instead of its faults (harness.ReplayEnv).
+const ReplayEnv = "TWICE_REPLAY"
+
+// Version is the version of the Record format. 2: typed schedules,
+// steps, problems and the check's status.
+const Version = 2
+
+// Record is what Check writes for the runner: one file per check, JSON.
+type Record struct {
+	Version int `json:"version"`
+	// Dir is the test's package directory (go test runs tests there).
+	Dir string `json:"dir"`
+	// Test is the test's name, as go test -run matches it.
+	Test string `json:"test"`
+	// Rerun is the command that reruns the test.
+	Rerun string `json:"rerun"`
+	// Written is when the record was written.
+	Written time.Time `json:"written"`
+	// Error is what ended a check whose Result.Status is InternalError.
+	Error string `json:"error,omitempty"`
+	// Result is the check's result; with an internal error it holds only
+	// the job's name and the status.
+	Result *Result `json:"result"`
+}
+
+var (
+	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+	seq        atomic.Int64 // tells apart records of one test (-count, several checks)
+)
+
+// SafeName makes name usable as one file name.
+func SafeName(name string) string { return unsafeName.ReplaceAllString(name, "_") }
+
+// Write writes rec to $TWICE_REPORT_DIR when it is set, filling Version,
+// Dir and Written. It writes to a temporary name and renames, so the
+// runner never reads half a record.
+func Write(rec Record) error {
+	dir := os.Getenv(DirEnv)
+	if dir == "" {
+		return nil
+	}
+	wd, _ := os.Getwd()
+	rec.Version, rec.Dir, rec.Written = Version, wd, time.Now()
+	data, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("[twice] internal: encoding the result of %s for the runner: %w", rec.Test, err)
+	}
+	f, err := os.CreateTemp(dir, ".record-*")
+	if err != nil {
+		return fmt.Errorf("[twice] internal: writing the result of %s for the runner (%s=%s): %w", rec.Test, DirEnv, dir, err)
+	}
+	_, werr := f.Write(data)
+	cerr := f.Close()
+	name := filepath.Join(dir, fmt.Sprintf("%s-%d-%d-%s.json", SafeName(filepath.Base(wd)), os.Getpid(), seq.Add(1), SafeName(rec.Test)))
+	err = errors.Join(werr, cerr)
+	if err == nil {
+		err = os.Rename(f.Name(), name)
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return fmt.Errorf("[twice] internal: writing the result of %s for the runner: %w", rec.Test, err)
+	}
+	return nil
+}
+
+// Read reads the records in dir, oldest first. Temporary files (a record
+// being written) start with a dot.
+func Read(dir string) ([]Record, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
+	}
+	var recs []Record
+	for _, e := range entries {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: reading harness result %s: %w", e.Name(), err)
+		}
+		var head struct {
+			Version int `json:"version"`
+		}
+		if err := json.Unmarshal(data, &head); err != nil {
+			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
+		}
+		if head.Version != Version {
+			return nil, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", e.Name(), head.Version, Version)
+		}
+		var rec Record
+		if err := json.Unmarshal(data, &rec); err != nil {
+			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
+		}
+		if rec.Result == nil {
+			return nil, fmt.Errorf("[twice] internal: harness result %s holds no result", e.Name())
+		}
+		recs = append(recs, rec)
+	}
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Written.Before(recs[j].Written) })
+	return recs, nil
+}

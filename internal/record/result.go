@@ -1,0 +1,191 @@
+// Package record is the typed result of a check and the protocol between
+// a check and the twice runner: harness fills a Result, Check writes it as
+// a Record into $TWICE_REPORT_DIR, and cmd/twice reads it back. Nothing
+// here is text meant to be parsed again: problems, steps and statuses are
+// values, and words are made from them only by internal/render.
+//
+// The package imports neither harness nor any PostgreSQL provider, so the
+// runner that reads records links neither.
+package record
+
+import (
+	"time"
+
+	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
+)
+
+// Status is the outcome of a whole check.
+type Status string
+
+// Statuses of a check.
+const (
+	// Passed: every scenario was idempotent.
+	Passed Status = "passed"
+	// Finding: some scenario was not idempotent, and nothing said so
+	// before.
+	Finding Status = "finding"
+	// ExpectedFinding: some scenario was not idempotent, as
+	// Config.ExpectFinding says.
+	ExpectedFinding Status = "expected-finding"
+	// Flaky: one schedule gave different verdicts on different runs.
+	Flaky Status = "flaky"
+	// InternalError: the check itself could not run (no PostgreSQL, a
+	// broken setup, a comparer that panics); it says nothing of the job.
+	InternalError Status = "internal-error"
+)
+
+// Verdict is one scenario's outcome.
+type Verdict string
+
+// Verdicts of a scenario.
+const (
+	// Idempotent: the scenario ended in the reference state and the job
+	// completed.
+	Idempotent Verdict = "idempotent"
+	// NotIdempotent: the state or the effects differ from the reference,
+	// or the job could not complete.
+	NotIdempotent Verdict = "not-idempotent"
+)
+
+// ProblemKind says what is wrong with a scenario.
+type ProblemKind string
+
+// Kinds of problem.
+const (
+	// StateDiffers: a table's rows differ from one clean run
+	// (Problem.Table; the diff is in Scenario.StateDiff).
+	StateDiffers ProblemKind = "state-differs"
+	// EffectsDiffer: the effects break their policies against one clean
+	// run (Problem.Missing, Problem.Extra; Scenario.EffectDiff).
+	EffectsDiffer ProblemKind = "effects-differ"
+	// DidNotComplete: after the faults the job's last delivery still
+	// failed (Problem.Job, Problem.Detail).
+	DidNotComplete ProblemKind = "did-not-complete"
+	// NotDelivered: the queue never delivered a copy of the job.
+	NotDelivered ProblemKind = "not-delivered"
+	// Internal: the harness broke while running the scenario
+	// (Problem.Detail).
+	Internal ProblemKind = "internal"
+)
+
+// Problem is one reason a scenario is not idempotent.
+type Problem struct {
+	Kind ProblemKind
+	// Table is the differing table of a StateDiffers problem.
+	Table string `json:",omitempty"`
+	// Missing and Extra count the effects an EffectsDiffer problem
+	// lacks and adds.
+	Missing int `json:",omitempty"`
+	Extra   int `json:",omitempty"`
+	// Detail says why a DidNotComplete, NotDelivered or Internal problem
+	// arose, in words: "job twice-job-1: its last delivery j1a3w3
+	// (attempt 3) returned an error: ...".
+	Detail string `json:",omitempty"`
+}
+
+// Result is everything one check learned about a job.
+type Result struct {
+	// Job is the job's name.
+	Job string
+	// Status is the check's outcome.
+	Status Status
+	// Reference is the state after one clean delivery.
+	Reference *assert.Snapshot
+	// Volatile lists the "table.column"s that differed between two clean
+	// reference runs (now(), random UUIDs), and inside json/jsonb columns
+	// only the differing paths, "table.column.key.sub"; they are left out
+	// of every comparison. Tables and columns the user ignored are not
+	// listed.
+	Volatile []string
+	// ReferenceEffects are the effects of one clean delivery.
+	ReferenceEffects []assert.Effect
+	// VolatileEffects are effect payload fields that differed between the
+	// two clean runs, left out of every comparison.
+	VolatileEffects []string
+	// Steps are the steps one clean delivery took: the fault points.
+	Steps []faults.Step
+	// Scenarios holds one entry per executed schedule, in order.
+	Scenarios []Scenario
+	// ExpectFinding is Config.ExpectFinding: the reason the job is known
+	// not to be idempotent, or empty.
+	ExpectFinding string
+	// Duration is the wall time of the whole run.
+	Duration time.Duration
+}
+
+// Idempotent reports whether every scenario was idempotent.
+func (r *Result) Idempotent() bool { return len(r.Failed()) == 0 }
+
+// Failed returns the scenarios that were not idempotent.
+func (r *Result) Failed() []Scenario {
+	var out []Scenario
+	for _, s := range r.Scenarios {
+		if s.Verdict != Idempotent {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Scenario is one schedule executed on one fresh database.
+type Scenario struct {
+	// Fault is the name of the fault the schedule came from.
+	Fault faults.Name
+	// Schedule is what ran; in JSON, its text form.
+	Schedule faults.Schedule
+	// Verdict is the outcome.
+	Verdict Verdict
+	// Problems say why the verdict is NotIdempotent.
+	Problems []Problem
+	// StateDiff holds the tables whose rows differ from the reference.
+	StateDiff []assert.TableDiff
+	// Effects are the effects the scenario's deliveries made, in order.
+	Effects []assert.Effect
+	// EffectDiff is how Effects break their policies against the
+	// reference's, or nil.
+	EffectDiff *assert.EffectDiff
+	// Deliveries are the deliveries as they ran, in start order.
+	Deliveries []DeliveryOutcome
+	// Order is the interleaving as it happened: for each granted step,
+	// the number of its delivery (1-based, as in Schedule.Order).
+	Order []int
+	// LockWaits counts granted steps that waited on a lock another
+	// delivery held; the executor ran the other delivery meanwhile.
+	LockWaits int
+	// Database is the connection string of the scenario's database when
+	// it was kept as evidence, otherwise empty. It carries no password (it
+	// is printed and stored in reports): psql asks for it, or reads
+	// PGPASSWORD.
+	Database string
+	// Duration is the wall time of fresh state, deliveries, snapshot and
+	// diff.
+	Duration time.Duration
+}
+
+// DeliveryOutcome is what one delivery did.
+type DeliveryOutcome struct {
+	// Delivery is the delivery as scheduled (a queue's retry after a
+	// failure is added by the harness).
+	Delivery faults.Delivery
+	// JobID and Attempt are what the handler was given; Worker numbers
+	// the worker that ran it.
+	JobID   string
+	Attempt int
+	Worker  int
+	// Fault says what went wrong by design: "crashed before step 3
+	// reached the server: INSERT ...", "returned nil, but its ack was
+	// lost".
+	Fault string
+	// Err is the error the handler returned, or empty. A delivery that
+	// crashed has none: its return value is ignored.
+	Err string
+	// Steps are the steps the delivery completed, in order; a redelivery
+	// that found the job done takes fewer than the clean run.
+	Steps []faults.Step
+	// QueueRetry marks the clean redelivery the queue made because the
+	// job's last scheduled delivery failed.
+	QueueRetry bool
+	// Duration is the handler's wall time, up to its death if it died.
+	Duration time.Duration
+}

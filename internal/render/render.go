@@ -1,0 +1,282 @@
+// Package render makes the words of a finding from typed results: the
+// message Check and Explore fail a test with, and the problem lines the
+// twice runner puts in its reports. Every surface prints what this
+// package writes, so a finding reads the same everywhere, and nothing
+// downstream parses it back.
+package render
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/record"
+)
+
+// Step shows a step on one line: a statement with its white space folded
+// and cut at 120 characters, an effect call as "effect: email to=...".
+func Step(s faults.Step) string {
+	if s.IsEffect() {
+		return "effect: " + OneLine(s.SQL)
+	}
+	return OneLine(s.SQL)
+}
+
+// TestPattern is the go test -run pattern that matches exactly the named
+// test (or subtest: "TestX/case").
+func TestPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// OneLine folds white space and cuts s at 120 characters.
+func OneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:117]) + "..."
+	}
+	return s
+}
+
+// FirstLine is s up to its first newline.
+func FirstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// Plural is word for one, word+"s" otherwise.
+func Plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return word + "s"
+}
+
+// Problem is one problem in words: "table \"orders\" differs from one
+// clean run", "the job did not complete: ...".
+func Problem(p record.Problem) string {
+	switch p.Kind {
+	case record.StateDiffers:
+		return fmt.Sprintf("table %q differs from one clean run", p.Table)
+	case record.EffectsDiffer:
+		return fmt.Sprintf("effects differ from one clean run: %d missing, %d extra", p.Missing, p.Extra)
+	case record.DidNotComplete:
+		return "the job did not complete: " + p.Detail
+	case record.NotDelivered:
+		return "the job was never delivered: " + p.Detail
+	case record.Internal:
+		return "[twice] internal: " + p.Detail
+	}
+	return fmt.Sprintf("%s: %s", p.Kind, p.Detail)
+}
+
+// Problems are the lines of s's problems that its diffs do not show: a
+// table that differs is shown by its diff, effects by the effect diff.
+func Problems(s record.Scenario) []string {
+	var out []string
+	for _, p := range s.Problems {
+		if p.Kind != record.StateDiffers {
+			out = append(out, FirstLine(Problem(p)))
+		}
+	}
+	return out
+}
+
+// Difference is what makes two scenarios' findings the same: their
+// problems and diffs, not their schedules, deliveries or the fault named
+// in a diff's header.
+func Difference(s record.Scenario) string {
+	var b strings.Builder
+	for _, p := range Problems(s) {
+		fmt.Fprintf(&b, "%s\n", p)
+	}
+	for _, d := range s.StateDiff {
+		fmt.Fprintf(&b, "%q\n%s\n", d.Table, d.Diff)
+	}
+	if s.EffectDiff != nil {
+		for _, l := range s.EffectDiff.Lines {
+			fmt.Fprintf(&b, "%s %s\n", l.Op, l.Text)
+		}
+	}
+	return b.String()
+}
+
+// diffs writes s's problems and diffs.
+func diffs(b *strings.Builder, s record.Scenario) {
+	for _, p := range Problems(s) {
+		fmt.Fprintf(b, "  %s\n", p)
+	}
+	for _, d := range s.StateDiff {
+		fmt.Fprintf(b, "%s\n", d)
+	}
+	if s.EffectDiff != nil {
+		fmt.Fprintf(b, "%s\n", s.EffectDiff)
+	}
+}
+
+// Group is the scenarios (indexes into the slice given to Groups) that
+// showed one difference, in order.
+type Group []int
+
+// Groups gathers scenarios with the same Difference, in the order each
+// difference first appeared.
+func Groups(scenarios []record.Scenario) []Group {
+	var out []Group
+	at := map[string]int{}
+	for i, s := range scenarios {
+		d := Difference(s)
+		if g, ok := at[d]; ok {
+			out[g] = append(out[g], i)
+			continue
+		}
+		at[d] = len(out)
+		out = append(out, Group{i})
+	}
+	return out
+}
+
+// Name is a scenario as a reader finds it: "crash-before-ack (schedule
+// j1a1w1!crash > +30s j1a2w2)".
+func Name(s record.Scenario) string {
+	return fmt.Sprintf("%s (schedule %s)", s.Fault, s.Schedule)
+}
+
+// Deliveries are the lines saying what went wrong in each of s's
+// deliveries, by design or by the handler.
+func Deliveries(s record.Scenario) []string {
+	var out []string
+	for _, d := range s.Deliveries {
+		label := d.Delivery.Label()
+		switch {
+		case d.Fault != "" && d.Err != "":
+			out = append(out, fmt.Sprintf("%s %s, then returned an error: %s", label, d.Fault, FirstLine(d.Err)))
+		case d.Fault != "":
+			out = append(out, fmt.Sprintf("%s %s", label, d.Fault))
+		case d.Err != "":
+			out = append(out, fmt.Sprintf("%s returned an error: %s", label, FirstLine(d.Err)))
+		}
+	}
+	return out
+}
+
+// maxListed bounds the schedules named per fault in a group's "same
+// difference" line; the rest are counted.
+const maxListed = 3
+
+// Findings writes the failed scenarios of res, one block per distinct
+// difference: the first scenario that showed it with its deliveries, the
+// difference, then the other schedules that gave the same, one line per
+// fault. The volatile columns follow.
+func Findings(b *strings.Builder, res *record.Result, failed []record.Scenario) {
+	for _, g := range Groups(failed) {
+		first := failed[g[0]]
+		fmt.Fprintf(b, "\n%s:\n", Name(first))
+		for _, l := range Deliveries(first) {
+			fmt.Fprintf(b, "  %s\n", l)
+		}
+		diffs(b, first)
+		if len(g) > 1 {
+			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, Plural(len(g)-1, "schedule"))
+			var names []faults.Name
+			byFault := map[faults.Name][]string{}
+			for _, i := range g[1:] {
+				s := failed[i]
+				if _, ok := byFault[s.Fault]; !ok {
+					names = append(names, s.Fault)
+				}
+				byFault[s.Fault] = append(byFault[s.Fault], s.Schedule.String())
+			}
+			for _, f := range names {
+				scheds := byFault[f]
+				shown := scheds[:min(len(scheds), maxListed)]
+				line := strings.Join(shown, "; ")
+				if rest := len(scheds) - len(shown); rest > 0 {
+					line += fmt.Sprintf("; and %d more", rest)
+				}
+				if len(scheds) > 1 {
+					fmt.Fprintf(b, "  %s, %d schedules: %s\n", f, len(scheds), line)
+				} else {
+					fmt.Fprintf(b, "  %s: %s\n", f, line)
+				}
+			}
+		}
+	}
+	if len(res.Volatile) > 0 {
+		fmt.Fprintf(b, "\nleft out as volatile (they differ between two clean runs): %s\n", strings.Join(res.Volatile, ", "))
+	}
+}
+
+// Finding is the message Check fails a test with: every failed scenario
+// of res, grouped by difference, then the line that reruns the test.
+func Finding(res *record.Result, rerun string) string {
+	failed := res.Failed()
+	var b strings.Builder
+	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n",
+		res.Job, len(failed), len(res.Scenarios))
+	Findings(&b, res, failed)
+	fmt.Fprintf(&b, "\nrerun: %s", rerun)
+	return b.String()
+}
+
+// Exploration is what Explore found, for its message.
+type Exploration struct {
+	Result *record.Result
+	// Flaky, Replay, Found, Minimal, FoundAfter, Seed and SavedTo are
+	// harness.Exploration's fields of the same names.
+	Flaky                  bool
+	Replay, Found, Minimal string
+	FoundAfter             int
+	Seed                   uint64
+	SavedTo                string
+}
+
+// ExplorationFinding is the message Explore fails a test with: the shrunk
+// schedule with its deliveries and diffs, the seed, and the line that
+// replays it. For a flaky schedule it says how the runs differed.
+func ExplorationFinding(x Exploration, replay string) string {
+	res := x.Result
+	var b strings.Builder
+	switch {
+	case x.Flaky:
+		failed := len(res.Failed())
+		fmt.Fprintf(&b, "[twice] flaky: job %q: schedule %s failed %d of %d runs, so it is not reported as a pass; the handler depends on chance or timing:\n",
+			res.Job, x.Minimal, failed, len(res.Scenarios))
+		for i, s := range res.Scenarios {
+			fmt.Fprintf(&b, "  run %d: %s", i+1, s.Verdict)
+			var ps []string
+			for _, p := range s.Problems {
+				ps = append(ps, Problem(p))
+			}
+			if len(ps) > 0 {
+				fmt.Fprintf(&b, ": %s", strings.Join(ps, "; "))
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("the first failing run:")
+	case x.Replay != "":
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: the replayed schedule %s fails", res.Job, x.Replay)
+	case x.FoundAfter == 0:
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: the saved schedule %s fails again", res.Job, x.Minimal)
+	case x.Found == x.Minimal:
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: exploration drew %d schedules and found this one failing: %s",
+			res.Job, x.FoundAfter, x.Minimal)
+	default:
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: exploration drew %d schedules, found %s failing, and shrunk it to %s",
+			res.Job, x.FoundAfter, x.Found, x.Minimal)
+	}
+	b.WriteString("\n")
+	Findings(&b, res, res.Failed()[:1])
+	b.WriteString("\n")
+	if x.Seed != 0 {
+		fmt.Fprintf(&b, "seed: %d (-twice.seed=%d draws this failure first)\n", x.Seed, x.Seed)
+	}
+	if x.SavedTo != "" {
+		fmt.Fprintf(&b, "saved: %s (the next go test replays it first)\n", x.SavedTo)
+	}
+	fmt.Fprintf(&b, "rerun: %s", replay)
+	return b.String()
+}

@@ -1,0 +1,65 @@
+package render_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
+)
+
+func scenario(t *testing.T, fault faults.Name, sched string, diff string) record.Scenario {
+	t.Helper()
+	s, err := faults.Parse(sched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.Scenario{
+		Fault: fault, Schedule: s, Verdict: record.NotIdempotent,
+		Problems:  []record.Problem{{Kind: record.StateDiffers, Table: "t"}},
+		StateDiff: []assert.TableDiff{{Label: string(fault), Table: "t", Diff: diff}},
+	}
+}
+
+// Scenarios whose diffs differ only in the fault their header names are
+// one difference, printed once with the schedules that gave it, one line
+// per fault.
+func TestFindingGroupsSameDifference(t *testing.T) {
+	double := "  - n: 1\n  + n: 2\n"
+	res := &record.Result{Job: "hit", Scenarios: []record.Scenario{
+		scenario(t, faults.NameRunTwice, "j1a1w1 > j1a2w2", double),
+		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 1,2", double),
+		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 2,1", double),
+		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 2,2", double),
+		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 1,1", double),
+		scenario(t, faults.NameRedrive, "j1a1w1!crash > +72h j1a2w2", "  - n: 1\n  + n: 3\n"),
+	}}
+	if g := render.Groups(res.Scenarios); len(g) != 2 || len(g[0]) != 5 || len(g[1]) != 1 {
+		t.Fatalf("groups = %v, want [[0 1 2 3 4] [5]]", g)
+	}
+	msg := render.Finding(res, "go test -run '^TestHit$' .")
+	for _, want := range []string{
+		"[twice] not idempotent: job \"hit\": 6 of 6 scenarios differ from one clean run\n",
+		"the same difference under 4 more schedules:\n  concurrent-delivery, 4 schedules: j1a1w1 > j1a2w2@1:0 order 1,2; j1a1w1 > j1a2w2@1:0 order 2,1; j1a1w1 > j1a2w2@1:0 order 2,2; and 1 more\n",
+		"redrive (schedule j1a1w1!crash > +72h j1a2w2):\n",
+		"\nrerun: go test -run '^TestHit$' .",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+	if n := strings.Count(msg, "mismatch (-once +twice)"); n != 2 {
+		t.Errorf("message prints %d diffs, want 2 (one per difference):\n%s", n, msg)
+	}
+}
+
+func TestStep(t *testing.T) {
+	if got := render.Step(faults.Step{SQL: "email to=a@b", Effect: "email"}); got != "effect: email to=a@b" {
+		t.Errorf("effect step = %q", got)
+	}
+	if got := render.Step(faults.Step{SQL: "UPDATE t\n   SET n = 1"}); got != "UPDATE t SET n = 1" {
+		t.Errorf("statement step = %q", got)
+	}
+}
