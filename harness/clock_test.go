@@ -71,7 +71,8 @@ func TestClockStartsAtClockStart(t *testing.T) {
 		seen <- d.Now()
 		time.Sleep(2 * time.Millisecond) // wall time passes; the harness clock does not
 		seen <- d.Now()
-		return nil
+		_, err := d.DB.Exec(ctx, `SELECT 1`) // a job that takes no step is refused
+		return err
 	}}
 	s, err := faults.Parse("j1a1w1!crash > +30s j1a2w2")
 	require.NoError(t, err)
