@@ -35,7 +35,7 @@ const defaultKeyWindow = 24 * time.Hour
 // idempotency keys, lives here: the providers are systems outside the
 // worker.
 type effectLog struct {
-	clock *Clock
+	clock *clock
 
 	mu      sync.Mutex
 	entries []assert.Effect
@@ -46,7 +46,7 @@ type effectLog struct {
 
 // newEffectLog returns an empty log on clock. keyWindow is how long the
 // payment fake remembers an idempotency key; zero or less means 24h.
-func newEffectLog(clock *Clock, keyWindow time.Duration) *effectLog {
+func newEffectLog(clock *clock, keyWindow time.Duration) *effectLog {
 	if keyWindow <= 0 {
 		keyWindow = defaultKeyWindow
 	}

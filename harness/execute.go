@@ -38,7 +38,7 @@ type execution struct {
 	r      *runner
 	sched  faults.Schedule
 	db     *freshdb.Database
-	clock  *Clock
+	clock  *clock
 	events eventQueue
 
 	deliveries []*deliveryRun

@@ -59,7 +59,7 @@ type Delivery struct {
 	// same database as this delivery.
 	DSN string
 
-	clock *Clock
+	clock *clock
 	fx    *deliveryEffects // effect fakes; see effects.go
 }
 
@@ -73,28 +73,28 @@ func (d *Delivery) Now() time.Time { return d.clock.Now() }
 // Config.ClockStart says otherwise.
 var defaultClockStart = time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)
 
-// Clock is a scenario's time. It starts at Config.ClockStart in every
+// clock is a scenario's time. It starts at Config.ClockStart in every
 // scenario and both clean reference runs, and does not follow the wall
 // clock: it stands still until the harness moves it where a fault says
 // time passes (a redelivery after the visibility timeout, a redrive). So a
 // value taken from it compares exactly between clean runs, and differs
 // only by a move a fault made.
-type Clock struct {
+type clock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-func newClock(start time.Time) *Clock { return &Clock{now: start} }
+func newClock(start time.Time) *clock { return &clock{now: start} }
 
 // Now returns the current harness time.
-func (c *Clock) Now() time.Time {
+func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
 // Advance moves the clock forward by d.
-func (c *Clock) Advance(d time.Duration) {
+func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)

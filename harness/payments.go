@@ -148,7 +148,7 @@ type keyRecord struct {
 // maxKeyLen is Stripe's limit on idempotency keys.
 const maxKeyLen = 255
 
-func (s *paymentStore) pay(req PaymentRequest, clock *Clock) (Payment, *PaymentError) {
+func (s *paymentStore) pay(req PaymentRequest, clock *clock) (Payment, *PaymentError) {
 	if err := validPayment(req); err != nil {
 		return Payment{}, err
 	}
@@ -195,7 +195,7 @@ func (s *paymentStore) pay(req PaymentRequest, clock *Clock) (Payment, *PaymentE
 }
 
 // execute moves the money, or declines.
-func (s *paymentStore) execute(req PaymentRequest, clock *Clock) (Payment, *PaymentError) {
+func (s *paymentStore) execute(req PaymentRequest, clock *clock) (Payment, *PaymentError) {
 	if s.executing != nil {
 		s.executing(req)
 	}
