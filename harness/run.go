@@ -263,6 +263,11 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	}
 	var waits bool
 	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
+	if err != nil && serverWentAway(err) {
+		// The server terminates this session first when it shuts down
+		// (57P01), often before the delivery sees anything.
+		return false, fmt.Errorf("[twice] internal: the PostgreSQL server went away: asking whether backend %d waits on a lock: %w", pid, err)
+	}
 	if err != nil {
 		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
 	}
