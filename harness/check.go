@@ -84,9 +84,17 @@ func fail(t tb, job Job, rerun string, err error) {
 }
 
 // releaseDatabases drops the databases res kept as evidence when the test
-// passes, and keeps them, logging how to connect, when it fails.
+// passes, and keeps them, logging how to connect, when it fails. A finding
+// fails the test for sure, so its databases are kept at once: the finding's
+// record, written next, then names them as they are kept (renamed, dumped),
+// not by names that no longer exist.
 func releaseDatabases(t tb, res *Result) {
 	t.Helper()
+	if (res.Status == record.Finding || res.Status == record.Flaky) && keepEvidence() {
+		for _, k := range res.keepDatabases(context.WithoutCancel(t.Context())) {
+			t.Logf("[twice] %s", k)
+		}
+	}
 	t.Cleanup(func() {
 		// Its lines point at the user's Check or Explore call.
 		t.Helper()
