@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/evidence"
+	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
 )
