@@ -86,11 +86,13 @@ type kept struct {
 }
 
 // DropDatabases drops the databases Run kept as evidence of failed
-// scenarios. Check does it for you when the test passes.
+// scenarios, and clears the scenarios' Database, which names them. Check
+// does it for you when the test passes.
 func (r *Result) DropDatabases(ctx context.Context) error {
 	var errs []error
 	for _, k := range r.kept {
 		errs = append(errs, k.db.Drop(ctx))
+		r.Scenarios[k.scenario].Database = ""
 	}
 	r.kept = nil
 	return errors.Join(errs...)
