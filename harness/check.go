@@ -50,11 +50,8 @@ func check(t tb, job Job, cfg Config) *Result {
 		fail(t, job, rerunLine(t.Name()), err)
 		return nil
 	}
-	releaseDatabases(t, res)
+	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
-	if err := record.Write(record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result}); err != nil {
-		t.Errorf("%v", err)
-	}
 	switch res.Status {
 	case record.Finding:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
@@ -84,9 +81,20 @@ func fail(t tb, job Job, rerun string, err error) {
 }
 
 // releaseDatabases drops the databases res kept as evidence when the test
-// passes, and keeps them, logging how to connect, when it fails.
-func releaseDatabases(t tb, res *Result) {
+// passes, and keeps them, logging how to connect, when it fails; then it
+// writes rec, the check's record for the runner. Whether the test fails is
+// known only at its end, and keeping renames (and, on a server that dies
+// with the binary, dumps) the databases: a record written before would
+// name databases that no longer exist. With nothing kept, rec is written
+// at once.
+func releaseDatabases(t tb, res *Result, rec record.Record) {
 	t.Helper()
+	if len(res.kept) == 0 {
+		if err := record.Write(rec); err != nil {
+			t.Errorf("%v", err)
+		}
+		return
+	}
 	t.Cleanup(func() {
 		// Its lines point at the user's Check or Explore call.
 		t.Helper()
@@ -95,10 +103,13 @@ func releaseDatabases(t tb, res *Result) {
 			if err := res.DropDatabases(ctx); err != nil {
 				t.Errorf("[twice] internal: dropping the databases of failed scenarios: %v", err)
 			}
-			return
+		} else {
+			for _, k := range res.keepDatabases(ctx) {
+				t.Logf("[twice] %s", k)
+			}
 		}
-		for _, k := range res.keepDatabases(ctx) {
-			t.Logf("[twice] %s", k)
+		if err := record.Write(rec); err != nil {
+			t.Errorf("%v", err)
 		}
 	})
 }

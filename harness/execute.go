@@ -77,7 +77,6 @@ type deliveryRun struct {
 	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
-	last        string               // the SQL of the step it is at, for messages
 
 	outcome DeliveryOutcome
 }
@@ -588,7 +587,6 @@ func (e *execution) giveEarliest(except *deliveryRun) {
 func (e *execution) give(d *deliveryRun) {
 	req := d.pending[0]
 	d.pending = d.pending[1:]
-	d.last = req.step.SQL
 	e.granted = append(e.granted, d.n)
 	if d.spec.At == req.seq {
 		switch {
@@ -673,11 +671,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		if now.After(d.deadline) {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
-			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); it was at step %d: %s",
-				e.r.cfg.deliveryTimeout(), d.done+1, render.OneLine(d.last))
-			if d.last == "" {
-				msg = fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout), after %d steps", e.r.cfg.deliveryTimeout(), d.done)
-			}
+			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.deliveryTimeout(), d.where())
 			e.die(d, "")
 			d.outcome.Err = msg
 			continue
@@ -780,5 +774,29 @@ func (e *execution) closeProxies() {
 		if d.pool != nil {
 			go d.pool.Close()
 		}
+	}
+}
+
+// where says which step a hung handler was at: one granted and not yet
+// answered, or, when none is, the gap after the last finished step, where
+// the handler runs its own code. Naming the next step there would blame a
+// statement that never reached the server.
+func (d *deliveryRun) where() string {
+	var at *stepRequest
+	for req := range d.inflight {
+		if at == nil || req.seq < at.seq {
+			at = req
+		}
+	}
+	switch {
+	case at != nil && at.effect:
+		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, render.OneLine(at.step.SQL))
+	case at != nil:
+		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, render.OneLine(at.step.SQL))
+	case d.done == 0:
+		return "it was in its own code before its first step reached the server"
+	default:
+		return fmt.Sprintf("it was in its own code after step %d finished (%s), before step %d reached the server",
+			d.done, render.OneLine(d.steps[len(d.steps)-1].SQL), d.done+1)
 	}
 }

@@ -125,16 +125,13 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 		return nil
 	}
 	res := x.Result
-	releaseDatabases(t, res)
-	logStragglers(t, res)
 	line := rerunLine(t.Name())
 	if x.Failed() {
 		line = replayLine(t.Name(), x.Minimal)
 		x.ReplayLine = line
 	}
-	if err := record.Write(record.Record{Test: t.Name(), Rerun: line, Result: &res.Result}); err != nil {
-		t.Errorf("%v", err)
-	}
+	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: line, Result: &res.Result})
+	logStragglers(t, res)
 	switch {
 	case res.Status == record.Flaky || res.Status == record.Finding:
 		t.Errorf("%s", x.message(line))

@@ -225,7 +225,29 @@ func TestHungHandler(t *testing.T) {
 	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 300 * time.Millisecond })
 	sc := res.Scenarios[0]
 	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
-	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was at step 1: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
+	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was at step 1, which reached the server and had not finished: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
+}
+
+// A handler that hangs in its own code after a finished step is reported
+// after that step, not at a next step that never reached the server.
+func TestHungHandlerBetweenSteps(t *testing.T) {
+	job := harness.Job{Name: "dawdler", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if _, err := d.DB.Exec(ctx, `UPDATE items SET note = 'seen' WHERE id = 1`); err != nil {
+			return err
+		}
+		if d.Attempt == 1 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Minute):
+		}
+		return ctx.Err()
+	}}
+	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 300 * time.Millisecond })
+	sc := res.Scenarios[0]
+	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was in its own code after step 1 finished "+
+		"(UPDATE items SET note = 'seen' WHERE id = 1), before step 2 reached the server", sc.Deliveries[1].Err)
 }
 
 // A dead delivery's goroutine that keeps going cannot write anything.

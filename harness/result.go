@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/runtwice/twice/internal/evidence"
 	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
 )
 
@@ -83,18 +86,22 @@ type kept struct {
 }
 
 // DropDatabases drops the databases Run kept as evidence of failed
-// scenarios. Check does it for you when the test passes.
+// scenarios, and clears the scenarios' Database, which names them. Check
+// does it for you when the test passes.
 func (r *Result) DropDatabases(ctx context.Context) error {
 	var errs []error
 	for _, k := range r.kept {
 		errs = append(errs, k.db.Drop(ctx))
+		r.Scenarios[k.scenario].Database = ""
 	}
 	r.kept = nil
 	return errors.Join(errs...)
 }
 
 // keepDatabases makes the failed scenarios' databases outlive the run and
-// says, one line each, how to connect to them.
+// says, one line each, how to connect to them. On a server that dies with
+// the test binary it also dumps them to files and says how to restore
+// them, since the psql line works only while the binary runs.
 func (r *Result) keepDatabases(ctx context.Context) []string {
 	var lines []string
 	for _, k := range r.kept {
@@ -104,7 +111,18 @@ func (r *Result) keepDatabases(ctx context.Context) []string {
 			continue
 		}
 		s.Database = k.db.DisplayConnString()
-		lines = append(lines, fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q", s.Fault, s.Schedule, s.Database))
+		srv, err := pgserver.Shared(ctx)
+		if err != nil || srv.Outlives() {
+			lines = append(lines, fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q (twice kept lists and drops kept databases)", s.Fault, s.Schedule, s.Database))
+			continue
+		}
+		live := fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q while the test binary runs", s.Fault, s.Schedule, s.Database)
+		if err := srv.Dump(ctx, k.db.Name, evidence.DumpFile(k.db.Name)); err != nil {
+			lines = append(lines, live+"; it could not be dumped for later: "+strings.TrimPrefix(err.Error(), "[twice] "))
+			continue
+		}
+		s.Dump = evidence.DumpFile(k.db.Name)
+		lines = append(lines, live+fmt.Sprintf("; the server stops with it, so it is dumped to %s: restore it with %s", s.Dump, evidence.RestoreCommand(k.db.Name)))
 	}
 	r.kept = nil
 	return lines

@@ -51,6 +51,16 @@
 //
 // and exits with go test's status (0, or 1 when the schedule still
 // differs). The package defaults to the current directory.
+//
+// # twice kept
+//
+// Kept lists the evidence failed checks left: databases renamed
+// twice_kept_<run ID>_<n> on the server of TWICE_DATABASE_URL, which no
+// cleanup drops, and the dump files of databases kept on a server that
+// stopped with its test (the local cluster, Docker), with the command that
+// restores each. -drop drops those databases and removes those files, or
+// only the ones named. Nothing not named like a kept database is listed
+// or touched.
 package main
 
 import (
@@ -62,12 +72,15 @@ import (
 const usage = `usage:
   twice report [-o DIR] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
   twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
+  twice kept [-drop] [twice_kept_NAME...]
 
 report runs the packages' harness checks (default ./...) and writes
 twice-report/{index.html,summary.md,junit.xml,report.json}.
 Exit codes: 0 idempotent or expected findings, 1 unexpected findings,
 2 usage or infrastructure errors.
 replay reruns one schedule and prints its diff.
+kept lists the databases failed checks kept as evidence (on the server of
+TWICE_DATABASE_URL) and their dump files (local cluster); -drop removes them.
 `
 
 func main() {
@@ -85,6 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return reportCommand(args[1:], stdout, stderr)
 	case "replay":
 		return replayCommandRun(args[1:], stdout, stderr)
+	case "kept":
+		return keptCommand(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		_, _ = fmt.Fprint(stdout, usage)
 		return 0

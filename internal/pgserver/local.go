@@ -188,6 +188,7 @@ type localCluster struct {
 	caching chan struct{} // closed when a new cluster is in the cache; nil if none is being stored
 	ref     procRef
 	wd      *watchdog
+	bin     string // the server's installation: initdb, postgres, pg_dump
 }
 
 func startLocal(ctx context.Context) (*Server, error) {
@@ -206,7 +207,7 @@ func startLocal(ctx context.Context) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &localCluster{wd: wd}
+	c := &localCluster{wd: wd, bin: bins.dir}
 	srv, err := c.start(ctx, bins, acct, base)
 	if err != nil {
 		_ = c.stop()

@@ -158,6 +158,11 @@ type Scenario struct {
 	// is printed and stored in reports): psql asks for it, or reads
 	// PGPASSWORD.
 	Database string
+	// Dump is the file holding a plain-SQL dump of the kept database when
+	// the server dies with the test binary (local cluster, Docker), so
+	// Database no longer answers once the test has exited; empty
+	// otherwise. Restore it with createdb NAME && psql -d NAME -f Dump.
+	Dump string `json:",omitempty"`
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
 	Duration time.Duration

@@ -1,0 +1,134 @@
+package harness_test
+
+import (
+	"context"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/pgserver"
+	"github.com/runtwice/twice/internal/record"
+)
+
+const keptEvidenceEnv = "TWICE_HARNESS_TEST_KEPT_EVIDENCE"
+
+// failEvidence runs the helper, whose check fails, in a child process
+// with env, and returns the failed scenario of the record it wrote. The
+// child has exited when it returns: whatever died with it is gone.
+func failEvidence(t *testing.T, env ...string) record.Scenario {
+	t.Helper()
+	dir := t.TempDir()
+	cmd := osexec.Command(os.Args[0], "-test.run=^TestHelperKeptEvidence$", "-test.v")
+	cmd.Env = append(os.Environ(), append(env, keptEvidenceEnv+"=1", record.DirEnv+"="+dir)...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("helper output:\n%s", out)
+	require.Error(t, err, "the helper's check must fail")
+	recs, err := record.Read(dir)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.NotNil(t, recs[0].Result)
+	for _, sc := range recs[0].Result.Scenarios {
+		if sc.Database != "" {
+			return sc
+		}
+	}
+	t.Fatalf("no scenario names a kept database: %+v", recs[0].Result.Scenarios)
+	return record.Scenario{}
+}
+
+// logRows reads the log table of database on srv.
+func logRows(t *testing.T, srv *pgserver.Server, database string) []string {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), srv.ConnString(database))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), `SELECT attempt || ':' || what FROM log ORDER BY 1`)
+	require.NoError(t, err)
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return got
+}
+
+func privateServer(t *testing.T) *pgserver.Server {
+	t.Helper()
+	if os.Getenv("TWICE_POSTGRES") != "" && os.Getenv("TWICE_POSTGRES") != pgserver.ModeLocal {
+		t.Skip("needs local server binaries for a private server")
+	}
+	srv, err := pgserver.Start(t.Context(), pgserver.Config{Mode: pgserver.ModeLocal})
+	if err != nil {
+		t.Skipf("no private local server: %v", err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
+// TestKeptEvidenceURL: on a server that outlives the test, the record of a
+// failed check names the kept database by the name it has after the
+// test: it exists and holds the scenario's rows.
+func TestKeptEvidenceURL(t *testing.T) {
+	srv := privateServer(t)
+	sc := failEvidence(t, "TWICE_POSTGRES=url", "TWICE_DATABASE_URL="+srv.ConnString(""))
+	cfg, err := pgx.ParseConfig(sc.Database)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(cfg.Database, "twice_kept_"), "the record names %s", cfg.Database)
+	assert.Empty(t, sc.Dump, "a server that outlives the test needs no dump")
+	assert.Equal(t, []string{"1:ran", "2:ran"}, logRows(t, srv, cfg.Database))
+}
+
+// TestKeptEvidenceLocal: on a local cluster, which stops with the test
+// binary, the kept database is dumped to a file that restores into a
+// fresh database with the scenario's rows after the test has exited.
+func TestKeptEvidenceLocal(t *testing.T) {
+	srv := privateServer(t)
+	sc := failEvidence(t, "TWICE_POSTGRES=local")
+	require.NotEmpty(t, sc.Dump, "no dump of the kept database")
+	t.Cleanup(func() { _ = os.Remove(sc.Dump) })
+	psql := filepath.Join(filepath.Dir(pgDumpOf(t)), "psql")
+	conn, err := pgx.Connect(t.Context(), srv.ConnString(""))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), `CREATE DATABASE restored`)
+	require.NoError(t, err)
+	out, err := osexec.Command(psql, "-q", "-v", "ON_ERROR_STOP=1", "-d", srv.ConnString("restored"), "-f", sc.Dump).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Equal(t, []string{"1:ran", "2:ran"}, logRows(t, srv, "restored"))
+}
+
+// pgDumpOf finds the pg_dump the harness uses, to run the psql next to it.
+func pgDumpOf(t *testing.T) string {
+	t.Helper()
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/psql")
+	slices.Sort(dirs)
+	if len(dirs) > 0 {
+		return filepath.Join(filepath.Dir(dirs[len(dirs)-1]), "pg_dump")
+	}
+	p, err := osexec.LookPath("psql")
+	if err != nil {
+		t.Skip("no psql to restore with")
+	}
+	return filepath.Join(filepath.Dir(p), "pg_dump")
+}
+
+func TestHelperKeptEvidence(t *testing.T) {
+	if os.Getenv(keptEvidenceEnv) == "" {
+		t.Skip("helper for TestKeptEvidenceURL and TestKeptEvidenceLocal")
+	}
+	s, err := faults.Parse("j1a1w1 > j1a2w2")
+	require.NoError(t, err)
+	harness.Check(t, harness.Job{Name: "twice-logger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `INSERT INTO log VALUES ($1, 'ran')`, d.Attempt)
+		return err
+	}}, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(stepsSchema)},
+		Faults: []faults.Fault{faults.Replay(s)},
+	})
+}
