@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -110,5 +111,39 @@ func TestJUnitTimes(t *testing.T) {
 		if c[1] == "0.000" {
 			t.Errorf("%s: time 0", c[0])
 		}
+	}
+}
+
+// An ambiguous effect call: the provider made it, the answer was lost
+// and the worker died; it neither acks nor fails.
+func TestDiagramAmbiguousEffect(t *testing.T) {
+	j := report.Job{Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email"}}}
+	f := report.Finding{
+		Order: []int{1, 1, 2, 2},
+		Deliveries: []report.Delivery{
+			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "ambiguous", At: 2,
+				Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email", Fault: report.StepReplyLost}}},
+			{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Steps: j.Steps},
+		},
+		Effects: []report.Effect{{Kind: "email", Text: "email to=a@b", Delivery: "j1a1w1"}, {Kind: "email", Text: "email to=a@b", Delivery: "j1a2w2"}},
+	}
+	var got []string
+	for _, e := range report.BuildDiagram(j, f).Events {
+		got = append(got, fmt.Sprintf("%d %s>%s %s", e.Kind, e.From, e.To, e.Text))
+	}
+	want := []string{
+		"0 Q>W1 deliver job 1, attempt 1",
+		"0 W1>DB 1. begin",
+		"0 W1>P4 2. email to=a@b",
+		"2 P4>W1 done, but the answer is lost",
+		"3 W1> dies before it hears back from step 2",
+		"0 Q>W2 deliver job 1, attempt 2",
+		"0 W2>DB 1. begin",
+		"0 W2>P4 2. email to=a@b",
+		"1 P4>W2 done",
+		"0 W2>Q ack",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
