@@ -52,6 +52,8 @@ func TestTitleIsPlain(t *testing.T) {
 	}{
 		{report.Summary{Jobs: 22, Idempotent: 20, ExpectedFinding: 2}, "All 22 jobs idempotent or expected"},
 		{report.Summary{Jobs: 3, Idempotent: 3}, "All 3 jobs idempotent"},
+		{report.Summary{Jobs: 1, Idempotent: 1}, "1 job idempotent"},
+		{report.Summary{}, "No job was checked"},
 		{report.Summary{Jobs: 22, Idempotent: 20, Finding: 2}, "2 jobs not idempotent"},
 		{report.Summary{Jobs: 2, Idempotent: 1, Flaky: 1}, "1 job flaky"},
 		{report.Summary{Jobs: 1, Idempotent: 1, Problems: []report.Problem{{Kind: report.ProblemBuildFailed, Fatal: true}}}, "Not every job could be checked: build failed"},

@@ -69,9 +69,12 @@ func (r *Report) Title() string {
 	jobs := func(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "job")) }
 	switch r.ExitCode {
 	case ExitOK:
+		if s.Jobs == 0 {
+			return "No job was checked"
+		}
 		all := "All " + jobs(s.Jobs)
 		if s.Jobs == 1 {
-			all = "The one job"
+			all = "1 job"
 		}
 		if s.ExpectedFinding > 0 {
 			return all + " idempotent or expected"
@@ -95,6 +98,9 @@ func (r *Report) Title() string {
 		if p.Fatal {
 			fatal = append(fatal, strings.ReplaceAll(p.Kind, "-", " "))
 		}
+	}
+	if len(fatal) == 0 {
+		return "Not every job could be checked"
 	}
 	return "Not every job could be checked: " + strings.Join(dedupe(fatal), ", ")
 }
