@@ -371,14 +371,11 @@ func DiffEffects(once, twice []Effect, opts EffectOptions) *EffectDiff {
 		if !extra && !missing {
 			continue
 		}
-		var first Effect
-		if n1 > 0 {
-			first = g.once[0]
-		} else {
-			first = g.twice[0]
+		// Each line prints its own effect: copies in one group may differ
+		// outside the payload (a random key per attempt).
+		line := func(op string, e Effect) EffectLine {
+			return EffectLine{Op: op, Effect: e, Text: e.render(opts.dropPaths(e.Kind))}
 		}
-		text := first.render(opts.dropPaths(first.Kind))
-		line := func(op string, e Effect) EffectLine { return EffectLine{Op: op, Effect: e, Text: text} }
 		for _, e := range g.twice[:min(n1, n2)] {
 			d.Lines = append(d.Lines, line(" ", e))
 		}

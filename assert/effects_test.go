@@ -427,3 +427,21 @@ func BenchmarkDiffEffects(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(len(twice)), "µs/effect")
 }
+
+// Effects that match on payload but carry different keys (a random
+// idempotency key per attempt) print each with its own key, not the clean
+// run's on every line.
+func TestDiffEffectsOwnText(t *testing.T) {
+	once := []assert.Effect{effect("payment", "k-clean", payout381, "j1a1w1")}
+	twice := []assert.Effect{effect("payment", "k-first", payout381, "j1a1w1"), effect("payment", "k-second", payout381, "j1a2w2")}
+	d := assert.DiffEffects(once, twice, assert.EffectOptions{})
+	require.NotNil(t, d)
+	var texts []string
+	for _, l := range d.Lines {
+		texts = append(texts, l.Op+" "+l.Text)
+	}
+	require.Equal(t, []string{
+		`  payment key=k-first destination=acct_381 amount=48250 currency=eur`,
+		`+ payment key=k-second destination=acct_381 amount=48250 currency=eur`,
+	}, texts)
+}

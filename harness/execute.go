@@ -97,6 +97,14 @@ type stepRequest struct {
 	grant  chan wireproxy.Action
 }
 
+// asStep is the step as a result records it.
+func (r *stepRequest) asStep() faults.Step {
+	if r.effect {
+		return r.call
+	}
+	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint}
+}
+
 type eventKind int
 
 const (
@@ -441,11 +449,7 @@ func (e *execution) handle(ev event) {
 		}
 		delete(d.inflight, req)
 		d.done++
-		if req.effect {
-			d.steps = append(d.steps, req.call)
-		} else {
-			d.steps = append(d.steps, faults.Step{SQL: req.step.SQL, CommitPoint: req.step.CommitPoint})
-		}
+		d.steps = append(d.steps, req.asStep())
 		d.durable = d.durable || req.effect || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
@@ -592,6 +596,7 @@ func (e *execution) give(d *deliveryRun) {
 		switch {
 		case d.spec.Fault == faults.KindCrash:
 			d.midJobFault = true
+			d.outcome.Faulted = new(req.asStep())
 			req.grant <- wireproxy.Crash
 			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
 			return
@@ -606,6 +611,7 @@ func (e *execution) give(d *deliveryRun) {
 			// drops; the handler's own error path runs and its return
 			// value counts.
 			d.durable = d.durable || req.step.CommitPoint
+			d.outcome.Faulted = new(req.asStep())
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
 			req.grant <- wireproxy.Ambiguous
 			return

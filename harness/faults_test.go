@@ -80,6 +80,8 @@ func TestCrashAtStep(t *testing.T) {
 	assert.Equal(t, []faults.Step{{SQL: "INSERT INTO log VALUES ($1, 'a')", CommitPoint: true}, {SQL: "begin"}, {SQL: "INSERT INTO log VALUES ($1, 'b')"}, {SQL: "commit", CommitPoint: true}}, res.Steps)
 	assert.Equal(t, "crashed before step 3 reached the server: INSERT INTO log VALUES ($1, 'b')", sc.Deliveries[0].Fault)
 	assert.Empty(t, sc.Deliveries[0].Err, "a dead delivery's return value is ignored")
+	assert.Equal(t, &faults.Step{SQL: "INSERT INTO log VALUES ($1, 'b')"}, sc.Deliveries[0].Faulted, "the step the crash kept from the server")
+	assert.Len(t, sc.Deliveries[0].Steps, 2, "the crashed step is not among the completed ones")
 	// Step 1 autocommitted and stays; the open transaction of steps 2-3
 	// rolled back; the redelivery ran whole.
 	assert.Equal(t, []string{"1:a", "2:a", "2:b"}, rows(t, sc))
@@ -137,6 +139,8 @@ func TestAmbiguousCommit(t *testing.T) {
 	sc := res.Scenarios[0]
 	assert.Equal(t, "step 4 was applied but its reply was lost: commit", sc.Deliveries[0].Fault)
 	assert.NotEmpty(t, sc.Deliveries[0].Err, "the delivery's own error path ran and its error counts")
+	assert.Equal(t, &faults.Step{SQL: "commit", CommitPoint: true}, sc.Deliveries[0].Faulted, "the applied step whose reply was lost")
+	assert.Nil(t, sc.Deliveries[1].Faulted)
 	err, _ := sawErr.Load(1)
 	assert.Error(t, err.(error))
 	assert.Equal(t, []string{"1:a", "1:b", "2:a", "2:b"}, rows(t, sc), "the first delivery's transaction committed")

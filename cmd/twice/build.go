@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
@@ -301,13 +303,17 @@ func (b *builder) job(recs []record.Record) report.Job {
 		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"
 	}
 
+	took := map[string]time.Duration{} // by fault, in the first run
+	for _, s := range res.Scenarios {
+		took[string(s.Fault)] += s.Duration
+	}
 	cells := map[string]*report.Cell{}
 	var faultOrder []string
 	var failed []record.Scenario
 	for _, k := range order {
 		c, ok := cells[k.fault]
 		if !ok {
-			c = &report.Cell{Fault: k.fault, Status: report.StatusIdempotent}
+			c = &report.Cell{Fault: k.fault, Status: report.StatusIdempotent, Duration: report.Ms(took[k.fault])}
 			cells[k.fault] = c
 			faultOrder = append(faultOrder, k.fault)
 		}
@@ -346,6 +352,47 @@ func steps(in []faults.Step) []report.Step {
 		out = append(out, report.Step{Text: s.SQL, Effect: s.Effect})
 	}
 	return out
+}
+
+// deliverySteps are the steps delivery o took, in order, the one its
+// fault hit in its place and marked. A record without Faulted (written by
+// an older twice) names the clean run's step there.
+func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step {
+	out := steps(o.Steps)
+	at := o.Delivery.At
+	if at < 1 {
+		return out
+	}
+	switch o.Delivery.Fault {
+	case faults.KindCrash, faults.KindAmbiguous:
+	default:
+		return out
+	}
+	mark := report.StepCrashed
+	if o.Delivery.Fault == faults.KindAmbiguous {
+		mark = report.StepReplyLost
+	}
+	effectHit := at <= len(out) && out[at-1].Effect != "" && (at > len(clean) || clean[at-1].IsEffect())
+	if o.Faulted == nil && o.Delivery.Fault == faults.KindAmbiguous && effectHit {
+		// An ambiguous effect call completed, so it is among the steps:
+		// the provider made it, and the worker died before it heard back.
+		out[at-1].Fault = mark
+		return out
+	}
+	var hit faults.Step
+	switch {
+	case o.Faulted != nil:
+		hit = *o.Faulted
+	case at <= len(clean):
+		hit = clean[at-1]
+	default:
+		return out
+	}
+	if at-1 > len(out) {
+		return out // steps are missing before it: there is no place to put it
+	}
+	st := report.Step{Text: hit.SQL, Effect: hit.Effect, Fault: mark}
+	return slices.Insert(out, at-1, st)
 }
 
 var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
@@ -400,7 +447,7 @@ func (b *builder) finding(rec record.Record, s record.Scenario, status report.St
 	for _, o := range s.Deliveries {
 		sd := o.Delivery
 		f.Deliveries = append(f.Deliveries, report.Delivery{
-			Label: sd.Label(), Steps: steps(o.Steps), Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
+			Label: sd.Label(), Steps: deliverySteps(o, rec.Result.Steps), Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
 			Job: sd.Job, Attempt: sd.Attempt, Worker: sd.Worker,
 			Advance: report.Ms(sd.Advance), With: sd.With, After: sd.After, At: sd.At,
 			Fault: sd.Fault.String(),

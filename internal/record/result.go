@@ -188,6 +188,13 @@ type DeliveryOutcome struct {
 	// Steps are the steps the delivery completed, in order; a redelivery
 	// that found the job done takes fewer than the clean run.
 	Steps []faults.Step
+	// Faulted is the step the schedule's fault hit when it is not among
+	// Steps: the one a crash kept from the server or provider, or the
+	// statement an ambiguous fault applied without a reply. It is step
+	// Delivery.At of the delivery and holds its place in Order. nil when
+	// no fault hit such a step (an ambiguous effect call completed, so it
+	// is in Steps).
+	Faulted *faults.Step `json:",omitempty"`
 	// QueueRetry marks the clean redelivery the queue made because the
 	// job's last scheduled delivery failed.
 	QueueRetry bool

@@ -66,7 +66,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Fatal("a page that calls console.error shows no console error: the check below would prove nothing")
 	}
 
-	var rows int
+	var rows, pinned int
 	var title, diagram, diff string
 	var resources []string
 	var shot []byte
@@ -85,6 +85,18 @@ func TestHTMLInBrowser(t *testing.T) {
 			return err
 		}
 		if diff, err = chromedp.Run(ctx, chromedp.Evaluate[string](`(() => { const p = document.querySelector('.finding pre.diff'); return p && p.getBoundingClientRect().height > 0 ? p.innerText : "" })()`)); err != nil {
+			return err
+		}
+		// Narrowed so the matrix must scroll, and scrolled to its right
+		// end, every row still shows its job's name.
+		if pinned, err = chromedp.Run(ctx, chromedp.Evaluate[int](`(() => {
+			const box = document.querySelector('.scroll'); box.style.width = '500px'; box.scrollLeft = box.scrollWidth;
+			if (box.scrollWidth <= box.clientWidth) return -1;
+			const left = box.getBoundingClientRect().left;
+			return [...document.querySelectorAll('#matrix tbody td.name')].filter(td => td.getBoundingClientRect().left >= left - 1).length })()`)); err != nil {
+			return err
+		}
+		if _, err = chromedp.Run(ctx, chromedp.Evaluate[int](`(() => { const box = document.querySelector('.scroll'); box.style.width = ''; box.scrollLeft = 0; return 0 })()`)); err != nil {
 			return err
 		}
 		if resources, err = chromedp.Run(ctx, chromedp.Evaluate[[]string](`performance.getEntriesByType('resource').map(e => e.name)`)); err != nil {
@@ -111,6 +123,9 @@ func TestHTMLInBrowser(t *testing.T) {
 	}
 	if want := len(fixture(t).Jobs); rows != want {
 		t.Errorf("the matrix shows %d rows, want %d jobs", rows, want)
+	}
+	if pinned != rows {
+		t.Errorf("scrolled to the right, %d of %d matrix rows show their job's name (-1: the matrix did not scroll)", pinned, rows)
 	}
 	if !strings.Contains(diagram, "Queue") || !strings.Contains(diagram, "dies before step") {
 		t.Errorf("the first finding's diagram is not visible or lacks the crash: %q", diagram)

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"html"
+	"math"
 	"strings"
 )
 
@@ -13,21 +14,22 @@ const (
 	headHeight = 34
 	rowHeight  = 30
 	charWidth  = 6.6 // of 12px sans-serif, roughly; labels are cut to fit
-	// labelRoom is room right of the last lifeline for labels that run
-	// past their arrow.
-	labelRoom = 300
+	// pad keeps a label off the lifelines at its ends.
+	pad = 6
 )
 
 // SVG renders d as an inline <svg> element whose ids start with id, so
 // several diagrams can share a page. Labels too long for their arrow are
-// cut; the full text is in each row's <title>, shown on hover.
+// cut to their lane (between the arrow's ends, or one column for a crash
+// or a note) so they never cross another lifeline; the full text is in
+// each row's <title>, shown on hover.
 func (d Diagram) SVG(id string) string {
 	col := map[string]int{}
 	for i, p := range d.Participants {
 		col[p.ID] = i
 	}
 	x := func(id string) float64 { return float64(margin + colWidth/2 + col[id]*colWidth) }
-	width := 2*margin + len(d.Participants)*colWidth + labelRoom
+	width := 2*margin + len(d.Participants)*colWidth
 	height := 2*headHeight + len(d.Events)*rowHeight + 2*margin
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="sequence" role="img" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, sans-serif" font-size="12">`, width, height, width, height)
@@ -54,7 +56,7 @@ func (d Diagram) SVG(id string) string {
 		case Crash:
 			cx := x(e.From)
 			fmt.Fprintf(&b, `<path d="M%.0f,%.0f l12,12 m0,-12 l-12,12" stroke="#c0262d" stroke-width="3"/>`, cx-6, y-12)
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#c0262d" font-weight="600">%s</text>`, cx+12, y, esc(fit(e.Text, float64(width)-cx-12-margin)))
+			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#c0262d" font-weight="600">%s</text>`, cx+12, y, esc(fit(e.Text, colWidth-12-2*pad)))
 		default:
 			x1, x2 := x(e.From), x(e.To)
 			end := x2
@@ -70,12 +72,14 @@ func (d Diagram) SVG(id string) string {
 			if e.Kind == Lost {
 				fmt.Fprintf(&b, `<path d="M%.0f,%.0f l10,10 m0,-10 l-10,10" stroke="#c0262d" stroke-width="2.5"/>`, end-5, y-5)
 			}
-			// A label starts at its arrow's tail and may run past the
-			// arrow's head, over other lifelines, to the diagram's edge.
+			// A label stays between its arrow's ends: past the head it
+			// would cross other lifelines. A short arrow's label keeps
+			// at least one column.
+			room := max(math.Abs(x2-x1), colWidth) - 2*pad
 			if x2 >= x1 {
-				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`, x1+6, y-5, colour, esc(fit(e.Text, float64(width-margin)-x1-6)))
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`, x1+pad, y-5, colour, esc(fit(e.Text, room)))
 			} else {
-				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="%s">%s</text>`, x1-6, y-5, colour, esc(fit(e.Text, x1-6-margin)))
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="%s">%s</text>`, x1-pad, y-5, colour, esc(fit(e.Text, room)))
 			}
 		}
 		b.WriteString(`</g>`)

@@ -59,6 +59,9 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 }).Parse(pageHTML))
 
+// pageHTML is the page. The matrix's job column is sticky: with many
+// faults the table scrolls sideways and the job's name stays in view (its
+// status colour is opaque, so the cells scrolling under it do not show).
 const pageHTML = `<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -77,6 +80,7 @@ pre { background: #f5f7fa; border: 1px solid #d6dbe3; padding: .6rem .8rem; over
 table.matrix { border-collapse: collapse; margin-top: .5rem; }
 table.matrix th, table.matrix td { border: 1px solid #d6dbe3; padding: .3rem .5rem; text-align: center; white-space: nowrap; }
 table.matrix th.job, table.matrix td.job { text-align: left; }
+table.matrix th.name, table.matrix td.name { position: sticky; left: 0; z-index: 1; box-shadow: 1px 0 0 #d6dbe3; }
 table.matrix thead th { background: #eef2f7; font-weight: 600; font-size: .85rem; }
 td.idempotent { background: #e3f4e6; color: #1e6b2f; }
 td.expected-finding { background: #fff1cc; color: #7a5a00; }
@@ -98,8 +102,8 @@ section.job { margin-top: 2rem; }
 </head>
 <body>
 <h1>twice: idempotency report</h1>
-<p class="headline" id="headline">{{.Headline}}</p>
-<p class="meta"><code>{{.Command}}</code> · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
+<p class="headline" id="headline">{{.Title}}</p>
+<p class="meta">{{.Counts}} · <code>{{.Command}}</code> · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
 {{if .Summary.Problems}}
 <h2>Problems</h2>
 <ul class="problems" id="problems">
@@ -109,9 +113,9 @@ section.job { margin-top: 2rem; }
 {{if .Jobs}}
 <h2>Jobs × faults</h2>
 <div class="scroll"><table class="matrix" id="matrix">
-<thead><tr><th class="job">job</th><th class="job">test</th>{{range .Faults}}<th>{{.}}</th>{{end}}</tr></thead>
+<thead><tr><th class="job name">job</th><th class="job">test</th>{{range .Faults}}<th>{{.}}</th>{{end}}</tr></thead>
 <tbody>
-{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}</td><td class="job" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
+{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job name {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}</td><td class="job" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
 {{end}}</tbody>
 </table></div>
 <p class="legend"><span>✓ idempotent</span><span>◆ expected finding</span><span>~ flaky</span><span>✗ not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
@@ -131,7 +135,7 @@ section.job { margin-top: 2rem; }
 {{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
 <p class="replay">Replay: <code>{{.Replay}}</code></p>
 {{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}
-{{with same $j $f}}<p class="meta">The same difference under: {{range $i, $s := .}}{{if $i}}, {{end}}{{$s}}{{end}}</p>{{end}}
+{{with same $j $f}}<p class="meta same">The same difference under: {{range $i, $s := .}}{{if $i}}, {{end}}{{$s.Fault}}{{with $s.Schedule}} <code>{{.}}</code>{{end}}{{end}}</p>{{end}}
 </div>
 {{end}}
 </section>

@@ -47,7 +47,7 @@ func (r *Report) JUnit() ([]byte, error) {
 	for _, j := range r.Jobs {
 		s := suite(j.Package)
 		for _, c := range j.Cells {
-			tc := junitCase{Name: j.Test + "/" + c.Fault, Classname: j.Package, Time: "0.000"}
+			tc := junitCase{Name: j.Test + "/" + c.Fault, Classname: j.Package, Time: fmt.Sprintf("%.3f", c.Duration.Duration().Seconds())}
 			var findings []Finding
 			for _, f := range j.Findings {
 				if f.Fault == c.Fault {

@@ -11,8 +11,8 @@ import (
 func (r *Report) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# twice: idempotency report\n\n")
-	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(r.Headline()))
-	fmt.Fprintf(&b, "`%s` · %s · exit code %d\n", r.Command, shortDuration(r.Duration), r.ExitCode)
+	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(r.Title()))
+	fmt.Fprintf(&b, "%s · `%s` · %s · exit code %d\n", mdEscape(r.Counts()), r.Command, shortDuration(r.Duration), r.ExitCode)
 	if len(r.Summary.Problems) > 0 {
 		b.WriteString("\n## Problems\n\n")
 		for _, p := range r.Summary.Problems {
@@ -81,7 +81,15 @@ func (r *Report) Markdown() string {
 			}
 			fmt.Fprintf(&b, "\nReplay: `%s`\n", f.Replay)
 			if same := sameAs(j, f); len(same) > 0 {
-				fmt.Fprintf(&b, "\nThe same difference under: %s\n", strings.Join(same, ", "))
+				var names []string
+				for _, s := range same {
+					if s.Schedule == "" {
+						names = append(names, s.Fault)
+					} else {
+						names = append(names, fmt.Sprintf("%s `%s`", s.Fault, s.Schedule))
+					}
+				}
+				fmt.Fprintf(&b, "\nThe same difference under: %s\n", strings.Join(names, ", "))
 			}
 		}
 	}
@@ -126,21 +134,26 @@ func diffText(f Finding) string {
 // one by one; report.json lists them all.
 const maxSameAs = 5
 
-// sameAs lists, as "fault `schedule`", the findings that share f's
-// differences: the first maxSameAs, then how many more.
-func sameAs(j Job, f Finding) []string {
-	var out []string
+// sameRef names a finding with the same differences: its fault and
+// schedule, or, with Schedule empty, "and N more" in Fault.
+type sameRef struct{ Fault, Schedule string }
+
+// sameAs lists the findings that share f's differences: the first
+// maxSameAs, then how many more. Each page marks the schedule up its own
+// way.
+func sameAs(j Job, f Finding) []sameRef {
+	var out []sameRef
 	n := 0
 	for _, o := range j.Findings {
 		if o.SameAs != f.Schedule {
 			continue
 		}
 		if n++; n <= maxSameAs {
-			out = append(out, fmt.Sprintf("%s `%s`", o.Fault, o.Schedule))
+			out = append(out, sameRef{Fault: o.Fault, Schedule: o.Schedule})
 		}
 	}
 	if n > maxSameAs {
-		out = append(out, fmt.Sprintf("and %d more", n-maxSameAs))
+		out = append(out, sameRef{Fault: fmt.Sprintf("and %d more", n-maxSameAs)})
 	}
 	return out
 }

@@ -142,6 +142,8 @@ type Cell struct {
 	// were not idempotent.
 	Scenarios int `json:"scenarios"`
 	Failed    int `json:"failed"`
+	// Duration is the wall time of the fault's scenarios in one run.
+	Duration Millis `json:"duration_ms"`
 }
 
 // Finding is one scenario that was not idempotent.
@@ -204,7 +206,8 @@ type Delivery struct {
 	// last step).
 	Fault string `json:"fault,omitempty"`
 	At    int    `json:"at,omitempty"`
-	// Steps are the steps it completed.
+	// Steps are the steps it took, in the order it took them: those it
+	// completed, and the one its fault hit, marked (Step.Fault).
 	Steps []Step `json:"steps,omitempty"`
 	// Outcome says what went wrong, as the harness saw it: "crashed
 	// before step 3 reached the server: INSERT ...".
@@ -224,7 +227,19 @@ type Step struct {
 	// Effect is the effect's kind ("email") for an effect call, empty for
 	// a statement.
 	Effect string `json:"effect,omitempty"`
+	// Fault marks the step of a delivery the schedule's fault hit:
+	// StepCrashed (the worker died before it reached the server or the
+	// provider: it never ran) or StepReplyLost (it was applied, or the
+	// effect made, but the worker never heard the answer). Empty for a
+	// step that completed, and in Job.Steps.
+	Fault string `json:"fault,omitempty"`
 }
+
+// Marks of a delivery's step (Step.Fault).
+const (
+	StepCrashed   = "crashed"
+	StepReplyLost = "reply-lost"
+)
 
 // Effect is one call to a system outside the database.
 type Effect struct {

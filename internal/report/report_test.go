@@ -88,9 +88,10 @@ func TestJUnitCounts(t *testing.T) {
 	text := string(data)
 	for _, want := range []string{
 		// The unexpected finding fails its cells, the expected one passes.
-		`<testcase name="TestAdvanceUnmarked/run-twice" classname="github.com/runtwice/twice/examples/orderstatus" time="0.000">`,
+		`<testcase name="TestAdvanceUnmarked/run-twice" classname="github.com/runtwice/twice/examples/orderstatus" time="0.060">`,
 		`<failure message="job &#34;advance-status&#34;: 1 of 1 run-twice scenarios are not idempotent" type="finding">`,
-		`<testcase name="TestRewardByIncrement/run-twice" classname="github.com/runtwice/twice/examples/loyalty" time="0.000">`,
+		// A cell's time is its scenarios' recorded duration.
+		`<testcase name="TestRewardByIncrement/run-twice" classname="github.com/runtwice/twice/examples/loyalty" time="0.083">`,
 		`<error message="[twice] example.com/jobs/broken does not compile`,
 		`<skipped message="[twice] example.com/jobs/plain: no test called harness.Check`,
 	} {

@@ -46,8 +46,8 @@ type Event struct {
 
 // BuildDiagram draws finding f of job j. The steps of each delivery come
 // from the interleaving the harness recorded (Finding.Order) and are
-// labelled with the steps the delivery completed (Delivery.Steps), or, for
-// the step it died at and in records without them, with the clean run's
+// labelled with the steps the delivery took (Delivery.Steps, the one its
+// fault hit marked), or, in records without them, with the clean run's
 // steps (Job.Steps). Effects are the scenario's own.
 func BuildDiagram(j Job, f Finding) Diagram {
 	b := &diagramBuilder{job: j, f: f, ids: map[string]string{}, effects: map[string][]Effect{}}
@@ -187,8 +187,18 @@ func (b *diagramBuilder) step(d, k int) {
 	case k <= len(b.job.Steps):
 		step = b.job.Steps[k-1]
 	}
+	if k > len(del.Steps) && del.At == k {
+		// A record without the delivery's steps: the fault hit the
+		// clean run's step k.
+		switch del.Fault {
+		case "crash":
+			step.Fault = StepCrashed
+		case "ambiguous":
+			step.Fault = StepReplyLost
+		}
+	}
 	label := step.Text
-	if del.Fault == "crash" && del.At == k {
+	if step.Fault == StepCrashed {
 		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, oneLine(label)))
 		return
 	}
@@ -202,6 +212,9 @@ func (b *diagramBuilder) step(d, k int) {
 		p := b.provider(kind)
 		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, text))
 		switch {
+		case step.Fault == StepReplyLost:
+			b.add(Lost, p, w, "done, but the answer is lost")
+			b.add(Crash, w, "", fmt.Sprintf("dies before it hears back from step %d", k))
 		case got == nil:
 		case got.Err != "":
 			b.add(Reply, p, w, "error: "+oneLine(got.Err))
@@ -215,9 +228,20 @@ func (b *diagramBuilder) step(d, k int) {
 		return
 	}
 	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, oneLine(label)))
-	if del.Fault == "ambiguous" && del.At == k {
-		b.add(Lost, "DB", w, "applied, but the reply is lost")
+	if step.Fault == StepReplyLost {
+		b.add(Lost, "DB", w, fmt.Sprintf("step %d applied, but the reply is lost", k))
 	}
+}
+
+// died reports whether delivery del died at a step: a crash, or an
+// ambiguous effect call whose answer it never heard.
+func died(del Delivery) bool {
+	for _, s := range del.Steps {
+		if s.Fault == StepCrashed || (s.Fault == StepReplyLost && s.Effect != "") {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *diagramBuilder) end(d int) {
@@ -233,7 +257,7 @@ func (b *diagramBuilder) end(d int) {
 	switch {
 	case del.Fault == "crash" && del.At == 0:
 		b.add(Crash, w, "", "dies after its last step, before the ack")
-	case del.Fault == "crash":
+	case del.Fault == "crash" || died(del):
 	case del.Fault == "lostack":
 		b.add(Lost, w, "Q", "ack, lost on the way")
 	case del.Err != "":

@@ -61,6 +61,88 @@ func (r *Report) Finish() {
 	}
 }
 
+// Title is the report's plain headline, for the pages a reader opens
+// (index.html, the Markdown summary): "All 22 jobs idempotent or
+// expected", "2 jobs not idempotent". Headline is the same as a log line.
+func (r *Report) Title() string {
+	s := r.Summary
+	jobs := func(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "job")) }
+	switch r.ExitCode {
+	case ExitOK:
+		if s.Jobs == 0 {
+			return "No job was checked"
+		}
+		all := "All " + jobs(s.Jobs)
+		if s.Jobs == 1 {
+			all = "1 job"
+		}
+		if s.ExpectedFinding > 0 {
+			return all + " idempotent or expected"
+		}
+		return all + " idempotent"
+	case ExitFindings:
+		var parts []string
+		if s.Finding > 0 {
+			parts = append(parts, jobs(s.Finding)+" not idempotent")
+		}
+		if s.Flaky > 0 {
+			parts = append(parts, jobs(s.Flaky)+" flaky")
+		}
+		if n := countKind(s.Problems, ProblemTestFailed); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s failed for another reason", n, plural(n, "test")))
+		}
+		return capitalize(strings.Join(parts, ", "))
+	}
+	var fatal []string
+	for _, p := range s.Problems {
+		if p.Fatal {
+			fatal = append(fatal, strings.ReplaceAll(p.Kind, "-", " "))
+		}
+	}
+	if len(fatal) == 0 {
+		return "Not every job could be checked"
+	}
+	return "Not every job could be checked: " + strings.Join(dedupe(fatal), ", ")
+}
+
+// Counts is the jobs by status in one line: "22 jobs: 20 idempotent, 2
+// expected findings".
+func (r *Report) Counts() string {
+	s := r.Summary
+	counts := []string{}
+	add := func(n int, what string) {
+		if n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	add(s.Idempotent, "idempotent")
+	add(s.ExpectedFinding, "expected "+plural(s.ExpectedFinding, "finding"))
+	add(s.Flaky, "flaky")
+	add(s.Finding, "not idempotent")
+	jobs := fmt.Sprintf("%d %s", s.Jobs, plural(s.Jobs, "job"))
+	if len(counts) > 0 {
+		jobs += ": " + strings.Join(counts, ", ")
+	}
+	return jobs
+}
+
+func countKind(ps []Problem, kind string) int {
+	n := 0
+	for _, p := range ps {
+		if p.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
 // Headline is the report in one line: what twice says when it exits.
 func (r *Report) Headline() string {
 	s := r.Summary

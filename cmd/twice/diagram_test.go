@@ -1,0 +1,236 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// diagramRecords are the fixture's records and those of testdata/diagrams:
+// untrimmed records harness.Check wrote for creditnotice (an ambiguous
+// commit followed by an email) and payouts' random key (effects whose
+// keys differ from the clean run's).
+func diagramRecords(t *testing.T) []record.Record {
+	t.Helper()
+	var all []record.Record
+	for _, dir := range []string{"records", "diagrams"} {
+		recs, err := record.Read(filepath.Join("testdata", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, recs...)
+	}
+	return all
+}
+
+// diagramStep is one step as a diagram draws it or a record says it ran.
+type diagramStep struct {
+	worker string // W1
+	n      int    // the delivery's step number
+	kind   string // "sql", "effect" or "crash" (the step it died before)
+	lost   bool   // applied, or made, but the answer never came back
+	text   string // the statement, folded; empty for an effect
+}
+
+func (s diagramStep) String() string {
+	lost := ""
+	if s.lost {
+		lost = " reply-lost"
+	}
+	return fmt.Sprintf("%s step %d %s%s %.40q", s.worker, s.n, s.kind, lost, s.text)
+}
+
+var (
+	numbered   = regexp.MustCompile(`^(\d+)\. (.*)$`)
+	diesBefore = regexp.MustCompile(`^dies before step (\d+): (.*)$`)
+)
+
+// drawnSteps reads the steps back out of a diagram's events.
+func drawnSteps(d report.Diagram) []diagramStep {
+	var out []diagramStep
+	for i, e := range d.Events {
+		switch e.Kind {
+		case report.Call:
+			m := numbered.FindStringSubmatch(e.Text)
+			if m == nil || !strings.HasPrefix(e.From, "W") {
+				continue
+			}
+			s := diagramStep{worker: e.From, kind: "effect"}
+			fmt.Sscan(m[1], &s.n)
+			if e.To == "DB" {
+				s.kind, s.text = "sql", m[2]
+			}
+			if i+1 < len(d.Events) {
+				next := d.Events[i+1]
+				s.lost = next.Kind == report.Lost && next.From == e.To && next.To == e.From
+			}
+			out = append(out, s)
+		case report.Crash:
+			if m := diesBefore.FindStringSubmatch(e.Text); m != nil {
+				s := diagramStep{worker: e.From, kind: "crash", text: m[2]}
+				fmt.Sscan(m[1], &s.n)
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
+
+// recordSteps are the steps of s in the order they ran, from the record
+// alone: Order says whose turn each step was, each delivery's Steps and
+// Faulted what it ran, its Delivery what the fault did.
+func recordSteps(s record.Scenario, clean []faults.Step) []diagramStep {
+	var out []diagramStep
+	taken := map[int]int{}
+	for _, o := range s.Order {
+		d := s.Deliveries[o-1]
+		taken[o]++
+		k := taken[o]
+		spec := d.Delivery
+		hit := spec.At == k && (spec.Fault == faults.KindCrash || spec.Fault == faults.KindAmbiguous)
+		var st faults.Step
+		idx := k - 1
+		if d.Faulted != nil && spec.At < k {
+			idx-- // the faulted step is not among Steps
+		}
+		switch {
+		case hit && d.Faulted != nil:
+			st = *d.Faulted
+		case idx < len(d.Steps):
+			st = d.Steps[idx]
+		default:
+			st = clean[k-1]
+		}
+		ds := diagramStep{worker: fmt.Sprintf("W%d", spec.Worker), n: k, kind: "sql"}
+		if st.IsEffect() {
+			ds.kind = "effect"
+		} else {
+			ds.text = strings.Join(strings.Fields(st.SQL), " ")
+		}
+		switch {
+		case hit && spec.Fault == faults.KindCrash:
+			ds.kind, ds.text = "crash", strings.Join(strings.Fields(st.SQL), " ")
+		case hit:
+			ds.lost = true
+		}
+		out = append(out, ds)
+	}
+	return out
+}
+
+// Every finding's diagram shows each step of the scenario's record, in
+// the order it ran, with the kind it had: statements to the database,
+// effect calls to their provider, the step a crash kept from running, and
+// a step applied whose answer was lost.
+func TestDiagramStepsMatchRecords(t *testing.T) {
+	seen := map[string]int{}
+	for _, rec := range diagramRecords(t) {
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		scenarios := map[string]record.Scenario{}
+		for _, s := range rec.Result.Scenarios {
+			scenarios[s.Schedule.String()] = s
+		}
+		for _, f := range j.Findings {
+			s, ok := scenarios[f.Schedule]
+			if !ok {
+				t.Fatalf("%s: finding %s has no scenario", rec.Test, f.Schedule)
+			}
+			got := drawnSteps(report.BuildDiagram(j, f))
+			want := recordSteps(s, rec.Result.Steps)
+			for i := range want {
+				if i < len(got) && strings.HasSuffix(got[i].text, "…") {
+					// The diagram cuts a long statement; compare what it shows.
+					cut := strings.TrimSuffix(got[i].text, "…")
+					if strings.HasPrefix(want[i].text, cut) {
+						want[i].text = got[i].text
+					}
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s %s: the diagram's steps differ from the record's\n got: %v\nwant: %v", rec.Test, f.Schedule, got, want)
+			}
+			for _, st := range want {
+				switch {
+				case st.kind == "crash":
+					seen["crash"]++
+				case st.lost && st.kind == "sql":
+					seen["ambiguous statement"]++
+				}
+			}
+		}
+	}
+	// The fixtures must hold the cases this test is for.
+	for _, k := range []string{"crash", "ambiguous statement"} {
+		if seen[k] == 0 {
+			t.Errorf("no %s in the fixtures' findings", k)
+		}
+	}
+}
+
+// report.json lists the ambiguous commit among the delivery's steps, in
+// the place it ran, marked: before, it was left out and the email after
+// it took its number.
+func TestReportStepsKeepTheFaultedStep(t *testing.T) {
+	for _, rec := range diagramRecords(t) {
+		if rec.Test != "TestRewardWithNotice" {
+			continue
+		}
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		if len(j.Findings) != 1 {
+			t.Fatalf("findings = %d, want 1 (the ambiguous commit)", len(j.Findings))
+		}
+		var got []string
+		for _, s := range j.Findings[0].Deliveries[0].Steps {
+			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fault))
+		}
+		want := []string{"|begin|", "|INSERT|", "|UPDATE|", "|commit|" + report.StepReplyLost, "email|email|"}
+		if !slices.Equal(got, want) {
+			t.Errorf("steps of j1a1w1 = %q, want %q", got, want)
+		}
+		return
+	}
+	t.Fatal("no record of TestRewardWithNotice in testdata/diagrams")
+}
+
+// Each finding's effect diff shows its own scenario's keys (a random key
+// per attempt), and findings are grouped only when their diffs are the
+// same: before, every line showed the clean run's key, so every finding
+// looked alike and showed the first one's diff.
+func TestEffectDiffShowsOwnValues(t *testing.T) {
+	for _, rec := range diagramRecords(t) {
+		if rec.Test != "TestWithRandomKey" {
+			continue
+		}
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		scenarios := map[string]record.Scenario{}
+		for _, s := range rec.Result.Scenarios {
+			scenarios[s.Schedule.String()] = s
+		}
+		if len(j.Findings) < 2 {
+			t.Fatalf("findings = %d, want several", len(j.Findings))
+		}
+		for _, f := range j.Findings {
+			s := scenarios[f.Schedule]
+			for _, e := range s.Effects {
+				if e.Key != "" && !strings.Contains(f.EffectDiff, "key="+e.Key) {
+					t.Errorf("%s: the effect diff lacks the scenario's key %s:\n%s", f.Schedule, e.Key, f.EffectDiff)
+				}
+			}
+			if f.SameAs != "" {
+				t.Errorf("%s: grouped with %s, though its keys differ", f.Schedule, f.SameAs)
+			}
+		}
+		return
+	}
+	t.Fatal("no record of TestWithRandomKey in testdata/diagrams")
+}

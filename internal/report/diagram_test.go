@@ -1,0 +1,151 @@
+package report_test
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/runtwice/twice/internal/report"
+)
+
+// A long label stays in its lane: cut with an ellipsis to the room
+// between its arrow's ends (or one column for a crash), the full text in
+// the row's <title>.
+func TestDiagramLabelsStayInLane(t *testing.T) {
+	long := "3. INSERT INTO points_ledger (customer_id, order_id, points, reason, created_at) VALUES ($1, $2, 50, 'order_reward', now())"
+	d := report.Diagram{
+		Participants: []report.Participant{{ID: "Q", Name: "Queue"}, {ID: "W1", Name: "Worker 1"}, {ID: "DB", Name: "Database"}, {ID: "P3", Name: "Email provider"}},
+		Events: []report.Event{
+			{Kind: report.Call, From: "W1", To: "DB", Text: long},
+			{Kind: report.Crash, From: "W1", Text: "dies before step 3: " + long},
+			{Kind: report.Call, From: "W1", To: "Q", Text: "fails: " + long},
+		},
+	}
+	svg := d.SVG("t")
+	texts := regexp.MustCompile(`<text [^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1)
+	// One column is 190px, about 28 characters of 6.6px; the labels may
+	// not run past it.
+	const laneChars = 28
+	var cut int
+	for _, m := range texts {
+		if n := utf8.RuneCountInString(m[1]); n > laneChars {
+			t.Errorf("label %q is %d characters: wider than its lane", m[1], n)
+		}
+		if strings.HasSuffix(m[1], "…") {
+			cut++
+		}
+	}
+	if cut != 3 {
+		t.Errorf("%d labels cut with an ellipsis, want 3:\n%s", cut, svg)
+	}
+	if !strings.Contains(svg, "<title>"+strings.ReplaceAll(long, "'", "&#39;")+"</title>") {
+		t.Errorf("the full label is not in a <title>:\n%s", svg)
+	}
+}
+
+func TestTitleIsPlain(t *testing.T) {
+	for _, c := range []struct {
+		s    report.Summary
+		want string
+	}{
+		{report.Summary{Jobs: 22, Idempotent: 20, ExpectedFinding: 2}, "All 22 jobs idempotent or expected"},
+		{report.Summary{Jobs: 3, Idempotent: 3}, "All 3 jobs idempotent"},
+		{report.Summary{Jobs: 1, Idempotent: 1}, "1 job idempotent"},
+		{report.Summary{}, "No job was checked"},
+		{report.Summary{Jobs: 22, Idempotent: 20, Finding: 2}, "2 jobs not idempotent"},
+		{report.Summary{Jobs: 2, Idempotent: 1, Flaky: 1}, "1 job flaky"},
+		{report.Summary{Jobs: 1, Idempotent: 1, Problems: []report.Problem{{Kind: report.ProblemBuildFailed, Fatal: true}}}, "Not every job could be checked: build failed"},
+	} {
+		r := &report.Report{Summary: c.s}
+		for range c.s.Jobs {
+			r.Jobs = append(r.Jobs, report.Job{})
+		}
+		for i := range r.Jobs {
+			switch {
+			case i < c.s.Idempotent:
+				r.Jobs[i].Status = report.StatusIdempotent
+			case i < c.s.Idempotent+c.s.ExpectedFinding:
+				r.Jobs[i].Status = report.StatusExpected
+			case i < c.s.Idempotent+c.s.ExpectedFinding+c.s.Flaky:
+				r.Jobs[i].Status = report.StatusFlaky
+			default:
+				r.Jobs[i].Status = report.StatusFinding
+			}
+		}
+		r.Finish()
+		if got := r.Title(); got != c.want {
+			t.Errorf("Title() = %q, want %q", got, c.want)
+		}
+	}
+}
+
+// The same-difference line names schedules in <code>, not in Markdown's
+// backticks, on the HTML page.
+func TestSameDifferenceHTML(t *testing.T) {
+	html, err := fixture(t).HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := regexp.MustCompile(`The same difference under: .*`).FindAllString(string(html), -1)
+	if len(lines) == 0 {
+		t.Fatal("the fixture's page has no same-difference line")
+	}
+	for _, l := range lines {
+		if strings.Contains(l, "`") || !strings.Contains(l, "<code>") {
+			t.Errorf("same-difference line not marked up as HTML: %s", l)
+		}
+	}
+}
+
+// Every check's testcase carries its scenarios' time, not 0.
+func TestJUnitTimes(t *testing.T) {
+	data, err := fixture(t).JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := regexp.MustCompile(`<testcase name="Test[^"]*/[^"]*" [^>]*time="([^"]*)"`).FindAllStringSubmatch(string(data), -1)
+	if len(cases) == 0 {
+		t.Fatal("no check testcases")
+	}
+	for _, c := range cases {
+		if c[1] == "0.000" {
+			t.Errorf("%s: time 0", c[0])
+		}
+	}
+}
+
+// An ambiguous effect call: the provider made it, the answer was lost
+// and the worker died; it neither acks nor fails.
+func TestDiagramAmbiguousEffect(t *testing.T) {
+	j := report.Job{Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email"}}}
+	f := report.Finding{
+		Order: []int{1, 1, 2, 2},
+		Deliveries: []report.Delivery{
+			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "ambiguous", At: 2,
+				Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email", Fault: report.StepReplyLost}}},
+			{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Steps: j.Steps},
+		},
+		Effects: []report.Effect{{Kind: "email", Text: "email to=a@b", Delivery: "j1a1w1"}, {Kind: "email", Text: "email to=a@b", Delivery: "j1a2w2"}},
+	}
+	var got []string
+	for _, e := range report.BuildDiagram(j, f).Events {
+		got = append(got, fmt.Sprintf("%d %s>%s %s", e.Kind, e.From, e.To, e.Text))
+	}
+	want := []string{
+		"0 Q>W1 deliver job 1, attempt 1",
+		"0 W1>DB 1. begin",
+		"0 W1>P4 2. email to=a@b",
+		"2 P4>W1 done, but the answer is lost",
+		"3 W1> dies before it hears back from step 2",
+		"0 Q>W2 deliver job 1, attempt 2",
+		"0 W2>DB 1. begin",
+		"0 W2>P4 2. email to=a@b",
+		"1 P4>W2 done",
+		"0 W2>Q ack",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
