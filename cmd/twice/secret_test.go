@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +24,8 @@ import (
 
 // TestReportHidesThePassword: in URL mode with a password, a failed check
 // names its database by a connection string, and none of what twice prints
-// or writes (its output, every report file) carries the password.
+// or writes (its output, every report file, the test's own log under go
+// test -v) carries the password.
 func TestReportHidesThePassword(t *testing.T) {
 	ctx := context.Background()
 	srv, err := pgserver.Shared(ctx)
@@ -90,6 +92,20 @@ func TestReportHidesThePassword(t *testing.T) {
 				t.Errorf("report.json does not name the role %s: it shows no connection string, so the test proves nothing", role)
 			}
 		}
+	}
+
+	// The test log a user reads (and CI keeps) has the kept database's
+	// psql line.
+	goBin, err := findGo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := exec.Command(goBin, "test", "-v", "-count=1", "./testdata/unexpected").CombinedOutput() // fails by design
+	if !bytes.Contains(log, []byte("as evidence")) || !bytes.Contains(log, []byte(role)) {
+		t.Fatalf("go test -v logged no kept database's connection string for role %s, so the test proves nothing:\n%s", role, log)
+	}
+	if bytes.Contains(log, []byte(secret)) {
+		t.Errorf("go test -v's log carries the password:\n%s", log)
 	}
 }
 
