@@ -149,3 +149,33 @@ func TestDiagramAmbiguousEffect(t *testing.T) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// A kept database that was dumped, because its server stopped with the
+// test binary, is named with its dump file, which outlives the run.
+func TestKeptDumpShown(t *testing.T) {
+	r := fixture(t)
+	var f *report.Finding
+	for ji := range r.Jobs {
+		if fs := r.Jobs[ji].Findings; len(fs) > 0 && f == nil {
+			f = &fs[0]
+		}
+	}
+	if f == nil {
+		t.Fatal("the fixture has no finding")
+	}
+	f.Dump = "/tmp/twice-kept-0/twice_kept_0123abcd_2.sql"
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(html), "dumped to <code>/tmp/twice-kept-0/twice_kept_0123abcd_2.sql</code>") {
+		t.Error("the page does not name the dump file")
+	}
+	data, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"dump": "/tmp/twice-kept-0/twice_kept_0123abcd_2.sql"`) {
+		t.Error("report.json does not name the dump file")
+	}
+}

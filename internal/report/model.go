@@ -179,6 +179,9 @@ type Finding struct {
 	// Database is the connection string of the database kept as
 	// evidence, if any.
 	Database string `json:"database,omitempty"`
+	// Dump is the plain-SQL dump of that database, made when its server
+	// stopped with the test binary (local and Docker modes), if any.
+	Dump string `json:"dump,omitempty"`
 }
 
 // TableDiff is how one table differs from the clean run.
