@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/pgserver"
 )
 
 const attributionEnv = "TWICE_HARNESS_TEST_ATTRIBUTION"
@@ -26,8 +27,15 @@ var checkLine int
 // logged from its cleanup, is attributed to the user's Check call, not to
 // a line inside twice. A child process runs the failing check under -v.
 func TestMessagesPointAtTheUsersCheck(t *testing.T) {
+	// The child keeps its database as evidence; on a private server it
+	// goes with the server instead of outliving the test on a shared one.
+	srv, err := pgserver.Start(t.Context(), pgserver.Config{Mode: pgserver.ModeLocal})
+	if err != nil {
+		t.Skipf("no private local server: %v", err)
+	}
+	defer srv.Close()
 	cmd := osexec.Command(os.Args[0], "-test.run=^TestHelperAttribution$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), attributionEnv+"=1")
+	cmd.Env = append(os.Environ(), attributionEnv+"=1", "TWICE_POSTGRES=url", "TWICE_DATABASE_URL="+srv.ConnString(""))
 	out, _ := cmd.CombinedOutput() // the helper's test fails by design
 	text := string(out)
 	t.Logf("helper output:\n%s", text)
