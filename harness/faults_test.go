@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/pgserver"
 )
 
 // Each test here runs one schedule of a fault and shows, on the scenario's
@@ -49,7 +50,16 @@ func replay(t *testing.T, job harness.Job, schedule string, tweak ...func(*harne
 func rows(t *testing.T, sc harness.Scenario) []string {
 	t.Helper()
 	require.NotEmpty(t, sc.Database, "scenario %s kept no database", sc.Schedule)
-	conn, err := pgx.Connect(t.Context(), sc.Database)
+	// The kept database is shown without its password: take the shared
+	// server's, as a user's PGPASSWORD would give it.
+	cfg, err := pgx.ParseConfig(sc.Database)
+	require.NoError(t, err)
+	srv, err := pgserver.Shared(t.Context())
+	require.NoError(t, err)
+	srvCfg, err := pgx.ParseConfig(srv.ConnString(""))
+	require.NoError(t, err)
+	cfg.Password = srvCfg.Password
+	conn, err := pgx.ConnectConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	rs, _ := conn.Query(t.Context(), `SELECT attempt || ':' || what FROM log ORDER BY attempt, what`)
