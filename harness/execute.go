@@ -45,14 +45,30 @@ type execution struct {
 	workers    map[int]Handler // live workers by number
 	pos        int             // next entry of sched.Order
 	granted    []int           // delivery numbers in the order steps were granted
-	retries    bool            // add the queue's retries when the schedule is done
+	retries    int             // rounds of the queue's retries left once the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
 	effects    *effectLog
+
+	ctx     context.Context // the scenario's; for work started from events
+	failure error           // an internal error raised while handling an event
+	queue   *queueRun       // the job's Queue, when it has one; see queue_run.go
 }
 
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
+	kind DeliveryKind
+
+	// With a Queue: begun once the clock moved and the queue was asked;
+	// fetching while Fetch runs; settling while Ack or Nack runs; held
+	// while it waits for deliveries the queue cancelled to react.
+	begun, fetching, settling, held bool
+	queued                          any       // Fetched.Job
+	clockStart                      time.Time // the harness clock when it started
+	cancelled                       bool      // the queue cancelled its context
+	cancelSeq                       int       // requested when it was cancelled
+	cancelledAt                     time.Time // wall time of the cancel
+	settledAs                       Settlement
 
 	started, ended bool // ended: returned, or died
 	dead           bool // its worker died: return value ignored, worker gone
@@ -112,6 +128,7 @@ const (
 	evStepDone                  // a granted step's reply arrived, or an effect call returned
 	evReturned                  // a handler returned
 	evRefused                   // a dead delivery's connection was refused
+	evQueue                     // a queue operation returned
 )
 
 type event struct {
@@ -121,6 +138,7 @@ type event struct {
 	step wireproxy.Step
 	err  error
 	dur  time.Duration // evReturned: the handler's wall time
+	call *queueCall    // evQueue: the operation, its answer in it
 }
 
 // eventQueue never blocks the sender: proxy hooks must not block.
@@ -162,17 +180,38 @@ func (q *eventQueue) drain() []event {
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
 	clock := newClock(r.cfg.clockStart())
 	e := &execution{
-		r: r, sched: sched, db: db, clock: clock, retries: retries,
+		r: r, sched: sched, db: db, clock: clock, ctx: ctx,
 		effects: newEffectLog(clock, r.cfg.PaymentKeyWindow),
 		events:  eventQueue{signal: make(chan struct{}, 1)},
 		workers: map[int]Handler{},
+	}
+	if retries {
+		// The harness's own queue retries a failed job once; a queue
+		// adapter's may need several rounds (a snooze, then a retry).
+		e.retries = 1
+		if r.job.Queue != nil {
+			e.retries = maxQueueRounds
+		}
 	}
 	for _, spec := range sched.Deliveries {
 		e.add(spec)
 	}
 	defer e.abandon()
+	if r.job.Queue != nil {
+		q, err := e.openQueue(ctx)
+		if err != nil {
+			return e, err
+		}
+		e.queue = q
+		defer q.close(ctx)
+	}
 	return e, e.run(ctx)
 }
+
+// maxQueueRounds bounds the rounds of retries the queue makes once the
+// schedule is done: with a queue adapter a job may need several (a
+// snooze, then a retry after a failure).
+const maxQueueRounds = 5
 
 func (e *execution) run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
@@ -182,8 +221,8 @@ func (e *execution) run(ctx context.Context) error {
 			return err
 		}
 		if e.finished() {
-			if e.retries {
-				e.retries = false
+			if e.retries > 0 {
+				e.retries--
 				if e.addQueueRetries() {
 					continue
 				}
@@ -204,6 +243,10 @@ func (e *execution) run(ctx context.Context) error {
 		}
 		for _, ev := range e.events.drain() {
 			e.handle(ev)
+		}
+		if e.failure != nil {
+			e.killAll()
+			return e.failure
 		}
 	}
 }
@@ -243,6 +286,9 @@ func (e *execution) faulted() map[string]bool {
 // addQueueRetries appends a clean redelivery, on a fresh worker, of every
 // job whose last delivery failed, and reports whether it added any.
 func (e *execution) addQueueRetries() bool {
+	if e.queue != nil {
+		return e.queue.addRetries(e)
+	}
 	added := false
 	worker := 0
 	for _, d := range e.deliveries {
@@ -253,7 +299,7 @@ func (e *execution) addQueueRetries() bool {
 			continue
 		}
 		worker++
-		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.cfg.visibilityTimeout()}
+		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.visibilityTimeout()}
 		e.add(spec).outcome.QueueRetry = true
 		added = true
 	}
@@ -307,6 +353,9 @@ func (d *deliveryRun) failed() bool { return d.dead || d.outcome.Err != "" }
 // incomplete says, one line per job, why a job did not complete: its last
 // delivery, the queue's retry included, failed.
 func (e *execution) incomplete() []string {
+	if e.queue != nil {
+		return e.queue.incomplete(e)
+	}
 	var out []string
 	for _, d := range e.lastPerJob() {
 		if d.outcome.Err != "" {
@@ -325,8 +374,17 @@ func (e *execution) incomplete() []string {
 // steps (or ended).
 func (e *execution) startReady(ctx context.Context) error {
 	for i, d := range e.deliveries {
-		if d.started {
+		if d.started || d.ended {
 			continue
+		}
+		if d.begun {
+			// The queue is handing it out, or it waits for deliveries the
+			// queue cancelled; later ones wait for it.
+			if d.held && e.queue.cancelSettled(e) {
+				d.held = false
+				e.queue.fetch(e, d)
+			}
+			return nil
 		}
 		ready := i == 0 || e.deliveries[i-1].ended
 		if w := d.spec.With; w > 0 {
@@ -337,16 +395,51 @@ func (e *execution) startReady(ctx context.Context) error {
 			// Deliveries start in schedule order.
 			return nil
 		}
-		if err := e.start(ctx, d); err != nil {
-			return err
+		d.begun = true
+		e.clock.Advance(d.spec.Advance)
+		d.kind = e.kindOf(d)
+		if e.queue == nil {
+			if err := e.start(ctx, d); err != nil {
+				return err
+			}
+			continue
+		}
+		d.outcome.Kind = d.kind
+		e.queue.begin(e, d)
+		if !d.ended {
+			return nil
 		}
 	}
 	return nil
 }
 
+// kindOf says why the queue hands d's job out.
+func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
+	if d.outcome.QueueRetry {
+		return DeliveryQueueRetry
+	}
+	var prev *deliveryRun
+	for _, o := range e.deliveries[:d.n-1] {
+		if o.spec.Job == d.spec.Job {
+			prev = o
+		}
+	}
+	switch {
+	case prev == nil && d.spec.Job == 1:
+		return DeliveryFirst
+	case prev == nil:
+		return DeliveryProducerCopy
+	case d.spec.Advance >= e.r.redriveAfter():
+		return DeliveryRedrive
+	case prev.spec.Fault == faults.KindLostAck:
+		return DeliveryLostAckRedelivery
+	}
+	return DeliveryRedelivery
+}
+
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.started = true
-	e.clock.Advance(d.spec.Advance)
+	d.clockStart = e.clock.Now()
 	h, ok := e.workers[d.spec.Worker]
 	if !ok {
 		var err error
@@ -401,7 +494,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	d.returned = make(chan struct{})
 	hctx := d.ctx
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock,
+	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock,
 		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
 		defer close(d.returned)
@@ -468,8 +561,17 @@ func (e *execution) handle(ev event) {
 		}
 		if d.spec.Fault == faults.KindLostAck && ev.err == nil {
 			d.outcome.Fault = "returned nil, but its ack was lost"
+			e.end(d)
+			return
+		}
+		if e.queue != nil {
+			e.stop(d)
+			e.queue.settle(e, d, ev.err)
+			return
 		}
 		e.end(d)
+	case evQueue:
+		e.queue.done(e, ev)
 	case evRefused:
 		if !d.ended && d.stuckSince.IsZero() {
 			d.stuckSince = time.Now()
@@ -499,6 +601,12 @@ func (d *deliveryRun) stuck(now time.Time) (bool, time.Time) {
 // kept past the handler's return must not outlive the delivery.
 func (e *execution) end(d *deliveryRun) {
 	d.ended = true
+	e.stop(d)
+}
+
+// stop cancels d's context, cuts its connections and refuses its waiting
+// steps; with a queue, Ack or Nack follow before it ends.
+func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
 	d.proxy.Kill()
 	for _, p := range d.pending {
@@ -525,6 +633,9 @@ func (e *execution) die(d *deliveryRun, why string) {
 // (one that waits on a lock does not count): the one the schedule's order
 // names next, or, past the order, the earliest delivery's.
 func (e *execution) grant() {
+	if e.queue != nil && e.queue.holds(e) {
+		return // a queue operation runs, or cancelled deliveries react
+	}
 	for _, d := range e.deliveries {
 		for _, f := range d.inflight {
 			if !f.blocked {
@@ -663,8 +774,13 @@ func (s effectStepper) endEffect(string) {
 // whether running steps wait on a lock.
 func (e *execution) checkStalls(ctx context.Context) error {
 	now := time.Now()
+	if e.queue != nil {
+		if err := e.queue.checkStall(ctx, e); err != nil {
+			return err
+		}
+	}
 	for _, d := range e.deliveries {
-		if !d.started || d.ended {
+		if !d.started || d.ended || d.settling {
 			continue
 		}
 		if stuck, _ := d.stuck(now); stuck {
@@ -706,8 +822,13 @@ func (e *execution) checkStalls(ctx context.Context) error {
 // granted step runs (it may wait on a lock), else at the next deadline.
 func (e *execution) wake() time.Duration {
 	next := time.Hour
+	if e.queue != nil {
+		if w, ok := e.queue.wake(e); ok {
+			next = w
+		}
+	}
 	for _, d := range e.deliveries {
-		if !d.started || d.ended {
+		if !d.started || d.ended || d.settling {
 			continue
 		}
 		for _, f := range d.inflight {

@@ -42,6 +42,12 @@ type Job struct {
 	// crashed worker is discarded and the redelivery runs on a freshly
 	// built one, as after a real crash.
 	NewWorker func() Handler
+	// Queue, when set, is the job's queue (a queue adapter sets it): the
+	// harness enqueues the job, hands it out and acks or nacks each
+	// delivery through it, on its own connection, so the queue's
+	// bookkeeping is not the handler's steps. nil uses the harness's own
+	// model of a queue. See Queue.
+	Queue Queue
 }
 
 // Delivery is one invocation of the handler, as a queue makes it. Each
@@ -50,8 +56,16 @@ type Delivery struct {
 	// JobID is the queue's ID for the job. A redelivery carries the same
 	// ID; a producer retry carries a new one.
 	JobID string
-	// Attempt counts deliveries of JobID, from 1.
+	// Attempt counts deliveries of JobID, from 1; with a Queue it is the
+	// queue's own counter.
 	Attempt int
+	// Kind is why the queue handed the job out this time: its first
+	// delivery, a redelivery after a crash or a lost ack, a producer
+	// copy, a redrive, the queue's retry.
+	Kind DeliveryKind
+	// Queued is the queue's own record of the job as it handed it out,
+	// set by a queue adapter (River: *rivertype.JobRow); nil without one.
+	Queued any
 	// DB is a pool of this delivery's own connections to the scenario's
 	// database. It is closed when the delivery ends.
 	DB *pgxpool.Pool

@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // The result types are shared with the twice runner, which reads them
@@ -83,6 +84,20 @@ type Result struct {
 type kept struct {
 	scenario int // index into Scenarios
 	db       *freshdb.Database
+}
+
+// String is the result as Check reports it: "ok" with the number of
+// scenarios when the job is idempotent, else every failed scenario,
+// grouped by difference, with its deliveries and diffs.
+func (r *Result) String() string {
+	if r.Idempotent() {
+		return fmt.Sprintf("[twice] ok: job %q: %s, none differs from one clean run", r.Job, render.Plural(len(r.Scenarios), "scenario"))
+	}
+	failed := r.Failed()
+	var b strings.Builder
+	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n", r.Job, len(failed), len(r.Scenarios))
+	render.Findings(&b, &r.Result, failed)
+	return b.String()
 }
 
 // DropDatabases drops the databases Run kept as evidence of failed

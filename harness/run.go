@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,7 +157,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	res.Steps = steps1
 
-	plan = faults.Plan{Steps: steps1, VisibilityTimeout: cfg.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
+	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings}
 	return r, res, plan, nil
 }
 
@@ -222,6 +223,23 @@ func (j Job) validate() error {
 		return fmt.Errorf("[twice] job %q sets both Handler and NewWorker; set one", j.Name)
 	}
 	return nil
+}
+
+// visibilityTimeout is when a job that was not acked is handed out again:
+// the queue's rule when it has one, else Config.VisibilityTimeout.
+func (r *runner) visibilityTimeout() time.Duration {
+	if r.job.Queue != nil {
+		if d := r.job.Queue.Rules().Redeliver; d > 0 {
+			return d
+		}
+	}
+	return r.cfg.visibilityTimeout()
+}
+
+// redriveAfter is how long after a crash the redrive fault hands the job
+// out again.
+func (r *runner) redriveAfter() time.Duration {
+	return cmp.Or(r.cfg.RedriveAfter, faults.DefaultRedriveAfter)
 }
 
 type runner struct {
@@ -327,7 +345,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, err
 	}
 	defer func() { err = errors.Join(err, db.Drop(context.WithoutCancel(ctx))) }()
-	ex, err := r.execute(ctx, db, faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}}, false)
+	ex, err := r.clean(ctx, db, 0)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -335,14 +353,22 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err := ex.effects.err(); err != nil {
 		return nil, nil, nil, err
 	}
-	if d.outcome.Err != "" {
+	if why := ex.cleanFailure(); why != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, d.outcome.Err)
+			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, why)
 		}
-		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, d.outcome.Err)
+		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
-	snap, err := snapshot(ctx, db)
+	snap, err := ex.snapshot(ctx)
 	return snap, d.steps, ex.effects.effects(), err
+}
+
+// clean runs the job once, cleanly, its clock started shift after
+// Config.ClockStart. With a queue the queue's own rounds follow (a
+// snoozed job is handed out again until it completes); see cleanFailure.
+func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Duration) (*execution, error) {
+	sched := faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}
+	return r.execute(ctx, db, sched, r.job.Queue != nil)
 }
 
 // scenario executes sched on a fresh database. It returns the database when
@@ -371,7 +397,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	for _, why := range ex.incomplete() {
 		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
 	}
-	snap, err := snapshot(ctx, db)
+	snap, err := ex.snapshot(ctx)
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}

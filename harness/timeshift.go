@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
-	"github.com/runtwice/twice/faults"
 )
 
 // jobStart is how far the clock had moved when the job effectively
@@ -77,14 +76,14 @@ func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*as
 		return nil, nil, err
 	}
 	defer func() { _ = db.Drop(context.WithoutCancel(ctx)) }()
-	ex, err := r.execute(ctx, db, faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}, false)
+	ex, err := r.clean(ctx, db, shift)
 	if err != nil {
 		return nil, nil, err
 	}
-	if ex.deliveries[0].outcome.Err != "" {
+	if ex.cleanFailure() != "" {
 		return nil, nil, nil
 	}
-	snap, err := snapshot(ctx, db)
+	snap, err := ex.snapshot(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -196,8 +196,44 @@ type DeliveryOutcome struct {
 	// is in Steps).
 	Faulted *faults.Step `json:",omitempty"`
 	// QueueRetry marks the clean redelivery the queue made because the
-	// job's last scheduled delivery failed.
+	// job's last scheduled delivery failed (or, with a queue adapter,
+	// because the queue still held the job: a retry, a snooze).
 	QueueRetry bool
+	// Kind is why the queue handed the job out this time.
+	Kind DeliveryKind `json:",omitempty"`
+	// NotDelivered says why the queue did not hand the job out for this
+	// delivery (a producer copy refused as a duplicate, a job already
+	// completed or still held by another attempt); empty when it did. A
+	// delivery that was not made ran no handler: it is never "handled".
+	NotDelivered string `json:",omitempty"`
+	// Settled is what the queue recorded when the handler returned
+	// ("completed", "retry in 1s", "snoozed for 5m0s"); empty when nothing
+	// was recorded (the worker died, the ack was lost) or the job has no
+	// queue adapter.
+	Settled string `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
+
+// DeliveryKind is why the queue handed a job out.
+type DeliveryKind string
+
+// Kinds of delivery.
+const (
+	// First: the job's first delivery.
+	First DeliveryKind = "first"
+	// Redelivery: the job was handed out again because an earlier
+	// delivery was not acked in time: its worker died, or it outlived the
+	// queue's visibility timeout.
+	Redelivery DeliveryKind = "redelivery"
+	// LostAckRedelivery: handed out again because the ack of a delivery
+	// that succeeded never reached the queue.
+	LostAckRedelivery DeliveryKind = "lost-ack-redelivery"
+	// ProducerCopy: a copy the producer enqueued again with the same
+	// arguments under a new job ID.
+	ProducerCopy DeliveryKind = "producer-copy"
+	// Redrive: a person handed the job out again, long after it died.
+	Redrive DeliveryKind = "redrive"
+	// QueueRetry: the queue's own retry after a failure or a snooze.
+	QueueRetry DeliveryKind = "queue-retry"
+)

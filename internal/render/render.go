@@ -152,6 +152,8 @@ func Deliveries(s record.Scenario) []string {
 	for _, d := range s.Deliveries {
 		label := d.Delivery.Label()
 		switch {
+		case d.NotDelivered != "":
+			out = append(out, fmt.Sprintf("%s was not delivered: %s", label, d.NotDelivered))
 		case d.Fault != "" && d.Err != "":
 			out = append(out, fmt.Sprintf("%s %s, then returned an error: %s", label, d.Fault, FirstLine(d.Err)))
 		case d.Fault != "":

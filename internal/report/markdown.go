@@ -108,6 +108,8 @@ func cellText(c Cell) string {
 // deliveryLine says what went wrong in a delivery, or nothing.
 func deliveryLine(d Delivery) string {
 	switch {
+	case d.NotDelivered != "":
+		return fmt.Sprintf("%s was not delivered: %s", d.Label, d.NotDelivered)
 	case d.Outcome != "" && d.Err != "":
 		return fmt.Sprintf("%s %s, then returned an error: %s", d.Label, d.Outcome, firstLine(d.Err))
 	case d.Outcome != "":

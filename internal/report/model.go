@@ -220,6 +220,15 @@ type Delivery struct {
 	// QueueRetry marks the clean redelivery the queue made because the
 	// schedule's last delivery failed.
 	QueueRetry bool `json:"queue_retry,omitempty"`
+	// Kind is why the queue handed the job out ("first", "redelivery",
+	// "producer-copy"...), set for jobs with a queue adapter.
+	Kind string `json:"kind,omitempty"`
+	// NotDelivered says why the queue did not hand the job out: the
+	// delivery ran no handler.
+	NotDelivered string `json:"not_delivered,omitempty"`
+	// Settled is what the queue recorded when the handler returned
+	// ("completed", "retry: in 1s (attempt 1 of 25)").
+	Settled string `json:"settled,omitempty"`
 }
 
 // Step is one step of a delivery: a statement, or a call to an effect.

@@ -1,0 +1,229 @@
+package points_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	twiceriver "github.com/runtwice/twice/adapters/river"
+	"github.com/runtwice/twice/adapters/river/example/points"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+)
+
+var cfg = harness.Config{Setup: []harness.Setup{twiceriver.Setup(), harness.SQL(points.Schema)}}
+
+func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
+	t.Helper()
+	res, err := harness.Run(context.Background(), job, c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	return res
+}
+
+func failedFaults(res *harness.Result) []faults.Name {
+	var out []faults.Name
+	for _, s := range res.Scenarios {
+		if s.Verdict != harness.Idempotent && !containsName(out, s.Fault) {
+			out = append(out, s.Fault)
+		}
+	}
+	return out
+}
+
+func containsName(names []faults.Name, n faults.Name) bool {
+	for _, m := range names {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+func reward(guard, noTimeout bool) func(*harness.Delivery) river.Worker[points.RewardArgs] {
+	return func(d *harness.Delivery) river.Worker[points.RewardArgs] {
+		return &points.RewardWorker{Pool: d.DB, Guard: guard, NoTimeout: noTimeout}
+	}
+}
+
+// Only the worker's own statements are steps: River's insert, fetch and
+// completer run on the harness's connection.
+func TestRewardStepsAreTheWorkersOwn(t *testing.T) {
+	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), cfg)
+	var sqls []string
+	for _, s := range res.Steps {
+		sql := strings.ToLower(strings.Fields(s.SQL)[0])
+		if strings.Contains(s.SQL, "JobSetStateIfRunningMany") {
+			sql = "JobCompleteTx"
+		}
+		sqls = append(sqls, sql)
+	}
+	// begin, the award, JobCompleteTx's update, commit.
+	assert.Equal(t, []string{"begin", "update", "JobCompleteTx", "commit"}, sqls)
+	t.Logf("reference steps of a River worker doing one write plus JobCompleteTx: %d", len(res.Steps))
+}
+
+// A worker with no timeout whose attempt outlives the rescuer overlaps a
+// second attempt; JobCompleteTx does not check the attempt, so both award
+// the points. The attempt guard rolls the stale attempt back.
+func TestRewardOverlappingAttempts(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.VisibilityTimeout()}
+	res := run(t, twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(false, true), twiceriver.Timeout(-1)), c)
+	require.False(t, res.Idempotent(), "overlapping attempts both award: %s", res)
+	var shown bool
+	for _, s := range res.Scenarios {
+		for _, d := range s.StateDiff {
+			if d.Table == "accounts" && strings.Contains(d.Diff, "220") {
+				shown = true
+			}
+		}
+	}
+	assert.True(t, shown, "the accounts diff shows 220 points instead of 170: %s", res)
+
+	guarded := run(t, twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(true, true), twiceriver.Timeout(-1)), c)
+	assert.True(t, guarded.Idempotent(), "the attempt guard keeps one award: %s", guarded)
+}
+
+// With River's default timeout the first attempt's context is cancelled
+// at one minute, long before the rescuer's hour: the worker honours it,
+// so no second attempt ever overlaps, and the unguarded worker passes the
+// default matrix. Only a producer that enqueues the job twice awards
+// twice: the job is not unique.
+func TestRewardDefaultTimeoutNeverOverlaps(t *testing.T) {
+	c := cfg
+	c.Faults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
+	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), c)
+	assert.True(t, res.Idempotent(), "%s", res)
+	var cancelled, notDelivered bool
+	for _, s := range res.Scenarios {
+		for _, d := range s.Deliveries {
+			cancelled = cancelled || strings.Contains(d.Fault, "context cancelled by the queue")
+			notDelivered = notDelivered || d.NotDelivered != ""
+		}
+	}
+	assert.True(t, cancelled, "visibility-timeout schedules cancel the first attempt")
+	assert.True(t, notDelivered, "a concurrent delivery of a running job is not delivered")
+
+	c.Faults = []faults.Fault{faults.ProducerRetry()}
+	twice := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), c)
+	assert.False(t, twice.Idempotent(), "two jobs with the same args award twice")
+}
+
+// The worker's Timeout must be the one the check models.
+func TestTimeoutMismatchIsAnError(t *testing.T) {
+	_, err := harness.Run(context.Background(), twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(false, true)), cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "twiceriver.Timeout(-1ns)")
+}
+
+// An autocommit write with completion left to River's completer is
+// written twice when the worker dies after Work returned and before the
+// completer ran.
+func TestLedgerCrashBeforeCompletion(t *testing.T) {
+	res := run(t, twiceriver.Job("ledger", points.LedgerArgs{OrderID: 9812}, func(d *harness.Delivery) river.Worker[points.LedgerArgs] {
+		return &points.LedgerWorker{Pool: d.DB}
+	}), cfg)
+	assert.Contains(t, failedFaults(res), faults.NameCrashBeforeAck, "%s", res)
+	for _, s := range res.Scenarios {
+		if s.Fault == faults.NameCrashBeforeAck {
+			require.Len(t, s.Deliveries, 2)
+			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+		}
+	}
+}
+
+// A child job inserted without UniqueOpts is inserted again when the
+// producer enqueued the job twice; with UniqueOpts the second insert is a
+// duplicate and the state matches the clean run.
+func TestShipChildJobUnderProducerRetry(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.ProducerRetry()}
+	ship := func(unique bool) func(*harness.Delivery) river.Worker[points.ShipArgs] {
+		return func(d *harness.Delivery) river.Worker[points.ShipArgs] {
+			return &points.ShipWorker{Pool: d.DB, Unique: unique}
+		}
+	}
+	plain := run(t, twiceriver.Job("ship", points.ShipArgs{OrderID: 9812}, ship(false)), c)
+	require.False(t, plain.Idempotent(), "%s", plain)
+	assert.Equal(t, "river_job", plain.Scenarios[0].StateDiff[0].Table)
+
+	unique := run(t, twiceriver.Job("ship-unique", points.ShipArgs{OrderID: 9812}, ship(true)), c)
+	assert.True(t, unique.Idempotent(), "%s", unique)
+}
+
+// A producer's copy of a unique job is refused by River at insert: it is
+// "not delivered", never handled.
+func TestUniqueJobCopyIsNotDelivered(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.ProducerRetry()}
+	res := run(t, twiceriver.Job("ledger-unique", points.LedgerArgs{OrderID: 9812}, func(d *harness.Delivery) river.Worker[points.LedgerArgs] {
+		return &points.LedgerWorker{Pool: d.DB}
+	}, twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})), c)
+	assert.True(t, res.Idempotent(), "%s", res)
+	for _, s := range res.Scenarios {
+		require.Len(t, s.Deliveries, 2)
+		assert.Contains(t, s.Deliveries[1].NotDelivered, "duplicate")
+		assert.Equal(t, harness.DeliveryProducerCopy, s.Deliveries[1].Kind)
+		assert.Empty(t, s.Deliveries[1].Steps)
+	}
+}
+
+// A worker that snoozes until its reminder is due is handed out again
+// when the snooze ends; the snooze is not a failure and not a finding.
+func TestSnoozeIsNotAFinding(t *testing.T) {
+	due := time.Date(2026, 1, 1, 9, 5, 0, 0, time.UTC) // five minutes after the harness clock starts
+	res := run(t, twiceriver.Job("reminder", points.ReminderArgs{OrderID: 9812, DueAt: due}, func(d *harness.Delivery) river.Worker[points.ReminderArgs] {
+		return &points.ReminderWorker{Pool: d.DB, Now: d.Now}
+	}), cfg)
+	assert.True(t, res.Idempotent(), "%s", res)
+	var rows int
+	for _, tb := range res.Reference.Tables {
+		if tb.Name == "ledger" {
+			rows = len(tb.Rows)
+		}
+	}
+	assert.Equal(t, 1, rows, "the clean run records the reminder once, after its snooze")
+}
+
+// BadArgs cannot be marshalled: River's insert fails.
+type BadArgs struct {
+	C chan int `json:"c"`
+}
+
+func (BadArgs) Kind() string { return "bad_args" }
+
+type badWorker struct {
+	river.WorkerDefaults[BadArgs]
+}
+
+func (badWorker) Work(context.Context, *river.Job[BadArgs]) error { return nil }
+
+// Bad input is a clear error naming the job: arguments River cannot
+// insert, and a worker that panics.
+func TestBadInputNamesTheJob(t *testing.T) {
+	_, err := harness.Run(context.Background(), twiceriver.Job("bad-args", BadArgs{C: make(chan int)}, func(*harness.Delivery) river.Worker[BadArgs] {
+		return badWorker{}
+	}), cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "bad-args": its queue could not enqueue job 1`)
+	assert.Contains(t, err.Error(), "unsupported type")
+
+	_, err = harness.Run(context.Background(), twiceriver.Job("panics", points.LedgerArgs{OrderID: 9812}, func(*harness.Delivery) river.Worker[points.LedgerArgs] {
+		return panicker{}
+	}), cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "panics" failed on its clean reference run 1`)
+	assert.Contains(t, err.Error(), "handler panicked: lost the order")
+}
+
+type panicker struct {
+	river.WorkerDefaults[points.LedgerArgs]
+}
+
+func (panicker) Work(context.Context, *river.Job[points.LedgerArgs]) error { panic("lost the order") }

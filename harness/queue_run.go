@@ -1,0 +1,447 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/render"
+)
+
+// queueRun drives a job's Queue through one execution: the harness's
+// connection, the operation running on it, and what the queue said about
+// each job. Only the event loop touches it; an operation runs in a
+// goroutine of its own and answers with an evQueue event, so one that
+// waits on a lock a delivery holds (an ack behind the handler's open
+// transaction) never stops the loop.
+type queueRun struct {
+	q      Queue
+	name   string // the job's
+	rules  QueueRules
+	conn   *pgx.Conn
+	pid    uint32
+	ctx    context.Context // operations run in it; cancelled by close
+	cancel context.CancelFunc
+
+	running *queueCall   // the operation on conn
+	blocked bool         // the server says it waits on a lock
+	waiting []*queueCall // operations waiting for conn, in order
+	ops     chan struct{}
+
+	jobs map[int]*queuedJob // by schedule job number
+}
+
+// queuedJob is what the queue said about one job of the schedule.
+type queuedJob struct {
+	enq     Enqueued
+	settled *Settled // the last Ack or Nack, in the order they ran
+	done    bool     // a Fetch said the job is finished
+	refused string   // the last Fetch's reason for not handing it out
+}
+
+// queueCall is one Queue operation of a delivery.
+type queueCall struct {
+	d    *deliveryRun
+	what string // "fetch", "ack", "nack"
+	run  func(ctx context.Context, op QueueOp) (any, error)
+	op   QueueOp
+
+	answer any
+	err    error
+}
+
+// openQueue connects to the scenario's database, outside the proxy, and
+// enqueues every job of the schedule, the original first.
+func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
+	conn, err := pgx.Connect(ctx, e.db.ConnString)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
+	}
+	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.job.Queue.Rules(), conn: conn, pid: conn.PgConn().PID(),
+		ops: make(chan struct{}, 1), jobs: map[int]*queuedJob{}}
+	q.ctx, q.cancel = context.WithCancel(ctx)
+	var nums []int
+	for _, d := range e.deliveries {
+		if !slices.Contains(nums, d.spec.Job) {
+			nums = append(nums, d.spec.Job)
+		}
+	}
+	slices.Sort(nums)
+	for _, n := range nums {
+		enq, err := q.call(ctx, "enqueue", QueueOp{Conn: conn, Now: e.clock.Now(), Job: n}, func(ctx context.Context, op QueueOp) (Enqueued, error) {
+			return q.q.Enqueue(ctx, op)
+		})
+		if err != nil {
+			q.close(ctx)
+			return nil, err
+		}
+		if !enq.Duplicate && enq.JobID == "" {
+			q.close(ctx)
+			return nil, fmt.Errorf("[twice] job %q: its queue's Enqueue of job %d returned no job ID and no duplicate", e.r.job.Name, n)
+		}
+		if n == 1 && enq.Duplicate {
+			q.close(ctx)
+			return nil, fmt.Errorf("[twice] job %q: its queue refused the original job as a duplicate (%s), so it is never delivered; does the setup already hold a job with its unique key?", e.r.job.Name, enq.Reason)
+		}
+		q.jobs[n] = &queuedJob{enq: enq}
+	}
+	for _, d := range e.deliveries {
+		d.outcome.JobID = q.jobs[d.spec.Job].enq.JobID
+	}
+	return q, nil
+}
+
+// call runs a Queue method now, on the event loop: only Enqueue, before
+// any delivery runs, so nothing can hold a lock it waits on. A panic is an
+// error naming the method.
+func (q *queueRun) call(ctx context.Context, what string, op QueueOp, f func(context.Context, QueueOp) (Enqueued, error)) (out Enqueued, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("[twice] job %q: its queue's %s of job %d panicked: %v", q.name, what, op.Job, p)
+		}
+	}()
+	out, err = f(ctx, op)
+	if err != nil {
+		// Most often the job's own input (arguments that do not
+		// marshal), so not labelled internal.
+		return out, fmt.Errorf("[twice] job %q: its queue could not %s job %d: %w", q.name, what, op.Job, err)
+	}
+	return out, nil
+}
+
+func (q *queueRun) close(ctx context.Context) {
+	// An operation still running (the scenario was interrupted) ends with
+	// its context; wait for it before the connection goes.
+	q.cancel()
+	if q.running != nil {
+		<-q.ops
+	}
+	_ = q.conn.Close(context.WithoutCancel(ctx))
+}
+
+// begin asks the queue for d's delivery: at once, or, when the queue
+// cancels deliveries that run too long, once those it cancelled now have
+// reacted.
+func (q *queueRun) begin(e *execution, d *deliveryRun) {
+	job := q.jobs[d.spec.Job]
+	if job.enq.Duplicate {
+		d.outcome.NotDelivered = "the queue refused the producer's copy as a duplicate: " + job.enq.Reason
+		d.ended = true
+		return
+	}
+	if q.cancelOverdue(e) {
+		d.held = true
+		return
+	}
+	q.fetch(e, d)
+}
+
+// cancelOverdue cancels the context of every running delivery whose
+// CancelAfter has passed on the harness clock, as the queue would before
+// it hands the job out again, and reports whether it cancelled any.
+func (q *queueRun) cancelOverdue(e *execution) bool {
+	if q.rules.CancelAfter <= 0 {
+		return false
+	}
+	cancelled := false
+	for _, o := range e.deliveries {
+		if !o.started || o.ended || o.settling || o.cancelled {
+			continue
+		}
+		if e.clock.Now().Sub(o.clockStart) >= q.rules.CancelAfter {
+			o.cancelled = true
+			o.cancelSeq = o.requested
+			o.cancelledAt = time.Now()
+			o.outcome.Fault = fmt.Sprintf("had its context cancelled by the queue %s after it started", q.rules.CancelAfter)
+			o.cancel()
+			cancelled = true
+		}
+	}
+	return cancelled
+}
+
+// cancelSettled reports whether every delivery the queue cancelled has
+// reacted: returned, asked for another step (it ignores its context), or
+// had abandonGrace to do either.
+func (q *queueRun) cancelSettled(e *execution) bool {
+	for _, o := range e.deliveries {
+		if !o.cancelled || o.ended || o.settling {
+			continue
+		}
+		if o.requested > o.cancelSeq || time.Since(o.cancelledAt) >= abandonGrace {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// holds reports whether steps must wait: an operation runs on the
+// queue's connection and does not wait on a lock, or cancelled
+// deliveries have yet to react.
+func (q *queueRun) holds(e *execution) bool {
+	if q.running != nil && !q.blocked {
+		return true
+	}
+	for _, d := range e.deliveries {
+		if d.held {
+			return true
+		}
+	}
+	return false
+}
+
+func (q *queueRun) fetch(e *execution, d *deliveryRun) {
+	d.fetching = true
+	q.submit(e, &queueCall{d: d, what: "fetch",
+		op:  QueueOp{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind},
+		run: func(ctx context.Context, op QueueOp) (any, error) { return q.q.Fetch(ctx, op) }})
+}
+
+// settle acks or nacks d, whose handler returned err.
+func (q *queueRun) settle(e *execution, d *deliveryRun, err error) {
+	d.settling = true
+	c := &queueCall{d: d, what: "ack", op: QueueOp{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind, Queued: d.queued},
+		run: func(ctx context.Context, op QueueOp) (any, error) { return q.q.Ack(ctx, op) }}
+	if err != nil {
+		c.what = "nack"
+		c.run = func(ctx context.Context, op QueueOp) (any, error) { return q.q.Nack(ctx, op, err) }
+	}
+	q.submit(e, c)
+}
+
+func (q *queueRun) submit(e *execution, c *queueCall) {
+	q.waiting = append(q.waiting, c)
+	q.next(e)
+}
+
+// next starts the oldest waiting operation when none runs.
+func (q *queueRun) next(e *execution) {
+	if q.running != nil || len(q.waiting) == 0 {
+		return
+	}
+	c := q.waiting[0]
+	q.waiting = q.waiting[1:]
+	q.running, q.blocked = c, false
+	c.op.Conn, c.op.Now = q.conn, e.clock.Now()
+	go func() {
+		defer func() { q.ops <- struct{}{} }()
+		defer func() {
+			if p := recover(); p != nil {
+				c.err = fmt.Errorf("panicked: %v", p)
+			}
+			e.events.push(event{kind: evQueue, d: c.d, call: c})
+		}()
+		c.answer, c.err = c.run(q.ctx, c.op)
+	}()
+}
+
+// done takes an operation's answer.
+func (q *queueRun) done(e *execution, ev event) {
+	<-q.ops
+	q.running = nil
+	c, d := ev.call, ev.d
+	if c.err != nil {
+		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s for delivery %s of job %s: %w", e.r.job.Name, c.what, d.spec.Label(), d.outcome.JobID, c.err)
+		return
+	}
+	job := q.jobs[d.spec.Job]
+	switch a := c.answer.(type) {
+	case Fetched:
+		d.fetching = false
+		if !a.Delivered {
+			job.done = job.done || a.Done
+			job.refused = a.Reason
+			d.outcome.NotDelivered = cmpOr(a.Reason, "the queue did not hand the job out")
+			d.ended = true
+			break
+		}
+		d.queued = a.Job
+		if a.Attempt > 0 {
+			d.outcome.Attempt = a.Attempt
+		}
+		if err := e.start(e.ctx, d); err != nil {
+			e.failure = err
+		}
+	case Settled:
+		d.settling = false
+		job.settled = &a
+		d.settledAs = a.Outcome
+		d.outcome.Settled = a.Outcome.String()
+		if a.Detail != "" {
+			d.outcome.Settled += ": " + a.Detail
+		}
+		d.ended = true
+	default:
+		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s answered %T", e.r.job.Name, c.what, c.answer)
+	}
+	q.next(e)
+	e.events.poke()
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// checkStall asks the server whether the running operation waits on a
+// lock a delivery holds; the loop then lets steps through until it is
+// released.
+func (q *queueRun) checkStall(ctx context.Context, e *execution) error {
+	if q.running == nil || q.blocked {
+		return nil
+	}
+	waits, err := e.r.waitsOnLock(ctx, q.pid)
+	if err != nil {
+		return err
+	}
+	if waits {
+		q.blocked = true
+		e.lockWaits++
+	}
+	return nil
+}
+
+// wake is when the loop must look again for the queue's sake.
+func (q *queueRun) wake(e *execution) (time.Duration, bool) {
+	if q.running != nil && !q.blocked {
+		return lockPoll, true
+	}
+	for _, o := range e.deliveries {
+		if o.cancelled && !o.ended && !o.settling && time.Since(o.cancelledAt) < abandonGrace {
+			return max(time.Until(o.cancelledAt.Add(abandonGrace)), time.Millisecond), true
+		}
+	}
+	return 0, false
+}
+
+// finished reports whether the queue holds job n as finished.
+func (j *queuedJob) finished() bool {
+	return j.enq.Duplicate || j.done || (j.settled != nil && j.settled.Outcome.finished())
+}
+
+// addRetries hands out again, on a fresh worker, every job the queue
+// still holds once the schedule is done: after the queue's retry or
+// snooze delay, or after its redelivery time when the last delivery was
+// never acked. It reports whether it added any.
+func (q *queueRun) addRetries(e *execution) bool {
+	added := false
+	worker := 0
+	for _, d := range e.deliveries {
+		worker = max(worker, d.spec.Worker)
+	}
+	for _, last := range e.lastPerJob() {
+		job := q.jobs[last.spec.Job]
+		if job.finished() {
+			continue
+		}
+		advance := e.r.visibilityTimeout()
+		if s := job.settled; s != nil && last.outcome.Settled != "" {
+			advance = s.After
+		}
+		worker++
+		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.outcome.Attempt + 1, Worker: worker, Advance: advance}
+		d := e.add(spec)
+		d.outcome.QueueRetry = true
+		d.outcome.JobID = job.enq.JobID
+		added = true
+	}
+	return added
+}
+
+// incomplete says, one line per job, why a job the queue holds is not
+// complete once every delivery, the queue's retries included, is over.
+func (q *queueRun) incomplete(e *execution) []string {
+	var out []string
+	for _, last := range e.lastPerJob() {
+		job := q.jobs[last.spec.Job]
+		if job.enq.Duplicate || job.done || (job.settled != nil && job.settled.Outcome.complete()) {
+			continue
+		}
+		var delivered *deliveryRun
+		for _, d := range e.deliveries {
+			if d.spec.Job == last.spec.Job && d.started {
+				delivered = d
+			}
+		}
+		id := job.enq.JobID
+		switch {
+		case job.settled != nil && job.settled.Outcome == Discarded:
+			out = append(out, fmt.Sprintf("job %s: the queue discarded it (%s)", id, job.settled.Detail))
+		case delivered == nil:
+			out = append(out, fmt.Sprintf("job %s: the queue never handed it out: %s", id, job.refused))
+		case delivered.outcome.Err != "":
+			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
+				id, delivered.spec.Label(), delivered.outcome.Attempt, render.FirstLine(delivered.outcome.Err)))
+		case delivered.dead:
+			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s", id, delivered.spec.Label(), delivered.outcome.Attempt, delivered.outcome.Fault))
+		default:
+			out = append(out, fmt.Sprintf("job %s: the queue still holds it after %d rounds of retries", id, maxQueueRounds))
+		}
+	}
+	return out
+}
+
+// withoutQueueRows leaves the queue's own tables and the rows of the jobs
+// the harness enqueued out of snap; rows the handler inserted stay.
+func (q *queueRun) withoutQueueRows(snap *assert.Snapshot) (*assert.Snapshot, error) {
+	if snap == nil {
+		return nil, nil
+	}
+	ids := map[string]bool{}
+	for _, j := range q.jobs {
+		if !j.enq.Duplicate {
+			ids[j.enq.JobID] = true
+		}
+	}
+	out := &assert.Snapshot{}
+	for _, t := range snap.Tables {
+		if slices.Contains(q.rules.Tables, t.Name) {
+			continue
+		}
+		if t.Name == q.rules.JobTable {
+			col := slices.IndexFunc(t.Columns, func(c assert.Column) bool { return c.Name == q.rules.JobIDColumn })
+			if col < 0 {
+				return nil, fmt.Errorf("[twice] internal: the queue's job table %s has no column %q", t.Name, q.rules.JobIDColumn)
+			}
+			t.Rows = slices.DeleteFunc(slices.Clone(t.Rows), func(row []any) bool { return ids[fmt.Sprint(row[col])] })
+		}
+		out.Tables = append(out.Tables, t)
+	}
+	return out, nil
+}
+
+// snapshot reads the scenario's tables once the execution is over,
+// without the queue's own.
+func (e *execution) snapshot(ctx context.Context) (*assert.Snapshot, error) {
+	snap, err := snapshot(ctx, e.db)
+	if err != nil || e.queue == nil {
+		return snap, err
+	}
+	return e.queue.withoutQueueRows(snap)
+}
+
+// cleanFailure says why a clean run failed, or nothing: a delivery
+// returned an error the queue did not read as a snooze or a
+// cancellation, or the job did not complete.
+func (e *execution) cleanFailure() string {
+	for _, d := range e.deliveries {
+		if d.outcome.Err != "" && d.settledAs != Snoozed && d.settledAs != Cancelled {
+			return d.outcome.Err
+		}
+	}
+	if e.queue != nil {
+		if in := e.incomplete(); len(in) > 0 {
+			return strings.Join(in, "; ")
+		}
+	}
+	return ""
+}
