@@ -65,6 +65,7 @@ type deliveryRun struct {
 	begun, fetching, settling, held bool
 	queued                          any       // Fetched.Job
 	clockStart                      time.Time // the harness clock when it started
+	overdue                         bool      // past the queue's CancelAfter: to be cancelled
 	cancelled                       bool      // the queue cancelled its context
 	cancelSeq                       int       // requested when it was cancelled
 	cancelledAt                     time.Time // wall time of the cancel
@@ -527,6 +528,9 @@ func (e *execution) handle(ev event) {
 		d.requested++
 		ev.req.seq = d.requested
 		d.pending = append(d.pending, ev.req)
+		if e.queue != nil {
+			e.queue.cancelIfWaiting(d)
+		}
 	case evStepDone:
 		if d.ended {
 			return // a dead delivery's late replies are not its steps

@@ -1,0 +1,249 @@
+package harness_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+)
+
+// tableQueue is a small queue kept in a table, as Postgres-backed queues
+// are: a job row with a state, an attempt counter and a time it is due.
+// It hands a running job out again only after redeliver, reads errSnooze
+// as a snooze and discards a job after maxAttempts.
+type tableQueue struct {
+	redeliver   time.Duration
+	cancelAfter time.Duration
+	maxAttempts int
+	unique      bool // a producer's copy is a duplicate
+	holdRunning bool // a running job is not handed out before redeliver
+}
+
+const tableQueueSchema = `
+CREATE TABLE queue_jobs (
+	id         bigserial PRIMARY KEY,
+	state      text NOT NULL DEFAULT 'available',
+	attempt    int NOT NULL DEFAULT 0,
+	run_at     timestamptz NOT NULL,
+	started_at timestamptz,
+	note       text
+);
+CREATE TABLE queue_meta (k text PRIMARY KEY);
+CREATE TABLE rewards (order_id int PRIMARY KEY, points int NOT NULL);
+INSERT INTO rewards VALUES (1, 0);
+`
+
+var errSnooze = errors.New("snooze for a minute")
+
+func (q tableQueue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+	if q.unique && op.Job > 1 {
+		return harness.Enqueued{Duplicate: true, Reason: "one job per order"}, nil
+	}
+	var id int64
+	err := op.Conn.QueryRow(ctx, `INSERT INTO queue_jobs (run_at) VALUES ($1) RETURNING id`, op.Now).Scan(&id)
+	return harness.Enqueued{JobID: fmt.Sprint(id)}, err
+}
+
+func (q tableQueue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
+	var attempt int
+	err := op.Conn.QueryRow(ctx, `
+		UPDATE queue_jobs SET state = 'running', attempt = attempt + 1, started_at = $2
+		WHERE id = $1 AND run_at <= $2 AND (state = 'available'
+			OR (state = 'running' AND (NOT $4 OR started_at <= $2::timestamptz - $3::interval)))
+		RETURNING attempt`, op.JobID, op.Now, q.redeliver, q.holdRunning).Scan(&attempt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var state string
+		if err := op.Conn.QueryRow(ctx, `SELECT state FROM queue_jobs WHERE id = $1`, op.JobID).Scan(&state); err != nil {
+			return harness.Fetched{}, err
+		}
+		return harness.Fetched{Reason: "the job is " + state, Done: state == "done"}, nil
+	}
+	return harness.Fetched{Delivered: true, Attempt: attempt, Job: attempt}, err
+}
+
+func (q tableQueue) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+	_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'done', note = 'acked' WHERE id = $1`, op.JobID)
+	return harness.Settled{Outcome: harness.Completed}, err
+}
+
+func (q tableQueue) Nack(ctx context.Context, op harness.QueueOp, err error) (harness.Settled, error) {
+	switch {
+	case errors.Is(err, errSnooze):
+		_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'available', run_at = $2::timestamptz + interval '1 minute' WHERE id = $1`, op.JobID, op.Now)
+		return harness.Settled{Outcome: harness.Snoozed, After: time.Minute}, err
+	case q.maxAttempts > 0 && op.Queued.(int) >= q.maxAttempts:
+		_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'discarded' WHERE id = $1`, op.JobID)
+		return harness.Settled{Outcome: harness.Discarded, Detail: fmt.Sprintf("after %d attempts", q.maxAttempts)}, err
+	}
+	_, err = op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'available' WHERE id = $1`, op.JobID)
+	return harness.Settled{Outcome: harness.Retry, After: time.Second}, err
+}
+
+func (q tableQueue) Rules() harness.QueueRules {
+	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id"}
+}
+
+func queueConfig(fs ...faults.Fault) harness.Config {
+	return harness.Config{Setup: []harness.Setup{harness.SQL(tableQueueSchema)}, Faults: fs}
+}
+
+func runQueue(t *testing.T, job harness.Job, cfg harness.Config) *harness.Result {
+	t.Helper()
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	return res
+}
+
+// The queue's bookkeeping is not the handler's steps, and its rows are
+// not compared: a handler that writes idempotently passes the matrix.
+func TestQueueBookkeepingIsNotSteps(t *testing.T) {
+	job := harness.Job{Name: "set-points", Queue: tableQueue{redeliver: time.Hour, holdRunning: true},
+		Handler: exec(`UPDATE rewards SET points = 50 WHERE order_id = 1`)}
+	res := runQueue(t, job, queueConfig())
+	assert.True(t, res.Idempotent(), "%s", res)
+	require.Len(t, res.Steps, 1, "only the handler's UPDATE is a step")
+	for _, s := range res.Scenarios {
+		if s.Fault == faults.NameCrashBeforeAck {
+			require.Len(t, s.Deliveries, 2)
+			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, time.Hour, s.Schedule.Deliveries[1].Advance, "the queue's redelivery time replaces the visibility timeout")
+		}
+	}
+}
+
+// A delivery the queue refuses is "not delivered": no handler ran, and
+// the job is not counted as handled by it.
+func TestQueueNotDelivered(t *testing.T) {
+	job := harness.Job{Name: "add-points", Queue: tableQueue{redeliver: time.Hour, holdRunning: true, unique: true},
+		Handler: exec(`UPDATE rewards SET points = points + 50 WHERE order_id = 1`)}
+	res := runQueue(t, job, queueConfig(faults.ConcurrentDelivery(), faults.ProducerRetry()))
+	assert.True(t, res.Idempotent(), "a running job and a duplicate copy are never handed out: %s", res)
+	var running, duplicate int
+	for _, s := range res.Scenarios {
+		for _, d := range s.Deliveries {
+			switch {
+			case strings.Contains(d.NotDelivered, "the job is running"):
+				running++
+				assert.Empty(t, d.Steps)
+			case strings.Contains(d.NotDelivered, "duplicate: one job per order"):
+				duplicate++
+			}
+		}
+	}
+	assert.Positive(t, running, "concurrent deliveries of a running job")
+	assert.Equal(t, 1, duplicate, "the producer's copy")
+}
+
+// A handler that snoozes is handed out again after the snooze: not a
+// failure, not a finding, also on the clean run.
+func TestQueueSnoozeIsNotAFailure(t *testing.T) {
+	job := harness.Job{Name: "snoozer", Queue: tableQueue{redeliver: time.Hour, holdRunning: true},
+		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			if d.Attempt == 1 {
+				return errSnooze
+			}
+			_, err := d.DB.Exec(ctx, `UPDATE rewards SET points = 50 WHERE order_id = 1`)
+			return err
+		}}
+	res := runQueue(t, job, queueConfig(faults.RunTwice(), faults.CrashBeforeAck()))
+	assert.True(t, res.Idempotent(), "%s", res)
+	var snoozed bool
+	for _, s := range res.Scenarios {
+		for _, d := range s.Deliveries {
+			snoozed = snoozed || d.Settled == "snoozed"
+		}
+	}
+	assert.True(t, snoozed)
+}
+
+// A job the queue discards did not complete, and the finding says the
+// queue discarded it.
+func TestQueueDiscardIsIncomplete(t *testing.T) {
+	failAgain := func(ctx context.Context, d *harness.Delivery) error {
+		if _, err := d.DB.Exec(ctx, `UPDATE rewards SET points = 50 WHERE order_id = 1`); err != nil {
+			return err
+		}
+		if d.Kind != harness.DeliveryFirst {
+			return errors.New("the order is gone")
+		}
+		return nil
+	}
+	job := harness.Job{Name: "discarded", Queue: tableQueue{redeliver: time.Hour, holdRunning: true, maxAttempts: 2}, Handler: failAgain}
+	res := runQueue(t, job, queueConfig(faults.CrashBeforeAck()))
+	require.False(t, res.Idempotent())
+	var problems []string
+	for _, p := range res.Scenarios[0].Problems {
+		problems = append(problems, p.Detail)
+	}
+	assert.Contains(t, strings.Join(problems, "\n"), "the queue discarded it (after 2 attempts)")
+}
+
+// An ack that waits on a lock a running delivery holds does not stop the
+// scenario: the server says it waits, and the other delivery goes on.
+func TestQueueAckWaitsOnLock(t *testing.T) {
+	job := harness.Job{Name: "second-attempt-locks-its-row", Queue: tableQueue{redeliver: time.Hour},
+		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+				if d.Attempt == 2 {
+					if _, err := tx.Exec(ctx, `UPDATE queue_jobs SET note = 'worked' WHERE id = $1`, d.JobID); err != nil {
+						return err
+					}
+				}
+				_, err := tx.Exec(ctx, `UPDATE rewards SET points = 50 WHERE order_id = 1`)
+				return err
+			})
+		}}
+	// Delivery 2 locks the job's row; delivery 1 commits and returns, and
+	// its ack waits on that lock until delivery 2 commits.
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,2,2,1,1,2,2")
+	require.NoError(t, err)
+	res := runQueue(t, job, queueConfig(faults.Replay(sched)))
+	require.Len(t, res.Scenarios, 1)
+	s := res.Scenarios[0]
+	for _, d := range s.Deliveries {
+		assert.Empty(t, d.Err)
+		assert.Equal(t, "completed", d.Settled)
+	}
+	assert.Equal(t, []int{1, 2, 2, 1, 1, 2, 2}, s.Order)
+	assert.Positive(t, s.LockWaits, "the ack's lock wait was seen")
+}
+
+// The queue cancels a delivery that runs past CancelAfter before it hands
+// the job out again; a handler that honours its context stops there and
+// no second attempt overlaps it.
+func TestQueueCancelsBeforeRedelivery(t *testing.T) {
+	job := harness.Job{Name: "two-steps", Queue: tableQueue{redeliver: time.Hour, cancelAfter: time.Minute, holdRunning: true},
+		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`)
+				return err
+			})
+		}}
+	res := runQueue(t, job, queueConfig(faults.VisibilityTimeout()))
+	assert.True(t, res.Idempotent(), "%s", res)
+	for _, s := range res.Scenarios {
+		d1 := s.Deliveries[0]
+		if s.Schedule.Deliveries[1].After < len(res.Steps) {
+			assert.Contains(t, d1.Fault, "context cancelled by the queue 1m0s after it started", s.Schedule.String())
+			assert.Contains(t, d1.Err, "context canceled", s.Schedule.String())
+		} else {
+			// It had committed: it returns nil and is acked, and the
+			// job is not handed out again.
+			assert.Empty(t, d1.Fault, s.Schedule.String())
+			assert.Contains(t, s.Deliveries[1].NotDelivered, "the job is done", s.Schedule.String())
+		}
+	}
+}
