@@ -230,6 +230,10 @@ func (e *execution) run(ctx context.Context) error {
 			}
 			return nil
 		}
+		if e.stalled() {
+			e.killAll()
+			return fmt.Errorf("[twice] internal: scenario %s stalled: no delivery runs and none can start (a bug in twice; please report it with the schedule)", e.sched)
+		}
 		e.grant()
 		timer.Reset(e.wake())
 		select {
@@ -259,6 +263,21 @@ func (e *execution) finished() bool {
 		}
 	}
 	return true
+}
+
+// stalled reports whether the scenario can no longer move: not finished,
+// yet no delivery runs or settles, and no queue operation runs or waits.
+// It never holds unless the scheduler is wrong; waiting would hang.
+func (e *execution) stalled() bool {
+	if e.finished() {
+		return false
+	}
+	for _, d := range e.deliveries {
+		if d.started && !d.ended {
+			return false
+		}
+	}
+	return e.queue == nil || (e.queue.running == nil && len(e.queue.waiting) == 0)
 }
 
 // overlapped reports whether any deliveries ran at once.
@@ -389,8 +408,9 @@ func (e *execution) startReady(ctx context.Context) error {
 		}
 		ready := i == 0 || e.deliveries[i-1].ended
 		if w := d.spec.With; w > 0 {
+			// A delivery the queue never made has ended without starting.
 			ref := e.deliveries[w-1]
-			ready = ref.started && (ref.done >= d.spec.After || ref.ended)
+			ready = ref.ended || (ref.started && ref.done >= d.spec.After)
 		}
 		if !ready {
 			// Deliveries start in schedule order.

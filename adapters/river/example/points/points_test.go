@@ -227,3 +227,14 @@ type panicker struct {
 }
 
 func (panicker) Work(context.Context, *river.Job[points.LedgerArgs]) error { panic("lost the order") }
+
+// Exploration draws schedules over River's queue too: with one job ID
+// (the job is not unique, so a producer's copy awards again), the guarded
+// worker with no timeout survives whatever it draws.
+func TestExploreRiverWorker(t *testing.T) {
+	opts := harness.ExploreOptions{Checks: 25, Limits: faults.Limits{Jobs: 1}}
+	guarded, err := harness.ExploreRun(context.Background(), twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(true, true), twiceriver.Timeout(-1)), cfg, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = guarded.Result.DropDatabases(context.Background()) })
+	assert.Empty(t, guarded.Result.Scenarios, "the guarded worker: %s", guarded.Result)
+}
