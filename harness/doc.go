@@ -50,6 +50,14 @@
 // counts, unless, its connections gone, it only keeps reconnecting: then
 // it is abandoned as dead after a short grace.
 //
+// A commit point is a COMMIT, or a statement outside a transaction block
+// that wrote. Most show in their text (INSERT, UPDATE through a view with
+// a rule, CALL, DO, nextval); for a SELECT, VALUES, WITH, EXPLAIN or COPY
+// TO, which may call a function that writes, the proxy asks the server in
+// the statement's own transaction whether it was given a transaction ID,
+// so SELECT credit(...) of a plpgsql function that inserts is a commit
+// point and SELECT of a STABLE function is not.
+//
 // # Effects
 //
 // Work that leaves the database goes through the delivery's fakes, which
@@ -111,6 +119,9 @@
 // fakes, must read the time from Delivery.Now where faults should move it,
 // and must not keep connections past its return (they are closed). After
 // an ambiguous commit the delivery's database connections are refused; its
-// error path may still make effects. Commit points are recognised from the
-// SQL text: a SELECT that calls a writing function is not one.
+// error path may still make effects. A read-looking statement whose
+// function only calls pg_notify, or only nextval (which takes a
+// transaction ID only when it writes ahead to the WAL, one call in 32),
+// is not reliably a commit point; nextval and setval named in the
+// statement itself always are.
 package harness

@@ -70,6 +70,7 @@ type deliveryRun struct {
 	pending     []*stepRequest
 	inflight    map[*stepRequest]*inflightStep
 	bySQL       map[int]*stepRequest // in-flight statements by proxy step index
+	lostReply   *stepRequest         // the statement applied with its reply lost, until its After
 	effectMu    sync.Mutex           // guards effectReq, set by the handler's goroutine
 	effectReq   *stepRequest         // the granted effect call awaiting endEffect
 	dieAfter    *stepRequest         // an effect the delivery dies right after
@@ -445,7 +446,18 @@ func (e *execution) handle(ev event) {
 			delete(d.bySQL, ev.step.Index)
 		}
 		if req == nil {
-			return // a step granted as ambiguous: never in flight
+			return
+		}
+		// The server's answer makes a read-looking statement that wrote
+		// a commit point.
+		req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
+		if req == d.lostReply {
+			// Applied, its reply lost: no step the handler completed,
+			// but durable when it wrote.
+			d.lostReply = nil
+			d.durable = d.durable || req.step.CommitPoint
+			d.outcome.Faulted = new(req.asStep())
+			return
 		}
 		delete(d.inflight, req)
 		d.done++
@@ -609,10 +621,12 @@ func (e *execution) give(d *deliveryRun) {
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
 			// drops; the handler's own error path runs and its return
-			// value counts.
-			d.durable = d.durable || req.step.CommitPoint
+			// value counts. Whether the step wrote is known once the
+			// server has answered (After).
 			d.outcome.Faulted = new(req.asStep())
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
+			d.lostReply = req
+			d.bySQL[req.step.Index] = req
 			req.grant <- wireproxy.Ambiguous
 			return
 		}
