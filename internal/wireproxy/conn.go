@@ -401,8 +401,10 @@ func (c *conn) readServer() {
 			}
 			c.finished = c.finished[:0]
 			if lost != nil {
-				c.p.kill(fmt.Errorf("%w: %s lost the reply to an ambiguous step", ErrDead, c.p.label))
-				c.endPending(nil)
+				// The reply is lost with the connection, as in a network
+				// failure; the delivery lives on and may connect again.
+				c.cut()
+				c.endPending(fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid))
 				return
 			}
 			if len(c.out) > 0 {

@@ -57,7 +57,8 @@
 // [Proxy.Kill] makes the delivery dead: every socket is cut, and later
 // connections get a FATAL error instead of a server. The listener stays open
 // until [Proxy.Close], so a late connection of a dead delivery can never
-// reach a newer delivery that was given the same port.
+// reach a newer delivery that was given the same port. An [Ambiguous] step
+// cuts only its own connection: the delivery may connect again.
 //
 // # Limits
 //

@@ -40,8 +40,10 @@ const (
 	// worker died just before sending it.
 	Crash
 	// Ambiguous forwards the step, waits for the server's whole reply, drops
-	// it and kills the delivery: the step is applied but the handler only
-	// sees its connection drop.
+	// it and cuts the step's connection: the step is applied but the
+	// handler only sees its connection drop, as in a network failure. The
+	// delivery lives on: its other connections stay, and it may connect
+	// again and retry.
 	Ambiguous
 )
 
@@ -77,7 +79,6 @@ type Hooks struct {
 	// must not block: it runs on the connection's reading goroutine.
 	After func(s Step, err error)
 	// Refused is called when a connection is refused because the delivery
-	// is dead (after Kill, or after an ambiguous step killed it), with
-	// the reason. It must not block.
+	// is dead (after Kill, or a Crash), with the reason. It must not block.
 	Refused func(why error)
 }
