@@ -372,8 +372,9 @@ func TestCommitPointsIgnoreOtherSessions(t *testing.T) {
 }
 
 // The client's results stay its own: several statements in one query
-// string, a failing one among them, and the unnamed statement a client
-// binds again after its Sync.
+// string, a failing one among them, a pgx batch (one step of several
+// executes), and the unnamed statement a client binds again after its
+// Sync.
 func TestProbeIsInvisible(t *testing.T) {
 	ctx := context.Background()
 	dsn, direct := probeDatabase(t)
@@ -402,6 +403,26 @@ func TestProbeIsInvisible(t *testing.T) {
 	}
 	if n := count(t, direct, "SELECT count(*) FROM items WHERE id = 31"); n != 0 {
 		t.Errorf("row 31 of a query string that failed: count = %d, want 0 (rolled back)", n)
+	}
+
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec} {
+		cfg := mustParse(t, p.DSN())
+		cfg.DefaultQueryExecMode = mode
+		bc, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &pgx.Batch{}
+		var added, n int
+		b.Queue("SELECT add_item($1)", 32+int(mode)).QueryRow(func(r pgx.Row) error { return r.Scan(&added) })
+		b.Queue("SELECT item_count()").QueryRow(func(r pgx.Row) error { return r.Scan(&n) })
+		if err := bc.SendBatch(ctx, b).Close(); err != nil {
+			t.Fatalf("batch in mode %v: %v", mode, err)
+		}
+		if added != 32+int(mode) || n != count(t, direct, "SELECT count(*) FROM items") {
+			t.Errorf("batch in mode %v: add_item = %d, item_count() = %d", mode, added, n)
+		}
+		bc.Close(ctx)
 	}
 
 	fe := rawSession(t, p.DSN())
@@ -442,7 +463,8 @@ func TestProbeIsInvisible(t *testing.T) {
 			commits = append(commits, a.step.SQL)
 		}
 	}
-	want := []string{"SELECT 1; SELECT add_item(30); SELECT 'two'", "SELECT add_item($1::int)", "SELECT add_item($1::int)"}
+	batch := "SELECT add_item($1);\nSELECT item_count()"
+	want := []string{"SELECT 1; SELECT add_item(30); SELECT 'two'", batch, batch, "SELECT add_item($1::int)", "SELECT add_item($1::int)"}
 	if diff := cmp.Diff(want, commits); diff != "" {
 		t.Errorf("commit points mismatch (-want +got):\n%s", diff)
 	}
