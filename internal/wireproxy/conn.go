@@ -483,13 +483,9 @@ func (c *conn) frame(typ byte, body []byte, passed bool) {
 			c.pending = slices.Delete(c.pending, 0, 1)
 		}
 	}
-	switch {
-	case !give:
-	case typ == 'G' && c.drop:
-		// An ambiguous COPY FROM STDIN needs the client's data: the
-		// request for it goes through, what follows does not.
-		c.out = appendMessage(c.out, typ, body)
-	case !c.drop:
+	// An ambiguous COPY FROM STDIN needs the client's data: the request
+	// for it goes through, what follows does not.
+	if give && (!c.drop || typ == 'G') {
 		c.out = appendMessage(c.out, typ, body)
 	}
 }
