@@ -50,8 +50,10 @@ type Step struct {
 	// SQL is the statement's text; for an effect call, the call as
 	// assert.Effect prints it ("email to=a@b subject=...").
 	SQL string
-	// CommitPoint is true for a COMMIT and for a write outside an explicit
-	// transaction: steps whose success makes work durable.
+	// CommitPoint is true for a COMMIT and for a statement outside an
+	// explicit transaction that wrote, as the server saw it (a SELECT of a
+	// function that inserts is one): steps whose success makes work
+	// durable.
 	CommitPoint bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency
@@ -188,7 +190,7 @@ func AmbiguousCommitAt(k int) Fault {
 }
 
 // AmbiguousCommits is AmbiguousCommitAt every commit point of the clean run:
-// each COMMIT and each write outside a transaction.
+// each COMMIT and each statement outside a transaction that wrote.
 func AmbiguousCommits() Fault {
 	return fault{NameAmbiguousCommit, func(p Plan) []Schedule {
 		var out []Schedule

@@ -46,9 +46,18 @@
 // once, even while its goroutine still runs (a database client retrying
 // with backoff, deaf to its context); nothing it does later is recorded,
 // and a goroutine still running when the check ends is logged once. After
-// an ambiguous step the delivery's error path runs and its return value
-// counts, unless, its connections gone, it only keeps reconnecting: then
-// it is abandoned as dead after a short grace.
+// an ambiguous step only that step's connection is lost, as in a network
+// failure: the delivery's error path runs, it may connect again and retry
+// (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its
+// return value counts.
+//
+// A commit point is a COMMIT, or a statement outside a transaction block
+// that wrote. Most show in their text (INSERT, UPDATE through a view with
+// a rule, CALL, DO, nextval); for a SELECT, VALUES, WITH, EXPLAIN or COPY
+// TO, which may call a function that writes, the proxy asks the server in
+// the statement's own transaction whether it was given a transaction ID,
+// so SELECT credit(...) of a plpgsql function that inserts is a commit
+// point and SELECT of a STABLE function is not.
 //
 // # Effects
 //
@@ -109,8 +118,9 @@
 // scenarios at once. A handler must reach the database only through its
 // Delivery (DB or DSN), must call external systems through the Delivery's
 // fakes, must read the time from Delivery.Now where faults should move it,
-// and must not keep connections past its return (they are closed). After
-// an ambiguous commit the delivery's database connections are refused; its
-// error path may still make effects. Commit points are recognised from the
-// SQL text: a SELECT that calls a writing function is not one.
+// and must not keep connections past its return (they are closed). A
+// read-looking statement whose function only calls pg_notify, or only
+// nextval (which takes a transaction ID only when it writes ahead to the
+// WAL, one call in 32), is not reliably a commit point; nextval and setval
+// named in the statement itself always are.
 package harness

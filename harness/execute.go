@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,10 +18,8 @@ import (
 
 // abandonGrace is how long, in real time, the harness gives an abandoned
 // delivery's goroutine to return once its scenario is over before it stops
-// waiting and reports it; and how long a delivery whose database is gone
-// (after an ambiguous step) may keep trying to reconnect, without a step
-// or a return, before it is abandoned. A dead worker is not waited for:
-// what it does later is refused and never recorded.
+// waiting and reports it. A dead worker is not waited for: what it does
+// later is refused and never recorded.
 const abandonGrace = 250 * time.Millisecond
 
 // lockPoll is how often the executor asks the server whether a granted
@@ -78,8 +75,6 @@ type deliveryRun struct {
 	ctx            context.Context    // the handler's context
 	cancel         context.CancelFunc // ends it
 	returned       chan struct{}      // closed when the handler's goroutine returns
-	stuckSince     time.Time          // its database gone, it reconnects in vain since
-	refused        atomic.Bool        // a connection of it was refused; set by the proxy
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
 
@@ -87,6 +82,7 @@ type deliveryRun struct {
 	pending     []*stepRequest
 	inflight    map[*stepRequest]*inflightStep
 	bySQL       map[int]*stepRequest // in-flight statements by proxy step index
+	lostReply   *stepRequest         // the statement applied with its reply lost, until its After
 	effectMu    sync.Mutex           // guards effectReq, set by the handler's goroutine
 	effectReq   *stepRequest         // the granted effect call awaiting endEffect
 	dieAfter    *stepRequest         // an effect the delivery dies right after
@@ -128,7 +124,6 @@ const (
 	evStep     eventKind = iota // a step asks to be granted
 	evStepDone                  // a granted step's reply arrived, or an effect call returned
 	evReturned                  // a handler returned
-	evRefused                   // a dead delivery's connection was refused
 	evQueue                     // a queue operation returned
 )
 
@@ -489,13 +484,6 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 			After: func(s wireproxy.Step, err error) {
 				e.events.push(event{kind: evStepDone, d: d, step: s, err: err})
 			},
-			Refused: func(error) {
-				// The first refusal is news; a client reconnecting in a
-				// tight loop must not flood the event loop.
-				if d.refused.CompareAndSwap(false, true) {
-					e.events.push(event{kind: evRefused, d: d})
-				}
-			},
 		},
 	})
 	if err != nil {
@@ -544,7 +532,6 @@ func (e *execution) handle(ev event) {
 			ev.req.grant <- wireproxy.Crash
 			return
 		}
-		d.moved()
 		d.requested++
 		ev.req.seq = d.requested
 		d.pending = append(d.pending, ev.req)
@@ -555,14 +542,24 @@ func (e *execution) handle(ev event) {
 		if d.ended {
 			return // a dead delivery's late replies are not its steps
 		}
-		d.moved()
 		req := ev.req
 		if req == nil {
 			req = d.bySQL[ev.step.Index]
 			delete(d.bySQL, ev.step.Index)
 		}
 		if req == nil {
-			return // a step granted as ambiguous: never in flight
+			return
+		}
+		// The server's answer makes a read-looking statement that wrote
+		// a commit point.
+		req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
+		if req == d.lostReply {
+			// Applied, its reply lost: no step the handler completed,
+			// but durable when it wrote.
+			d.lostReply = nil
+			d.durable = d.durable || req.step.CommitPoint
+			d.outcome.Faulted = new(req.asStep())
+			return
 		}
 		delete(d.inflight, req)
 		d.done++
@@ -596,29 +593,7 @@ func (e *execution) handle(ev event) {
 		e.end(d)
 	case evQueue:
 		e.queue.done(e, ev)
-	case evRefused:
-		if !d.ended && d.stuckSince.IsZero() {
-			d.stuckSince = time.Now()
-		}
 	}
-}
-
-// moved notes a step of d: a delivery that reconnects in vain but still
-// makes steps (effects on its error path) is not stuck yet.
-func (d *deliveryRun) moved() {
-	if !d.stuckSince.IsZero() {
-		d.stuckSince = time.Now()
-	}
-}
-
-// stuck reports whether d, its database gone, has done nothing but try to
-// reconnect for abandonGrace, and when it will be if not.
-func (d *deliveryRun) stuck(now time.Time) (bool, time.Time) {
-	if d.stuckSince.IsZero() || len(d.inflight) > 0 || len(d.pending) > 0 {
-		return false, time.Time{}
-	}
-	at := d.stuckSince.Add(abandonGrace)
-	return !now.Before(at), at
 }
 
 // end closes d's connections and refuses its waiting steps: a connection
@@ -743,11 +718,13 @@ func (e *execution) give(d *deliveryRun) {
 		case d.spec.Fault == faults.KindAmbiguous:
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
-			// drops; the handler's own error path runs and its return
-			// value counts.
-			d.durable = d.durable || req.step.CommitPoint
+			// drops; the handler's own error path runs, it may connect
+			// again and retry, and its return value counts. Whether the
+			// step wrote is known once the server has answered (After).
 			d.outcome.Faulted = new(req.asStep())
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
+			d.lostReply = req
+			d.bySQL[req.step.Index] = req
 			req.grant <- wireproxy.Ambiguous
 			return
 		}
@@ -807,13 +784,6 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		if !d.started || d.ended || d.settling {
 			continue
 		}
-		if stuck, _ := d.stuck(now); stuck {
-			// Its database is gone for good (an ambiguous step killed its
-			// connections); a client retrying with backoff would keep the
-			// scenario waiting for nothing. Its return value is lost.
-			e.die(d, d.outcome.Fault+"; it then kept trying to reconnect, which a dead delivery never can, and was abandoned")
-			continue
-		}
 		if now.After(d.deadline) {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
@@ -862,9 +832,6 @@ func (e *execution) wake() time.Duration {
 		}
 		if until := time.Until(d.deadline); until < next {
 			next = until
-		}
-		if _, at := d.stuck(time.Now()); !at.IsZero() {
-			next = min(next, time.Until(at))
 		}
 	}
 	return max(next, time.Millisecond)

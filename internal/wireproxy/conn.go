@@ -33,10 +33,12 @@ type conn struct {
 	server   net.Conn
 	canceler *pgconn.PgConn
 	pid      uint32
+	probes   bool // the server can say whether a transaction wrote (commitprobe.go)
 
 	// Owned by the serve goroutine.
 	in       *bufio.Reader
 	batch    []byte      // client messages not yet forwarded, raw
+	lastAt   int         // where the last message read starts in batch
 	execs    []*prepared // what the batch's Execute messages run
 	prepared map[string]*prepared
 	portals  map[string]*prepared
@@ -51,9 +53,10 @@ type conn struct {
 	done    chan struct{} // closed when the reader ends
 
 	// Owned by the reader goroutine.
-	scan        frameScanner
-	finished    []reply
-	passThrough []byte // while dropping: the messages the client must still get
+	scan     frameScanner
+	finished []reply
+	out      []byte // what the client gets of the bytes read
+	held     []byte // ParseComplete and BindComplete that may be the probe's
 }
 
 // prepared is a statement as the client parsed it.
@@ -71,6 +74,8 @@ type reply struct {
 	step      *Step // nil when the round trip is no step
 	err       error // first error the server reported for it
 	ambiguous bool
+	probe     probeKind // how the step asks the server whether it wrote
+	probing   bool      // the probe's replies have begun
 }
 
 func (c *conn) serve() {
@@ -151,13 +156,13 @@ func (c *conn) relay() error {
 				return err
 			}
 			if stmts := splitSQL(m.String); len(stmts) > 0 {
-				_, err = c.step(m.String, stmts)
+				_, err = c.step(m.String, stmts, probeSimple)
 			} else {
-				c.expect(nil, false)
+				c.expect(nil, false, noProbe)
 				err = c.forward()
 			}
 		case 'F': // function call: a round trip, not counted as a step
-			c.expect(nil, false)
+			c.expect(nil, false, noProbe)
 			err = c.forward()
 		case 'X':
 			_ = c.forward()
@@ -189,7 +194,7 @@ func (c *conn) syncOrFlush(sync bool) error {
 	}
 	if !executes {
 		if sync {
-			c.expect(nil, false)
+			c.expect(nil, false, noProbe)
 		}
 		return c.forward()
 	}
@@ -203,15 +208,23 @@ func (c *conn) syncOrFlush(sync bool) error {
 		}
 		sql = strings.Join(texts, ";\n")
 	}
-	s, err := c.step(sql, stmts)
+	// A step begun at a Flush is not asked about: its transaction goes on
+	// past its reply.
+	probe := noProbe
+	if sync {
+		probe = probeExtended
+	}
+	s, err := c.step(sql, stmts, probe)
 	if !sync {
 		c.open = s
 	}
 	return err
 }
 
-// step asks the harness about a step and forwards the batch, or not.
-func (c *conn) step(sql string, stmts []statement) (*Step, error) {
+// step asks the harness about a step and forwards the batch, or not. When
+// the text cannot tell whether the step writes, the batch asks the server
+// too (probe says how the batch ends: a simple query or a Sync).
+func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, error) {
 	if err := c.waitIdle(); err != nil {
 		return nil, err
 	}
@@ -231,6 +244,14 @@ func (c *conn) step(sql string, stmts []statement) (*Step, error) {
 		CommitPoint:   commitPoint(stmts, tx),
 		InTransaction: tx != 'I',
 	}
+	switch {
+	case !c.probes:
+		probe = noProbe
+	case c.p.serverOnly.Load() && tx == 'I' && !slices.ContainsFunc(stmts, func(s statement) bool { return txControl[s.keyword] }):
+		s.CommitPoint = false
+	case !needsProbe(stmts, tx):
+		probe = noProbe
+	}
 	action := Forward
 	if c.p.hooks.Before != nil {
 		action = c.p.hooks.Before(c.p.ctx, *s)
@@ -238,17 +259,29 @@ func (c *conn) step(sql string, stmts []statement) (*Step, error) {
 	if dead := c.p.Dead(); dead != nil {
 		return nil, dead
 	}
-	switch action {
-	case Crash:
+	if action == Crash {
 		err := fmt.Errorf("%w: %s crashed before step %d", ErrDead, c.p.label, index)
 		c.p.kill(err)
 		return nil, err
-	case Ambiguous:
-		c.expect(s, true)
-	default:
-		c.expect(s, false)
 	}
+	c.appendProbe(probe)
+	c.expect(s, action == Ambiguous, probe)
 	return s, c.forward()
+}
+
+// appendProbe adds the probe's question to the batch: to the query string
+// of the simple query that ends it, or before the Sync that ends it.
+func (c *conn) appendProbe(probe probeKind) {
+	switch probe {
+	case probeSimple:
+		// The Query message is the last one: its string ends with a NUL.
+		c.batch = append(c.batch[:len(c.batch)-1], probeSuffix...)
+		c.batch = append(c.batch, 0)
+		binary.BigEndian.PutUint32(c.batch[c.lastAt+1:], uint32(len(c.batch)-c.lastAt-1))
+	case probeExtended:
+		c.batch = append(c.batch[:len(c.batch)-5], probeMessages...)
+		c.batch = append(c.batch, 'S', 0, 0, 0, 4)
+	}
 }
 
 // forward writes the pending client messages to the server.
@@ -270,6 +303,7 @@ func (c *conn) forward() error {
 // its type and body (valid until the next read).
 func (c *conn) readMessage() (byte, []byte, error) {
 	start := len(c.batch)
+	c.lastAt = start
 	c.batch = append(c.batch, 0, 0, 0, 0, 0)
 	if _, err := io.ReadFull(c.in, c.batch[start:]); err != nil {
 		return 0, nil, err
@@ -295,9 +329,9 @@ func cString(b []byte) (s, rest []byte) {
 }
 
 // expect records a forwarded round trip that ends with a ReadyForQuery.
-func (c *conn) expect(s *Step, ambiguous bool) {
+func (c *conn) expect(s *Step, ambiguous bool, probe probeKind) {
 	c.mu.Lock()
-	c.pending = append(c.pending, reply{step: s, ambiguous: ambiguous})
+	c.pending = append(c.pending, reply{step: s, ambiguous: ambiguous, probe: probe})
 	if ambiguous {
 		c.drop = true
 	}
@@ -350,32 +384,33 @@ func (c *conn) readServer() {
 		n, err := c.server.Read(buf)
 		if n > 0 {
 			c.mu.Lock()
-			drop := c.drop
 			c.scan.feed(buf[:n], c)
 			if len(c.pending) == 0 && c.idle != nil {
 				close(c.idle)
 				c.idle = nil
 			}
 			c.mu.Unlock()
-			ambiguous := false
+			var lost *Step
 			for _, r := range c.finished {
 				if r.step != nil && c.p.hooks.After != nil {
 					c.p.hooks.After(*r.step, r.err)
 				}
-				ambiguous = ambiguous || r.ambiguous
+				if r.ambiguous {
+					lost = r.step
+				}
 			}
 			c.finished = c.finished[:0]
-			if ambiguous {
-				c.p.kill(fmt.Errorf("%w: %s lost the reply to an ambiguous step", ErrDead, c.p.label))
-				c.endPending(nil)
+			if lost != nil {
+				// The reply is lost with the connection, as in a network
+				// failure; the delivery lives on and may connect again.
+				c.cut()
+				c.endPending(fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid))
 				return
 			}
-			out := buf[:n]
-			if drop {
-				out, c.passThrough = c.passThrough, c.passThrough[:0]
-			}
-			if len(out) > 0 {
-				if _, err := c.client.Write(out); err != nil {
+			if len(c.out) > 0 {
+				_, err := c.client.Write(c.out)
+				c.out = c.out[:0]
+				if err != nil {
 					c.endPending(err)
 					return
 				}
@@ -406,42 +441,112 @@ func (c *conn) endPending(err error) {
 	}
 }
 
-// frame is called under c.mu for every ErrorResponse, CopyInResponse and
-// ReadyForQuery.
-func (c *conn) frame(typ byte, body []byte) {
+// route decides, under c.mu, at the header of each message from the server,
+// whether it streams to the client as it comes (pass) and whether its body
+// is collected for frame (keep). While an ambiguous step is out nothing
+// passes; while a step's probe may answer, every message is kept whole
+// until frame has seen it.
+func (c *conn) route(typ byte) (pass, keep bool) {
+	if len(c.pending) > 0 && c.pending[0].probe != noProbe {
+		return false, true
+	}
+	return !c.drop, typ == 'Z' || typ == 'E' || typ == 'G'
+}
+
+// frame is called under c.mu for every message route kept, once it is
+// whole; passed says whether it already went to the client.
+func (c *conn) frame(typ byte, body []byte, passed bool) {
+	var front *reply
+	if len(c.pending) > 0 {
+		front = &c.pending[0]
+	}
+	give := !passed
+	if give && front != nil && front.probe != noProbe && typ != 'Z' {
+		give = c.probeFilter(front, typ, body)
+	}
 	switch typ {
 	case 'E':
-		if len(c.pending) > 0 && c.pending[0].step != nil && c.pending[0].err == nil {
+		if front != nil && front.step != nil && front.err == nil {
 			var m pgproto3.ErrorResponse
 			if err := m.Decode(body); err == nil {
-				c.pending[0].err = pgconn.ErrorResponseToPgError(&m)
+				front.err = pgconn.ErrorResponseToPgError(&m)
 			}
-		}
-	case 'G':
-		if c.drop {
-			// An ambiguous COPY FROM STDIN needs the client's data: let the
-			// request for it through, drop what follows.
-			c.passThrough = append(c.passThrough, 'G', 0, 0, 0, 0)
-			binary.BigEndian.PutUint32(c.passThrough[len(c.passThrough)-4:], uint32(len(body)+4))
-			c.passThrough = append(c.passThrough, body...)
 		}
 	case 'Z':
 		if len(body) == 1 {
 			c.tx = body[0]
 		}
-		if len(c.pending) > 0 {
-			c.finished = append(c.finished, c.pending[0])
+		if front != nil {
+			c.emit(c.held) // held and not the probe's: the client's
+			c.held = c.held[:0]
+			c.finished = append(c.finished, *front)
 			c.pending = slices.Delete(c.pending, 0, 1)
 		}
 	}
+	// An ambiguous COPY FROM STDIN needs the client's data: the request
+	// for it goes through, what follows does not.
+	if give && (!c.drop || typ == 'G') {
+		c.out = appendMessage(c.out, typ, body)
+	}
 }
 
-// frameScanner finds message boundaries in the server's byte stream and
-// collects the bodies of the few messages the proxy reads.
+// emit hands bytes to the client, unless an ambiguous step's reply is
+// being dropped.
+func (c *conn) emit(b []byte) {
+	if !c.drop {
+		c.out = append(c.out, b...)
+	}
+}
+
+// probeFilter takes the probe's replies out of a step's stream, reads its
+// answer into the step, and says whether the message goes to the client.
+// The probe's replies come last, after all of the client's: its
+// ParseComplete and BindComplete (extended protocol) are held until the
+// next message shows whose they were.
+func (c *conn) probeFilter(r *reply, typ byte, body []byte) bool {
+	switch {
+	case r.probing:
+		switch typ {
+		case 'D':
+			if probeAssigned(body) && r.step != nil {
+				r.step.CommitPoint = true
+			}
+			return false
+		case 'C', '3':
+			return false
+		}
+		// An error of the probe's own (which never comes) aborted the
+		// client's transaction too: the client must hear of it.
+		return true
+	case r.probe == probeExtended && (typ == '1' || typ == '2'):
+		c.held = appendMessage(c.held, typ, body)
+		return false
+	case typ == 'T' && isProbeRow(body):
+		r.probing = true
+		if r.probe == probeExtended && len(c.held) >= 10 {
+			c.held = c.held[:len(c.held)-10] // the probe's ParseComplete and BindComplete
+		}
+	}
+	c.emit(c.held)
+	c.held = c.held[:0]
+	return !r.probing
+}
+
+// appendMessage appends a whole message to b.
+func appendMessage(b []byte, typ byte, body []byte) []byte {
+	b = append(b, typ, 0, 0, 0, 0)
+	binary.BigEndian.PutUint32(b[len(b)-4:], uint32(len(body)+4))
+	return append(b, body...)
+}
+
+// frameScanner finds message boundaries in the server's byte stream,
+// streams what route passes into conn.out, and collects the bodies route
+// keeps.
 type frameScanner struct {
 	head  [5]byte
 	nhead int
 	left  int // body bytes still to come
+	pass  bool
 	keep  bool
 	body  []byte
 }
@@ -459,12 +564,18 @@ func (s *frameScanner) feed(b []byte, c *conn) {
 				return
 			}
 			s.left = max(int(binary.BigEndian.Uint32(s.head[1:]))-4, 0)
-			s.keep = s.head[0] == 'Z' || s.head[0] == 'E' || s.head[0] == 'G'
+			s.pass, s.keep = c.route(s.head[0])
+			if s.pass {
+				c.out = append(c.out, s.head[:]...)
+			}
 			s.body = s.body[:0]
 		}
 		n := min(s.left, len(b))
 		if s.keep {
 			s.body = append(s.body, b[:n]...)
+		}
+		if s.pass {
+			c.out = append(c.out, b[:n]...)
 		}
 		s.left -= n
 		b = b[n:]
@@ -472,7 +583,7 @@ func (s *frameScanner) feed(b []byte, c *conn) {
 			return
 		}
 		if s.keep {
-			c.frame(s.head[0], s.body)
+			c.frame(s.head[0], s.body, s.pass)
 		}
 		s.nhead = 0
 	}

@@ -30,6 +30,16 @@
 // and a connection has at most one step in flight. Steps of different
 // connections are independent: holding one holds no other.
 //
+// # Commit points
+//
+// A step is a commit point when it makes something durable: a COMMIT, or
+// a statement outside a transaction block that wrote. The SQL text shows
+// most of them (COMMIT, INSERT, CALL, DO, DDL, nextval); where it cannot
+// (a SELECT, VALUES, WITH, EXPLAIN or COPY TO that may call a function
+// that writes), the proxy asks the server, in the statement's own implicit
+// transaction, whether it was given a transaction ID, and hides the
+// question's reply from the client (commitprobe.go).
+//
 // # Authentication
 //
 // The proxy ends the client's startup itself (it asks for no password) and
@@ -47,7 +57,8 @@
 // [Proxy.Kill] makes the delivery dead: every socket is cut, and later
 // connections get a FATAL error instead of a server. The listener stays open
 // until [Proxy.Close], so a late connection of a dead delivery can never
-// reach a newer delivery that was given the same port.
+// reach a newer delivery that was given the same port. An [Ambiguous] step
+// cuts only its own connection: the delivery may connect again.
 //
 // # Limits
 //
@@ -65,6 +76,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -103,6 +115,10 @@ type Proxy struct {
 	steps   int
 	pids    []uint32
 	secrets map[uint32][4]byte // pid -> the cancel key given to the client
+
+	// serverOnly asks the server about every step outside a transaction
+	// block, ignoring the text: the tests compare the two with it.
+	serverOnly atomic.Bool
 }
 
 // ErrDead is wrapped by errors reported for a delivery after [Proxy.Kill].

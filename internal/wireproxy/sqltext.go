@@ -9,6 +9,7 @@ type statement struct {
 	second   string // second word, upper case
 	modifies bool   // INSERT, UPDATE, DELETE or MERGE appears as a word
 	copyFrom bool   // FROM appears outside parentheses (COPY ... FROM)
+	sequence bool   // nextval or setval appears as a word
 }
 
 // splitSQL lexes a query string into its statements, skipping comments,
@@ -72,6 +73,8 @@ func splitSQL(sql string) []statement {
 				cur.modifies = true
 			case depth == 0 && strings.EqualFold(w, "FROM"):
 				cur.copyFrom = true
+			case strings.EqualFold(w, "NEXTVAL"), strings.EqualFold(w, "SETVAL"):
+				cur.sequence = true
 			}
 			i = j
 		default:
@@ -147,7 +150,8 @@ func skipDollar(s string, i int) int {
 }
 
 // readOnly lists statements that change no data and end no transaction:
-// outside a transaction they are not commit points.
+// outside a transaction they are not commit points by their text. Those
+// that can run user code (mayWrite) are asked about: see needsProbe.
 var readOnly = map[string]bool{
 	"SELECT": true, "SHOW": true, "VALUES": true, "TABLE": true, "EXPLAIN": true,
 	"SET": true, "RESET": true, "DISCARD": true, "DEALLOCATE": true, "PREPARE": true,
@@ -155,10 +159,29 @@ var readOnly = map[string]bool{
 	"CLOSE": true, "SAVEPOINT": true, "RELEASE": true, "CHECKPOINT": true, "LOAD": true,
 }
 
+// mayWrite lists the statements readOnly calls read-only whose text cannot
+// tell: they call functions (a plpgsql function that inserts, a set-
+// returning one in FROM), read views, or EXPLAIN ANALYZE a write. The
+// others of readOnly run no user code.
+var mayWrite = map[string]bool{
+	"SELECT": true, "VALUES": true, "TABLE": true, "WITH": true, "EXPLAIN": true, "COPY": true,
+}
+
+// txControl lists statements that begin, end or mark a transaction.
+var txControl = map[string]bool{
+	"BEGIN": true, "START": true, "COMMIT": true, "END": true, "ROLLBACK": true,
+	"ABORT": true, "SAVEPOINT": true, "RELEASE": true, "PREPARE": true,
+}
+
 // commitPoint reports whether running stmts, starting in transaction status
 // tx ('I' idle, 'T' in a transaction, 'E' in a failed one), makes something
-// durable: a COMMIT of an open transaction, COMMIT PREPARED, or a statement
-// that writes outside an explicit transaction (autocommit).
+// durable by its text alone: a COMMIT of an open transaction, COMMIT
+// PREPARED, or a statement that writes outside an explicit transaction
+// (autocommit). Every statement but the read-only ones counts as writing,
+// CALL and DO among them: a procedure or DO block may COMMIT inside, and
+// then no question asked after it could see what it wrote before. So may
+// nextval and setval, whose writes are not transactional and assign no
+// transaction ID most of the time.
 func commitPoint(stmts []statement, tx byte) bool {
 	commit := false
 	for _, s := range stmts {
@@ -188,6 +211,9 @@ func commitPoint(stmts []statement, tx byte) bool {
 }
 
 func writes(s statement) bool {
+	if s.sequence {
+		return true
+	}
 	switch s.keyword {
 	case "WITH":
 		return s.modifies
@@ -195,4 +221,27 @@ func writes(s statement) bool {
 		return s.copyFrom
 	}
 	return !readOnly[s.keyword]
+}
+
+// needsProbe reports whether the proxy must ask the server if stmts wrote:
+// they run outside a transaction block, their text shows no commit point,
+// one of them may call code that writes, and none begins or ends a
+// transaction (which would move the question into another one). Asking
+// appends a statement to the client's in the same implicit transaction;
+// for a single statement of mayWrite that changes nothing the statement
+// can tell (the statements that refuse to run in a transaction block are
+// none of them), and several statements in one query string already share
+// an implicit transaction block.
+func needsProbe(stmts []statement, tx byte) bool {
+	if tx != 'I' || commitPoint(stmts, tx) {
+		return false
+	}
+	may := false
+	for _, s := range stmts {
+		if txControl[s.keyword] {
+			return false
+		}
+		may = may || mayWrite[s.keyword]
+	}
+	return may
 }

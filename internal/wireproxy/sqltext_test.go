@@ -1,6 +1,11 @@
 package wireproxy
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
 
 func TestCommitPoint(t *testing.T) {
 	for _, tc := range []struct {
@@ -35,6 +40,11 @@ func TestCommitPoint(t *testing.T) {
 		{"rollback to savepoint keeps the transaction", "ROLLBACK TO SAVEPOINT s; INSERT INTO t VALUES (1)", 'T', 2, false},
 		{"semicolons in literals", `SELECT ';', E'\';', "a;b", $$;$$, $tag$ ; $tag$, $1; INSERT INTO t VALUES (1)`, 'I', 2, true},
 		{"keywords in literals", "SELECT 'INSERT', $$DELETE$$", 'I', 1, false},
+		{"nextval", "SELECT nextval('s')", 'I', 1, true},
+		{"setval", "select SetVal('s', 5)", 'I', 1, true},
+		{"nextval in a literal", "SELECT 'nextval'", 'I', 1, false},
+		{"call", "CALL p()", 'I', 1, true},
+		{"do", "DO $$ BEGIN COMMIT; END $$", 'I', 1, true},
 		{"ping", "-- ping", 'I', 0, false},
 		{"empty statements", " ; ;\n", 'I', 0, false},
 	} {
@@ -47,6 +57,44 @@ func TestCommitPoint(t *testing.T) {
 				t.Errorf("commitPoint(%q, %q) = %v, want %v", tc.sql, tc.tx, got, tc.commit)
 			}
 		})
+	}
+}
+
+func TestNeedsProbe(t *testing.T) {
+	for _, tc := range []struct {
+		sql  string
+		tx   byte
+		asks bool
+	}{
+		{"SELECT f()", 'I', true},
+		{"SELECT * FROM f()", 'I', true},
+		{"VALUES (f())", 'I', true},
+		{"TABLE v", 'I', true},
+		{"WITH a AS (SELECT f()) SELECT * FROM a", 'I', true},
+		{"EXPLAIN ANALYZE UPDATE t SET a = 1", 'I', true},
+		{"COPY (SELECT f()) TO STDOUT", 'I', true},
+		{"SET search_path = x; SELECT f()", 'I', true},
+		{"SELECT f()", 'T', false},                      // inside a transaction only COMMIT counts
+		{"SELECT f()", 'E', false},                      // a failed transaction commits nothing
+		{"INSERT INTO t VALUES (1)", 'I', false},        // a commit point by its text
+		{"SELECT nextval('s')", 'I', false},             // likewise
+		{"BEGIN; SELECT f()", 'I', false},               // the question would be the open transaction's
+		{"SELECT f(); COMMIT", 'I', false},              // and here the next one's
+		{"DISCARD ALL", 'I', false},                     // runs no user code, and refuses a transaction block
+		{"SHOW search_path", 'I', false},                // runs no user code
+		{"DECLARE c CURSOR FOR SELECT f()", 'I', false}, // an error outside a transaction block, which the question would hide
+	} {
+		if got := needsProbe(splitSQL(tc.sql), tc.tx); got != tc.asks {
+			t.Errorf("needsProbe(%q, %q) = %v, want %v", tc.sql, tc.tx, got, tc.asks)
+		}
+	}
+}
+
+func TestCanProbe(t *testing.T) {
+	for v, want := range map[string]bool{"15.8 (Debian 15.8-1.pgdg120+1)": true, "13.0": true, "16beta1": true, "12.19": false, "9.6.24": false, "": false} {
+		if got := canProbe(v); got != want {
+			t.Errorf("canProbe(%q) = %v, want %v", v, got, want)
+		}
 	}
 }
 
@@ -68,6 +116,60 @@ func TestFrameScannerSplitsAnywhere(t *testing.T) {
 		}
 		if c.finished[0].err == nil {
 			t.Errorf("chunks of %d: the step's error was not seen", step)
+		}
+	}
+}
+
+func TestProbeRepliesSplitAnywhere(t *testing.T) {
+	msg := func(m pgproto3.BackendMessage) []byte {
+		b, err := m.Encode(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	var client []byte
+	for _, m := range []pgproto3.BackendMessage{
+		&pgproto3.ParseComplete{}, &pgproto3.BindComplete{},
+		&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte("n")}}},
+		&pgproto3.DataRow{Values: [][]byte{[]byte("5")}},
+		&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+		&pgproto3.NoticeResponse{Message: "hello"},
+	} {
+		client = append(client, msg(m)...)
+	}
+	probe := func(xid []byte) []byte {
+		var b []byte
+		for _, m := range []pgproto3.BackendMessage{
+			&pgproto3.ParseComplete{}, &pgproto3.BindComplete{},
+			&pgproto3.RowDescription{Fields: []pgproto3.FieldDescription{{Name: []byte(probeColumn)}}},
+			&pgproto3.DataRow{Values: [][]byte{xid}},
+			&pgproto3.CommandComplete{CommandTag: []byte("SELECT 1")},
+			&pgproto3.CloseComplete{},
+		} {
+			b = append(b, msg(m)...)
+		}
+		return b
+	}
+	ready := msg(&pgproto3.ReadyForQuery{TxStatus: 'I'})
+	for _, tc := range []struct {
+		name   string
+		xid    []byte
+		commit bool
+	}{{"xid assigned", []byte("1234"), true}, {"no xid", nil, false}} {
+		stream := append(append(append([]byte(nil), client...), probe(tc.xid)...), ready...)
+		for _, step := range []int{1, 2, 3, 7, len(stream)} {
+			c := &conn{p: &Proxy{}}
+			c.pending = []reply{{step: &Step{Index: 1}, probe: probeExtended}}
+			for i := 0; i < len(stream); i += step {
+				c.scan.feed(stream[i:min(i+step, len(stream))], c)
+			}
+			if want := append(append([]byte(nil), client...), ready...); !bytes.Equal(c.out, want) {
+				t.Errorf("%s, chunks of %d: the client got\n%q\nwant\n%q", tc.name, step, c.out, want)
+			}
+			if len(c.finished) != 1 || c.finished[0].step.CommitPoint != tc.commit {
+				t.Errorf("%s, chunks of %d: finished = %+v, want the step with CommitPoint %v", tc.name, step, c.finished, tc.commit)
+			}
 		}
 	}
 }

@@ -158,6 +158,7 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		return c.refuseDead(p.Dead())
 	}
 	c.server, c.canceler, c.tx = hc.Conn, canceler, hc.TxStatus
+	c.probes = canProbe(hc.ParameterStatuses["server_version"])
 	c.mu.Unlock()
 	if err := p.register(c, hc.PID, secret); err != nil {
 		return c.refuseDead(err)

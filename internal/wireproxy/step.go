@@ -18,8 +18,12 @@ type Step struct {
 	// are joined with ";\n".
 	SQL string
 	// CommitPoint is set when the step makes something durable: a COMMIT of
-	// an open transaction, or a write outside an explicit transaction
-	// (autocommit). A lost reply to such a step is an ambiguous commit.
+	// an open transaction, or a statement outside a transaction block
+	// (autocommit) that wrote. A lost reply to such a step is an ambiguous
+	// commit. Hooks.Before sees what the SQL text shows (a COMMIT, an
+	// INSERT, a CALL); Hooks.After also sees what the server said about a
+	// statement whose text cannot tell (a SELECT of a function that
+	// inserts): see commitprobe.go.
 	CommitPoint bool
 	// InTransaction is set when the step starts inside an explicit
 	// transaction (which a crash at this step rolls back).
@@ -36,8 +40,10 @@ const (
 	// worker died just before sending it.
 	Crash
 	// Ambiguous forwards the step, waits for the server's whole reply, drops
-	// it and kills the delivery: the step is applied but the handler only
-	// sees its connection drop.
+	// it and cuts the step's connection: the step is applied but the
+	// handler only sees its connection drop, as in a network failure. The
+	// delivery lives on: its other connections stay, and it may connect
+	// again and retry.
 	Ambiguous
 )
 
@@ -69,10 +75,10 @@ type Hooks struct {
 	// Ambiguous), when its reply has arrived in full (before the client
 	// sees it), or when the connection ended first. err is the server's
 	// error for the step (a *pgconn.PgError), a connection error, or nil.
-	// After must not block: it runs on the connection's reading goroutine.
+	// s.CommitPoint is final here (the server's answer included). After
+	// must not block: it runs on the connection's reading goroutine.
 	After func(s Step, err error)
 	// Refused is called when a connection is refused because the delivery
-	// is dead (after Kill, or after an ambiguous step killed it), with
-	// the reason. It must not block.
+	// is dead (after Kill, or a Crash), with the reason. It must not block.
 	Refused func(why error)
 }

@@ -1,0 +1,12 @@
+package wireproxy
+
+// AskServerOnly makes p decide whether a step outside a transaction block
+// is a commit point from the server's answer alone, never from its text;
+// call it before the first connection.
+func AskServerOnly(p *Proxy) { p.serverOnly.Store(true) }
+
+// TextCommitPoint and TextAsks say what the proxy makes of sql run outside
+// a transaction block by its text: a commit point, or a question for the
+// server.
+func TextCommitPoint(sql string) bool { return commitPoint(splitSQL(sql), 'I') }
+func TextAsks(sql string) bool        { return needsProbe(splitSQL(sql), 'I') }
