@@ -236,7 +236,7 @@ func TestHungHandler(t *testing.T) {
 		_, err := d.DB.Exec(ctx, `SELECT pg_sleep(600)`)
 		return err
 	}}
-	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 300 * time.Millisecond })
+	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 2 * time.Second })
 	sc := res.Scenarios[0]
 	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
 	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was at step 1, which reached the server and had not finished: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
@@ -258,9 +258,9 @@ func TestHungHandlerBetweenSteps(t *testing.T) {
 		}
 		return ctx.Err()
 	}}
-	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 300 * time.Millisecond })
+	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 2 * time.Second })
 	sc := res.Scenarios[0]
-	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was in its own code after step 1 finished "+
+	assert.Equal(t, "handler did not return within 2s (Config.DeliveryTimeout); it was in its own code after step 1 finished "+
 		"(UPDATE items SET note = 'seen' WHERE id = 1), before step 2 reached the server", sc.Deliveries[1].Err)
 }
 

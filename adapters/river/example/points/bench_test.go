@@ -20,7 +20,7 @@ import (
 //	cd adapters/river && go test -run '^$' -bench DefaultMatrix -benchtime 2x -count 5 ./example/points/
 func BenchmarkDefaultMatrix(b *testing.B) {
 	b.Run("river", func(b *testing.B) {
-		bench(b, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), cfg)
+		bench(b, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), cfg)
 	})
 	b.Run("plain", func(b *testing.B) {
 		plain := harness.Job{Name: "reward-plain", Handler: func(ctx context.Context, d *harness.Delivery) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 )
 
 // Schema is the tables the workers use.
@@ -41,14 +42,37 @@ func (RewardArgs) Kind() string { return "reward_order" }
 // NoTimeout it runs as long as it needs (Timeout -1): River then never
 // cancels it, and when an attempt outlives the rescuer's hour a second
 // attempt overlaps it. JobCompleteTx does not check the attempt, so both
-// commit their points unless Guard rolls back an attempt that is no
-// longer the job's current one.
+// commit their points unless the worker rolls back an attempt that is no
+// longer the job's current one (GuardCurrent).
 type RewardWorker struct {
 	river.WorkerDefaults[RewardArgs]
 	Pool      *pgxpool.Pool
-	Guard     bool
+	Guard     Guard
 	NoTimeout bool
 }
+
+// Guard is how RewardWorker makes sure only the job's current attempt
+// awards the points.
+type Guard int
+
+// Guards, the last one right.
+const (
+	// NoGuard trusts JobCompleteTx, which does not check the attempt.
+	NoGuard Guard = iota
+	// GuardAttemptErr rolls back and fails when the row JobCompleteTx
+	// returns shows another attempt. Wrong: after its error River's
+	// completer marks the job retryable under the newer attempt, whose
+	// JobCompleteTx then finds the job not running, returns it anyway,
+	// and commits; a third attempt awards again.
+	GuardAttemptErr
+	// GuardAttemptNil rolls back and returns nil when the row shows
+	// another attempt. Wrong: River's completer then marks the job
+	// completed, although the newer attempt may die before it awards.
+	GuardAttemptNil
+	// GuardCurrent rolls back and fails unless the row shows this attempt
+	// and the state JobCompleteTx set, completed.
+	GuardCurrent
+)
 
 // Timeout is -1 (none) with NoTimeout, else River's default.
 func (w *RewardWorker) Timeout(*river.Job[RewardArgs]) time.Duration {
@@ -74,14 +98,18 @@ func (w *RewardWorker) Work(ctx context.Context, job *river.Job[RewardArgs]) err
 	if err != nil {
 		return fmt.Errorf("completing job %d: %w", job.ID, err)
 	}
-	if w.Guard && after.Attempt != job.Attempt {
-		// A newer attempt of this job runs and awards the points: roll
-		// back and return nil. Not an error: River's completer would then
-		// mark the job retryable under the newer attempt (it checks the
-		// state, not the attempt), that attempt's JobCompleteTx would find
-		// it no longer running and commit anyway, and River would run the
-		// job a third time.
+	stale := fmt.Errorf("job %d: attempt %d is no longer current (the job is %s at attempt %d); rolled back",
+		job.ID, job.Attempt, after.State, after.Attempt)
+	switch {
+	case w.Guard == GuardAttemptErr && after.Attempt != job.Attempt:
+		return stale
+	case w.Guard == GuardAttemptNil && after.Attempt != job.Attempt:
 		return nil
+	case w.Guard == GuardCurrent && (after.Attempt != job.Attempt || after.State != rivertype.JobStateCompleted):
+		// A newer attempt took the job (the rescuer handed it out again)
+		// or River's completer already moved it on: roll back and fail,
+		// so River retries the job.
+		return stale
 	}
 	return tx.Commit(ctx)
 }

@@ -45,7 +45,7 @@ func containsName(names []faults.Name, n faults.Name) bool {
 	return false
 }
 
-func reward(guard, noTimeout bool) func(*harness.Delivery) river.Worker[points.RewardArgs] {
+func reward(guard points.Guard, noTimeout bool) func(*harness.Delivery) river.Worker[points.RewardArgs] {
 	return func(d *harness.Delivery) river.Worker[points.RewardArgs] {
 		return &points.RewardWorker{Pool: d.DB, Guard: guard, NoTimeout: noTimeout}
 	}
@@ -54,7 +54,7 @@ func reward(guard, noTimeout bool) func(*harness.Delivery) river.Worker[points.R
 // Only the worker's own statements are steps: River's insert, fetch and
 // completer run on the harness's connection.
 func TestRewardStepsAreTheWorkersOwn(t *testing.T) {
-	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), cfg)
+	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), cfg)
 	var sqls []string
 	for _, s := range res.Steps {
 		sql := strings.ToLower(strings.Fields(s.SQL)[0])
@@ -74,7 +74,7 @@ func TestRewardStepsAreTheWorkersOwn(t *testing.T) {
 func TestRewardOverlappingAttempts(t *testing.T) {
 	c := cfg
 	c.Faults = []faults.Fault{faults.VisibilityTimeout()}
-	res := run(t, twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(false, true), twiceriver.Timeout(-1)), c)
+	res := run(t, twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, true), twiceriver.Timeout(-1)), c)
 	require.False(t, res.Idempotent(), "overlapping attempts both award: %s", res)
 	var shown bool
 	for _, s := range res.Scenarios {
@@ -86,8 +86,37 @@ func TestRewardOverlappingAttempts(t *testing.T) {
 	}
 	assert.True(t, shown, "the accounts diff shows 220 points instead of 170: %s", res)
 
-	guarded := run(t, twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(true, true), twiceriver.Timeout(-1)), c)
+	guarded := run(t, twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(points.GuardCurrent, true), twiceriver.Timeout(-1)), c)
 	assert.True(t, guarded.Idempotent(), "the attempt guard keeps one award: %s", guarded)
+}
+
+// The two simpler guards fail on the schedules exploration found; the
+// full one passes both.
+func TestRewardGuards(t *testing.T) {
+	// The stale attempt's error lets River's completer mark the job
+	// retryable under attempt 2, which commits anyway; attempt 3 awards
+	// again.
+	overlap := "j1a1w1 > +1h j1a2w2@1:2 order 1,1,2,2,2,2,1,1"
+	// Attempt 2, rescued while attempt 1 runs, dies at once; attempt 1
+	// returns nil and River's completer marks the job completed.
+	rescuedThenDead := "j1a1w1 > j1a2w2@1:0!crash:1 > +1h j1a3w3!crash:1"
+	for _, tc := range []struct {
+		guard points.Guard
+		sched string
+		want  bool // idempotent
+	}{
+		{points.GuardAttemptErr, overlap, false},
+		{points.GuardAttemptNil, rescuedThenDead, false},
+		{points.GuardCurrent, overlap, true},
+		{points.GuardCurrent, rescuedThenDead, true},
+	} {
+		s, err := faults.Parse(tc.sched)
+		require.NoError(t, err)
+		c := cfg
+		c.Faults = []faults.Fault{faults.Replay(s)}
+		res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(tc.guard, true), twiceriver.Timeout(-1)), c)
+		assert.Equal(t, tc.want, res.Idempotent(), "guard %d under %s: %s", tc.guard, tc.sched, res)
+	}
 }
 
 // With River's default timeout the first attempt's context is cancelled
@@ -98,7 +127,7 @@ func TestRewardOverlappingAttempts(t *testing.T) {
 func TestRewardDefaultTimeoutNeverOverlaps(t *testing.T) {
 	c := cfg
 	c.Faults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
-	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), c)
+	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), c)
 	assert.True(t, res.Idempotent(), "%s", res)
 	var cancelled, notDelivered bool
 	for _, s := range res.Scenarios {
@@ -111,13 +140,13 @@ func TestRewardDefaultTimeoutNeverOverlaps(t *testing.T) {
 	assert.True(t, notDelivered, "a concurrent delivery of a running job is not delivered")
 
 	c.Faults = []faults.Fault{faults.ProducerRetry()}
-	twice := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(false, false)), c)
+	twice := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), c)
 	assert.False(t, twice.Idempotent(), "two jobs with the same args award twice")
 }
 
 // The worker's Timeout must be the one the check models.
 func TestTimeoutMismatchIsAnError(t *testing.T) {
-	_, err := harness.Run(context.Background(), twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(false, true)), cfg)
+	_, err := harness.Run(context.Background(), twiceriver.Job("reward-no-timeout", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, true)), cfg)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "twiceriver.Timeout(-1ns)")
 }
@@ -233,7 +262,7 @@ func (panicker) Work(context.Context, *river.Job[points.LedgerArgs]) error { pan
 // worker with no timeout survives whatever it draws.
 func TestExploreRiverWorker(t *testing.T) {
 	opts := harness.ExploreOptions{Checks: 25, Limits: faults.Limits{Jobs: 1}}
-	guarded, err := harness.ExploreRun(context.Background(), twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(true, true), twiceriver.Timeout(-1)), cfg, opts)
+	guarded, err := harness.ExploreRun(context.Background(), twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(points.GuardCurrent, true), twiceriver.Timeout(-1)), cfg, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = guarded.Result.DropDatabases(context.Background()) })
 	assert.Empty(t, guarded.Result.Scenarios, "the guarded worker: %s", guarded.Result)
