@@ -11,7 +11,8 @@
 // UUIDs) are volatile and left out of every comparison. Then it executes
 // every schedule of the configured faults (faults.Default: run twice,
 // producer retry, crash before ack, lost ack, crash at every step,
-// ambiguous commit at every commit point, visibility timeout at every step,
+// ambiguous commit at every commit point, a lost answer and a refusal at
+// every effect call, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, redrive
 // after the providers' key window) on a fresh database of its own,
 // snapshots every user table and compares the rows with the reference
@@ -48,7 +49,10 @@
 // and a goroutine still running when the check ends is logged once. After
 // an ambiguous step the delivery's error path runs and its return value
 // counts, unless, its connections gone, it only keeps reconnecting: then
-// it is abandoned as dead after a short grace.
+// it is abandoned as dead after a short grace. An effect fault leaves the
+// delivery alive: the provider makes the call and loses its answer, or
+// refuses it with a 503, and the call returns an *EffectError for the
+// handler to handle.
 //
 // # Effects
 //
