@@ -406,11 +406,12 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.StateDiff, err = assert.DiffState(refState, snap, assert.Options{
-		Label:         string(sched.Fault),
-		IgnoreTables:  r.cfg.IgnoreTables,
-		IgnoreColumns: r.cfg.IgnoreColumns,
-		Volatile:      res.Volatile,
-		CmpOptions:    r.cfg.CmpOptions,
+		Label:           string(sched.Fault),
+		IgnoreTables:    r.cfg.IgnoreTables,
+		IgnoreColumns:   r.cfg.IgnoreColumns,
+		Volatile:        res.Volatile,
+		CmpOptions:      r.cfg.CmpOptions,
+		SequenceColumns: r.cfg.SequenceColumns,
 	})
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))

@@ -87,11 +87,12 @@ func effectStepsHint(clean []faults.Step) string {
 	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
 }
 
-// checkIgnored refuses IgnoreTables and IgnoreColumns entries that name no
-// table or column of the clean run's snapshot: a typo would leave the
-// intended table compared, or hide nothing while the user believes it
-// does. A column is "table.column" or "column"; a path into a json or
-// jsonb column ("table.column.key") counts when its column is one.
+// checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns
+// entries that name no table or column of the clean run's snapshot: a
+// typo would leave the intended table compared, or hide nothing while the
+// user believes it does. A column is "table.column" or "column" (only the
+// first for SequenceColumns); a path into a json or jsonb column
+// ("table.column.key") counts when its column is one.
 func checkIgnored(cfg Config, ref *assert.Snapshot) error {
 	tables := map[string]bool{}
 	columns := map[string]string{} // "table.column" and "column" -> type
@@ -111,6 +112,11 @@ func checkIgnored(cfg Config, ref *assert.Snapshot) error {
 	for _, c := range cfg.IgnoreColumns {
 		if !knownColumn(c, columns) {
 			bad = append(bad, fmt.Sprintf("IgnoreColumns: no column %q", c))
+		}
+	}
+	for _, c := range cfg.SequenceColumns {
+		if _, ok := columns[c]; !ok || !strings.Contains(c, ".") {
+			bad = append(bad, fmt.Sprintf("SequenceColumns: no column %q (name it \"table.column\")", c))
 		}
 	}
 	if len(bad) == 0 {

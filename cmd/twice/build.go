@@ -468,7 +468,11 @@ func (b *builder) finding(rec record.Record, s record.Scenario, status report.St
 		f.Effects = append(f.Effects, report.Effect{Kind: e.Kind, Text: e.String(), Delivery: e.Delivery, Result: e.Result, Err: e.Err, Replayed: e.Replayed, ReplyLost: e.ReplyLost})
 	}
 	for _, d := range s.StateDiff {
-		f.StateDiff = append(f.StateDiff, report.TableDiff{Table: d.Table, Diff: strings.TrimRight(d.Diff, "\n")})
+		td := report.TableDiff{Table: d.Table, Diff: strings.TrimRight(d.Diff, "\n")}
+		for _, g := range d.Gaps {
+			td.Notes = append(td.Notes, g.String())
+		}
+		f.StateDiff = append(f.StateDiff, td)
 	}
 	if s.EffectDiff != nil {
 		f.EffectDiff = s.EffectDiff.String()

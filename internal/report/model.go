@@ -188,6 +188,10 @@ type Finding struct {
 type TableDiff struct {
 	Table string `json:"table"`
 	Diff  string `json:"diff"`
+	// Notes explain the diff, one line each: a column whose values differ
+	// only by a sequence's gap, and which sequence a rolled-back attempt
+	// advanced.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Delivery is one delivery of a schedule and what happened to it.
