@@ -73,9 +73,14 @@ func (e *EffectError) Timeout() bool { return e.Applied }
 // Temporary reports true: both faults are transient.
 func (e *EffectError) Temporary() bool { return true }
 
-// Is makes a lost answer match context.DeadlineExceeded, as net/http's
-// client timeouts do.
-func (e *EffectError) Is(target error) bool { return e.Applied && target == context.DeadlineExceeded }
+// Unwrap makes a lost answer match context.DeadlineExceeded, as
+// net/http's client timeouts do; a refusal wraps nothing.
+func (e *EffectError) Unwrap() error {
+	if e.Applied {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
 
 // defaultKeyWindow is how long the payment fake remembers an idempotency
 // key, as Stripe does.

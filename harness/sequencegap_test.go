@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ var invoice = harness.Job{Name: "invoice-order", Handler: func(ctx context.Conte
 		err := tx.QueryRow(ctx, `
 INSERT INTO invoices (order_id, number) VALUES (9812, 'X-' || nextval('doc_seq'))
 ON CONFLICT (order_id) DO NOTHING RETURNING number`).Scan(&number)
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		if err != nil {
