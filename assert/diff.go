@@ -30,6 +30,14 @@ type Options struct {
 	// map[string]any keyed by column name; sequence-drawn values and the
 	// foreign keys pointing at them are ranks (printed s"#1").
 	CmpOptions []cmp.Option
+	// SequenceColumns are "table.column"s whose values are drawn from a
+	// sequence in a way the catalog does not show (an explicit nextval in
+	// the INSERT, or a number inside text: 'X-' || nextval('doc_seq')).
+	// They compare by rank, as serial and identity columns do, and so do
+	// the foreign keys pointing at them. Left out, a difference that is
+	// only such a sequence's gap is still shown, and TableDiff.Gaps
+	// explains it.
+	SequenceColumns []string
 }
 
 // TableDiff is how one table differs between two snapshots.
@@ -38,9 +46,12 @@ type TableDiff struct {
 	Table string // Table.Name
 	// Diff is go-cmp style, (-once +twice).
 	Diff string
+	// Gaps explain the columns whose values differ only in numbers drawn
+	// from a sequence the scenario advanced further than the clean run.
+	Gaps []SequenceGap `json:",omitempty"`
 }
 
-// String returns the diff under its header:
+// String returns the diff under its header, then a line per gap:
 //
 //	table "customers" after run-twice mismatch (-once +twice):
 //	  []map[string]any{ ...
@@ -49,7 +60,12 @@ func (d TableDiff) String() string {
 	if d.Label != "" {
 		after = " after " + d.Label
 	}
-	return fmt.Sprintf("table %q%s mismatch (-once +twice):\n%s", d.Table, after, strings.TrimRight(d.Diff, "\n"))
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %q%s mismatch (-once +twice):\n%s", d.Table, after, strings.TrimRight(d.Diff, "\n"))
+	for _, g := range d.Gaps {
+		b.WriteString("\n" + g.String())
+	}
+	return b.String()
 }
 
 // maxShownRows bounds how many differing rows one TableDiff prints.
@@ -64,13 +80,18 @@ const maxMatchPairs = 250_000
 //
 // Rows compare as multisets: their order does not matter, duplicates do.
 // Sequence-drawn values and foreign keys pointing at them compare by rank
-// (see Column.Sequence). A table that exists on one side only differs,
-// even when empty. A nil Snapshot has no tables.
+// (see Column.Sequence and Options.SequenceColumns). A table that exists
+// on one side only differs, even when empty. A nil Snapshot has no
+// tables. A column whose values differ only in numbers drawn from a
+// sequence the scenario advanced further (Snapshot.Sequences) is
+// explained in TableDiff.Gaps.
 //
 // The error is not a difference: it says the comparison itself broke
 // (Options.CmpOptions made go-cmp panic), starting "[twice] internal: ".
 func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	f := newFilter(opts)
+	ahead := sequencesAhead(once, twice)
+	once, twice = withSequenceColumns(once, opts.SequenceColumns), withSequenceColumns(twice, opts.SequenceColumns)
 	ro, rt := renumbered(once), renumbered(twice)
 	var names []string
 	for _, s := range []*Snapshot{once, twice} {
@@ -88,12 +109,18 @@ func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	var diffs []TableDiff
 	for _, name := range names {
 		to, tt := once.table(name), twice.table(name)
-		d, err := diffTable(name, to, ro[name], tt, rt[name], f, opts.CmpOptions)
+		d, gaps, err := diffTable(name, to, ro[name], tt, rt[name], f, opts.CmpOptions, ahead)
 		if err != nil {
 			return nil, err
 		}
 		if d != "" {
-			diffs = append(diffs, TableDiff{Label: opts.Label, Table: name, Diff: d})
+			for i := range gaps {
+				_, column, _ := splitColumnRef(gaps[i].Column)
+				if by := either(once, twice).rankBy(name, column); by != gaps[i].Column {
+					gaps[i].RankBy = by
+				}
+			}
+			diffs = append(diffs, TableDiff{Label: opts.Label, Table: name, Diff: d, Gaps: gaps})
 		}
 	}
 	return diffs, nil
@@ -228,10 +255,10 @@ func (e entry) sortRow() *rowView {
 	return e.twice
 }
 
-func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option) (diff string, err error) {
+func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option, ahead []sequenceAhead) (diff string, gaps []SequenceGap, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			diff, err = "", fmt.Errorf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", name, r)
+			diff, gaps, err = "", nil, fmt.Errorf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", name, r)
 		}
 	}()
 	cols := columnsOf(name, f, to, tt)
@@ -248,10 +275,12 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 	}
 	entries := pairSimilar(onlyOnce, onlyTwice)
 	var body []string
+	var differing []entry // what gaps may explain
 	shown, rest := 0, 0
 	for i, e := range entries {
 		if shown == maxShownRows {
 			rest = countRows(entries[i:])
+			differing = append(differing, entries[i:]...)
 			break
 		}
 		lines := renderEntry(e, cols, opts)
@@ -260,6 +289,7 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 			continue
 		}
 		body = append(body, lines...)
+		differing = append(differing, e)
 		shown++
 	}
 	missing := ""
@@ -270,13 +300,14 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		missing = fmt.Sprintf("  // table %q does not exist in +twice\n", name)
 	}
 	if len(body) == 0 && missing == "" {
-		return "", nil
+		return "", nil, nil
 	}
+	gaps = sequenceGaps(name, cols, differing, ahead)
 	var b strings.Builder
 	b.WriteString(missing)
 	if len(body) == 0 && identical == 0 {
 		b.WriteString("  []map[string]any{}\n")
-		return b.String(), nil
+		return b.String(), gaps, nil
 	}
 	b.WriteString("  []map[string]any{\n")
 	if identical > 0 {
@@ -290,7 +321,7 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 		fmt.Fprintf(&b, "  \t... // %d more differing %s not shown\n", rest, plural(rest, "row"))
 	}
 	b.WriteString("  }\n")
-	return b.String(), nil
+	return b.String(), gaps, nil
 }
 
 func plural(n int, word string) string {
@@ -556,4 +587,12 @@ func columnKeys(rows [][]any, i int) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// either is the first snapshot that is not nil.
+func either(a, b *Snapshot) *Snapshot {
+	if a != nil {
+		return a
+	}
+	return b
 }

@@ -20,7 +20,14 @@
 //     foreign keys pointing at them compare by rank: on each side the
 //     column's smallest value is #1, the next #2, and so on. A rolled-back
 //     attempt burns sequence values; ranks do not see the gap. Sequence
-//     positions themselves are not state and are not snapshotted.
+//     positions themselves are not state and are never compared.
+//   - A value drawn from a sequence some other way (an explicit nextval
+//     in the INSERT, a number inside text: 'X-' || nextval('doc_seq'))
+//     compares raw, so a burnt value shows ("X-2" for "X-1"). The diff
+//     then explains itself: [TableDiff].Gaps names the column and the
+//     sequence the scenario advanced further than the clean run, learnt
+//     from the sequences' positions in each [Snapshot] and the differing
+//     digits. [Options].SequenceColumns compares such a column by rank.
 //   - Columns whose values differ between two clean runs, such as now()
 //     or gen_random_uuid(), are volatile: [VolatileColumns] finds them,
 //     [Options].Volatile leaves them out, and [StateError] names them.
@@ -59,9 +66,12 @@
 //     them differently and shows a difference.
 //   - A deleted and re-inserted row with the same content compares equal
 //     to the original, as its rank is the same.
-//   - Only columns whose default calls nextval, or identity columns, count
-//     as sequence-drawn: values a handler takes with an explicit nextval in
-//     its INSERT compare raw.
+//   - Only columns whose default calls nextval, identity columns and
+//     Options.SequenceColumns count as sequence-drawn: values a handler
+//     takes with an explicit nextval in its INSERT compare raw, and only
+//     a difference that is exactly such a gap is explained (the same text
+//     around the digits, each number 1 to N values further on, N being how
+//     much further the sequence stands than after the clean run).
 //   - A column of a composite foreign key is renumbered through the matching
 //     referenced column, one column at a time.
 //   - A volatile column is left out entirely: when it is a key (a random

@@ -36,6 +36,11 @@ type Effect struct {
 	// Replayed is true when the provider answered from its idempotency
 	// store instead of doing the work again; such a call is not compared.
 	Replayed bool
+	// ReplyLost is true when the provider made the call but its answer
+	// never reached the handler, whose call returned a timeout error
+	// instead (an effect-lost-reply fault). The effect happened, and is
+	// compared, whatever the handler believed.
+	ReplyLost bool `json:",omitempty"`
 	// Delivery is the delivery that made the call, "j1a2w2", with its job
 	// ID and attempt. They say where an effect came from, in reports, and
 	// are not compared.

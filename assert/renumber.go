@@ -102,6 +102,31 @@ func ranksOf(rows [][]any, i int) rankMap {
 	return m
 }
 
+// withSequenceColumns returns s with the "table.column"s in extra marked
+// as drawn from a sequence, for a column the catalog cannot tell is (an
+// explicit nextval in the INSERT, a number inside text). s itself is left
+// as it is; rows are shared.
+func withSequenceColumns(s *Snapshot, extra []string) *Snapshot {
+	if s == nil || len(extra) == 0 {
+		return s
+	}
+	c := &Snapshot{Tables: slices.Clone(s.Tables), Sequences: s.Sequences}
+	for i := range c.Tables {
+		t := &c.Tables[i]
+		cloned := false
+		for j := range t.Columns {
+			if t.Columns[j].Sequence || !slices.Contains(extra, t.Name+"."+t.Columns[j].Name) {
+				continue
+			}
+			if !cloned {
+				t.Columns, cloned = slices.Clone(t.Columns), true
+			}
+			t.Columns[j].Sequence = true
+		}
+	}
+	return c
+}
+
 // sequenceSource returns the "table.column" whose ranks renumber c: c
 // itself when it is drawn from a sequence, else what its foreign key points
 // at, followed transitively; "" when there is none.

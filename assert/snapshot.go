@@ -36,6 +36,10 @@ const ReservedSchema = "twice"
 // elements string).
 type Snapshot struct {
 	Tables []Table // sorted by Name
+	// Sequences are where the database's sequences stood, sorted by
+	// name. They are not state and never compared; they explain a value
+	// that differs because an attempt burnt sequence values (SequenceGap).
+	Sequences []Sequence `json:",omitempty"`
 }
 
 // Table is one table's columns and rows. Rows are in a canonical order
@@ -215,7 +219,8 @@ type tableSource struct {
 // all ordinary and partitioned tables outside pg_catalog,
 // information_schema, pg_toast (and the other pg_* schemas), the reserved
 // schema "twice" and tables owned by extensions. Sequences, views and
-// materialized views are not state and are left out.
+// materialized views are not state and are left out; the sequences'
+// positions are noted in Snapshot.Sequences, to explain differences.
 //
 // With a pool, each table may be read on a different connection; pass a
 // pgx.Tx opened REPEATABLE READ when writers may still be running and the
@@ -286,6 +291,9 @@ func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, erro
 	}
 	snap.Tables = tables
 	if err := readForeignKeys(ctx, q, snap); err != nil {
+		return nil, nil, err
+	}
+	if err := readSequences(ctx, q, snap); err != nil {
 		return nil, nil, err
 	}
 	return snap, srcs, nil

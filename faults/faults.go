@@ -95,6 +95,8 @@ const (
 	NameConcurrentDelivery      Name = "concurrent-delivery"
 	NameConcurrentProducerRetry Name = "concurrent-producer-retry"
 	NameRedrive                 Name = "redrive"
+	NameEffectLostReply         Name = "effect-lost-reply"
+	NameEffectFailed            Name = "effect-failed"
 	// NameReplay is a schedule given by Replay or -twice.replay;
 	// NameExplore one drawn or saved by harness.Explore.
 	NameReplay  Name = "replay"
@@ -208,6 +210,55 @@ func ambiguousAt(p Plan, k int) []Schedule {
 		Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 }
 
+// EffectLostReplyAt is a provider whose answer to effect call k is lost:
+// the provider makes the effect (sends the email, takes the payment, and
+// stores the answer under the call's idempotency key), but the handler's
+// call returns a timeout error, as after a read timeout or a connection
+// reset, and the delivery goes on with its own error path. A delivery
+// that then fails is retried by the queue after the visibility timeout.
+// Step k must be an effect call of the clean run.
+func EffectLostReplyAt(k int) Fault {
+	return fault{NameEffectLostReply, func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
+}
+
+// EffectLostReplies is EffectLostReplyAt every effect call of the clean
+// run.
+func EffectLostReplies() Fault {
+	return fault{NameEffectLostReply, func(p Plan) []Schedule { return atEveryEffect(p, KindEffectLostReply) }}
+}
+
+// EffectFailedAt is a provider that refuses effect call k before making
+// it, with a transient error (a 503): nothing happens at the provider and
+// nothing is stored under the call's idempotency key, so a retry makes
+// the effect. The handler's call returns the error and the delivery goes
+// on; one that then fails is retried by the queue after the visibility
+// timeout. Step k must be an effect call of the clean run.
+func EffectFailedAt(k int) Fault {
+	return fault{NameEffectFailed, func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
+}
+
+// EffectFailures is EffectFailedAt every effect call of the clean run.
+func EffectFailures() Fault {
+	return fault{NameEffectFailed, func(p Plan) []Schedule { return atEveryEffect(p, KindEffectFailed) }}
+}
+
+func atEveryEffect(p Plan, k Kind) []Schedule {
+	var out []Schedule
+	for i, s := range p.Steps {
+		if s.IsEffect() {
+			out = append(out, effectFault(k, i+1)...)
+		}
+	}
+	return out
+}
+
+// effectFault is one delivery whose effect call at is hit by k; the
+// queue's own retry follows if the delivery fails, so the schedule needs
+// no second delivery.
+func effectFault(k Kind, at int) []Schedule {
+	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: k, At: at})
+}
+
 // VisibilityTimeout is a job slower than the queue's visibility timeout:
 // after the first delivery has done k steps the clock passes the timeout
 // and a second delivery starts on another worker; it runs its steps, then
@@ -280,14 +331,15 @@ func Redrive() Fault {
 
 // Default returns the matrix harness.Check runs when the configuration names
 // no faults: run twice, producer retry, crash before ack, lost ack, crash
-// at every step, ambiguous commit at every commit point, visibility timeout
-// at every step, concurrent delivery and producer retry over their
-// interleavings, and a redrive days after a crash at every step.
+// at every step, ambiguous commit at every commit point, a lost answer
+// and a refusal at every effect call, visibility timeout at every step,
+// concurrent delivery and producer retry over their interleavings, and a
+// redrive days after a crash at every step.
 func Default() []Fault {
 	return []Fault{
 		RunTwice(), ProducerRetry(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
-		AmbiguousCommits(), VisibilityTimeout(), ConcurrentDelivery(), ConcurrentProducerRetry(),
-		Redrive(),
+		AmbiguousCommits(), EffectLostReplies(), EffectFailures(), VisibilityTimeout(),
+		ConcurrentDelivery(), ConcurrentProducerRetry(), Redrive(),
 	}
 }
 

@@ -38,6 +38,16 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 72 * time.Hour}}}},
 		{"odd duration", "+1.5s j1a1w1", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Advance: 1500 * time.Millisecond}}}},
+		{"effect lost reply", "j1a1w1!lostreply:2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 2}}}},
+		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed, At: 3},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
+		{"effect faults beside others", "j1a1w1!lostreply:1 > j2a1w2@1:0!failed:2 order 1,2", faults.Schedule{
+			Deliveries: []faults.Delivery{
+				{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 1},
+				{Job: 2, Attempt: 1, Worker: 2, With: 1, Fault: faults.KindEffectFailed, At: 2}},
+			Order: []int{1, 2}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,6 +74,10 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1!explode", `unknown fault "explode"`},
 		{"j1a1w1!ambiguous", "needs its step"},
 		{"j1a1w1!lostack:2", "lostack takes no step"},
+		{"j1a1w1!lostreply", "needs the step of its effect call"},
+		{"j1a1w1!failed", "needs the step of its effect call"},
+		{"j1a1w1!failed:0", "failed needs a step from 1"},
+		{"j1a1w1!timeout:2", "lostreply:N or failed:N"},
 		{"+soon j1a1w1", "not a positive duration"},
 		{"j1a1w1 > j1a2w2@3:1", "can only overlap a delivery started before it"},
 		{"j1a1w1 > j1a2w2@1", "want @delivery:steps"},
@@ -132,6 +146,47 @@ func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 	}
 }
 
+// A lost answer and a refusal hit every effect call of the clean run, and
+// only effect calls: one delivery each, whose failure the queue retries.
+func TestEffectFaultsAtEveryEffectCall(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{
+		{SQL: "SELECT status FROM orders"},
+		{SQL: "payment key=order-1 amount=500", Effect: "payment", Key: "order-1"},
+		{SQL: "UPDATE orders SET status = 'paid'", CommitPoint: true},
+		{SQL: "email to=a@b subject=Paid", Effect: "email"},
+	}}
+	var got []string
+	for _, f := range faults.Default() {
+		for _, s := range f.Schedules(plan) {
+			if f.Name() == faults.NameEffectLostReply || f.Name() == faults.NameEffectFailed {
+				got = append(got, string(s.Fault)+": "+s.String())
+			}
+		}
+	}
+	want := []string{
+		"effect-lost-reply: j1a1w1!lostreply:2",
+		"effect-lost-reply: j1a1w1!lostreply:4",
+		"effect-failed: j1a1w1!failed:2",
+		"effect-failed: j1a1w1!failed:4",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("effect fault schedules mismatch (-want +got):\n%s", diff)
+	}
+	for _, f := range []faults.Fault{faults.EffectLostReplyAt(4), faults.EffectFailedAt(2)} {
+		s := f.Schedules(plan)
+		if len(s) != 1 || s[0].Deliveries[0].At != map[faults.Name]int{faults.NameEffectLostReply: 4, faults.NameEffectFailed: 2}[f.Name()] {
+			t.Errorf("%s: schedules %v, want one at its step", f.Name(), s)
+		}
+	}
+	// A job without effect calls gets none.
+	noEffects := faults.Plan{Steps: plan.Steps[:1]}
+	for _, f := range []faults.Fault{faults.EffectLostReplies(), faults.EffectFailures()} {
+		if s := f.Schedules(noEffects); len(s) != 0 {
+			t.Errorf("%s on a job without effects: %v, want none", f.Name(), s)
+		}
+	}
+}
+
 func TestInterleavings(t *testing.T) {
 	all := faults.Interleavings(2, 2, 100)
 	want := [][]int{{1, 1, 2, 2}, {1, 2, 1, 2}, {1, 2, 2, 1}, {2, 1, 1, 2}, {2, 1, 2, 1}, {2, 2, 1, 1}}
@@ -186,13 +241,14 @@ func TestDefaultWithout(t *testing.T) {
 	}{
 		{"nothing dropped", nil, all},
 		{"the visibility timeout", []func() faults.Fault{faults.VisibilityTimeout},
-			[]string{"run-twice", "producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
-		{"several, in any order, one twice", []func() faults.Fault{faults.Redrive, faults.RunTwice, faults.ConcurrentDelivery, faults.Redrive},
-			[]string{"producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "visibility-timeout", "concurrent-producer-retry"}},
+			[]string{"run-twice", "producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
+		{"several, in any order, one twice", []func() faults.Fault{faults.Redrive, faults.RunTwice, faults.ConcurrentDelivery, faults.Redrive, faults.EffectFailures},
+			[]string{"producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "visibility-timeout", "concurrent-producer-retry"}},
 		{"a nil constructor and one that returns nil drop nothing", []func() faults.Fault{nil, func() faults.Fault { return nil }}, all},
 		{"every one", []func() faults.Fault{
 			faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
-			faults.AmbiguousCommits, faults.VisibilityTimeout, faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
+			faults.AmbiguousCommits, faults.EffectLostReplies, faults.EffectFailures, faults.VisibilityTimeout,
+			faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
 		}, nil},
 	}
 	for _, tt := range tests {
@@ -210,7 +266,8 @@ func TestDefaultWithout(t *testing.T) {
 func TestEveryConstructorWithoutArgumentsIsInTheDefault(t *testing.T) {
 	for _, mk := range []func() faults.Fault{
 		faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
-		faults.AmbiguousCommits, faults.VisibilityTimeout, faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
+		faults.AmbiguousCommits, faults.EffectLostReplies, faults.EffectFailures, faults.VisibilityTimeout,
+		faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
 	} {
 		name := mk().Name()
 		if got := len(faults.DefaultWithout(mk)); got != len(faults.Default())-1 {

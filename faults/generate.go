@@ -39,11 +39,13 @@ const maxOrder = 64
 // l.Deliveries deliveries, each carrying the job or a producer copy, with
 // attempts numbered per job; workers are new unless a lost ack left one
 // alive; each delivery may crash before any step or before its ack, lose
-// the reply of a commit point (or die right after an effect), or lose its
-// ack; a delivery may start while the previous one runs, their steps
-// granted in a drawn order; the clock may move by the visibility timeout
-// or the redrive window before a delivery starts. A redelivery after a
-// fault comes at least a visibility timeout later, as a queue makes it.
+// the reply of a commit point (or die right after an effect), lose its
+// ack, or meet a provider that makes an effect call and loses its answer,
+// or refuses the call, while the delivery goes on; a delivery may start
+// while the previous one runs, their steps granted in a drawn order; the
+// clock may move by the visibility timeout or the redrive window before a
+// delivery starts. A redelivery after a fault comes at least a
+// visibility timeout later, as a queue makes it.
 //
 // Every value is drawn so that rapid's shrinking heads toward a smaller
 // schedule: fewer deliveries, the original job ID, new workers, no
@@ -54,29 +56,37 @@ func Generate(p Plan, l Limits) *rapid.Generator[Schedule] {
 }
 
 // faultChoices are the faults a delivery can draw, the simplest first:
-// rapid shrinks a choice toward the first.
-var faultChoices = []Kind{KindNone, KindCrash, KindLostAck, KindAmbiguous}
+// rapid shrinks a choice toward the first. Those that need a commit point
+// or an effect call come last, so a plan without them cuts the list.
+var faultChoices = []Kind{KindNone, KindCrash, KindLostAck, KindAmbiguous, KindEffectLostReply, KindEffectFailed}
 
 // choices are one delivery's draws. Every delivery draws all of them, in
 // the same ranges whatever came before, so that rapid can lower one
 // value or drop a whole delivery without changing how the rest of the
 // draws read; draw turns them into a valid delivery.
 type choices struct {
-	job, worker, after, clock, fault, crashAt, ambiguousAt int
-	overlap                                                bool
+	job, worker, after, clock, fault, crashAt, ambiguousAt, effectAt int
+	overlap                                                          bool
 }
 
 func draw(t *rapid.T, p Plan, l Limits) Schedule {
 	steps := len(p.Steps)
 	var ambiguous []int // steps whose reply can be lost: commit points and effects
+	var effects []int   // effect calls
 	for i, s := range p.Steps {
 		if s.CommitPoint || s.IsEffect() {
 			ambiguous = append(ambiguous, i+1)
 		}
+		if s.IsEffect() {
+			effects = append(effects, i+1)
+		}
 	}
 	kinds := faultChoices
-	if len(ambiguous) == 0 {
+	switch {
+	case len(ambiguous) == 0:
 		kinds = kinds[:3]
+	case len(effects) == 0:
+		kinds = kinds[:4]
 	}
 	one := rapid.Custom(func(t *rapid.T) choices {
 		c := choices{
@@ -90,6 +100,9 @@ func draw(t *rapid.T, p Plan, l Limits) Schedule {
 		}
 		if len(ambiguous) > 0 {
 			c.ambiguousAt = rapid.IntRange(0, len(ambiguous)-1).Draw(t, "ambiguous at")
+		}
+		if len(effects) > 0 {
+			c.effectAt = rapid.IntRange(0, len(effects)-1).Draw(t, "effect at")
 		}
 		return c
 	})
@@ -143,6 +156,8 @@ func draw(t *rapid.T, p Plan, l Limits) Schedule {
 			alive = slices.DeleteFunc(alive, func(w int) bool { return w == d.Worker })
 		case KindAmbiguous:
 			d.At = ambiguous[c.ambiguousAt]
+		case KindEffectLostReply, KindEffectFailed:
+			d.At = effects[c.effectAt]
 		case KindLostAck:
 			if !slices.Contains(alive, d.Worker) {
 				alive = append(alive, d.Worker)

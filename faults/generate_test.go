@@ -72,6 +72,10 @@ func TestGenerateDrawsValidSchedules(t *testing.T) {
 				if !slices.Contains([]int{3, 4, 5}, d.At) {
 					t.Fatalf("%s: ambiguous at step %d, which is no commit point or effect", s, d.At)
 				}
+			case faults.KindEffectLostReply, faults.KindEffectFailed:
+				if d.At != 5 {
+					t.Fatalf("%s: effect fault at step %d, which is no effect call", s, d.At)
+				}
 			}
 			if d.With != 0 {
 				overlap = true
@@ -114,7 +118,7 @@ func TestGenerateCoversTheFaultSpace(t *testing.T) {
 	for seed := range 3000 {
 		s := gen.Example(seed)
 		text := s.String()
-		for _, mark := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4"} {
+		for _, mark := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4"} {
 			if strings.Contains(text+" >", mark) {
 				seen[mark] = true
 			}
@@ -125,7 +129,7 @@ func TestGenerateCoversTheFaultSpace(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4", "worker reused"} {
+	for _, want := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4", "worker reused"} {
 		if !seen[want] {
 			t.Errorf("no schedule in 3000 draws has %q", want)
 		}
@@ -140,7 +144,7 @@ func TestGenerateWithoutSteps(t *testing.T) {
 			t.Fatalf("%s: %v", s, err)
 		}
 		for _, d := range s.Deliveries {
-			if d.Job != 1 || d.Fault == faults.KindAmbiguous || d.At != 0 || len(s.Order) > 0 {
+			if d.Job != 1 || d.Fault == faults.KindAmbiguous || d.Fault.OnEffect() || d.At != 0 || len(s.Order) > 0 {
 				t.Fatalf("%s: a job without steps can only crash before its ack, with one job ID", s)
 			}
 		}
@@ -173,7 +177,7 @@ func TestGenerateShrinksToTheSmallestSchedule(t *testing.T) {
 			}
 			return n >= 2
 			// rapid may stop at another fault in the second delivery.
-		}, `j1a1w1!crash:1 > \+30s j1a2w2!(crash:1|lostack|ambiguous:3)`},
+		}, `j1a1w1!crash:1 > \+30s j1a2w2!(crash:1|lostack|ambiguous:3|lostreply:5|failed:5)`},
 		{"a lost ack's worker sees the job again", func(s faults.Schedule) bool {
 			workers := 0
 			for _, d := range s.Deliveries {
@@ -253,3 +257,17 @@ func (r *rapidTB) Fatal(a ...any)            { panic(fmt.Sprint(a...)) }
 func (r *rapidTB) FailNow()                  {}
 func (r *rapidTB) Fail()                     { r.failed = true }
 func (r *rapidTB) Failed() bool              { return r.failed }
+
+// A job without effect calls never draws an effect fault: it would have
+// nothing to act on.
+func TestGenerateWithoutEffects(t *testing.T) {
+	gen := faults.Generate(faults.Plan{Steps: plan.Steps[:4]}, faults.Limits{})
+	for seed := range 500 {
+		s := gen.Example(seed)
+		for _, d := range s.Deliveries {
+			if d.Fault.OnEffect() {
+				t.Fatalf("%s: an effect fault on a job without effect calls", s)
+			}
+		}
+	}
+}

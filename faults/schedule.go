@@ -46,8 +46,9 @@ type Delivery struct {
 	After int
 	// Fault is what goes wrong in this delivery, if anything.
 	Fault Kind
-	// At is the step KindCrash and KindAmbiguous act on (1-based); for KindCrash,
-	// zero means after the last step, before the ack.
+	// At is the step KindCrash, KindAmbiguous, KindEffectLostReply and
+	// KindEffectFailed act on (1-based); for KindCrash, zero means after
+	// the last step, before the ack.
 	At int
 }
 
@@ -69,10 +70,19 @@ const (
 	// KindLostAck: the delivery completes and returns nil, but the ack never
 	// arrives; its worker lives on.
 	KindLostAck
+	// KindEffectLostReply: the provider makes effect call At, but its
+	// answer never reaches the handler: the call returns a timeout error
+	// and the delivery goes on, as after a read timeout or a connection
+	// reset. The handler cannot tell whether the effect happened.
+	KindEffectLostReply
+	// KindEffectFailed: the provider refuses effect call At before making
+	// it, with a transient error (a 503); the call returns it and the
+	// delivery goes on. Nothing happened, and a retry may succeed.
+	KindEffectFailed
 )
 
 // String names the kind as a schedule writes it: "crash", "ambiguous",
-// "lostack", or "" for KindNone.
+// "lostack", "lostreply", "failed", or "" for KindNone.
 func (k Kind) String() string {
 	switch k {
 	case KindCrash:
@@ -81,14 +91,22 @@ func (k Kind) String() string {
 		return "ambiguous"
 	case KindLostAck:
 		return "lostack"
+	case KindEffectLostReply:
+		return "lostreply"
+	case KindEffectFailed:
+		return "failed"
 	}
 	return ""
 }
 
+// OnEffect reports whether the kind acts only on an effect call:
+// KindEffectLostReply and KindEffectFailed.
+func (k Kind) OnEffect() bool { return k == KindEffectLostReply || k == KindEffectFailed }
+
 // String renders the delivery: job, attempt and worker ("j1a2w2"), then
 // "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
-// ("!crash:3", "!crash", "!ambiguous:4", "!lostack"); a clock move comes
-// first ("+30s j1a2w2").
+// ("!crash:3", "!crash", "!ambiguous:4", "!lostack", "!lostreply:2",
+// "!failed:2"); a clock move comes first ("+30s j1a2w2").
 func (d Delivery) String() string {
 	var b strings.Builder
 	if d.Advance > 0 {
@@ -108,6 +126,8 @@ func (d Delivery) String() string {
 		fmt.Fprintf(&b, "!ambiguous:%d", d.At)
 	case KindLostAck:
 		b.WriteString("!lostack")
+	case KindEffectLostReply, KindEffectFailed:
+		fmt.Fprintf(&b, "!%s:%d", d.Fault, d.At)
 	}
 	return b.String()
 }
@@ -135,7 +155,8 @@ func (s Schedule) String() string {
 }
 
 // Parse reads a schedule from the text form String writes, for example
-// "j1a1w1!crash:3 > +30s j1a2w2" or "j1a1w1 > j1a2w2@1:0 order 1,2,2,1".
+// "j1a1w1!crash:3 > +30s j1a2w2", "j1a1w1!lostreply:2" or
+// "j1a1w1 > j1a2w2@1:0 order 1,2,2,1".
 func Parse(text string) (Schedule, error) {
 	var s Schedule
 	fail := func(format string, args ...any) (Schedule, error) {
@@ -199,6 +220,10 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("delivery %d (%s): negative step or duration", i+1, d)
 		case d.Fault == KindAmbiguous && d.At == 0:
 			return fmt.Errorf("delivery %d (%s): an ambiguous commit needs its step", i+1, d)
+		case d.Fault.OnEffect() && d.At == 0:
+			return fmt.Errorf("delivery %d (%s): an effect fault needs the step of its effect call", i+1, d)
+		case d.Fault < KindNone || d.Fault > KindEffectFailed:
+			return fmt.Errorf("delivery %d: unknown fault kind %d", i+1, int(d.Fault))
 		}
 	}
 	for _, o := range s.Order {
@@ -258,8 +283,12 @@ func parseDelivery(text string) (Delivery, error) {
 			d.Fault = KindAmbiguous
 		case "lostack":
 			d.Fault = KindLostAck
+		case "lostreply":
+			d.Fault = KindEffectLostReply
+		case "failed":
+			d.Fault = KindEffectFailed
 		default:
-			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N or lostack", text, kind)
+			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N or failed:N", text, kind)
 		}
 		if hasAt {
 			if d.Fault == KindLostAck {

@@ -33,6 +33,18 @@ type Config struct {
 	IgnoreColumns []string
 	// CmpOptions are passed to go-cmp when rows are compared.
 	CmpOptions []cmp.Option
+	// SequenceColumns are "table.column"s whose values come from a
+	// sequence in a way the catalog does not show: an explicit nextval in
+	// the INSERT, or a number inside text ('X-' || nextval('doc_seq')).
+	// They compare by rank, as serial and identity columns do (the
+	// smallest value is #1; numbers inside text in numeric order), and so
+	// do foreign keys pointing at them, because an attempt that rolled
+	// back burnt sequence values and a correct job's redelivery draws
+	// "X-2" where the clean run drew "X-1". Without it such a difference
+	// is a finding, and the finding names the column and the sequence
+	// the scenario advanced. Each must name a column of a clean run's
+	// database.
+	SequenceColumns []string
 	// ExpectFinding marks a job known not to be idempotent, with the
 	// reason. Check then passes while twice still finds the problem and
 	// fails once the job has become idempotent, so demos and known issues

@@ -11,7 +11,8 @@
 // UUIDs) are volatile and left out of every comparison. Then it executes
 // every schedule of the configured faults (faults.Default: run twice,
 // producer retry, crash before ack, lost ack, crash at every step,
-// ambiguous commit at every commit point, visibility timeout at every step,
+// ambiguous commit at every commit point, a lost answer and a refusal at
+// every effect call, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, redrive
 // after the providers' key window) on a fresh database of its own,
 // snapshots every user table and compares the rows with the reference
@@ -49,7 +50,9 @@
 // an ambiguous step only that step's connection is lost, as in a network
 // failure: the delivery's error path runs, it may connect again and retry
 // (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its
-// return value counts.
+// return value counts. An effect fault leaves the delivery alive: the
+// provider makes the call and loses its answer, or refuses it with a 503,
+// and the call returns an *EffectError for the handler to handle.
 //
 // A commit point is a COMMIT, or a statement outside a transaction block
 // that wrote. Most show in their text (INSERT, UPDATE through a view with

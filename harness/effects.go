@@ -15,14 +15,71 @@ import (
 
 // effectSteps makes effect calls steps of a delivery, like statements.
 type effectSteps interface {
-	// beginEffect blocks until the scheduler grants the call. An error means
-	// the delivery is dead: the call must not happen and is not recorded.
-	beginEffect(ctx context.Context, call faults.Step) error
+	// beginEffect blocks until the scheduler grants the call, and says what
+	// the provider does with it. An error means the delivery is dead: the
+	// call must not happen and is not recorded.
+	beginEffect(ctx context.Context, call faults.Step) (effectFate, error)
 	// endEffect reports that the provider accepted the call; the scheduler may
 	// kill the delivery right here ("crash after an effect"). It is called
 	// once after every granted beginEffect, also when the call failed or
 	// panicked, after the call is in the log.
 	endEffect(label string)
+}
+
+// effectFate is what the provider does with a granted effect call.
+type effectFate int
+
+const (
+	// effectAnswered: the provider handles the call and the handler hears
+	// its answer.
+	effectAnswered effectFate = iota
+	// effectReplyLost: the provider handles the call, but its answer is
+	// lost; the handler's call times out (faults.KindEffectLostReply).
+	effectReplyLost
+	// effectRefused: the provider refuses the call before handling it, a
+	// 503 (faults.KindEffectFailed).
+	effectRefused
+)
+
+// EffectError is what an effect call returns when the schedule puts an
+// effect fault on it: the provider made the effect and its answer was lost
+// (faults.KindEffectLostReply; Applied is true, Timeout reports true, and
+// errors.Is(err, context.DeadlineExceeded) holds, as for an HTTP client's
+// timeout), or the provider refused the call before making it
+// (faults.KindEffectFailed; a 503, Applied is false). Both are transient:
+// a retry with the same idempotency key gets the stored answer of an
+// applied payment, or makes a refused one. The handler goes on either
+// way; its delivery is not dead.
+type EffectError struct {
+	// Kind is the effect's kind: "email", "payment", or the kind given to
+	// Delivery.Effect.
+	Kind string
+	// Applied is true when the provider made the effect and only its
+	// answer was lost.
+	Applied bool
+}
+
+func (e *EffectError) Error() string {
+	if e.Applied {
+		return fmt.Sprintf("[twice] %s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
+	}
+	return fmt.Sprintf("[twice] %s provider: 503 service unavailable: the call was refused before it was made; try again", e.Kind)
+}
+
+// Timeout reports whether the call timed out, as net.Error does: true
+// when the answer was lost.
+func (e *EffectError) Timeout() bool { return e.Applied }
+
+// Temporary reports true: both faults are transient.
+func (e *EffectError) Temporary() bool { return true }
+
+// Unwrap makes a lost answer match context.DeadlineExceeded, as
+// net/http's client timeouts do; a refusal wraps nothing.
+func (e *EffectError) Unwrap() error {
+	if e.Applied {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // defaultKeyWindow is how long the payment fake remembers an idempotency
@@ -100,17 +157,31 @@ type deliveryEffects struct {
 
 // call runs one effect as a step of the delivery and records it once the
 // provider has answered. do returns what the provider answered: a result
-// worth keeping, whether it replayed a stored answer, and the error.
+// worth keeping, whether it replayed a stored answer, and the error. An
+// effect fault the schedule puts on the call decides what the handler
+// hears: a refused call never reaches do, and a call whose answer is lost
+// runs do, is recorded as made, and returns a timeout to the handler.
 func (fx *deliveryEffects) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
 	label := e.String()
-	if err := fx.steps.beginEffect(ctx, faults.Step{SQL: label, Effect: e.Kind, Key: e.Key}); err != nil {
+	fate, err := fx.steps.beginEffect(ctx, faults.Step{SQL: label, Effect: e.Kind, Key: e.Key})
+	if err != nil {
 		return err
 	}
 	defer fx.steps.endEffect(label)
-	result, replayed, err := do()
-	e.Result, e.Replayed = result, replayed
+	if fate == effectRefused {
+		err = &EffectError{Kind: e.Kind}
+	} else {
+		var result string
+		var replayed bool
+		result, replayed, err = do()
+		e.Result, e.Replayed = result, replayed
+	}
 	if err != nil {
 		e.Err = err.Error()
+	}
+	if fate == effectReplyLost {
+		e.ReplyLost = true
+		err = &EffectError{Kind: e.Kind, Applied: true}
 	}
 	e.Delivery, e.JobID, e.Attempt = fx.label, fx.jobID, fx.attempt
 	e.At = fx.log.clock.Now()
@@ -148,7 +219,10 @@ func errNoFakes(method string) error {
 // did not happen and is returned as it is.
 //
 // When the delivery is dead (a fault killed it) Effect returns an error
-// without calling call, and nothing is recorded.
+// without calling call, and nothing is recorded. Under an effect fault
+// it returns an *EffectError: after calling call when the provider's
+// answer was lost (the effect counts as made), without calling it when
+// the provider refused.
 //
 // To check a handler that takes a client interface, hand it a wrapper that
 // sends every call through Effect and on to a fake or a sandbox client:

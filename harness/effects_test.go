@@ -23,14 +23,16 @@ import (
 // grantAll is an executor that grants every step at once.
 type grantAll struct{}
 
-func (grantAll) beginEffect(context.Context, faults.Step) error { return nil }
-func (grantAll) endEffect(string)                               {}
+func (grantAll) beginEffect(context.Context, faults.Step) (effectFate, error) {
+	return effectAnswered, nil
+}
+func (grantAll) endEffect(string) {}
 
 // deadSteps is the executor of a delivery a fault has killed.
 type deadSteps struct{ err error }
 
-func (s deadSteps) beginEffect(context.Context, faults.Step) error { return s.err }
-func (deadSteps) endEffect(string)                                 { panic("endEffect after a refused beginEffect") }
+func (s deadSteps) beginEffect(context.Context, faults.Step) (effectFate, error) { return 0, s.err }
+func (deadSteps) endEffect(string)                                               { panic("endEffect after a refused beginEffect") }
 
 // stepLog records the executor's calls, and what the effect log held at
 // each endEffect.
@@ -41,11 +43,11 @@ type stepLog struct {
 	atEnd []int // len(log.effects()) at each endEffect
 }
 
-func (s *stepLog) beginEffect(_ context.Context, call faults.Step) error {
+func (s *stepLog) beginEffect(_ context.Context, call faults.Step) (effectFate, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, "begin "+call.SQL)
-	return nil
+	return effectAnswered, nil
 }
 
 func (s *stepLog) endEffect(label string) {

@@ -86,7 +86,7 @@ type deliveryRun struct {
 	effectMu    sync.Mutex           // guards effectReq, set by the handler's goroutine
 	effectReq   *stepRequest         // the granted effect call awaiting endEffect
 	dieAfter    *stepRequest         // an effect the delivery dies right after
-	midJobFault bool                 // a crash or ambiguous fault hit it before its end
+	midJobFault bool                 // a crash, ambiguous or effect fault hit it before its end
 	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
@@ -106,7 +106,8 @@ type stepRequest struct {
 	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
 	call   faults.Step    // for an effect: the call
 	effect bool
-	seq    int // the delivery's step number, statements and effects alike
+	fate   effectFate // for an effect: what the provider does with it; set before the grant
+	seq    int        // the delivery's step number, statements and effects alike
 	grant  chan wireproxy.Action
 }
 
@@ -285,9 +286,11 @@ func (e *execution) overlapped() bool {
 	return false
 }
 
-// faulted is the set of deliveries a crash or an ambiguous fault hit in
-// the middle of their run. A crash before the ack and a lost ack come after
-// every record is durable, so they are not in it.
+// faulted is the set of deliveries a crash, an ambiguous fault or an
+// effect fault hit in the middle of their run: after a lost answer the
+// handler cannot know the effect happened, and after a refusal it may
+// have recorded its intent already. A crash before the ack and a lost ack
+// come after every record is durable, so they are not in it.
 func (e *execution) faulted() map[string]bool {
 	out := map[string]bool{}
 	for _, d := range e.deliveries {
@@ -564,7 +567,7 @@ func (e *execution) handle(ev event) {
 		delete(d.inflight, req)
 		d.done++
 		d.steps = append(d.steps, req.asStep())
-		d.durable = d.durable || req.effect || req.step.CommitPoint
+		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
 		}
@@ -727,6 +730,21 @@ func (e *execution) give(d *deliveryRun) {
 			d.bySQL[req.step.Index] = req
 			req.grant <- wireproxy.Ambiguous
 			return
+		case d.spec.Fault.OnEffect() && req.effect:
+			// The delivery lives on: the call returns an error and the
+			// handler decides what to make of it.
+			d.midJobFault = true
+			call := render.OneLine(req.step.SQL)
+			if d.spec.Fault == faults.KindEffectLostReply {
+				req.fate = effectReplyLost
+				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
+			} else {
+				req.fate = effectRefused
+				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
+			}
+		case d.spec.Fault.OnEffect():
+			// Another path than the clean run's: there is no call to act on.
+			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, render.OneLine(req.step.SQL))
 		}
 	}
 	d.inflight[req] = &inflightStep{req: req}
@@ -742,24 +760,24 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) error {
+func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effectFate, error) {
 	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
 	case a := <-req.grant:
 		if a != wireproxy.Forward {
-			return fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
+			return 0, fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
 		}
 		s.d.effectMu.Lock()
 		s.d.effectReq = req
 		s.d.effectMu.Unlock()
-		return nil
+		return req.fate, nil // set by give before the grant was sent
 	case <-ctx.Done():
-		return ctx.Err()
+		return 0, ctx.Err()
 	case <-s.d.ctx.Done():
 		// The delivery ended and the handler kept going, on a context of
 		// its own: nothing it does now happens.
-		return fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
+		return 0, fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
 	}
 }
 

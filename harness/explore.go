@@ -195,7 +195,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	switch {
 	case isReplay:
 		x.Replay = replay.String()
-		if err = checkSchedule(job.Name, len(plan.Steps), replay); err == nil {
+		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil {
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
 		}
 	case len(saved) > 0:

@@ -28,7 +28,9 @@ func (d *Delivery) Mail() *Mailer { return &Mailer{fx: d.effects()} }
 
 // Send sends e. Each call is a step of the delivery: a fault can kill the
 // delivery just before it, and then nothing is sent, or right after the
-// email was accepted. Two calls send two emails.
+// email was accepted; or the provider can send it and lose its answer, or
+// refuse it with a 503 before sending, and Send returns an *EffectError
+// while the delivery goes on. Two calls send two emails.
 func (m *Mailer) Send(ctx context.Context, e Email) error {
 	if m == nil || m.fx == nil {
 		return errNoFakes("Mailer.Send")

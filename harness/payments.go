@@ -79,7 +79,11 @@ func (e *PaymentError) Error() string {
 //     payment;
 //   - a request without a key is never deduplicated;
 //   - requests with invalid parameters are refused (400) and, as they
-//     never ran, not stored under their key.
+//     never ran, not stored under their key; nor is a request the
+//     provider refused as unavailable (503, faults.KindEffectFailed);
+//   - a request whose answer was lost on the way back (a timeout,
+//     faults.KindEffectLostReply) ran and is stored: a retry with the
+//     same key and parameters gets the stored payment.
 //
 // Get it with Delivery.Payments.
 type Payments struct {
@@ -94,6 +98,13 @@ func (d *Delivery) Payments() *Payments { return &Payments{fx: d.effects()} }
 // Pay makes a payment. The call is a step of the delivery: a fault can
 // kill the delivery just before it, and then nothing is paid, or right
 // after the provider accepted it. A refusal is a *PaymentError.
+//
+// Under an effect fault Pay returns an *EffectError and the delivery
+// goes on. When the provider's answer was lost (a timeout), the payment
+// was made and its answer stored under the idempotency key: the same
+// request again gets it back, Replayed, and no money moves. When the
+// provider refused the call (a 503), nothing was paid or stored, and the
+// same request again pays.
 func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error) {
 	if p == nil || p.fx == nil {
 		return Payment{}, errNoFakes("Payments.Pay")
@@ -113,7 +124,10 @@ func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error)
 		}
 		return pay.ID, pay.Replayed, nil
 	})
-	return pay, err
+	if err != nil {
+		return Payment{}, err
+	}
+	return pay, nil
 }
 
 // paymentPayload is what a payment effect records and compares.

@@ -68,7 +68,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
 	}
 	for _, s := range scheds {
-		if err := checkSchedule(job.Name, len(plan.Steps), s); err != nil {
+		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
 			return nil, err
 		}
 	}
@@ -406,11 +406,12 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.StateDiff, err = assert.DiffState(refState, snap, assert.Options{
-		Label:         string(sched.Fault),
-		IgnoreTables:  r.cfg.IgnoreTables,
-		IgnoreColumns: r.cfg.IgnoreColumns,
-		Volatile:      res.Volatile,
-		CmpOptions:    r.cfg.CmpOptions,
+		Label:           string(sched.Fault),
+		IgnoreTables:    r.cfg.IgnoreTables,
+		IgnoreColumns:   r.cfg.IgnoreColumns,
+		Volatile:        res.Volatile,
+		CmpOptions:      r.cfg.CmpOptions,
+		SequenceColumns: r.cfg.SequenceColumns,
 	})
 	if err != nil {
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Checks that turn a check that would test nothing into an error: each of
@@ -42,16 +44,14 @@ func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error
 }
 
 // checkSchedule refuses a schedule whose crash or lost reply falls past the
-// last step of the job's clean run: that fault would never happen and the
+// last step of the job's clean run, or whose effect fault acts on a step
+// that is no effect call there: that fault would never happen and the
 // scenario would pass as if it had.
-func checkSchedule(job string, steps int, s faults.Schedule) error {
+func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
+	steps := len(clean)
 	for _, d := range s.Deliveries {
-		var what string
 		switch d.Fault {
-		case faults.KindCrash:
-			what = "crash"
-		case faults.KindAmbiguous:
-			what = "ambiguous"
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
 		default:
 			continue
 		}
@@ -60,17 +60,39 @@ func checkSchedule(job string, steps int, s faults.Schedule) error {
 			if steps == 1 {
 				n = "1 step"
 			}
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; use a step from 1 to %d (or !crash alone for after the last step)", s.String(), d.Label(), what, d.At, d.At, job, n, steps)
+			hint := fmt.Sprintf("use a step from 1 to %d (or !crash alone for after the last step)", steps)
+			if d.Fault.OnEffect() {
+				hint = effectStepsHint(clean)
+			}
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+		}
+		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
 		}
 	}
 	return nil
 }
 
-// checkIgnored refuses IgnoreTables and IgnoreColumns entries that name no
-// table or column of the clean run's snapshot: a typo would leave the
-// intended table compared, or hide nothing while the user believes it
-// does. A column is "table.column" or "column"; a path into a json or
-// jsonb column ("table.column.key") counts when its column is one.
+// effectStepsHint names the steps an effect fault can act on.
+func effectStepsHint(clean []faults.Step) string {
+	var at []string
+	for i, st := range clean {
+		if st.IsEffect() {
+			at = append(at, strconv.Itoa(i+1))
+		}
+	}
+	if len(at) == 0 {
+		return "the job makes no effect call on a clean run, so no effect fault applies"
+	}
+	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
+}
+
+// checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns
+// entries that name no table or column of the clean run's snapshot: a
+// typo would leave the intended table compared, or hide nothing while the
+// user believes it does. A column is "table.column" or "column" (only the
+// first for SequenceColumns); a path into a json or jsonb column
+// ("table.column.key") counts when its column is one.
 func checkIgnored(cfg Config, ref *assert.Snapshot) error {
 	tables := map[string]bool{}
 	columns := map[string]string{} // "table.column" and "column" -> type
@@ -90,6 +112,11 @@ func checkIgnored(cfg Config, ref *assert.Snapshot) error {
 	for _, c := range cfg.IgnoreColumns {
 		if !knownColumn(c, columns) {
 			bad = append(bad, fmt.Sprintf("IgnoreColumns: no column %q", c))
+		}
+	}
+	for _, c := range cfg.SequenceColumns {
+		if _, ok := columns[c]; !ok || !strings.Contains(c, ".") {
+			bad = append(bad, fmt.Sprintf("SequenceColumns: no column %q (name it \"table.column\")", c))
 		}
 	}
 	if len(bad) == 0 {

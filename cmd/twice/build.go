@@ -365,6 +365,16 @@ func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step 
 	}
 	switch o.Delivery.Fault {
 	case faults.KindCrash, faults.KindAmbiguous:
+	case faults.KindEffectLostReply, faults.KindEffectFailed:
+		// The call completed as a step and the delivery lived on: mark it
+		// in place, when the step there is the effect call it hit.
+		if o.Faulted == nil && at <= len(out) && out[at-1].Effect != "" {
+			out[at-1].Fault = report.StepTimedOut
+			if o.Delivery.Fault == faults.KindEffectFailed {
+				out[at-1].Fault = report.StepRefused
+			}
+		}
+		return out
 	default:
 		return out
 	}
@@ -455,10 +465,14 @@ func (b *builder) finding(rec record.Record, s record.Scenario, status report.St
 		})
 	}
 	for _, e := range s.Effects {
-		f.Effects = append(f.Effects, report.Effect{Kind: e.Kind, Text: e.String(), Delivery: e.Delivery, Result: e.Result, Err: e.Err, Replayed: e.Replayed})
+		f.Effects = append(f.Effects, report.Effect{Kind: e.Kind, Text: e.String(), Delivery: e.Delivery, Result: e.Result, Err: e.Err, Replayed: e.Replayed, ReplyLost: e.ReplyLost})
 	}
 	for _, d := range s.StateDiff {
-		f.StateDiff = append(f.StateDiff, report.TableDiff{Table: d.Table, Diff: strings.TrimRight(d.Diff, "\n")})
+		td := report.TableDiff{Table: d.Table, Diff: strings.TrimRight(d.Diff, "\n")}
+		for _, g := range d.Gaps {
+			td.Notes = append(td.Notes, g.String())
+		}
+		f.StateDiff = append(f.StateDiff, td)
 	}
 	if s.EffectDiff != nil {
 		f.EffectDiff = s.EffectDiff.String()

@@ -16,7 +16,9 @@ import (
 // diagramRecords are the fixture's records and those of testdata/diagrams:
 // untrimmed records harness.Check wrote for creditnotice (an ambiguous
 // commit followed by an email) and payouts' random key (effects whose
-// keys differ from the clean run's).
+// keys differ from the clean run's), and chargetimeout's give-up job,
+// trimmed to its effect-lost-reply finding and an effect-failed scenario
+// (a charge whose answer was lost, then an email).
 func diagramRecords(t *testing.T) []record.Record {
 	t.Helper()
 	var all []record.Record
@@ -119,6 +121,10 @@ func recordSteps(s record.Scenario, clean []faults.Step) []diagramStep {
 			ds.kind, ds.text = "crash", strings.Join(strings.Fields(st.SQL), " ")
 		case hit:
 			ds.lost = true
+		case spec.At == k && spec.Fault == faults.KindEffectLostReply && st.IsEffect():
+			// The provider made it and its answer was lost; the worker
+			// lived on.
+			ds.lost = true
 		}
 		out = append(out, ds)
 	}
@@ -163,12 +169,14 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 					seen["crash"]++
 				case st.lost && st.kind == "sql":
 					seen["ambiguous statement"]++
+				case st.lost && st.kind == "effect":
+					seen["effect answer lost"]++
 				}
 			}
 		}
 	}
 	// The fixtures must hold the cases this test is for.
-	for _, k := range []string{"crash", "ambiguous statement"} {
+	for _, k := range []string{"crash", "ambiguous statement", "effect answer lost"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in the fixtures' findings", k)
 		}
@@ -199,6 +207,54 @@ func TestReportStepsKeepTheFaultedStep(t *testing.T) {
 		return
 	}
 	t.Fatal("no record of TestRewardWithNotice in testdata/diagrams")
+}
+
+// A charge whose answer was lost is marked in place among the delivery's
+// steps, and drawn from both sides: the provider made it, the worker got
+// a timeout and went on to mark the order and send the email.
+func TestReportShowsAnEffectsLostAnswer(t *testing.T) {
+	for _, rec := range diagramRecords(t) {
+		if rec.Test != "TestGiveUpOnTimeout" {
+			continue
+		}
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		if len(j.Findings) != 1 {
+			t.Fatalf("findings = %d, want 1 (the lost answer)", len(j.Findings))
+		}
+		f := j.Findings[0]
+		var got []string
+		for _, s := range f.Deliveries[0].Steps {
+			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fault))
+		}
+		want := []string{"|SELECT|", "payment|payment|" + report.StepTimedOut, "|UPDATE|", "email|email|"}
+		if !slices.Equal(got, want) {
+			t.Errorf("steps of j1a1w1 = %q, want %q", got, want)
+		}
+		if len(f.Effects) == 0 || !f.Effects[0].ReplyLost {
+			t.Errorf("the payment's effect is not marked reply_lost: %+v", f.Effects)
+		}
+		var events []string
+		for _, e := range report.BuildDiagram(j, f).Events {
+			events = append(events, fmt.Sprintf("%d %s>%s %.30s", e.Kind, e.From, e.To, e.Text))
+		}
+		wantEvents := []string{
+			"0 Q>W1 deliver job 1, attempt 1",
+			"0 W1>DB 1. SELECT email, customer, tot",
+			"0 W1>P3 2. payment key=charge-order-98",
+			"2 P3>W1 done: py_1, but the answer is ",
+			"4 W1> timeout error; goes on",
+			"0 W1>DB 3. UPDATE orders SET status = ",
+			"0 W1>P4 4. email to=asha@example.com s",
+			"1 P4>W1 done",
+			"0 W1>Q ack",
+		}
+		if !slices.Equal(events, wantEvents) {
+			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(events, "\n"), strings.Join(wantEvents, "\n"))
+		}
+		return
+	}
+	t.Fatal("no record of TestGiveUpOnTimeout in testdata/diagrams")
 }
 
 // Each finding's effect diff shows its own scenario's keys (a random key

@@ -180,7 +180,9 @@ type DeliveryOutcome struct {
 	Worker  int
 	// Fault says what went wrong by design: "crashed before step 3
 	// reached the server: INSERT ...", "returned nil, but its ack was
-	// lost".
+	// lost", "lost the answer to step 2, which the provider made; the
+	// call timed out: ...". A delivery an effect fault hit lives on, so
+	// Err may follow.
 	Fault string
 	// Err is the error the handler returned, or empty. A delivery that
 	// crashed has none: its return value is ignored.
@@ -192,8 +194,9 @@ type DeliveryOutcome struct {
 	// Steps: the one a crash kept from the server or provider, or the
 	// statement an ambiguous fault applied without a reply. It is step
 	// Delivery.At of the delivery and holds its place in Order. nil when
-	// no fault hit such a step (an ambiguous effect call completed, so it
-	// is in Steps).
+	// no fault hit such a step: an ambiguous effect call, and an effect
+	// call whose answer was lost or that the provider refused, completed
+	// as a step, so they are in Steps.
 	Faulted *faults.Step `json:",omitempty"`
 	// QueueRetry marks the clean redelivery the queue made because the
 	// job's last scheduled delivery failed (or, with a queue adapter,

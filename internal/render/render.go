@@ -96,6 +96,9 @@ func Difference(s record.Scenario) string {
 	}
 	for _, d := range s.StateDiff {
 		fmt.Fprintf(&b, "%q\n%s\n", d.Table, d.Diff)
+		for _, g := range d.Gaps {
+			fmt.Fprintf(&b, "%s\n", g)
+		}
 	}
 	if s.EffectDiff != nil {
 		for _, l := range s.EffectDiff.Lines {

@@ -150,6 +150,72 @@ func TestDiagramAmbiguousEffect(t *testing.T) {
 	}
 }
 
+// An effect call whose answer was lost: the provider's side shows the
+// payment made, the worker's a timeout it lives through; it retries with
+// the same key and gets the stored answer. A refused call shows a 503 and
+// nothing done.
+func TestDiagramEffectFaults(t *testing.T) {
+	j := report.Job{Steps: []report.Step{{Text: "payment key=k", Effect: "payment"}, {Text: "insert"}}}
+	tests := []struct {
+		name string
+		f    report.Finding
+		want []string
+	}{
+		{"lost reply", report.Finding{
+			Order: []int{1, 1, 1},
+			Deliveries: []report.Delivery{{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "lostreply", At: 1,
+				Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fault: report.StepTimedOut}, {Text: "payment key=k", Effect: "payment"}, {Text: "insert"}}}},
+			Effects: []report.Effect{
+				{Kind: "payment", Text: "payment key=k", Delivery: "j1a1w1", Result: "py_1", ReplyLost: true},
+				{Kind: "payment", Text: "payment key=k", Delivery: "j1a1w1", Result: "py_1", Replayed: true},
+			},
+		}, []string{
+			"0 Q>W1 deliver job 1, attempt 1",
+			"0 W1>P3 1. payment key=k",
+			"2 P3>W1 done: py_1, but the answer is lost",
+			"4 W1> timeout error; goes on",
+			"0 W1>P3 2. payment key=k",
+			"1 P3>W1 stored answer, not done again",
+			"0 W1>DB 3. insert",
+			"0 W1>Q ack",
+		}},
+		{"refused", report.Finding{
+			Order: []int{1, 2, 2},
+			Deliveries: []report.Delivery{
+				{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "failed", At: 1, Err: "[twice] payment provider: 503 service unavailable",
+					Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fault: report.StepRefused}}},
+				{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Advance: 30_000, QueueRetry: true, Steps: j.Steps},
+			},
+			Effects: []report.Effect{
+				{Kind: "payment", Text: "payment key=k", Delivery: "j1a1w1", Err: "[twice] payment provider: 503 service unavailable"},
+				{Kind: "payment", Text: "payment key=k", Delivery: "j1a2w2", Result: "py_1"},
+			},
+		}, []string{
+			"0 Q>W1 deliver job 1, attempt 1",
+			"0 W1>P4 1. payment key=k",
+			"1 P4>W1 503, refused: not done",
+			"0 W1>Q fails: [twice] payment provider: 503 service unavailable",
+			"4 Q> clock +30s",
+			"0 Q>W2 retry job 1, attempt 2",
+			"0 W2>P4 1. payment key=k",
+			"1 P4>W2 done: py_1",
+			"0 W2>DB 2. insert",
+			"0 W2>Q ack",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, e := range report.BuildDiagram(j, tt.f).Events {
+				got = append(got, fmt.Sprintf("%d %s>%s %s", e.Kind, e.From, e.To, e.Text))
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
 // A kept database that was dumped, because its server stopped with the
 // test binary, is named with its dump file, which outlives the run.
 func TestKeptDumpShown(t *testing.T) {

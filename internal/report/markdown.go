@@ -125,6 +125,7 @@ func diffText(f Finding) string {
 	var parts []string
 	for _, d := range f.StateDiff {
 		parts = append(parts, fmt.Sprintf("table %q mismatch (-once +twice):\n%s", d.Table, strings.TrimRight(d.Diff, "\n")))
+		parts = append(parts, d.Notes...)
 	}
 	if f.EffectDiff != "" {
 		parts = append(parts, strings.TrimRight(f.EffectDiff, "\n"))

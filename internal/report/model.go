@@ -188,6 +188,10 @@ type Finding struct {
 type TableDiff struct {
 	Table string `json:"table"`
 	Diff  string `json:"diff"`
+	// Notes explain the diff, one line each: a column whose values differ
+	// only by a sequence's gap, and which sequence a rolled-back attempt
+	// advanced.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Delivery is one delivery of a schedule and what happened to it.
@@ -205,8 +209,8 @@ type Delivery struct {
 	With  int `json:"with,omitempty"`
 	After int `json:"after,omitempty"`
 	// Fault is what the schedule did to it: "crash", "ambiguous",
-	// "lostack" or empty; At the step it acted on (0 for a crash after the
-	// last step).
+	// "lostack", "lostreply", "failed" or empty; At the step it acted on (0
+	// for a crash after the last step).
 	Fault string `json:"fault,omitempty"`
 	At    int    `json:"at,omitempty"`
 	// Steps are the steps it took, in the order it took them: those it
@@ -241,9 +245,13 @@ type Step struct {
 	Effect string `json:"effect,omitempty"`
 	// Fault marks the step of a delivery the schedule's fault hit:
 	// StepCrashed (the worker died before it reached the server or the
-	// provider: it never ran) or StepReplyLost (it was applied, or the
-	// effect made, but the worker never heard the answer). Empty for a
-	// step that completed, and in Job.Steps.
+	// provider: it never ran), StepReplyLost (it was applied, or the
+	// effect made, but the worker never heard the answer and died),
+	// StepTimedOut (the provider made the effect, its answer was lost, and
+	// the handler's call returned a timeout error while it lived on) or
+	// StepRefused (the provider refused the effect call before making it,
+	// a 503, and the handler lived on). Empty for a step that went as
+	// asked, and in Job.Steps.
 	Fault string `json:"fault,omitempty"`
 }
 
@@ -251,6 +259,8 @@ type Step struct {
 const (
 	StepCrashed   = "crashed"
 	StepReplyLost = "reply-lost"
+	StepTimedOut  = "timed-out"
+	StepRefused   = "refused"
 )
 
 // Effect is one call to a system outside the database.
@@ -266,6 +276,9 @@ type Effect struct {
 	Result   string `json:"result,omitempty"`
 	Err      string `json:"error,omitempty"`
 	Replayed bool   `json:"replayed,omitempty"`
+	// ReplyLost is true when the provider made the effect but its answer
+	// never reached the handler, whose call returned a timeout error.
+	ReplyLost bool `json:"reply_lost,omitempty"`
 }
 
 // Millis is a duration written as whole milliseconds in JSON.

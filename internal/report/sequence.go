@@ -33,7 +33,8 @@ const (
 	Lost
 	// Crash is a worker dying: a cross on its lifeline.
 	Crash
-	// Note is a remark over one lifeline: a clock move.
+	// Note is a remark over one lifeline: a clock move, or a worker
+	// living on after a call timed out.
 	Note
 )
 
@@ -195,6 +196,10 @@ func (b *diagramBuilder) step(d, k int) {
 			step.Fault = StepCrashed
 		case "ambiguous":
 			step.Fault = StepReplyLost
+		case "lostreply":
+			step.Fault = StepTimedOut
+		case "failed":
+			step.Fault = StepRefused
 		}
 	}
 	label := step.Text
@@ -215,6 +220,17 @@ func (b *diagramBuilder) step(d, k int) {
 		case step.Fault == StepReplyLost:
 			b.add(Lost, p, w, "done, but the answer is lost")
 			b.add(Crash, w, "", fmt.Sprintf("dies before it hears back from step %d", k))
+		case step.Fault == StepTimedOut || (got != nil && got.ReplyLost):
+			// The provider's side: it made the effect. The handler's side:
+			// an error, and it lives on.
+			done := "done"
+			if got != nil && got.Result != "" {
+				done += ": " + got.Result
+			}
+			b.add(Lost, p, w, done+", but the answer is lost")
+			b.add(Note, w, "", "timeout error; goes on")
+		case step.Fault == StepRefused:
+			b.add(Reply, p, w, "503, refused: not done")
 		case got == nil:
 		case got.Err != "":
 			b.add(Reply, p, w, "error: "+oneLine(got.Err))

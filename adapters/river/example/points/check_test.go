@@ -38,6 +38,8 @@ func TestLedgerWorker(t *testing.T) {
 // second copy ships again but does not notify again.
 func TestShipWorker(t *testing.T) {
 	twiceriver.Check(t, "ship-order", points.ShipArgs{OrderID: 9812},
-		func(d *harness.Delivery) river.Worker[points.ShipArgs] { return &points.ShipWorker{Pool: d.DB, Unique: true} },
+		func(d *harness.Delivery) river.Worker[points.ShipArgs] {
+			return &points.ShipWorker{Pool: d.DB, Unique: true}
+		},
 		schema)
 }
