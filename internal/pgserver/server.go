@@ -58,6 +58,8 @@ type Server struct {
 
 	local     *localCluster // ModeLocal only
 	container string        // ModeDocker only: the container's ID
+	image     string        // ModeDocker only: the container's image
+	ctr       execer        // ModeDocker only: runs pg_dump in the container
 
 	closeOnce sync.Once
 	closeErr  error
