@@ -129,10 +129,11 @@ func TestKeptEvidenceDocker(t *testing.T) {
 	if image == "" {
 		t.Skip("TWICE_TEST_DOCKER_IMAGE unset: no Docker mode tests")
 	}
-	wrap, fakeRan := hideHostPgDump(t)
-	sc, out := failEvidenceIn(t, wrap, "TWICE_POSTGRES=docker", "TWICE_POSTGRES_IMAGE="+image)
+	wrap, env, fakeRan := hideHostPgDump(t)
+	sc, out := failEvidenceIn(t, wrap, append(env, "TWICE_POSTGRES=docker", "TWICE_POSTGRES_IMAGE="+image)...)
 	require.NotEmpty(t, sc.Dump, "no dump of the kept database")
 	t.Cleanup(func() { _ = os.Remove(sc.Dump) })
+	assert.Empty(t, sc.DumpError)
 	assert.NoFileExists(t, fakeRan, "the dump ran a pg_dump on the host")
 	_, restore, ok := strings.Cut(out, "restore it with ")
 	require.True(t, ok, "the log prints no restore command")
@@ -153,10 +154,11 @@ func TestKeptEvidenceDocker(t *testing.T) {
 }
 
 // hideHostPgDump returns a wrapper that runs a command in a private mount
-// namespace where /usr/lib/postgresql is empty and the first pg_dump on
-// PATH fails like one older than the server, leaving the file fakeRan.
-// Without root and unshare(1) it skips t.
-func hideHostPgDump(t *testing.T) (wrap []string, fakeRan string) {
+// namespace where every pg_dump of the host's PostgreSQL installations is
+// /dev/null, and an environment whose first pg_dump on PATH fails like one
+// older than the server and leaves the file fakeRan. The server binaries
+// stay. Without root and unshare(1) it skips t.
+func hideHostPgDump(t *testing.T) (wrap, env []string, fakeRan string) {
 	t.Helper()
 	unshare, err := osexec.LookPath("unshare")
 	if err != nil || os.Geteuid() != 0 {
@@ -166,9 +168,25 @@ func hideHostPgDump(t *testing.T) (wrap []string, fakeRan string) {
 	fakeRan = filepath.Join(dir, "ran")
 	fake := "#!/bin/sh\necho ran > '" + fakeRan + "'\necho 'pg_dump: error: aborting because of server version mismatch' >&2\nexit 1\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "pg_dump"), []byte(fake), 0o755))
-	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	script := `if [ -d /usr/lib/postgresql ]; then mount -t tmpfs -o size=1m twice-hidden /usr/lib/postgresql || exit 1; fi; exec "$@"`
-	return []string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}, fakeRan
+	script := `for f in /usr/lib/postgresql/*/bin/pg_dump /usr/bin/pg_dump; do if [ -e "$f" ]; then mount --bind /dev/null "$f" || exit 1; fi; done; exec "$@"`
+	wrap = []string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}
+	return wrap, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, fakeRan
+}
+
+// TestKeptEvidenceDumpFails: when the kept database of a server that
+// stops with the test binary cannot be dumped (here the local cluster's
+// pg_dump is hidden and the one on PATH fails), the log and the record say
+// that it is lost and why, and name no dump file.
+func TestKeptEvidenceDumpFails(t *testing.T) {
+	privateServer(t) // the same gate as the local mode's tests
+	wrap, env, fakeRan := hideHostPgDump(t)
+	sc, out := failEvidenceIn(t, wrap, append(env, "TWICE_POSTGRES=local")...)
+	assert.FileExists(t, fakeRan, "the failing pg_dump did not run")
+	assert.Empty(t, sc.Dump)
+	assert.Contains(t, sc.DumpError, "dumping database twice_kept_")
+	assert.Contains(t, sc.DumpError, "/pg_dump failed: exit status 1\npg_dump: error: aborting because of server version mismatch")
+	assert.Contains(t, out, "while the test binary runs; it could not be dumped, so it is lost when the test binary exits (its server stops with it): dumping database twice_kept_")
+	assert.NotContains(t, out, "restore it with")
 }
 
 // restoreServer is a server to restore a dump into, other than the one
