@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -26,8 +27,18 @@ const keptEvidenceEnv = "TWICE_HARNESS_TEST_KEPT_EVIDENCE"
 // child has exited when it returns: whatever died with it is gone.
 func failEvidence(t *testing.T, env ...string) record.Scenario {
 	t.Helper()
+	sc, _ := failEvidenceIn(t, nil, env...)
+	return sc
+}
+
+// failEvidenceIn is failEvidence with the child started through wrap (a
+// command that ends by running its arguments, or nil), and also returns
+// what the child printed.
+func failEvidenceIn(t *testing.T, wrap []string, env ...string) (record.Scenario, string) {
+	t.Helper()
 	dir := t.TempDir()
-	cmd := osexec.Command(os.Args[0], "-test.run=^TestHelperKeptEvidence$", "-test.v")
+	argv := append(append([]string{}, wrap...), os.Args[0], "-test.run=^TestHelperKeptEvidence$", "-test.v")
+	cmd := osexec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), append(env, keptEvidenceEnv+"=1", record.DirEnv+"="+dir)...)
 	out, err := cmd.CombinedOutput()
 	t.Logf("helper output:\n%s", out)
@@ -38,11 +49,11 @@ func failEvidence(t *testing.T, env ...string) record.Scenario {
 	require.NotNil(t, recs[0].Result)
 	for _, sc := range recs[0].Result.Scenarios {
 		if sc.Database != "" {
-			return sc
+			return sc, string(out)
 		}
 	}
 	t.Fatalf("no scenario names a kept database: %+v", recs[0].Result.Scenarios)
-	return record.Scenario{}
+	return record.Scenario{}, ""
 }
 
 // logRows reads the log table of database on srv.
@@ -103,6 +114,94 @@ func TestKeptEvidenceLocal(t *testing.T) {
 	assert.Equal(t, []string{"1:ran", "2:ran"}, logRows(t, srv, "restored"))
 }
 
+// TestKeptEvidenceDocker: in a container, which is removed with the test
+// binary, the kept database is dumped by the container's own pg_dump, and
+// the restore command the log prints works, as printed, after the test has
+// exited and its container is gone.
+//
+// The host's pg_dump would refuse a server newer than itself. No image of
+// a newer server can be built offline (CI's image is the host's
+// PostgreSQL 15), so the child runs with the host's PostgreSQL
+// installation hidden and a pg_dump on PATH that fails as an older one
+// would, and must not need either.
+func TestKeptEvidenceDocker(t *testing.T) {
+	image := os.Getenv("TWICE_TEST_DOCKER_IMAGE")
+	if image == "" {
+		t.Skip("TWICE_TEST_DOCKER_IMAGE unset: no Docker mode tests")
+	}
+	wrap, env, fakeRan := hideHostPgDump(t)
+	sc, out := failEvidenceIn(t, wrap, append(env, "TWICE_POSTGRES=docker", "TWICE_POSTGRES_IMAGE="+image)...)
+	require.NotEmpty(t, sc.Dump, "no dump of the kept database")
+	t.Cleanup(func() { _ = os.Remove(sc.Dump) })
+	assert.Empty(t, sc.DumpError)
+	assert.NoFileExists(t, fakeRan, "the dump ran a pg_dump on the host")
+	_, restore, ok := strings.Cut(out, "restore it with ")
+	require.True(t, ok, "the log prints no restore command")
+	restore, _, _ = strings.Cut(restore, "\n")
+	require.Contains(t, restore, sc.Dump)
+
+	srv := restoreServer(t, image)
+	cfg, err := pgx.ParseConfig(srv.ConnString(""))
+	require.NoError(t, err)
+	cmd := osexec.Command("sh", "-c", restore)
+	cmd.Env = append(os.Environ(),
+		"PATH="+filepath.Dir(pgDumpOf(t))+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"PGHOST="+cfg.Host, fmt.Sprintf("PGPORT=%d", cfg.Port), "PGUSER="+cfg.User, "PGPASSWORD="+cfg.Password)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s\n%s", restore, b)
+	name := strings.TrimSuffix(filepath.Base(sc.Dump), ".sql")
+	assert.Equal(t, []string{"1:ran", "2:ran"}, logRows(t, srv, name))
+}
+
+// hideHostPgDump returns a wrapper that runs a command in a private mount
+// namespace where every pg_dump of the host's PostgreSQL installations is
+// /dev/null, and an environment whose first pg_dump on PATH fails like one
+// older than the server and leaves the file fakeRan. The server binaries
+// stay. Without root and unshare(1) it skips t.
+func hideHostPgDump(t *testing.T) (wrap, env []string, fakeRan string) {
+	t.Helper()
+	unshare, err := osexec.LookPath("unshare")
+	if err != nil || os.Geteuid() != 0 {
+		t.Skip("needs root and unshare(1) to hide the host's pg_dump from a child")
+	}
+	dir := t.TempDir()
+	fakeRan = filepath.Join(dir, "ran")
+	fake := "#!/bin/sh\necho ran > '" + fakeRan + "'\necho 'pg_dump: error: aborting because of server version mismatch' >&2\nexit 1\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pg_dump"), []byte(fake), 0o755))
+	script := `for f in /usr/lib/postgresql/*/bin/pg_dump /usr/bin/pg_dump; do if [ -e "$f" ]; then mount --bind /dev/null "$f" || exit 1; fi; done; exec "$@"`
+	wrap = []string{unshare, "--mount", "--propagation", "private", "sh", "-c", script, "sh"}
+	return wrap, []string{"PATH=" + dir + string(os.PathListSeparator) + os.Getenv("PATH")}, fakeRan
+}
+
+// TestKeptEvidenceDumpFails: when the kept database of a server that
+// stops with the test binary cannot be dumped (here the local cluster's
+// pg_dump is hidden and the one on PATH fails), the log and the record say
+// that it is lost and why, and name no dump file.
+func TestKeptEvidenceDumpFails(t *testing.T) {
+	privateServer(t) // the same gate as the local mode's tests
+	wrap, env, fakeRan := hideHostPgDump(t)
+	sc, out := failEvidenceIn(t, wrap, append(env, "TWICE_POSTGRES=local")...)
+	assert.FileExists(t, fakeRan, "the failing pg_dump did not run")
+	assert.Empty(t, sc.Dump)
+	assert.Contains(t, sc.DumpError, "dumping database twice_kept_")
+	assert.Contains(t, sc.DumpError, "/pg_dump failed: exit status 1\npg_dump: error: aborting because of server version mismatch")
+	assert.Contains(t, out, "while the test binary runs; it could not be dumped, so it is lost when the test binary exits (its server stops with it): dumping database twice_kept_")
+	assert.NotContains(t, out, "restore it with")
+}
+
+// restoreServer is a server to restore a dump into, other than the one
+// that made it: a private local cluster, else a container of image.
+func restoreServer(t *testing.T, image string) *pgserver.Server {
+	t.Helper()
+	srv, err := pgserver.Start(t.Context(), pgserver.Config{Mode: pgserver.ModeLocal})
+	if err != nil {
+		srv, err = pgserver.Start(t.Context(), pgserver.Config{Mode: pgserver.ModeDocker, Image: image})
+	}
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
+}
+
 // pgDumpOf finds the pg_dump the harness uses, to run the psql next to it.
 func pgDumpOf(t *testing.T) string {
 	t.Helper()
@@ -120,7 +219,7 @@ func pgDumpOf(t *testing.T) string {
 
 func TestHelperKeptEvidence(t *testing.T) {
 	if os.Getenv(keptEvidenceEnv) == "" {
-		t.Skip("helper for TestKeptEvidenceURL and TestKeptEvidenceLocal")
+		t.Skip("helper for the TestKeptEvidence tests")
 	}
 	s, err := faults.Parse("j1a1w1 > j1a2w2")
 	require.NoError(t, err)

@@ -133,7 +133,8 @@ func (r *Result) keepDatabases(ctx context.Context) []string {
 		}
 		live := fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q while the test binary runs", s.Fault, s.Schedule, s.Database)
 		if err := srv.Dump(ctx, k.db.Name, evidence.DumpFile(k.db.Name)); err != nil {
-			lines = append(lines, live+"; it could not be dumped for later: "+strings.TrimPrefix(err.Error(), "[twice] "))
+			s.DumpError = strings.TrimPrefix(err.Error(), "[twice] ")
+			lines = append(lines, live+"; it could not be dumped, so it is lost when the test binary exits (its server stops with it): "+s.DumpError)
 			continue
 		}
 		s.Dump = evidence.DumpFile(k.db.Name)

@@ -451,7 +451,7 @@ func (b *builder) relDir(dir string) string {
 func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
-		Order: s.Order, Database: s.Database, Dump: s.Dump,
+		Order: s.Order, Database: s.Database, Dump: s.Dump, DumpError: s.DumpError,
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}
 	for _, o := range s.Deliveries {

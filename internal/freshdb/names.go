@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+
+	"github.com/runtwice/twice/internal/pgserver"
 )
 
 // Every database this package creates is named twice_<run ID>_<suffix>,
@@ -19,10 +21,11 @@ const namePrefix = "twice_"
 var ownName = regexp.MustCompile(`^twice_([0-9a-f]{8})_([a-z0-9]{1,40})$`)
 
 // runMarker is the comment (COMMENT ON DATABASE) every database a run
-// creates carries from its creation on: the stale sweep drops only
-// databases whose comment names the run their name does, so a foreign
-// database that merely looks like ours (twice_deadbeef_d1) survives.
-func runMarker(id string) string { return "twice run " + id }
+// creates carries from its creation on: the stale sweep and the exit
+// watchdog of a URL server drop only databases whose comment names the
+// run their name does, so a foreign database that merely looks like ours
+// (twice_deadbeef_d1) survives.
+func runMarker(id string) string { return pgserver.RunMarker(id) }
 
 // lockClass is the first key of the session-level advisory lock each run
 // holds on its lock connection ("twic"); the second key is the run ID.

@@ -267,9 +267,10 @@ func (r *run) create(ctx context.Context, name, sql string) error {
 		r.mu.Unlock()
 		return err
 	}
-	// The marker the stale sweep asks for. A process killed before it is
-	// written leaves a database no sweep takes; on a URL server the exit
-	// watchdog still drops it by this run's prefix.
+	// The marker the stale sweep and the exit watchdog ask for. A process
+	// killed before it is written (while CREATE DATABASE runs, or just
+	// after) leaves a database neither takes, as neither can tell it from
+	// someone else's that looks like ours; drop such a one by hand.
 	if err := r.adminExec(ctx, "COMMENT ON DATABASE "+quote(name)+" IS '"+runMarker(runID)+"'"); err != nil {
 		return fmt.Errorf("[twice] internal: marking database %s as this run's: %w", name, err)
 	}

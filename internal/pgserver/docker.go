@@ -158,6 +158,8 @@ func startDocker(ctx context.Context, image string) (*Server, error) {
 	}
 	srv.stop = stop
 	srv.container = ctr.GetContainerID()
+	srv.image = image
+	srv.ctr = ctr
 	return srv, nil
 }
 

@@ -17,9 +17,21 @@ import (
 var runPrefixRE = regexp.MustCompile(`^twice_[0-9a-f]{8}_$`)
 
 // runDatabaseRE matches every name a run generates for live work. The
-// watchdog drops a database only if its name matches this and starts with
-// the prefix it was given.
+// watchdog drops a database only if its name matches this, starts with
+// the prefix it was given and carries that run's RunMarker.
 var runDatabaseRE = regexp.MustCompile(`^twice_[0-9a-f]{8}_[a-z0-9]{1,40}$`)
+
+// RunMarker is the comment (COMMENT ON DATABASE) internal/freshdb gives
+// every database of the run with ID runID (8 lowercase hex digits) as it
+// creates it. A name alone proves nothing: someone may have made a
+// twice_deadbeef_d1 of their own. Defined here, where the exit watchdog
+// checks it, because freshdb imports this package, not the reverse.
+func RunMarker(runID string) string { return "twice run " + runID }
+
+// prefixRunID is the run ID in a run prefix (twice_<run ID>_).
+func prefixRunID(prefix string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(prefix, "twice_"), "_")
+}
 
 // dropPatience bounds the watchdog's whole drop of one run's databases: a
 // server that stopped answering must not keep the watchdog alive forever.
@@ -27,9 +39,11 @@ const dropPatience = 2 * time.Minute
 
 // DropOnExit arranges for the databases of one run, those named
 // prefix<suffix> with prefix "twice_<8 lowercase hex digits>_" and a suffix
-// of 1 to 40 lowercase letters and digits, to be dropped (WITH (FORCE)) on
-// this server once this process has exited, however it ends: normal exit,
-// panic, SIGKILL. Kept databases (twice_kept_...) and every other name are
+// of 1 to 40 lowercase letters and digits that carry the run's marker
+// (RunMarker of those 8 digits), to be dropped (WITH (FORCE)) on this
+// server once this process has exited, however it ends: normal exit,
+// panic, SIGKILL. Kept databases (twice_kept_...), a database of such a
+// name without the marker or with another run's, and every other name are
 // never touched. Any other prefix is refused with an error.
 //
 // For ModeURL it starts a watchdog process on first use (one per Server)
@@ -91,9 +105,10 @@ func parseDBsLine(rest string) (dbsJob, bool) {
 }
 
 // dropRunDatabases drops every database on the server at connString whose
-// name starts with prefix and matches runDatabaseRE, closing sessions still
-// in them. version forces the way to do it (0: ask the server); tests use it
-// to run the pre-13 path on a newer server.
+// name starts with prefix and matches runDatabaseRE and whose comment is
+// the run's marker, closing sessions still in them. version forces the way
+// to do it (0: ask the server); tests use it to run the pre-13 path on a
+// newer server.
 //
 // It lists again until nothing is left and no session still runs a
 // statement naming the prefix: a test process killed in the middle of
@@ -125,9 +140,13 @@ func dropRunDatabases(ctx context.Context, prefix, connString string, version in
 	}
 	var errs []error
 	for {
+		// Only the run's own: its marker, not just its name. A database
+		// whose creator died between CREATE DATABASE and the COMMENT has no
+		// marker either and stays, since nothing tells it from a foreign one.
 		res := conn.ExecParams(ctx,
-			`SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1 ORDER BY datname`,
-			[][]byte{[]byte(prefix)}, nil, nil, nil).Read()
+			`SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1
+				AND shobj_description(oid, 'pg_database') = $2 ORDER BY datname`,
+			[][]byte{[]byte(prefix), []byte(RunMarker(prefixRunID(prefix)))}, nil, nil, nil).Read()
 		if res.Err != nil {
 			return fmt.Errorf("[twice] internal: drop databases %s*: list them: %w", prefix, res.Err)
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -26,8 +27,9 @@ func newTestRunID(t *testing.T) string {
 }
 
 // runDatabases names, for run ID id, the databases a run would make (gone
-// after the watchdog) and the ones that only look related (kept).
-func runDatabases(id string) (drop, keep []string) {
+// after the watchdog) and the ones that only look related (kept); comments
+// holds the comment each gets, if any.
+func runDatabases(id string) (drop, keep []string, comments map[string]string) {
 	prefix := "twice_" + id + "_"
 	drop = []string{prefix + "t0123456789abcdef", prefix + "d1", prefix + "d2"}
 	keep = []string{
@@ -35,16 +37,30 @@ func runDatabases(id string) (drop, keep []string) {
 		prefix + "D1",             // the prefix, but not a name a run generates
 		prefix + "d1_x",
 		prefix + strings.Repeat("a", 41),
-		"app_" + id, // a foreign database
+		"app_" + id,   // a foreign database
+		prefix + "d3", // a foreign database named like the run's: no marker
+		prefix + "d4", // another run's marker
+		prefix + "d5", // someone's own comment
 	}
-	return drop, keep
+	comments = map[string]string{}
+	for _, name := range slices.Concat(drop, keep[:4]) {
+		comments[name] = RunMarker(id)
+	}
+	comments[prefix+"d4"] = RunMarker("0badc0de")
+	comments[prefix+"d5"] = "twice run " + id + " (not really)"
+	return drop, keep, comments
 }
 
-func createDatabases(t *testing.T, admin *pgx.Conn, names []string) {
+// createDatabases creates names, each with its comment if it has one.
+func createDatabases(t *testing.T, admin *pgx.Conn, names []string, comments map[string]string) {
 	t.Helper()
 	for _, name := range names {
 		_, err := admin.Exec(context.Background(), "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 		require.NoError(t, err)
+		if c, ok := comments[name]; ok {
+			_, err := admin.Exec(context.Background(), "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS '"+c+"'")
+			require.NoError(t, err)
+		}
 	}
 }
 
@@ -73,7 +89,8 @@ func existingDatabases(t *testing.T, admin *pgx.Conn, names []string) []string {
 
 // TestDropOnExit: a test binary in URL mode that registered its run prefix
 // leaves none of its run's databases behind once it exits or is killed,
-// even one another session is connected to, and touches nothing else.
+// even one another session is connected to, and touches nothing else: not
+// even a database named like its run's that lacks its marker.
 func TestDropOnExit(t *testing.T) {
 	// A private local server: no other run's cleanup can drop what this
 	// test expects the watchdog to drop.
@@ -85,7 +102,7 @@ func TestDropOnExit(t *testing.T) {
 	for _, end := range []string{"exit", "sigkill"} {
 		t.Run(end, func(t *testing.T) {
 			id := newTestRunID(t)
-			drop, keep := runDatabases(id)
+			drop, keep, _ := runDatabases(id)
 			dropDatabasesT(t, local.ConnString(""), slices.Concat(drop, keep))
 			// The child exits only once its stdin closes: its databases
 			// must be seen while it lives, not raced against its exit.
@@ -132,8 +149,8 @@ func TestHelperDropOnExit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop, keep := runDatabases(id)
-	createDatabases(t, admin, slices.Concat(drop, keep))
+	drop, keep, comments := runDatabases(id)
+	createDatabases(t, admin, slices.Concat(drop, keep), comments)
 	fmt.Println("READY " + id)
 	if end == "sigkill" {
 		select {}
@@ -200,7 +217,8 @@ func TestDBsLine(t *testing.T) {
 }
 
 // TestDropRunDatabases drops in process, both ways: WITH (FORCE) and the
-// terminate-then-drop path of servers before 13.
+// terminate-then-drop path of servers before 13; only the run's marked
+// databases go.
 func TestDropRunDatabases(t *testing.T) {
 	local := startLocalT(t)
 	ctx := context.Background()
@@ -210,11 +228,12 @@ func TestDropRunDatabases(t *testing.T) {
 	for _, version := range []int{0, 120000} {
 		t.Run(fmt.Sprintf("version=%d", version), func(t *testing.T) {
 			id := newTestRunID(t)
-			drop, keep := runDatabases(id)
-			other, _ := runDatabases(newTestRunID(t)) // a live run's
+			drop, keep, comments := runDatabases(id)
+			other, _, otherComments := runDatabases(newTestRunID(t)) // a live run's
+			maps.Copy(comments, otherComments)
 			all := slices.Concat(drop, keep, other)
 			dropDatabasesT(t, local.ConnString(""), all)
-			createDatabases(t, admin, all)
+			createDatabases(t, admin, all, comments)
 			held, err := pgx.Connect(ctx, local.ConnString(drop[1]))
 			require.NoError(t, err)
 			defer held.Close(ctx)

@@ -28,7 +28,15 @@
 // A ModeURL server is not this package's to stop, but the databases a run
 // made on it must not outlive the run either: DropOnExit hands a watchdog
 // the run's name prefix, and when the process exits the watchdog drops the
-// databases with that prefix and a name a run generates, and nothing else.
+// databases with that prefix, a name a run generates and the run's marker
+// comment (RunMarker), and nothing else.
+//
+// # Dumps
+//
+// A database on a server that dies with the test binary can be kept as a
+// file: Dump writes it as plain SQL. In a container the container's own
+// pg_dump makes it (through the Docker API), so it matches the server's
+// version whatever the host has installed.
 package pgserver
 
 import (
@@ -58,6 +66,8 @@ type Server struct {
 
 	local     *localCluster // ModeLocal only
 	container string        // ModeDocker only: the container's ID
+	image     string        // ModeDocker only: the container's image
+	ctr       execer        // ModeDocker only: runs pg_dump in the container
 
 	closeOnce sync.Once
 	closeErr  error

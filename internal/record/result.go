@@ -163,6 +163,10 @@ type Scenario struct {
 	// Database no longer answers once the test has exited; empty
 	// otherwise. Restore it with createdb NAME && psql -d NAME -f Dump.
 	Dump string `json:",omitempty"`
+	// DumpError says why the kept database could not be dumped when its
+	// server dies with the test binary: the evidence is then lost once
+	// the test has exited, and Database no longer answers.
+	DumpError string `json:",omitempty"`
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
 	Duration time.Duration

@@ -245,3 +245,38 @@ func TestKeptDumpShown(t *testing.T) {
 		t.Error("report.json does not name the dump file")
 	}
 }
+
+// A kept database whose dump failed, on a server that stopped with the
+// test binary, is gone: the page and report.json say so and why.
+func TestKeptDumpErrorShown(t *testing.T) {
+	r := fixture(t)
+	var f *report.Finding
+	for ji := range r.Jobs {
+		if fs := r.Jobs[ji].Findings; len(fs) > 0 && f == nil {
+			f = &fs[0]
+		}
+	}
+	if f == nil {
+		t.Fatal("the fixture has no finding")
+	}
+	f.DumpError = "dumping database twice_kept_0123abcd_2 with pg_dump inside PostgreSQL container 0123456789ab (image pg:test) failed with exit code 1:\npg_dump: error: <connection lost>"
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"could not be dumped, so it is gone:</p><pre>dumping database twice_kept_0123abcd_2 with pg_dump inside PostgreSQL container",
+		"pg_dump: error: &lt;connection lost&gt;</pre>",
+	} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	data, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"dump_error": "dumping database twice_kept_0123abcd_2 with pg_dump`) {
+		t.Error("report.json does not say why the dump failed")
+	}
+}

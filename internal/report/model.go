@@ -182,6 +182,9 @@ type Finding struct {
 	// Dump is the plain-SQL dump of that database, made when its server
 	// stopped with the test binary (local and Docker modes), if any.
 	Dump string `json:"dump,omitempty"`
+	// DumpError says why that database could not be dumped when its
+	// server stopped with the test binary: it is gone.
+	DumpError string `json:"dump_error,omitempty"`
 }
 
 // TableDiff is how one table differs from the clean run.
