@@ -239,7 +239,7 @@ func TestHungHandler(t *testing.T) {
 	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 2 * time.Second })
 	sc := res.Scenarios[0]
 	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
-	assert.Equal(t, "handler did not return within 300ms (Config.DeliveryTimeout); it was at step 1, which reached the server and had not finished: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
+	assert.Equal(t, "handler did not return within 2s (Config.DeliveryTimeout); it was at step 1, which reached the server and had not finished: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
 }
 
 // A handler that hangs in its own code after a finished step is reported
