@@ -65,6 +65,7 @@ type deliveryRun struct {
 	refused        atomic.Bool        // a connection of it was refused; set by the proxy
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
+	sqlDB          *deliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -396,12 +397,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	if err != nil {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
 	}
+	d.sqlDB = newDeliverySQL(d.spec.Label(), cfg.ConnConfig.Copy())
 	d.startedAt = time.Now()
 	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	d.returned = make(chan struct{})
 	hctx := d.ctx
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock,
+	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.spec.Attempt, DB: d.pool, DSN: p.DSN(), clock: e.clock, sqlDB: d.sqlDB,
 		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
 		defer close(d.returned)
@@ -780,6 +782,7 @@ func (e *execution) closeProxies() {
 		if d.pool != nil {
 			go d.pool.Close()
 		}
+		d.sqlDB.close()
 	}
 }
 

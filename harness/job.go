@@ -56,11 +56,13 @@ type Delivery struct {
 	// database. It is closed when the delivery ends.
 	DB *pgxpool.Pool
 	// DSN connects other drivers (database/sql, lib/pq, an ORM) to the
-	// same database as this delivery.
+	// same database as this delivery. For database/sql, SQL opens and
+	// closes one for you.
 	DSN string
 
 	clock *clock
 	fx    *deliveryEffects // effect fakes; see effects.go
+	sqlDB *deliverySQL     // Delivery.SQL's *sql.DB; see sqldb.go
 }
 
 // Now is the harness clock's time. Use it where the handler would call
