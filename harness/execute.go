@@ -358,10 +358,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		}
 		e.workers[d.spec.Worker] = h
 	}
+	// Loopback TCP, not a unix socket, so Delivery.DSN works with every
+	// driver: bun's pgdriver dials a host=/dir socket directory as if it
+	// were the socket; postgres://user@127.0.0.1:port/db all read alike.
 	p, err := wireproxy.Listen(wireproxy.Config{
 		Label:      d.spec.Label(),
 		Upstream:   e.db.ConnString,
-		UnixSocket: true,
+		UnixSocket: false,
 		Hooks: wireproxy.Hooks{
 			Before: func(ctx context.Context, s wireproxy.Step) wireproxy.Action {
 				req := &stepRequest{d: d, step: s, grant: make(chan wireproxy.Action, 1)}
