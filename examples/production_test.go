@@ -75,7 +75,7 @@ func TestJobCodeDoesNotImportTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range bad {
-		t.Errorf("%s: job code in examples/ is production code and must not import twice (DESIGN section 3); give the job an interface of its own (a mailer, a payer, a clock) and wire the harness's fakes into it in a _test.go file", b)
+		t.Errorf("examples/%s: job code in examples/ is production code and must not import twice (DESIGN section 3); give the job an interface of its own (a mailer, a payer, a clock) and wire the harness's fakes into it in a _test.go file", b)
 	}
 	// The walk must have reached the jobs that call systems outside the
 	// database, the ones that would be tempted to take a *harness.Delivery.
