@@ -76,8 +76,11 @@
 // # Writing a check
 //
 // Adapt the handler to a Job: each Delivery carries the job ID and attempt,
-// a pgx pool and a DSN of its own (for database/sql, lib/pq or an ORM), and
-// the harness clock.
+// connections of its own to the scenario's database (a pgx pool in DB, a
+// *sql.DB from SQL for database/sql, sqlc, GORM, bun or ent, and a DSN any
+// driver accepts), and the harness clock. The job's own code takes these
+// as production passes them (a pool, a mailer interface, a func() time.Time)
+// and never imports twice; the test wires the Delivery into them.
 //
 //	func TestRewardOrder(t *testing.T) {
 //		harness.Check(t, harness.Job{
@@ -119,7 +122,7 @@
 //
 // Run is safe to call from parallel tests; it runs Config.Parallel
 // scenarios at once. A handler must reach the database only through its
-// Delivery (DB or DSN), must call external systems through the Delivery's
+// Delivery (DB, SQL or DSN), must call external systems through the Delivery's
 // fakes, must read the time from Delivery.Now where faults should move it,
 // and must not keep connections past its return (they are closed). A
 // read-looking statement whose function only calls pg_notify, or only

@@ -77,6 +77,7 @@ type deliveryRun struct {
 	returned       chan struct{}      // closed when the handler's goroutine returns
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
+	sqlDB          *deliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -469,10 +470,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		}
 		e.workers[d.spec.Worker] = h
 	}
+	// Loopback TCP, not a unix socket, so Delivery.DSN works with every
+	// driver: bun's pgdriver dials a host=/dir socket directory as if it
+	// were the socket; postgres://user@127.0.0.1:port/db all read alike.
 	p, err := wireproxy.Listen(wireproxy.Config{
 		Label:      d.spec.Label(),
 		Upstream:   e.db.ConnString,
-		UnixSocket: true,
+		UnixSocket: false,
 		Hooks: wireproxy.Hooks{
 			Before: func(ctx context.Context, s wireproxy.Step) wireproxy.Action {
 				req := &stepRequest{d: d, step: s, grant: make(chan wireproxy.Action, 1)}
@@ -501,12 +505,13 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	if err != nil {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
 	}
+	d.sqlDB = newDeliverySQL(d.spec.Label(), cfg.ConnConfig.Copy())
 	d.startedAt = time.Now()
 	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	d.returned = make(chan struct{})
 	hctx := d.ctx
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock,
+	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock, sqlDB: d.sqlDB,
 		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
 		defer close(d.returned)
@@ -910,6 +915,7 @@ func (e *execution) closeProxies() {
 		if d.pool != nil {
 			go d.pool.Close()
 		}
+		d.sqlDB.close()
 	}
 }
 

@@ -69,12 +69,16 @@ type Delivery struct {
 	// DB is a pool of this delivery's own connections to the scenario's
 	// database. It is closed when the delivery ends.
 	DB *pgxpool.Pool
-	// DSN connects other drivers (database/sql, lib/pq, an ORM) to the
-	// same database as this delivery.
+	// DSN connects other drivers to the same database as this delivery,
+	// on connections of its own: a URL on 127.0.0.1 with no password and
+	// sslmode=disable, which pgx, database/sql over pgx's stdlib, lib/pq,
+	// GORM and bun's pgdriver all accept. For database/sql, SQL opens and
+	// closes one for you.
 	DSN string
 
 	clock *clock
 	fx    *deliveryEffects // effect fakes; see effects.go
+	sqlDB *deliverySQL     // Delivery.SQL's *sql.DB; see sqldb.go
 }
 
 // Now is the harness clock's time. Use it where the handler would call

@@ -51,7 +51,8 @@ func TestFindingMessages(t *testing.T) {
 		{
 			name: "mark-then-send-finding",
 			job: harness.Job{Name: "receipt-mark-then-send", Handler: func(ctx context.Context, d *harness.Delivery) error {
-				return receipts.MarkThenSend(ctx, d, 9812)
+				s := receipts.Sender{DB: d.DB, Mail: receiptMailer{d.Mail()}, Now: d.Now}
+				return s.MarkThenSend(ctx, 9812)
 			}},
 			cfg: harness.Config{
 				Setup:          []harness.Setup{harness.SQL(receipts.Schema)},
@@ -90,4 +91,11 @@ func TestFindingMessages(t *testing.T) {
 			golden.Equal(t, "messages/"+tt.name+".txt", errs[0])
 		})
 	}
+}
+
+// receiptMailer sends the receipts job's emails through the mail fake.
+type receiptMailer struct{ fake *harness.Mailer }
+
+func (m receiptMailer) Send(ctx context.Context, e receipts.Email) error {
+	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
 }

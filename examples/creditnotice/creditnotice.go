@@ -10,8 +10,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/runtwice/twice/harness"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Schema is the seed's ledger, with one customer.
@@ -26,10 +25,29 @@ CREATE TABLE points_ledger (
 INSERT INTO customers VALUES (77, 'asha@example.com', 120);
 `
 
+// Email is a message to a customer.
+type Email struct {
+	To      string
+	Subject string
+	Body    string
+}
+
+// Mailer sends email: in production the email provider's client, which
+// does not deduplicate, so every call is one more email.
+type Mailer interface {
+	Send(ctx context.Context, e Email) error
+}
+
+// Rewarder credits loyalty points for orders.
+type Rewarder struct {
+	DB   *pgxpool.Pool
+	Mail Mailer
+}
+
 // Reward credits 50 points for the order once, and tells the customer when
 // it believes it failed.
-func Reward(ctx context.Context, d *harness.Delivery, customerID, orderID int64) error {
-	err := pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+func (r Rewarder) Reward(ctx context.Context, customerID, orderID int64) error {
+	err := pgx.BeginFunc(ctx, r.DB, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO points_ledger VALUES ($1, 'order_reward', 50) ON CONFLICT DO NOTHING`, orderID)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
@@ -38,7 +56,7 @@ func Reward(ctx context.Context, d *harness.Delivery, customerID, orderID int64)
 		return err
 	})
 	if err != nil {
-		_ = d.Mail().Send(ctx, harness.Email{
+		_ = r.Mail.Send(ctx, Email{
 			To:      "asha@example.com",
 			Subject: "We could not credit your points",
 			Body:    fmt.Sprintf("Order %d: we will try again.", orderID),

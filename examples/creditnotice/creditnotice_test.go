@@ -9,9 +9,20 @@ import (
 	"github.com/runtwice/twice/harness"
 )
 
+// The job gets the delivery's pool and its mail fake where production
+// passes its pool and its email provider's client.
 var reward = harness.Job{Name: "reward-with-notice", Handler: func(ctx context.Context, d *harness.Delivery) error {
-	return creditnotice.Reward(ctx, d, 77, 9812)
+	r := creditnotice.Rewarder{DB: d.DB, Mail: mailer{d.Mail()}}
+	return r.Reward(ctx, 77, 9812)
 }}
+
+// mailer sends the job's emails through the harness's mail fake, which
+// records each one as an effect.
+type mailer struct{ fake *harness.Mailer }
+
+func (m mailer) Send(ctx context.Context, e creditnotice.Email) error {
+	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
+}
 
 // Only the ambiguous commit finds it: the points are there, and so is an
 // email saying they are not.

@@ -13,7 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/runtwice/twice/harness"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Schema is the record of payouts made.
@@ -34,30 +34,53 @@ type Payout struct {
 	AmountPaise  int64
 }
 
+// Transfer is a request to the payment provider.
+type Transfer struct {
+	// IdempotencyKey deduplicates the request at the provider, for as long
+	// as the provider remembers it (Stripe: 24 hours).
+	IdempotencyKey string
+	Destination    string // the restaurant's account: "acct_restaurant_381"
+	Amount         int64  // in paise
+	Currency       string
+}
+
+// Payer moves money: in production the payment provider's client.
+type Payer interface {
+	// Pay makes the transfer, or returns the stored answer for a key it
+	// has seen, and returns the provider's payment ID.
+	Pay(ctx context.Context, t Transfer) (paymentID string, err error)
+}
+
+// Job pays restaurants and records what it paid.
+type Job struct {
+	DB    *pgxpool.Pool
+	Payer Payer
+}
+
 // WithJobKey pays unless this week's payout is recorded, with a key made
 // from what the job is, then records it.
-func WithJobKey(ctx context.Context, d *harness.Delivery, p Payout) error {
-	return pay(ctx, d, p, fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
+func (j Job) WithJobKey(ctx context.Context, p Payout) error {
+	return j.pay(ctx, p, fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
 }
 
 // WithRandomKey is WithJobKey with a key drawn inside the job: different
 // on every attempt.
-func WithRandomKey(ctx context.Context, d *harness.Delivery, p Payout) error {
+func (j Job) WithRandomKey(ctx context.Context, p Payout) error {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
 		return err
 	}
-	return pay(ctx, d, p, hex.EncodeToString(b))
+	return j.pay(ctx, p, hex.EncodeToString(b))
 }
 
-func pay(ctx context.Context, d *harness.Delivery, p Payout, key string) error {
+func (j Job) pay(ctx context.Context, p Payout, key string) error {
 	var recorded bool
-	err := d.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payouts WHERE restaurant_id = $1 AND week = $2)`,
+	err := j.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payouts WHERE restaurant_id = $1 AND week = $2)`,
 		p.RestaurantID, p.Week).Scan(&recorded)
 	if err != nil || recorded {
 		return err
 	}
-	payment, err := d.Payments().Pay(ctx, harness.PaymentRequest{
+	paymentID, err := j.Payer.Pay(ctx, Transfer{
 		IdempotencyKey: key,
 		Destination:    fmt.Sprintf("acct_restaurant_%d", p.RestaurantID),
 		Amount:         p.AmountPaise,
@@ -66,8 +89,8 @@ func pay(ctx context.Context, d *harness.Delivery, p Payout, key string) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.DB.Exec(ctx, `
+	_, err = j.DB.Exec(ctx, `
 INSERT INTO payouts (restaurant_id, week, amount_paise, payment_id) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, payment.ID)
+ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, paymentID)
 	return err
 }

@@ -14,12 +14,33 @@ var (
 	week42 = payouts.Payout{RestaurantID: 381, Week: "2026-W42", AmountPaise: 84_000_00}
 
 	withJobKey = harness.Job{Name: "payout-with-job-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return payouts.WithJobKey(ctx, d, week42)
+		return payoutJob(d).WithJobKey(ctx, week42)
 	}}
 	withRandomKey = harness.Job{Name: "payout-with-random-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return payouts.WithRandomKey(ctx, d, week42)
+		return payoutJob(d).WithRandomKey(ctx, week42)
 	}}
 )
+
+// payoutJob wires the job to the delivery's pool and its payment fake, where
+// production passes its pool and the provider's client.
+func payoutJob(d *harness.Delivery) payouts.Job {
+	return payouts.Job{DB: d.DB, Payer: payer{d.Payments()}}
+}
+
+// payer pays through the harness's payment fake, which keeps Stripe's
+// idempotency keys for 24h on the harness clock and records each payment
+// as an effect.
+type payer struct{ fake *harness.Payments }
+
+func (p payer) Pay(ctx context.Context, t payouts.Transfer) (string, error) {
+	pay, err := p.fake.Pay(ctx, harness.PaymentRequest{
+		IdempotencyKey: t.IdempotencyKey,
+		Destination:    t.Destination,
+		Amount:         t.Amount,
+		Currency:       t.Currency,
+	})
+	return pay.ID, err
+}
 
 // The key from the job survives every fault but one: a redrive after the
 // provider forgot the key pays twice.

@@ -2,10 +2,7 @@ package processedjobs_test
 
 import (
 	"context"
-	"database/sql"
 	"testing"
-
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 
 	"github.com/runtwice/twice/examples/processedjobs"
 	"github.com/runtwice/twice/faults"
@@ -19,13 +16,12 @@ var (
 		return processedjobs.ByJobID(ctx, d.DB, d.JobID, 77, 9812)
 	}}
 	// byBusinessKey reaches the database through database/sql, on the
-	// delivery's DSN.
+	// delivery's own *sql.DB, which the harness opens and closes.
 	byBusinessKey = harness.Job{Name: "processed-by-business-key", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		db, err := sql.Open("pgx", d.DSN)
+		db, err := d.SQL()
 		if err != nil {
 			return err
 		}
-		defer db.Close()
 		return processedjobs.ByBusinessKey(ctx, db, 77, 9812)
 	}}
 )

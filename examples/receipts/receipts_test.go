@@ -17,12 +17,27 @@ var config = harness.Config{
 
 var (
 	sendThenMark = harness.Job{Name: "receipt-send-then-mark", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return receipts.SendThenMark(ctx, d, 9812)
+		return sender(d).SendThenMark(ctx, 9812)
 	}}
 	markThenSend = harness.Job{Name: "receipt-mark-then-send", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return receipts.MarkThenSend(ctx, d, 9812)
+		return sender(d).MarkThenSend(ctx, 9812)
 	}}
 )
+
+// sender wires the job to the delivery: its pool, its mail fake and the
+// harness clock, where production passes its pool, its email provider's
+// client and time.Now.
+func sender(d *harness.Delivery) receipts.Sender {
+	return receipts.Sender{DB: d.DB, Mail: mailer{d.Mail()}, Now: d.Now}
+}
+
+// mailer sends the job's emails through the harness's mail fake, which
+// records each one as an effect.
+type mailer struct{ fake *harness.Mailer }
+
+func (m mailer) Send(ctx context.Context, e receipts.Email) error {
+	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
+}
 
 func TestSendThenMark(t *testing.T) {
 	cfg := config

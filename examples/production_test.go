@@ -1,0 +1,121 @@
+// Package examples_test holds the rule every example keeps: job code is
+// production code. It never imports twice; only its _test.go files do,
+// and they wire the harness's pool, fakes and clock into the job's own
+// interfaces (DESIGN section 3).
+package examples_test
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+const (
+	twiceModule   = "github.com/runtwice/twice"
+	examplesPaths = twiceModule + "/examples/"
+)
+
+// twiceImports returns, one line each, the non-test Go files under fsys
+// that import a twice package, and the directories it checked. Imports of
+// other examples are allowed: they are job code too, and checked here.
+func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
+	err = fs.WalkDir(fsys, ".", func(name string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		base := path.Base(name)
+		if e.IsDir() {
+			// The go command ignores these directories too.
+			if name != "." && (base == "testdata" || strings.HasPrefix(base, ".") || strings.HasPrefix(base, "_")) {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		src, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, src, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		if dir := path.Dir(name); !slices.Contains(dirs, dir) {
+			dirs = append(dirs, dir)
+		}
+		for _, imp := range f.Imports {
+			p, err := strconv.Unquote(imp.Path.Value)
+			if err != nil {
+				return fmt.Errorf("%s: import %s: %w", name, imp.Path.Value, err)
+			}
+			if (p == twiceModule || strings.HasPrefix(p, twiceModule+"/")) && !strings.HasPrefix(p, examplesPaths) {
+				bad = append(bad, fmt.Sprintf("%s imports %s", name, p))
+			}
+		}
+		return nil
+	})
+	return bad, dirs, err
+}
+
+// TestJobCodeDoesNotImportTwice: no job package under examples/ (the
+// nested driver module included) imports twice outside its tests.
+func TestJobCodeDoesNotImportTwice(t *testing.T) {
+	bad, dirs, err := twiceImports(os.DirFS("."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range bad {
+		t.Errorf("examples/%s: job code in examples/ is production code and must not import twice (DESIGN section 3); give the job an interface of its own (a mailer, a payer, a clock) and wire the harness's fakes into it in a _test.go file", b)
+	}
+	// The walk must have reached the jobs that call systems outside the
+	// database, the ones that would be tempted to take a *harness.Delivery.
+	for _, want := range []string{"creditnotice", "payouts", "receipts", "drivers"} {
+		if !slices.ContainsFunc(dirs, func(d string) bool { return d == want || strings.HasPrefix(d, want+"/") }) {
+			t.Errorf("checked the directories %q, which lack %q: the walk missed job code", dirs, want)
+		}
+	}
+}
+
+// The check itself finds what it should, and only that.
+func TestTwiceImportsFindsHarness(t *testing.T) {
+	file := func(imports ...string) *fstest.MapFile {
+		src := "package p\n\nimport (\n"
+		for _, imp := range imports {
+			src += "\t" + imp + "\n"
+		}
+		return &fstest.MapFile{Data: []byte(src + ")\n")}
+	}
+	fsys := fstest.MapFS{
+		"jobs/job.go":           file(`"context"`, `h "github.com/runtwice/twice/harness"`),
+		"jobs/job_test.go":      file(`"github.com/runtwice/twice/harness"`),
+		"jobs/uses_other.go":    file(`"github.com/runtwice/twice/examples/loyalty"`),
+		"root/root.go":          file(`"github.com/runtwice/twice"`),
+		"nested/sub/clock.go":   file(`_ "github.com/runtwice/twice/faults"`),
+		"nested/testdata/x.go":  file(`"github.com/runtwice/twice/harness"`),
+		"other/other.go":        file(`"github.com/runtwice/twicefold"`),
+		"other/README.md":       {Data: []byte(`import "github.com/runtwice/twice/harness"`)},
+		"jobs/.hidden/stray.go": file(`"github.com/runtwice/twice/assert"`),
+	}
+	bad, _, err := twiceImports(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"jobs/job.go imports github.com/runtwice/twice/harness",
+		"nested/sub/clock.go imports github.com/runtwice/twice/faults",
+		"root/root.go imports github.com/runtwice/twice",
+	}
+	if !slices.Equal(bad, want) {
+		t.Errorf("twiceImports found\n%s\nwant\n%s", strings.Join(bad, "\n"), strings.Join(want, "\n"))
+	}
+}
