@@ -568,6 +568,6 @@ func firstLine(s string) string {
 // does not unwrap them (j.Error asserts err's type), so neither does
 // this; the message is the only exported difference.
 func isReschedule(err error, prefix string) bool {
-	_, ok := err.(gue.ErrJobReschedule) //nolint:errorlint // as gue's j.Error reads it
+	_, ok := err.(gue.ErrJobReschedule)
 	return ok && strings.HasPrefix(err.Error(), prefix)
 }
