@@ -21,7 +21,9 @@
 // other attempt holds its lock (it waits for a dead attempt's backend to
 // let go of it, and for a live attempt to finish); Ack and Nack read what
 // the delivery's commit left: no row is completed, a row whose error
-// count moved is retried after gue's backoff, on the harness clock.
+// count moved is retried after gue's backoff, on the harness clock. A job
+// not due yet is handed out as an empty poll: the WorkFunc does not run,
+// and the Ack says when gue runs the job.
 //
 // What each fault means for gue:
 //

@@ -200,3 +200,14 @@ func TestBadInputNamesTheJobAndDelivery(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `job "bad-chan": its queue could not enqueue job 1`)
 }
+
+// Exploration draws schedules over gue's queue too: crashes, lost
+// replies, overlaps and producer copies at random. The j.Tx() WorkFunc
+// that claims its order survives whatever it draws, and no schedule
+// breaks the adapter (an internal error would fail ExploreRun).
+func TestExploreReward(t *testing.T) {
+	res, err := harness.ExploreRun(context.Background(), reward(loyalty.Reward), cfg, harness.ExploreOptions{Checks: 30})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.Result.DropDatabases(context.Background()) })
+	assert.Empty(t, res.Result.Scenarios, "failing schedules: %s", res.Result)
+}
