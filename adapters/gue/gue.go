@@ -178,7 +178,13 @@ type queue[T any] struct {
 
 	attempts  sync.Map // *gue.Job handed out -> *attempt
 	errored   sync.Map // job ID -> *erred: a j.Error whose run_at is still on the wall clock
-	discarded sync.Map // job ID -> reason gue deleted it after an error
+	discarded sync.Map // job ID -> discard: why j.Error deletes the row
+}
+
+// discard is why a delivery's j.Error deletes the job's row.
+type discard struct {
+	why       string
+	onPurpose bool // gue.ErrDiscardJob: the job is finished, not failed
 }
 
 // erred is a j.Error a delivery ran: the error count it writes, the
@@ -353,10 +359,12 @@ func (q *queue[T]) onHarnessClock(ctx context.Context, tx pgx.Tx, id string) (ti
 	return runAt, nil
 }
 
-// gone says why a job whose row is no longer there is not handed out.
+// gone says why a job whose row is no longer there is not handed out:
+// an attempt completed it, or j.Error discarded it.
 func (q *queue[T]) gone(id, held string) harness.Fetched {
-	if why, ok := q.discarded.Load(id); ok {
-		return harness.Fetched{Reason: fmt.Sprintf("gue job %s was discarded: %s%s", id, why, held)}
+	if v, ok := q.discarded.Load(id); ok {
+		d := v.(discard)
+		return harness.Fetched{Done: d.onPurpose, Reason: fmt.Sprintf("gue job %s was discarded: %s%s", id, d.why, held)}
 	}
 	return harness.Fetched{Done: true, Reason: fmt.Sprintf("gue job %s is no longer in gue_jobs: an attempt completed it%s", id, held)}
 }
@@ -400,6 +408,14 @@ func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc fu
 	onError := func(err error) {
 		at.set(func(a *attempt) { a.workErr, a.errorSet = err, true })
 		q.errored.Store(d.JobID, &erred{count: j.ErrorCount + 1, at: d.Now(), err: err})
+		// j.Error deletes the row for these; a later Fetch that finds it
+		// gone, even with no Nack between (the worker died), says why.
+		switch {
+		case isReschedule(err, "discarding job"):
+			q.discarded.Store(d.JobID, discard{why: "the WorkFunc returned gue.ErrDiscardJob", onPurpose: true})
+		case !isReschedule(err, "rescheduling job") && q.opts.backoff(int(j.ErrorCount+1)) < 0:
+			q.discarded.Store(d.JobID, discard{why: "the backoff gave up after an error: " + firstLine(err.Error())})
+		}
 	}
 	return workOne(ctx, j, wf, onError, where)
 }
@@ -530,21 +546,20 @@ func (q *queue[T]) settle(ctx context.Context, op harness.QueueOp) (harness.Sett
 	return out, err
 }
 
-// deleted reads a job whose row the delivery's commit deleted: completed,
-// or discarded by j.Error.
+// deleted reads a job whose row is gone: a delivery's j.Error discarded
+// it, or a commit (this delivery's, or another's) completed it.
 func (q *queue[T]) deleted(id, missed string, workErr error, errorSet bool) harness.Settled {
-	switch {
-	case missed != "":
+	if v, ok := q.discarded.Load(id); ok && (errorSet || missed != "") {
+		d := v.(discard)
+		if d.onPurpose {
+			return harness.Settled{Outcome: harness.Cancelled, Detail: d.why}
+		}
+		return harness.Settled{Outcome: harness.Discarded, Detail: d.why}
+	}
+	if missed != "" {
 		return harness.Settled{Outcome: harness.Completed, Detail: "not delivered: " + missed + "; another attempt completed it"}
-	case !errorSet:
-		return harness.Settled{Outcome: harness.Completed}
 	}
-	if isReschedule(workErr, "discarding job") {
-		q.discarded.Store(id, "the WorkFunc returned gue.ErrDiscardJob")
-		return harness.Settled{Outcome: harness.Cancelled, Detail: workErr.Error()}
-	}
-	q.discarded.Store(id, "the backoff gave up after an error: "+firstLine(workErr.Error()))
-	return harness.Settled{Outcome: harness.Discarded, Detail: "the backoff gave up: " + firstLine(workErr.Error())}
+	return harness.Settled{Outcome: harness.Completed}
 }
 
 // errorDelay is how long after now gue runs the job again: its backoff or

@@ -211,3 +211,28 @@ func TestExploreReward(t *testing.T) {
 	t.Cleanup(func() { _ = res.Result.DropDatabases(context.Background()) })
 	assert.Empty(t, res.Result.Scenarios, "failing schedules: %s", res.Result)
 }
+
+// gue.ErrDiscardJob gives the job up on purpose: gue deletes it, the
+// queue shows it cancelled, and the check has nothing to hold against
+// it. A backoff that gives up discards a failing job: it did not
+// complete.
+func TestDiscards(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.RunTwice()}
+	res := run(t, reward(func(ctx context.Context, j *gue.Job) error {
+		if _, err := j.Tx().Exec(ctx, `UPDATE accounts SET points = 0 WHERE id = 1`); err != nil {
+			return err
+		}
+		return gue.ErrDiscardJob("the order was refunded")
+	}), c)
+	require.True(t, res.Idempotent(), "%s", res)
+	assert.Equal(t, "cancelled: the WorkFunc returned gue.ErrDiscardJob", res.Scenarios[0].Deliveries[0].Settled)
+	assert.Contains(t, res.Scenarios[0].Deliveries[1].NotDelivered, "was discarded: the WorkFunc returned gue.ErrDiscardJob")
+
+	_, err := harness.Run(context.Background(), twicegue.Job("refused", twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.RewardType, Args: order},
+		workFunc(func(context.Context, *gue.Job) error { return errors.New("payment provider down") }),
+		twicegue.Backoff(gue.BackoffNever)), c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "refused" failed on its clean reference run 1`)
+	assert.Contains(t, err.Error(), "payment provider down")
+}
