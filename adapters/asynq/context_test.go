@@ -42,3 +42,21 @@ func TestContextValuesRoundTrip(t *testing.T) {
 		t.Errorf("GetTaskID found a task ID in a bare context")
 	}
 }
+
+// The options of asynq.NewTask count, before the enqueue options.
+func TestTaskOptionsAreRead(t *testing.T) {
+	opts, err := taskOptions(asynq.NewTask("reward:order", nil, asynq.TaskID("order-9812"), asynq.MaxRetry(3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(opts) != 2 || opts[0].String() != `TaskID("order-9812")` || opts[1].String() != "MaxRetry(3)" {
+		t.Errorf("taskOptions = %v, want [TaskID(\"order-9812\") MaxRetry(3)]", opts)
+	}
+	m, err := compose("reward", asynq.NewTask("reward:order", nil, asynq.MaxRetry(3)), []asynq.Option{asynq.MaxRetry(5), asynq.Queue("critical")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.maxRetry != 5 || m.queue != "critical" || m.timeout != defaultTimeout {
+		t.Errorf("compose = %+v, want MaxRetry 5 (the enqueue option wins), queue critical, timeout 30m", m)
+	}
+}
