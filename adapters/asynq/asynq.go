@@ -78,7 +78,7 @@ const (
 	DefaultRedeliver = LeaseDuration + RecovererCutoff + RecovererInterval
 	// defaultTimeout is what asynq's client sets when a task has neither
 	// Timeout nor Deadline.
-	defaultTimeout = 30 * time.Minute
+	defaultTimeout  = 30 * time.Minute
 	defaultMaxRetry = 25
 )
 
@@ -393,12 +393,12 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 
 // row is a task's record in the adapter's table.
 type row struct {
-	id, queue, typ, state, lastErr string
-	payload                        []byte
-	maxRetry, retried              int
-	timeoutS, retentionS           int64
+	id, queue, typ, state, lastErr  string
+	payload                         []byte
+	maxRetry, retried               int
+	timeoutS, retentionS            int64
 	deadline, processAt, leaseUntil *time.Time
-	lastFailedAt, completedAt      *time.Time
+	lastFailedAt, completedAt       *time.Time
 }
 
 func readRow(ctx context.Context, tx pgx.Tx, id string) (*row, error) {
