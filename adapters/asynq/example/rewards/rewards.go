@@ -6,6 +6,7 @@ package rewards
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/hibiken/asynq"
@@ -53,7 +54,7 @@ type RewardHandler struct {
 func (h *RewardHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var p RewardPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("reward payload %s: %v: %w", t.Payload(), err, asynq.SkipRetry)
+		return fmt.Errorf("reward payload %s: %w", t.Payload(), errors.Join(err, asynq.SkipRetry))
 	}
 	id, ok := asynq.GetTaskID(ctx)
 	if !ok {
@@ -84,7 +85,7 @@ type LedgerHandler struct {
 func (h *LedgerHandler) ProcessTask(ctx context.Context, t *asynq.Task) error {
 	var p RewardPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil {
-		return fmt.Errorf("ledger payload %s: %v: %w", t.Payload(), err, asynq.SkipRetry)
+		return fmt.Errorf("ledger payload %s: %w", t.Payload(), errors.Join(err, asynq.SkipRetry))
 	}
 	_, err := h.Pool.Exec(ctx, `INSERT INTO ledger (order_id, points) SELECT id, points FROM orders WHERE id = $1`, p.OrderID)
 	return err
