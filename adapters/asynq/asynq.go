@@ -566,6 +566,7 @@ func (q *queue) settle(ctx context.Context, op harness.QueueOp, herr error) (har
 	}
 	q.mu.Lock()
 	cancelled := rn.cancelled
+	delete(q.runs, info) // a delivery is settled once
 	q.mu.Unlock()
 	at := op.Now
 	if cancelled {

@@ -2,6 +2,8 @@ package twiceasynq
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/hibiken/asynq"
@@ -58,5 +60,17 @@ func TestTaskOptionsAreRead(t *testing.T) {
 	}
 	if m.maxRetry != 5 || m.queue != "critical" || m.timeout != defaultTimeout {
 		t.Errorf("compose = %+v, want MaxRetry 5 (the enqueue option wins), queue critical, timeout 30m", m)
+	}
+}
+
+// The linkname and the mirrored message layout are asynq v0.26.0's: the
+// module must require that version.
+func TestAsynqVersionIsPinned(t *testing.T) {
+	mod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "github.com/hibiken/asynq v0.26.0\n") {
+		t.Fatalf("go.mod does not require asynq v0.26.0; twiceasynq's context and options model that version: check internal/context.New and base.TaskMessage, then update the mirror and this test")
 	}
 }

@@ -300,3 +300,13 @@ func mustParse(t *testing.T, s string) faults.Schedule {
 	require.NoError(t, err)
 	return sched
 }
+
+// Exploration draws schedules over asynq's queue too: with one task ID,
+// the handler that deduplicates by it survives whatever it draws.
+func TestExploreRewardHandler(t *testing.T) {
+	opts := harness.ExploreOptions{Checks: 15, Limits: faults.Limits{Jobs: 1}}
+	res, err := harness.ExploreRun(context.Background(), twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward), cfg, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.Result.DropDatabases(context.Background()) })
+	assert.Empty(t, res.Result.Scenarios, "%s", res.Result)
+}
