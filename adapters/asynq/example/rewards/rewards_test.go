@@ -224,21 +224,34 @@ func TestCrashesSpendRetries(t *testing.T) {
 	assert.Contains(t, res.String(), "archived")
 }
 
-// A handler that ignores its context and outlives its lease overlaps the
-// redelivery; the processor gave up on it when the lease expired, so its
-// result is not recorded. The deduplicating handler still awards once.
+// When a second worker gets the task while the first still runs (its
+// lease expired: it lost its heartbeats), asynq's processor has already
+// cancelled the first handler's context: at the lease's 30s, or at the
+// task's Timeout if sooner, when it records the failure (retry count 1).
+// The deduplicating handler awards once either way.
 func TestLeaseExpiryCancelsTheHandler(t *testing.T) {
-	c := cfg
-	c.Faults = []faults.Fault{faults.VisibilityTimeout()}
-	res := run(t, twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward), c)
-	assert.True(t, res.Idempotent(), "%s", res)
-	var cancelled bool
-	for _, s := range res.Scenarios {
-		for _, d := range s.Deliveries {
-			cancelled = cancelled || strings.Contains(d.Fault, "context cancelled by the queue 30s")
+	for _, tc := range []struct {
+		opts []asynq.Option
+		want string
+	}{
+		{nil, "context cancelled by the queue 30s"},
+		{[]asynq.Option{asynq.Timeout(10 * time.Second)}, "context cancelled by the queue 10s"},
+	} {
+		c := cfg
+		c.Faults = []faults.Fault{faults.VisibilityTimeout()}
+		res := run(t, twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward, twiceasynq.Enqueue(tc.opts...)), c)
+		assert.True(t, res.Idempotent(), "%s", res)
+		var cancelled bool
+		for _, s := range res.Scenarios {
+			for _, d := range s.Deliveries {
+				cancelled = cancelled || strings.Contains(d.Fault, tc.want)
+				if d.Kind == harness.DeliveryRedelivery && d.NotDelivered == "" {
+					assert.Equal(t, 2, d.Attempt, "the redelivery's retry count is 1: %s", res)
+				}
+			}
 		}
+		assert.True(t, cancelled, "%s: %s", tc.want, res)
 	}
-	assert.True(t, cancelled, "asynq cancels the first delivery when its lease expires: %s", res)
 }
 
 // SkipRetry archives the task at once, so a handler that gives up on
