@@ -92,6 +92,7 @@ CREATE TABLE twice_asynq_tasks (
 	queue text NOT NULL,
 	type text NOT NULL,
 	payload bytea,
+	headers jsonb,
 	state text NOT NULL,
 	max_retry int NOT NULL,
 	retried int NOT NULL DEFAULT 0,
@@ -371,10 +372,10 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 			}
 		}
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO twice_asynq_tasks (id, queue, type, payload, state, max_retry, timeout_s, deadline, unique_key, retention_s, process_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			INSERT INTO twice_asynq_tasks (id, queue, type, payload, headers, state, max_retry, timeout_s, deadline, unique_key, retention_s, process_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			ON CONFLICT (id) DO NOTHING`,
-			id, m.queue, q.task.Type(), q.task.Payload(), state, m.maxRetry, int64(m.timeout.Seconds()), deadline, key,
+			id, m.queue, q.task.Type(), q.task.Payload(), q.task.Headers(), state, m.maxRetry, int64(m.timeout.Seconds()), deadline, key,
 			int64(m.retention.Seconds()), processAt)
 		if err != nil {
 			return harness.Enqueued{}, fmt.Errorf("enqueueing task %s: %w", id, err)
@@ -395,6 +396,7 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 type row struct {
 	id, queue, typ, state, lastErr  string
 	payload                         []byte
+	headers                         map[string]string
 	maxRetry, retried               int
 	timeoutS, retentionS            int64
 	deadline, processAt, leaseUntil *time.Time
@@ -404,10 +406,10 @@ type row struct {
 func readRow(ctx context.Context, tx pgx.Tx, id string) (*row, error) {
 	r := &row{}
 	err := tx.QueryRow(ctx, `
-		SELECT id, queue, type, state, last_err, payload, max_retry, retried, timeout_s, retention_s,
+		SELECT id, queue, type, state, last_err, payload, headers, max_retry, retried, timeout_s, retention_s,
 			deadline, process_at, lease_until, last_failed_at, completed_at
 		FROM twice_asynq_tasks WHERE id = $1 FOR UPDATE`, id).Scan(
-		&r.id, &r.queue, &r.typ, &r.state, &r.lastErr, &r.payload, &r.maxRetry, &r.retried, &r.timeoutS, &r.retentionS,
+		&r.id, &r.queue, &r.typ, &r.state, &r.lastErr, &r.payload, &r.headers, &r.maxRetry, &r.retried, &r.timeoutS, &r.retentionS,
 		&r.deadline, &r.processAt, &r.leaseUntil, &r.lastFailedAt, &r.completedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
@@ -419,7 +421,7 @@ func readRow(ctx context.Context, tx pgx.Tx, id string) (*row, error) {
 }
 
 func (r *row) info(state asynq.TaskState) *asynq.TaskInfo {
-	i := &asynq.TaskInfo{ID: r.id, Queue: r.queue, Type: r.typ, Payload: r.payload, State: state,
+	i := &asynq.TaskInfo{ID: r.id, Queue: r.queue, Type: r.typ, Payload: r.payload, Headers: r.headers, State: state,
 		MaxRetry: r.maxRetry, Retried: r.retried, LastErr: r.lastErr,
 		Timeout: time.Duration(r.timeoutS) * time.Second, Retention: time.Duration(r.retentionS) * time.Second}
 	if r.lastFailedAt != nil {

@@ -2,6 +2,7 @@ package rewards_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -151,6 +152,7 @@ func TestLedgerCrashBeforeAck(t *testing.T) {
 
 // seen is what a handler read from asynq's context, per delivery.
 type seen struct {
+	headers              map[string]string
 	kind                 harness.DeliveryKind
 	attempt              int
 	id, queue            string
@@ -169,7 +171,7 @@ func (r *recorder) handler(d *harness.Delivery) asynq.Handler {
 		m, _ := asynq.GetMaxRetry(ctx)
 		q, _ := asynq.GetQueueName(ctx)
 		r.mu.Lock()
-		r.got = append(r.got, seen{d.Kind, d.Attempt, id, q, n, m})
+		r.got = append(r.got, seen{t.Headers(), d.Kind, d.Attempt, id, q, n, m})
 		r.mu.Unlock()
 		return (&rewards.RewardHandler{Pool: d.DB}).ProcessTask(ctx, t)
 	})
@@ -194,7 +196,10 @@ func TestRetryCountCountsCrashes(t *testing.T) {
 		rec := &recorder{}
 		c := cfg
 		c.Faults = []faults.Fault{tc.fault}
-		res := run(t, twiceasynq.Job("reward", rewards.NewRewardTask(9812), rec.handler,
+		payload, err := json.Marshal(rewards.RewardPayload{OrderID: 9812})
+		require.NoError(t, err)
+		task := asynq.NewTaskWithHeaders(rewards.TypeReward, payload, map[string]string{"trace": "checkout-1"})
+		res := run(t, twiceasynq.Job("reward", task, rec.handler,
 			twiceasynq.Enqueue(asynq.MaxRetry(7), asynq.Queue("critical"))), c)
 		assert.True(t, res.Idempotent(), "%s", res)
 		require.NotEmpty(t, rec.got)
@@ -202,6 +207,7 @@ func TestRetryCountCountsCrashes(t *testing.T) {
 			assert.Equal(t, g.retryCount+1, g.attempt, "the delivery's attempt is asynq's retry count + 1")
 			assert.Equal(t, "critical", g.queue)
 			assert.Equal(t, 7, g.maxRetry)
+			assert.Equal(t, map[string]string{"trace": "checkout-1"}, g.headers)
 		}
 		for _, s := range res.Scenarios {
 			var attempts []int
