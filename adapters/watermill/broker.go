@@ -27,13 +27,13 @@ func (b *broker) Rules() harness.QueueRules {
 // Enqueue is the producer's Publish.
 func (b *broker) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
 	if _, err := op.Conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+brokerTable+` (
-		id bigserial PRIMARY KEY,
+		id bigint PRIMARY KEY,
 		acked boolean NOT NULL DEFAULT false,
 		deliveries int NOT NULL DEFAULT 0)`); err != nil {
 		return harness.Enqueued{}, fmt.Errorf("creating the broker's table: %w", err)
 	}
 	var id int64
-	if err := op.Conn.QueryRow(ctx, `INSERT INTO `+brokerTable+` DEFAULT VALUES RETURNING id`).Scan(&id); err != nil {
+	if err := op.Conn.QueryRow(ctx, `INSERT INTO `+brokerTable+` (id) VALUES ($1) RETURNING id`, op.Job).Scan(&id); err != nil {
 		return harness.Enqueued{}, fmt.Errorf("publishing the message: %w", err)
 	}
 	return harness.Enqueued{JobID: strconv.FormatInt(id, 10)}, nil

@@ -74,6 +74,7 @@ type options struct {
 	middleware   []func() message.HandlerMiddleware
 	redeliveries int
 	publishTopic string
+	sql          *sqlTopic
 }
 
 // Middleware is the handler's middleware, outermost first, as
@@ -107,10 +108,13 @@ func Job(name string, payload message.Payload, metadata message.Metadata, newHan
 	for _, opt := range opts {
 		opt(&o)
 	}
-	b := &broker{name: name}
+	var q harness.Queue = &broker{name: name}
+	if o.sql != nil {
+		q = &sqlQueue{name: name, t: *o.sql, payload: payload, metadata: metadata}
+	}
 	return harness.Job{
 		Name:  name,
-		Queue: b,
+		Queue: q,
 		NewWorker: func() harness.Handler {
 			w := &worker{name: name, payload: payload, metadata: metadata, newHandler: newHandler, opts: o}
 			for _, mk := range o.middleware {
@@ -155,6 +159,9 @@ func (w *worker) deliver(ctx context.Context, d *harness.Delivery) error {
 	}
 	for i := len(w.middleware) - 1; i >= 0; i-- {
 		h = w.middleware[i](h)
+	}
+	if w.opts.sql != nil {
+		return w.deliverSQL(ctx, d, h)
 	}
 	var err error
 	for try := 0; try <= w.opts.redeliveries; try++ {
