@@ -1,10 +1,13 @@
 package orders_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	twicewatermill "github.com/runtwice/twice/adapters/watermill"
 	"github.com/runtwice/twice/adapters/watermill/example/orders"
@@ -30,8 +33,9 @@ func TestSQLHandlerInSubscriberTx(t *testing.T) {
 }
 
 // Committed on their own, the points land before the offset: a crash
-// before the subscriber's commit, or a lost reply to it, has the next
-// poll award them again.
+// before the subscriber's offset update or commit (also before a redrive),
+// or a lost reply to the handler's own commit, has the next poll award
+// them again.
 func TestSQLHandlerOwnTx(t *testing.T) {
 	res := run(t, twicewatermill.Job("award-points-sql", placed, nil, sqlHandler(false), twicewatermill.SQL("orders", "points")),
 		harness.Config{Faults: sqlFaults})
@@ -41,5 +45,23 @@ func TestSQLHandlerOwnTx(t *testing.T) {
 			found[s.Fault] = true
 		}
 	}
-	assert.True(t, found["crash-mid-job"], "%s", res)
+	assert.Equal(t, map[faults.Name]bool{"crash-mid-job": true, "ambiguous-commit": true, "redrive": true}, found, "%s", res)
+}
+
+// The subscriber's own statements run on the delivery's connections, so
+// the offset update and the commit that acks the message are steps, after
+// the handler's writes in the same transaction.
+func TestSQLAckIsAStepOfTheDelivery(t *testing.T) {
+	res := run(t, twicewatermill.Job("award-points-sql", placed, nil, sqlHandler(true), twicewatermill.SQL("orders", "points")),
+		harness.Config{Faults: []faults.Fault{faults.RunTwice()}})
+	var steps []string
+	for _, s := range res.Steps {
+		steps = append(steps, strings.Join(strings.Fields(s.SQL), " "))
+	}
+	ledger := slices.IndexFunc(steps, func(s string) bool { return strings.HasPrefix(s, "INSERT INTO ledger") })
+	ack := slices.IndexFunc(steps, func(s string) bool {
+		return strings.HasPrefix(s, `INSERT INTO "watermill_offsets_orders"(offset_acked`)
+	})
+	require.True(t, ledger >= 0 && ack > ledger, "steps: %q", steps)
+	assert.Equal(t, "COMMIT", strings.ToUpper(steps[ack+1]), "steps: %q", steps)
 }
