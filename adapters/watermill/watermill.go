@@ -47,6 +47,7 @@ package twicewatermill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"strconv"
@@ -117,8 +118,13 @@ func Job(name string, payload message.Payload, metadata message.Metadata, newHan
 		Queue: q,
 		NewWorker: func() harness.Handler {
 			w := &worker{name: name, payload: payload, metadata: metadata, newHandler: newHandler, opts: o}
-			for _, mk := range o.middleware {
-				w.middleware = append(w.middleware, mk())
+			// The router wraps a handler in its middleware once, when it
+			// starts; so does the worker, around whichever delivery's
+			// handler the message carries. A Deduplicator with no
+			// Repository makes its map in that call: one per process.
+			w.chain = deliveryHandler
+			for i := len(o.middleware) - 1; i >= 0; i-- {
+				w.chain = o.middleware[i]()(w.chain)
 			}
 			return w.deliver
 		},
@@ -138,7 +144,19 @@ type worker struct {
 	metadata   message.Metadata
 	newHandler func(*harness.Delivery) message.HandlerFunc
 	opts       options
-	middleware []message.HandlerMiddleware
+	chain      message.HandlerFunc
+}
+
+// handlerKey is the context key of the delivery's own handler.
+type handlerKey struct{}
+
+// deliveryHandler runs the handler of the delivery msg belongs to.
+func deliveryHandler(msg *message.Message) ([]*message.Message, error) {
+	h, _ := msg.Context().Value(handlerKey{}).(message.HandlerFunc)
+	if h == nil {
+		return nil, errors.New("twicewatermill: a middleware handed the handler a message whose context is not the delivery's; derive a new context from msg.Context()")
+	}
+	return h(msg)
 }
 
 // MessageUUID is the UUID of the message the producer published for the
@@ -157,11 +175,9 @@ func (w *worker) deliver(ctx context.Context, d *harness.Delivery) error {
 	if h == nil {
 		return fmt.Errorf("twicewatermill: job %q, message of job %s (attempt %d): newHandler returned a nil handler", w.name, d.JobID, d.Attempt)
 	}
-	for i := len(w.middleware) - 1; i >= 0; i-- {
-		h = w.middleware[i](h)
-	}
+	ctx = context.WithValue(ctx, handlerKey{}, h)
 	if w.opts.sql != nil {
-		return w.deliverSQL(ctx, d, h)
+		return w.deliverSQL(ctx, d, w.chain)
 	}
 	var err error
 	for try := 0; try <= w.opts.redeliveries; try++ {
@@ -172,7 +188,7 @@ func (w *worker) deliver(ctx context.Context, d *harness.Delivery) error {
 		}
 		msg.SetContext(ctx)
 		var panicked bool
-		err, panicked = w.handle(ctx, d, h, msg, try)
+		err, panicked = w.handle(ctx, d, w.chain, msg, try)
 		if err == nil || panicked || ctx.Err() != nil {
 			break
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -43,13 +42,11 @@ func handler(inbox bool) func(*harness.Delivery) message.HandlerFunc {
 	}
 }
 
-// deduplicator is Watermill's in-memory Deduplicator, one per process.
+// deduplicator is Watermill's Deduplicator with its defaults: a payload
+// hash kept a minute in memory, in a map made when the router builds the
+// handler's middleware, so one per process.
 func deduplicator() message.HandlerMiddleware {
-	repo, err := middleware.NewMapExpiringKeyRepository(time.Hour)
-	if err != nil {
-		panic(err)
-	}
-	return (&middleware.Deduplicator{Repository: repo}).Middleware
+	return (&middleware.Deduplicator{}).Middleware
 }
 
 func config(c harness.Config) harness.Config {
