@@ -141,10 +141,18 @@ func (q *sqlQueue) Nack(context.Context, harness.QueueOp, error) (harness.Settle
 // nacked messages are resent in the same transaction (as the subscriber
 // does), and the delivery ends when the subscriber's transaction does.
 func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.HandlerFunc) error {
-	subCtx, cancel := context.WithCancel(ctx)
+	// The subscriber commits its poll when its context ends, even while
+	// the handler still uses the transaction (a data race on the
+	// connection), so its context ends only once the handler has
+	// returned; the handler hears the delivery's cancellation through
+	// withValues.
+	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	conn := &pollConn{pool: d.DB, ctx: subCtx, ended: make(chan error, 1)}
 	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(conn), wsql.SubscriberConfig{
-		ConsumerGroup:  w.opts.sql.group,
+		ConsumerGroup: w.opts.sql.group,
+		// No AckDeadline, for the same race: past it watermill-sql
+		// commits the poll under a handler still running.
+		AckDeadline:    new(time.Duration),
 		ResendInterval: time.Millisecond,
 		SchemaAdapter:  sqlSchema,
 		OffsetsAdapter: sqlOffsets,
@@ -177,6 +185,7 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.
 			if !ok {
 				return fmt.Errorf("twicewatermill: job %q: watermill-sql's subscriber stopped", w.name)
 			}
+			msg.SetContext(withValues{Context: ctx, values: msg.Context()})
 			try := tries[msg.UUID]
 			tries[msg.UUID]++
 			err, panicked := w.handle(ctx, d, h, msg, try)
@@ -281,4 +290,18 @@ func (t *endTx) end(err error) {
 	if t.poll {
 		t.once.Do(func() { t.c.ended <- err })
 	}
+}
+
+// withValues is the delivery's context, for its deadline and
+// cancellation, with the values of the subscriber's (its transaction).
+type withValues struct {
+	context.Context
+	values context.Context
+}
+
+func (c withValues) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.Context.Value(key)
 }

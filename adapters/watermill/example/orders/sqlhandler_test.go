@@ -1,6 +1,7 @@
 package orders_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -64,4 +65,17 @@ func TestSQLAckIsAStepOfTheDelivery(t *testing.T) {
 	})
 	require.True(t, ledger >= 0 && ack > ledger, "steps: %q", steps)
 	assert.Equal(t, "COMMIT", strings.ToUpper(steps[ack+1]), "steps: %q", steps)
+}
+
+// A handler that panics inside watermill-sql's transaction fails its
+// delivery with a message naming the job and the message, and the poll's
+// transaction rolls back, as when the process dies: nothing hangs.
+func TestSQLPanickingHandler(t *testing.T) {
+	job := twicewatermill.Job("award-points-sql", placed, nil, func(*harness.Delivery) message.HandlerFunc {
+		return func(*message.Message) ([]*message.Message, error) { panic("no ledger") }
+	}, twicewatermill.SQL("orders", "points"))
+	_, err := harness.Run(context.Background(), job, config(harness.Config{Faults: []faults.Fault{faults.RunTwice()}}))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "award-points-sql": the handler panicked on message `+twicewatermill.MessageUUID("award-points-sql", "1"))
+	assert.Contains(t, err.Error(), "no ledger")
 }
