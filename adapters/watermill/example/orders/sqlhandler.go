@@ -21,6 +21,8 @@ type SQLHandler struct {
 	// first and the offset after, so a crash between the two awards the
 	// points again on the next poll.
 	InSubscriberTx bool
+	// Courier, when set, is booked after the points are written.
+	Courier Courier
 }
 
 // award is the points, as two statements on any executor.
@@ -43,10 +45,13 @@ func (h SQLHandler) Handle(msg *message.Message) ([]*message.Message, error) {
 		if !ok {
 			return nil, errors.New("the message carries no watermill-sql transaction")
 		}
-		return nil, award(ctx, func(ctx context.Context, sql string, args ...any) error {
+		if err := award(ctx, func(ctx context.Context, sql string, args ...any) error {
 			_, err := tx.ExecContext(ctx, sql, args...)
 			return err
-		}, ev.OrderID)
+		}, ev.OrderID); err != nil {
+			return nil, err
+		}
+		return nil, h.book(ctx, ev.OrderID)
 	}
 	tx, err := h.DB.Begin(ctx)
 	if err != nil {
@@ -59,5 +64,18 @@ func (h SQLHandler) Handle(msg *message.Message) ([]*message.Message, error) {
 	}, ev.OrderID); err != nil {
 		return nil, err
 	}
+	if err := h.book(ctx, ev.OrderID); err != nil {
+		return nil, err
+	}
 	return nil, tx.Commit(ctx)
+}
+
+func (h SQLHandler) book(ctx context.Context, orderID int64) error {
+	if h.Courier == nil {
+		return nil
+	}
+	if err := h.Courier.Book(ctx, orderID); err != nil {
+		return fmt.Errorf("booking the courier for order %d: %w", orderID, err)
+	}
+	return nil
 }

@@ -79,3 +79,21 @@ func TestSQLPanickingHandler(t *testing.T) {
 	assert.Contains(t, err.Error(), `job "award-points-sql": the handler panicked on message `+twicewatermill.MessageUUID("award-points-sql", "1"))
 	assert.Contains(t, err.Error(), "no ledger")
 }
+
+// watermill-sql v4.1.2 resends a nacked message in the same transaction
+// (its TxFromContext documentation says a nack rolls back): when the
+// courier refuses the booking after the points were written, the resend
+// writes them again in the transaction that then commits.
+func TestSQLNackKeepsTheFailedTrysWrites(t *testing.T) {
+	res := run(t, twicewatermill.Job("award-points-sql", placed, nil, func(d *harness.Delivery) message.HandlerFunc {
+		return orders.SQLHandler{DB: d.DB, InSubscriberTx: true, Courier: courier{d}}.Handle
+	}, twicewatermill.SQL("orders", "points")), harness.Config{Faults: []faults.Fault{faults.EffectFailures()}})
+	require.Len(t, res.Scenarios, 1)
+	s := res.Scenarios[0]
+	assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s", res)
+	var tables []string
+	for _, d := range s.StateDiff {
+		tables = append(tables, d.Table)
+	}
+	assert.Contains(t, tables, "ledger", "%s", res)
+}
