@@ -2,6 +2,7 @@ package twicewatermill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -47,7 +48,7 @@ func (b *broker) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched
 	}
 	var n int
 	err = op.Conn.QueryRow(ctx, `UPDATE `+brokerTable+` SET deliveries = deliveries + 1 WHERE id = $1 AND NOT acked RETURNING deliveries`, id).Scan(&n)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		return harness.Fetched{Done: true, Reason: fmt.Sprintf("message %s was acked", MessageUUID(b.name, op.JobID))}, nil
 	}
 	if err != nil {
