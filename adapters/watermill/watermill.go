@@ -42,7 +42,12 @@
 //
 // The broker is modelled as a table, twice_watermill_messages, that the
 // harness reads and writes on its own connection and leaves out of the
-// comparison: a message once acked is not handed out again.
+// comparison: a message once acked is not handed out again. With the SQL
+// option the broker is watermill-sql itself, run for real: see SQL.
+//
+// Not modelled: message.HandlerNameFromCtx and the router's other context
+// values (only message.Router can set their keys), router plugins and
+// decorators, and broker resend delays (resends are immediate).
 package twicewatermill
 
 import (
