@@ -11,7 +11,8 @@
 //			func(d *harness.Delivery) river.Worker[points.RewardArgs] {
 //				return &points.RewardWorker{Pool: d.DB}
 //			},
-//			harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}})
+//			harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}},
+//			twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}))
 //	}
 //
 // What each fault means for River:
