@@ -57,16 +57,16 @@ type deliveryRun struct {
 	kind DeliveryKind
 
 	// With a Queue: begun once the clock moved and the queue was asked;
-	// fetching while Fetch runs; settling while Ack or Nack runs; held
-	// while it waits for deliveries the queue cancelled to react.
-	begun, fetching, settling, held bool
-	queued                          any       // Fetched.Job
-	clockStart                      time.Time // the harness clock when it started
-	overdue                         bool      // past the queue's CancelAfter: to be cancelled
-	cancelled                       bool      // the queue cancelled its context
-	cancelSeq                       int       // requested when it was cancelled
-	cancelledAt                     time.Time // wall time of the cancel
-	settledAs                       Settlement
+	// settling while Ack or Nack runs; held while it waits for deliveries
+	// the queue cancelled to react.
+	begun, settling, held bool
+	queued                any       // Fetched.Job
+	clockStart            time.Time // the harness clock when it started
+	overdue               bool      // past the queue's CancelAfter: to be cancelled
+	cancelled             bool      // the queue cancelled its context
+	cancelSeq             int       // requested when it was cancelled
+	cancelledAt           time.Time // wall time of the cancel
+	settledAs             Settlement
 
 	started, ended bool // ended: returned, or died
 	dead           bool // its worker died: return value ignored, worker gone

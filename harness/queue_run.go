@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -222,7 +223,6 @@ func (q *queueRun) holds(e *execution) bool {
 }
 
 func (q *queueRun) fetch(e *execution, d *deliveryRun) {
-	d.fetching = true
 	q.submit(e, &queueCall{d: d, what: "fetch",
 		op:  QueueOp{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind},
 		run: func(ctx context.Context, op QueueOp) (any, error) { return q.q.Fetch(ctx, op) }})
@@ -278,11 +278,10 @@ func (q *queueRun) done(e *execution, ev event) {
 	job := q.jobs[d.spec.Job]
 	switch a := c.answer.(type) {
 	case Fetched:
-		d.fetching = false
 		if !a.Delivered {
 			job.done = job.done || a.Done
 			job.refused = a.Reason
-			d.outcome.NotDelivered = cmpOr(a.Reason, "the queue did not hand the job out")
+			d.outcome.NotDelivered = cmp.Or(a.Reason, "the queue did not hand the job out")
 			d.ended = true
 			break
 		}
@@ -307,13 +306,6 @@ func (q *queueRun) done(e *execution, ev event) {
 	}
 	q.next(e)
 	e.events.poke()
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // checkStall asks the server whether the running operation waits on a
