@@ -2,18 +2,24 @@ package freshdb_test
 
 import (
 	"context"
+	"fmt"
+	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/pgserver"
 )
 
 func TestCleanStale(t *testing.T) {
@@ -103,6 +109,79 @@ func TestCleanStale(t *testing.T) {
 			t.Errorf("database %s was dropped, want it kept", name)
 		}
 	}
+}
+
+// TestCleanStaleLeavesOtherRoles: on a server shared by roles, a run
+// cleans up the dead runs' databases its role owns and leaves those of
+// another role alone, without an error: before, a run as a plain role
+// failed every check with "must be owner" when a superuser's run had just
+// died there.
+func TestCleanStaleLeavesOtherRoles(t *testing.T) {
+	if os.Getenv(cleanHelperEnv) != "" {
+		t.Skip("the parent of TestHelperCleanStale")
+	}
+	srv := server(t)
+	admin := srv.ConnString("postgres")
+	role, secret := "twice_plain_"+randomHex(t, 8), "pw-"+randomHex(t, 8)
+	run(t, admin, fmt.Sprintf("CREATE ROLE %s LOGIN CREATEDB PASSWORD '%s'", role, secret))
+	dead := randomHex(t, 8)
+	mine, theirs := "twice_"+dead+"_d1", "twice_"+dead+"_d2"
+	run(t, admin, "CREATE DATABASE "+mine+" OWNER "+role)
+	run(t, admin, "CREATE DATABASE "+theirs)
+	t.Cleanup(func() {
+		run(t, admin, "DROP DATABASE IF EXISTS "+mine)
+		run(t, admin, "DROP DATABASE IF EXISTS "+theirs)
+		run(t, admin, "DROP ROLE IF EXISTS "+role)
+	})
+	for _, name := range []string{mine, theirs} {
+		run(t, admin, "COMMENT ON DATABASE "+name+" IS '"+freshdb.RunMarker(dead)+"'")
+	}
+
+	cfg, err := pgconn.ParseConfig(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(role, secret), Path: "/postgres"}
+	q := url.Values{"sslmode": {"disable"}}
+	if strings.HasPrefix(cfg.Host, "/") {
+		q.Set("host", cfg.Host)
+		q.Set("port", strconv.Itoa(int(cfg.Port)))
+	} else {
+		u.Host = fmt.Sprintf("%s:%d", cfg.Host, cfg.Port)
+	}
+	u.RawQuery = q.Encode()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCleanStale$", "-test.v")
+	cmd.Env = append(os.Environ(), cleanHelperEnv+"=1", "TWICE_POSTGRES=url", "TWICE_DATABASE_URL="+u.String())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("a run as role %s failed: %v\n%s", role, err, out)
+	}
+	if databaseExists(t, srv, mine) {
+		t.Errorf("the dead run's database %s, owned by %s, is still there after a run as %s", mine, role, role)
+	}
+	if !databaseExists(t, srv, theirs) {
+		t.Errorf("a run as %s dropped %s, which another role owns", role, theirs)
+	}
+}
+
+// cleanHelperEnv makes TestHelperCleanStale run.
+const cleanHelperEnv = "TWICE_FRESHDB_TEST_CLEAN"
+
+// TestHelperCleanStale starts a run in URL mode, which cleans up dead runs
+// first, and cleans up once more.
+func TestHelperCleanStale(t *testing.T) {
+	if os.Getenv(cleanHelperEnv) == "" {
+		t.Skip("helper for TestCleanStaleLeavesOtherRoles")
+	}
+	srv, err := pgserver.Shared(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := freshdb.CleanStale(context.Background(), srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dropped %v", dropped)
 }
 
 // waitNoSessionOfLock waits until the server has released a closed

@@ -172,9 +172,11 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 
 // CleanStale drops the databases left on srv by runs that are gone: every
 // database named twice_<run ID>_<suffix>, marked at creation with the
-// comment "twice run <run ID>", whose run no longer holds its advisory lock (a run holds it on one session for its whole life, so this
-// works across machines sharing the server, without PIDs). Databases of live
-// runs, kept databases (twice_kept_...) and every other name are never
+// comment "twice run <run ID>", whose run no longer holds its advisory
+// lock (a run holds it on one session for its whole life, so this works
+// across machines sharing the server, without PIDs), and which the
+// connecting role may drop. Databases of live runs, of runs under another
+// role, kept databases (twice_kept_...) and every other name are never
 // touched; a stale database that still has sessions is skipped and left for
 // a later run. It returns the names it dropped.
 //
@@ -194,10 +196,14 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 	// has its lock in the list read after.
 	var names []string
 	// Only databases whose run marker names the run in their name: a
-	// foreign database that looks like ours has none.
+	// foreign database that looks like ours has none. And only those this
+	// role may drop (it owns them, or is a superuser): a dead run of
+	// another role on a shared server is that role's to clean up, and
+	// failing on it would fail this run's checks for someone else's debris.
 	rows, err := r.admin.Query(ctx, `SELECT datname FROM pg_database
 		WHERE datname ~ '^twice_[0-9a-f]{8}_[a-z0-9]{1,40}$'
-		AND shobj_description(oid, 'pg_database') = 'twice run ' || substr(datname, 7, 8)`)
+		AND shobj_description(oid, 'pg_database') = 'twice run ' || substr(datname, 7, 8)
+		AND pg_has_role(datdba, 'USAGE')`)
 	if err == nil {
 		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
