@@ -177,17 +177,22 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if checks <= 0 {
 		checks = 100
 	}
-	if err := applySeed(); err != nil {
-		return nil, err
-	}
 	saved, err := readSaved(opts.Dir)
 	if err != nil {
+		return nil, err
+	}
+	checks, saved, shard, err := exploreShard(checks, saved)
+	if err != nil {
+		return nil, err
+	}
+	if err := applySeed(shard); err != nil {
 		return nil, err
 	}
 	r, res, plan, err := begin(ctx, job, cfg)
 	if err != nil {
 		return nil, err
 	}
+	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
 	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]Scenario{}}
@@ -563,11 +568,15 @@ func rapidDirs() map[string]bool {
 var seedOnce sync.Once
 
 // applySeed hands -twice.seed to rapid, once per test binary, as its
-// -rapid.seed, unless that was given too.
-func applySeed() error {
+// -rapid.seed, unless that was given too; shard i of several adds i-1, so
+// shards draw different schedules.
+func applySeed(shard *Shard) error {
 	seed, err := seedSetting()
 	if err != nil || seed == 0 {
 		return err
+	}
+	if shard != nil {
+		seed += uint64(shard.Index - 1)
 	}
 	seedOnce.Do(func() {
 		if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" {

@@ -72,6 +72,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 			return nil, err
 		}
 	}
+	if scheds, err = takeShard(scheds, res); err != nil {
+		return nil, err
+	}
 	res.Scenarios = make([]Scenario, len(scheds))
 	if p := progressOf(ctx); p != nil {
 		p.total.Store(int64(len(scheds)))
@@ -192,6 +195,7 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 				if err != nil {
 					cancel(err)
 				}
+				sc.Index = place(res, i)
 				res.Scenarios[i] = sc
 				if p := progressOf(ctx); p != nil {
 					p.done.Add(1)
