@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -277,7 +279,12 @@ func (b *builder) job(recs []record.Record) report.Job {
 	statuses := map[record.Status]bool{}
 	for _, rec := range recs {
 		statuses[rec.Result.Status] = true
-		for _, s := range rec.Result.Scenarios {
+		for i, s := range rec.Result.Scenarios {
+			if rec.Result.Shard == nil {
+				// Unsharded, the place is the position, also in records
+				// written before scenarios carried their Index.
+				s.Index = i
+			}
 			k := sched{string(s.Fault), s.Schedule.String()}
 			if verdicts[k] == nil {
 				verdicts[k] = map[record.Verdict]bool{}
@@ -309,6 +316,15 @@ func (b *builder) job(recs []record.Record) report.Job {
 	}
 	cells := map[string]*report.Cell{}
 	var faultOrder []string
+	if res.Shard != nil {
+		// Every fault of the check has a cell, so shards' reports merge
+		// in the check's order of faults whatever each shard ran.
+		j.Schedules = res.Shard.Schedules
+		for _, f := range res.Shard.Faults {
+			cells[string(f)] = &report.Cell{Fault: string(f), Status: report.StatusIdempotent, Duration: report.Ms(took[string(f)])}
+			faultOrder = append(faultOrder, string(f))
+		}
+	}
 	var failed []record.Scenario
 	for _, k := range order {
 		c, ok := cells[k.fault]
@@ -327,7 +343,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 		if flaky(k) && status != report.StatusExpected {
 			status = report.StatusFlaky
 		}
-		c.Status = worse(c.Status, status)
+		c.Status = report.Worse(c.Status, status)
 		j.Findings = append(j.Findings, b.finding(base, s, status))
 		failed = append(failed, s)
 	}
@@ -340,7 +356,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 	j.Status = report.StatusIdempotent
 	for _, name := range faultOrder {
 		j.Cells = append(j.Cells, *cells[name])
-		j.Status = worse(j.Status, cells[name].Status)
+		j.Status = report.Worse(j.Status, cells[name].Status)
 	}
 	return j
 }
@@ -407,15 +423,6 @@ func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step 
 
 var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
 
-// worse returns the status a reader must see first.
-func worse(a, b report.Status) report.Status {
-	rank := map[report.Status]int{report.StatusIdempotent: 0, report.StatusExpected: 1, report.StatusFlaky: 2, report.StatusFinding: 3}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
-}
-
 func (b *builder) test(pkg, name string) *testRun {
 	p := b.runs.packages[pkg]
 	if p == nil {
@@ -449,8 +456,10 @@ func (b *builder) relDir(dir string) string {
 }
 
 func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
+	diff := sha256.Sum256([]byte(render.Difference(s)))
 	f := report.Finding{
-		Fault: string(s.Fault), Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
+		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
+		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
 		Order: s.Order, Database: s.Database, Dump: s.Dump, DumpError: s.DumpError,
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}
