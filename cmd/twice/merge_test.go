@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/runtwice/twice/internal/report"
+)
+
+// shardedPackages split unevenly three ways: one job has schedules of
+// four faults and findings alike across shards, one has a single
+// schedule, and one has an unexpected finding in two shards only.
+var shardedPackages = []string{"./testdata/sharded", "./testdata/unexpected"}
+
+// The shards' reports, merged, are the whole run's report: the same jobs,
+// cells, verdicts, findings in the same order with the same same_as, the
+// same problems and exit code. Only timings and the host may differ.
+func TestReportShardsMergeToWholeRun(t *testing.T) {
+	wholeCode, _, whole := twiceReport(t, shardedPackages...)
+	if wholeCode != report.ExitFindings {
+		t.Fatalf("whole run: exit %d, want %d (an unexpected finding)", wholeCode, report.ExitFindings)
+	}
+	if whole.Shard != nil {
+		t.Errorf("whole run's report names shard %s", whole.Shard)
+	}
+
+	var dirs []string
+	for i := 1; i <= 3; i++ {
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("report-%d", i))
+		var stdout, stderr bytes.Buffer
+		code := run(append([]string{"report", "-shard", fmt.Sprintf("%d/3", i), "-o", dir}, shardedPackages...), &stdout, &stderr)
+		t.Logf("twice report -shard %d/3: exit %d\n%s%s", i, code, stderr.String(), stdout.String())
+		r := readReport(t, dir)
+		if r.Shard == nil || *r.Shard != (report.Shard{Index: i, Count: 3}) {
+			t.Errorf("shard %d/3's report names shard %v", i, r.Shard)
+		}
+		for _, j := range r.Jobs {
+			if len(j.Cells) == 0 || j.Schedules == 0 {
+				t.Errorf("shard %d/3: job %s has %d cells and %d schedules; a shard's job lists every fault and counts the whole check's schedules", i, j.Name, len(j.Cells), j.Schedules)
+			}
+		}
+		dirs = append(dirs, dir)
+	}
+
+	out := filepath.Join(t.TempDir(), "merged")
+	var stdout, stderr bytes.Buffer
+	// Shards in any order, given as directories or report.json files.
+	code := run([]string{"report", "--merge", "-o", out, dirs[2], filepath.Join(dirs[0], report.FileJSON), dirs[1]}, &stdout, &stderr)
+	t.Logf("twice report --merge: exit %d\n%s%s", code, stderr.String(), stdout.String())
+	if code != wholeCode {
+		t.Errorf("merge exited %d, the whole run %d", code, wholeCode)
+	}
+	merged := readReport(t, out)
+	ignore := cmp.Options{
+		cmpopts.IgnoreFields(report.Report{}, "Started", "Duration", "Host", "Twice"),
+		cmpopts.IgnoreFields(report.Job{}, "Duration"),
+		cmpopts.IgnoreFields(report.Cell{}, "Duration"),
+		cmpopts.IgnoreFields(report.Package{}, "Duration"),
+		cmpopts.EquateEmpty(),
+	}
+	if diff := cmp.Diff(whole, merged, ignore); diff != "" {
+		t.Errorf("merged shards mismatch (-whole +merged):\n%s", diff)
+	}
+	// The merge is sure to have had something to join.
+	var sameAs, scenarios int
+	for _, j := range merged.Jobs {
+		scenarios += j.Scenarios
+		for _, f := range j.Findings {
+			if f.SameAs != "" {
+				sameAs++
+			}
+		}
+	}
+	if sameAs == 0 || scenarios < 9 {
+		t.Errorf("merged %d scenarios with %d findings named the same as another: too little to show the merge", scenarios, sameAs)
+	}
+	for _, f := range []string{report.FileHTML, report.FileMarkdown, report.FileJUnit} {
+		if !bytes.Contains(mustRead(t, filepath.Join(out, f)), []byte("TestAwardPoints")) {
+			t.Errorf("merged %s does not show TestAwardPoints", f)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
