@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/recordtb"
 )
 
 // shardedJob takes a few steps, so its faults expand to schedules of
@@ -125,4 +127,25 @@ func TestShardExploresItsShare(t *testing.T) {
 		total += x.Checks
 	}
 	assert.Equal(t, 7, total)
+}
+
+// A shard that happens to run none of the failing scenarios of a check
+// marked ExpectFinding cannot tell that the finding is gone: it logs, and
+// the merged report has the verdict. Unsharded, the same check fails.
+func TestShardWithoutFindingKeepsExpectFinding(t *testing.T) {
+	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	cfg.ExpectFinding = "adds a hit per delivery"
+
+	t.Setenv(harness.ShardEnv, "2/2")
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	assert.Empty(t, rec.Errors())
+	assert.Contains(t, strings.Join(rec.Logs(), "\n"), `[twice] job "hit" is marked not idempotent (adds a hit per delivery), and none of the 0 scenarios of shard 2/2 differs`)
+
+	t.Setenv(harness.ShardEnv, "1/2")
+	rec = recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	assert.Empty(t, rec.Errors(), "shard 1/2 holds the expected finding")
 }

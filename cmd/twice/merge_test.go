@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -94,4 +95,43 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// A bad shard, or a merge without shards, stops twice report before it
+// runs anything, with exit 2 and a message that says what it wants.
+func TestReportShardMisuse(t *testing.T) {
+	whole := filepath.Join(t.TempDir(), "whole")
+	r := &report.Report{Command: "go test -json ./..."}
+	r.Finish()
+	if err := r.Write(whole); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		env  string // TWICE_SHARD
+		args []string
+		want string
+	}{
+		{"counted from 0", "", []string{"report", "-shard", "0/3", "./testdata/plain"}, `[twice] -shard: "0/3" names shard 0 of 3; shards count from 1 to n: want 1/3 to 3/3`},
+		{"past the last", "", []string{"report", "-shard", "4/3"}, `[twice] -shard: "4/3" names shard 4 of 3`},
+		{"not numbers", "", []string{"report", "-shard=x/y"}, `[twice] -shard: "x/y" is not a shard; want i/n`},
+		{"no shards", "", []string{"report", "-twice.shard=2/0"}, `[twice] -twice.shard: "2/0" splits the checks into 0 shards`},
+		{"from the environment", "5", []string{"report"}, `[twice] TWICE_SHARD: "5" is not a shard`},
+		{"two shards", "", []string{"report", "-shard", "1/3", "-twice.shard=2/3"}, "[twice] -shard 1/3 and -twice.shard=2/3 disagree; give one"},
+		{"merge nothing", "", []string{"report", "-merge"}, "[twice] -merge needs the report.json of every shard"},
+		{"merge a shard", "", []string{"report", "-merge", "-shard", "1/2", whole}, "[twice] -merge joins the reports of every shard; it takes no -shard"},
+		{"merge a whole run", "", []string{"report", "-merge", whole}, "is not a shard's report: write each shard's with twice report -shard i/n"},
+		{"merge nothing there", "", []string{"report", "-merge", filepath.Join(whole, "nosuch.json")}, "[twice] cannot read a shard's report"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("TWICE_SHARD", tc.env)
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, &stdout, &stderr); code != report.ExitBroken {
+				t.Errorf("twice %q: exit %d, want %d", tc.args, code, report.ExitBroken)
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("twice %q: stderr %q lacks %q", tc.args, stderr.String(), tc.want)
+			}
+		})
+	}
 }
