@@ -28,7 +28,8 @@ import (
 // ExploreOptions tunes Explore. The zero value is the default.
 type ExploreOptions struct {
 	// Checks is how many schedules to draw; zero means 100. The flag
-	// -twice.checks (or TWICE_CHECKS) overrides it.
+	// -twice.checks (or TWICE_CHECKS) overrides it. One shard of several
+	// (ShardEnv) draws its share.
 	Checks int
 	// Limits bounds every drawn schedule: by default at most 4
 	// deliveries (the queue's retry of a job left failed comes on top)

@@ -44,7 +44,8 @@ func heeded(volatile []string, cfg Config) []string {
 // Run checks job: it runs the job once, cleanly, on two fresh databases to
 // learn the reference state and which columns are noise, then executes
 // every schedule of cfg's faults on a fresh database of its own and compares
-// the outcome with the reference.
+// the outcome with the reference. As one shard of several (ShardEnv) it
+// executes only that shard's schedules.
 //
 // A non-nil error means the check itself could not run (no PostgreSQL, bad
 // setup SQL, a job that fails on a clean run); findings about the job are
