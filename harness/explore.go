@@ -203,7 +203,8 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	switch {
 	case isReplay:
 		x.Replay = replay.String()
-		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil {
+		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil && (shard == nil || shard.Has(0)) {
+			// A replay is a list of one schedule, dealt to shard 1.
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
 		}
 	case len(saved) > 0:

@@ -21,7 +21,8 @@ import (
 // number of schedules, give or take one, with a mix of every fault. Every
 // shard still runs the two clean reference runs; a shard dealt none of a
 // check's schedules passes it with 0 scenarios, and Result.Shard says so.
-// Scenario.Index keeps each scenario's place in the whole list.
+// Scenario.Index keeps each scenario's place in the whole list. A
+// -twice.replay schedule is a list of one: shard 1 runs it.
 //
 // Explore runs its share of the budget (ExploreOptions.Checks or
 // -twice.checks): n/Count, one more on the first shards, so the shares add
