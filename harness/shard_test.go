@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -148,4 +149,51 @@ func TestShardWithoutFindingKeepsExpectFinding(t *testing.T) {
 	rec = recordtb.New(t)
 	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
 	assert.Empty(t, rec.Errors(), "shard 1/2 holds the expected finding")
+}
+
+// BenchmarkShards checks the ledger job with the default faults whole,
+// then as each of three shards in turn, in the same loop so the ratios
+// compare like with like on a noisy machine: slowest-shard/whole is what
+// a three-machine matrix cuts the check's wall time to (every shard still
+// makes the two clean reference runs), and spread is the slowest shard
+// over the fastest.
+func BenchmarkShards(b *testing.B) {
+	job := harness.Job{Name: "ledger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return rewardWithLedger(ctx, d.DB)
+	}}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}}
+	run := func(shard string) (time.Duration, int) {
+		b.Setenv(harness.ShardEnv, shard)
+		start := time.Now()
+		res, err := harness.Run(b.Context(), job, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took := time.Since(start)
+		if !res.Idempotent() {
+			b.Fatalf("shard %q: the ledger job is not idempotent:\n%s", shard, res)
+		}
+		return took, len(res.Scenarios)
+	}
+	run("") // the template and the server, outside the timing
+	var whole, slowest, fastest time.Duration
+	var scenarios, most int
+	for b.Loop() {
+		w, n := run("")
+		whole += w
+		scenarios = n
+		lo, hi := time.Duration(1<<62), time.Duration(0)
+		for i := 1; i <= 3; i++ {
+			d, m := run(harness.Shard{Index: i, Count: 3}.String())
+			lo, hi, most = min(lo, d), max(hi, d), max(most, m)
+		}
+		slowest += hi
+		fastest += lo
+	}
+	b.ReportMetric(float64(whole.Milliseconds())/float64(b.N), "whole-ms/op")
+	b.ReportMetric(float64(slowest.Milliseconds())/float64(b.N), "slowest-shard-ms/op")
+	b.ReportMetric(float64(slowest)/float64(whole), "slowest-shard/whole")
+	b.ReportMetric(float64(slowest)/float64(fastest), "spread")
+	b.ReportMetric(float64(scenarios), "scenarios")
+	b.ReportMetric(float64(most), "scenarios-largest-shard")
 }

@@ -41,7 +41,6 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 	}
 	checks := map[string]int{}     // import path -> records
 	explained := map[string]bool{} // "pkg\x00test" failures a job explains
-	seenFault := map[string]bool{}
 	var internal []report.Problem
 	for _, k := range keys {
 		if p, ok := b.internalError(byKey[k]); ok {
@@ -55,12 +54,6 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
 			explained[j.Package+"\x00"+j.Test] = true
 		}
-		for _, c := range j.Cells {
-			if !seenFault[c.Fault] {
-				seenFault[c.Fault] = true
-				r.Faults = append(r.Faults, c.Fault)
-			}
-		}
 		r.Jobs = append(r.Jobs, j)
 	}
 	sort.SliceStable(r.Jobs, func(i, k int) bool {
@@ -69,6 +62,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		}
 		return r.Jobs[i].Test < r.Jobs[k].Test
 	})
+	r.Faults = report.FaultsOf(r.Jobs)
 	r.Summary.Problems = append(r.Summary.Problems, internal...)
 	for _, p := range b.runs.sortedPackages() {
 		r.Packages = append(r.Packages, b.pkg(p, checks[p.importPath]))

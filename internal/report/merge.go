@@ -62,7 +62,7 @@ func Merge(in []Input) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	out.Faults = mergeFaults(shards, out.Jobs)
+	out.Faults = FaultsOf(out.Jobs)
 	out.Packages = mergePackages(shards)
 	for _, s := range shards {
 		for _, p := range s.Report.Summary.Problems {
@@ -240,17 +240,15 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 	return j, nil
 }
 
-// mergeFaults are the matrix's columns: the shards' in order, each once,
-// without those no merged job has a cell for.
-func mergeFaults(shards []Input, jobs []Job) []string {
+// FaultsOf are the matrix's columns for jobs: every fault they ran, in
+// the order it first appears along the jobs' cells, so the columns do not
+// depend on which package's tests finished first.
+func FaultsOf(jobs []Job) []string {
 	var out []string
-	for _, s := range shards {
-		for _, f := range s.Report.Faults {
-			if slices.Contains(out, f) {
-				continue
-			}
-			if slices.ContainsFunc(jobs, func(j Job) bool { _, ok := j.Cell(f); return ok }) {
-				out = append(out, f)
+	for _, j := range jobs {
+		for _, c := range j.Cells {
+			if !slices.Contains(out, c.Fault) {
+				out = append(out, c.Fault)
 			}
 		}
 	}

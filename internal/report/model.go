@@ -55,7 +55,7 @@ type Report struct {
 	// is.
 	Summary Summary `json:"summary"`
 	// Faults are the matrix's columns: every fault any job ran, in the
-	// order they first ran.
+	// order they first appear along Jobs' cells (FaultsOf).
 	Faults []string `json:"faults"`
 	// Packages are the packages go test ran, sorted by import path.
 	Packages []Package `json:"packages"`
