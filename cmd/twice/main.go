@@ -31,8 +31,9 @@
 // joins the reports of every shard of one run (their report.json files,
 // or the directories holding them) into the report the whole run would
 // have written, all four files. It refuses shards of different runs: a
-// shard missing or given twice, different shard counts, twice versions or
-// go test commands, or a job whose clean run differs between shards.
+// shard missing or given twice, different shard counts, twice versions,
+// git commits or go test commands, or a job whose clean run differs
+// between shards.
 //
 // Flags -run, -count, -tags, -timeout, -race and -p pass through to go
 // test. A flag -twice.NAME=VALUE becomes the environment variable

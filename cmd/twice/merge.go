@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
@@ -119,4 +120,16 @@ func twiceVersion() string {
 		v = strings.TrimSpace(v + " " + rev + dirty)
 	}
 	return v
+}
+
+// headCommit is the git commit checked out where twice runs; empty
+// outside a git checkout or without git. Uncommitted changes are not
+// marked: a go command that tidies go.work.sum on one CI machine would
+// keep its shard from merging.
+func headCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

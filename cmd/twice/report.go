@@ -134,7 +134,7 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	prog := newProgress(stderr)
 	r := runReport(g, pkgs, prog)
-	r.Shard, r.Twice = shard, twiceVersion()
+	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
 	return writeReport(r, *out, stdout, stderr)
 }
 

@@ -26,7 +26,8 @@ type Input struct {
 //
 // Merge refuses inputs that are not the shards of one run: a report
 // without a shard, shards of different counts, a shard given twice or
-// missing, reports of different twice versions or go test commands, and
+// missing, reports of different twice versions, commits or go test
+// commands, and
 // a job whose shards disagree on its clean run or its schedules.
 func Merge(in []Input) (*Report, error) {
 	shards, err := orderShards(in)
@@ -34,13 +35,16 @@ func Merge(in []Input) (*Report, error) {
 		return nil, err
 	}
 	first := shards[0].Report
-	out := &Report{Started: first.Started, Command: first.Command, Twice: first.Twice}
+	out := &Report{Started: first.Started, Command: first.Command, Twice: first.Twice, Commit: first.Commit}
 	var end time.Time
 	var hosts []string
 	for _, s := range shards {
 		r := s.Report
 		if r.Twice != first.Twice && r.Twice != "" && first.Twice != "" {
 			return nil, fmt.Errorf("[twice] shard %s (%s) was written by twice %s, shard %s (%s) by twice %s: run every shard with the same twice", r.Shard, s.From, r.Twice, first.Shard, shards[0].From, first.Twice)
+		}
+		if r.Commit != first.Commit && r.Commit != "" && first.Commit != "" {
+			return nil, fmt.Errorf("[twice] shard %s (%s) checked commit %s, shard %s (%s) commit %s: merge the shards of one run", r.Shard, s.From, r.Commit, first.Shard, shards[0].From, first.Commit)
 		}
 		if r.Command != first.Command {
 			return nil, fmt.Errorf("[twice] shard %s (%s) ran %q, shard %s (%s) ran %q: the shards of one run split the same go test command", r.Shard, s.From, r.Command, first.Shard, shards[0].From, first.Command)

@@ -11,7 +11,7 @@ import (
 // of which this shard ran ran.
 func shardReport(i, n, schedules, ran int) *report.Report {
 	r := &report.Report{
-		Command: "go test -json -count=1 ./...", Twice: "v1.2.0", Shard: &report.Shard{Index: i, Count: n},
+		Command: "go test -json -count=1 ./...", Twice: "v1.2.0", Commit: "aaaa", Shard: &report.Shard{Index: i, Count: n},
 		Faults: []string{"run-twice"},
 		Jobs: []report.Job{{
 			Name: "pay", Package: "example.com/pay", Test: "TestPay", TestPassed: true, Status: report.StatusIdempotent,
@@ -35,6 +35,8 @@ func TestMergeRefusesOtherThanOneRunsShards(t *testing.T) {
 	whole.Shard = nil
 	otherTwice := shardReport(2, 2, 3, 1)
 	otherTwice.Twice = "v1.3.0"
+	otherCommit := shardReport(2, 2, 3, 1)
+	otherCommit.Commit = "bbbb"
 	otherCommand := shardReport(2, 2, 3, 1)
 	otherCommand.Command = "go test -json -count=1 -run=X ./..."
 	otherSteps := shardReport(2, 2, 3, 1)
@@ -52,6 +54,7 @@ func TestMergeRefusesOtherThanOneRunsShards(t *testing.T) {
 		{"shard twice", in(shardReport(1, 2, 3, 2), shardReport(1, 2, 3, 2)), "[twice] shard 1/2 is given twice: r1/report.json and r2/report.json"},
 		{"shard missing", in(shardReport(1, 3, 3, 1), shardReport(3, 3, 3, 1)), "[twice] shard 2/3 missing: merge the reports of all 3 shards"},
 		{"other twice", in(shardReport(1, 2, 3, 2), otherTwice), "[twice] shard 2/2 (r2/report.json) was written by twice v1.3.0, shard 1/2 (r1/report.json) by twice v1.2.0: run every shard with the same twice"},
+		{"other commit", in(shardReport(1, 2, 3, 2), otherCommit), "[twice] shard 2/2 (r2/report.json) checked commit bbbb, shard 1/2 (r1/report.json) commit aaaa: merge the shards of one run"},
 		{"other command", in(shardReport(1, 2, 3, 2), otherCommand), `ran "go test -json -count=1 -run=X ./..."`},
 		{"other steps", in(shardReport(1, 2, 3, 2), otherSteps), `[twice] job "pay" (example.com/pay TestPay): its clean run took other steps in shard 2/2 (r2/report.json) than in shard 1/2 (r1/report.json): the shards ran different code`},
 		{"other schedules", in(shardReport(1, 2, 3, 2), shardReport(2, 2, 4, 2)), `has 4 schedules in shard 2/2 (r2/report.json) but 3 in shard 1/2`},

@@ -46,6 +46,10 @@ type Report struct {
 	// version and, when its binary records one, the commit it was built
 	// from. Shards' reports merge only when they agree on it.
 	Twice string `json:"twice,omitempty"`
+	// Commit is the git commit of the code under test (HEAD where twice
+	// ran), when that is a git checkout. Shards' reports merge only when
+	// they agree on it.
+	Commit string `json:"commit,omitempty"`
 	// Shard is which shard of the checks this run executed (twice report
 	// -shard), or nil for a whole run, and for a merge of shards.
 	Shard *Shard `json:"shard,omitempty"`
