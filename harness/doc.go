@@ -104,6 +104,16 @@
 // reruns it. Its databases are kept and logged; a passing check drops them.
 // Mark a job known not to be idempotent with Config.ExpectFinding.
 //
+// # Flags
+//
+// A test binary's -twice.* flags, each mirrored by a TWICE_* environment
+// variable (the flag wins): -twice.replay runs exactly one schedule
+// (ReplayEnv), -twice.checks and -twice.seed steer Explore (ChecksEnv,
+// SeedEnv), -twice.keep=false drops a failed check's databases (KeepEnv),
+// and -twice.shard=i/n runs shard i of n of every check's schedules, so CI
+// machines split the checks between them (ShardEnv; twice report -merge
+// joins their reports).
+//
 // # Getting PostgreSQL
 //
 // One server per test binary, shared by all its tests and stopped when the

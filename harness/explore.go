@@ -28,7 +28,8 @@ import (
 // ExploreOptions tunes Explore. The zero value is the default.
 type ExploreOptions struct {
 	// Checks is how many schedules to draw; zero means 100. The flag
-	// -twice.checks (or TWICE_CHECKS) overrides it.
+	// -twice.checks (or TWICE_CHECKS) overrides it. One shard of several
+	// (ShardEnv) draws its share.
 	Checks int
 	// Limits bounds every drawn schedule: by default at most 4
 	// deliveries (the queue's retry of a job left failed comes on top)
@@ -137,6 +138,8 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 		t.Errorf("%s", x.message(line))
 	case res.Status == record.ExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
+	case cfg.ExpectFinding != "" && res.Shard != nil:
+		t.Logf("[twice] job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
 	case cfg.ExpectFinding != "":
 		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d schedules explored passed: remove Config.ExpectFinding, or explore further with -twice.checks",
 			res.Job, cfg.ExpectFinding, x.Checks)
@@ -177,17 +180,22 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if checks <= 0 {
 		checks = 100
 	}
-	if err := applySeed(); err != nil {
-		return nil, err
-	}
 	saved, err := readSaved(opts.Dir)
 	if err != nil {
+		return nil, err
+	}
+	checks, saved, shard, err := exploreShard(checks, saved)
+	if err != nil {
+		return nil, err
+	}
+	if err := applySeed(shard); err != nil {
 		return nil, err
 	}
 	r, res, plan, err := begin(ctx, job, cfg)
 	if err != nil {
 		return nil, err
 	}
+	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
 	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]Scenario{}}
@@ -195,7 +203,8 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	switch {
 	case isReplay:
 		x.Replay = replay.String()
-		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil {
+		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil && (shard == nil || shard.Has(0)) {
+			// A replay is a list of one schedule, dealt to shard 1.
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
 		}
 	case len(saved) > 0:
@@ -563,11 +572,15 @@ func rapidDirs() map[string]bool {
 var seedOnce sync.Once
 
 // applySeed hands -twice.seed to rapid, once per test binary, as its
-// -rapid.seed, unless that was given too.
-func applySeed() error {
+// -rapid.seed, unless that was given too; shard i of several adds i-1, so
+// shards draw different schedules.
+func applySeed(shard *Shard) error {
 	seed, err := seedSetting()
 	if err != nil || seed == 0 {
 		return err
+	}
+	if shard != nil {
+		seed += uint64(shard.Index - 1)
 	}
 	seedOnce.Do(func() {
 		if f := flag.Lookup("rapid.seed"); f != nil && f.Value.String() == "0" {

@@ -69,7 +69,9 @@ type DeliveryOutcome = record.DeliveryOutcome
 // Result is everything Run learned about a job: the job's name and the
 // check's Status, the reference state, effects and steps, the volatile
 // columns left out, and every Scenario (see the embedded record.Result's
-// fields). Idempotent and Failed summarise the scenarios.
+// fields). Idempotent and Failed summarise the scenarios. When the check
+// ran as one shard of several (ShardEnv), Shard says which, and
+// Scenarios holds only that shard's, possibly none.
 type Result struct {
 	record.Result
 
@@ -91,11 +93,11 @@ type kept struct {
 // grouped by difference, with its deliveries and diffs.
 func (r *Result) String() string {
 	if r.Idempotent() {
-		return fmt.Sprintf("[twice] ok: job %q: %s, none differs from one clean run", r.Job, render.Plural(len(r.Scenarios), "scenario"))
+		return fmt.Sprintf("[twice] ok: job %q: %d %s%s, none differs from one clean run", r.Job, len(r.Scenarios), render.Plural(len(r.Scenarios), "scenario"), render.InShard(&r.Result))
 	}
 	failed := r.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n", r.Job, len(failed), len(r.Scenarios))
+	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n", r.Job, len(failed), len(r.Scenarios), render.InShard(&r.Result))
 	render.Findings(&b, &r.Result, failed)
 	return b.String()
 }

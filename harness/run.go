@@ -44,7 +44,8 @@ func heeded(volatile []string, cfg Config) []string {
 // Run checks job: it runs the job once, cleanly, on two fresh databases to
 // learn the reference state and which columns are noise, then executes
 // every schedule of cfg's faults on a fresh database of its own and compares
-// the outcome with the reference.
+// the outcome with the reference. As one shard of several (ShardEnv) it
+// executes only that shard's schedules.
 //
 // A non-nil error means the check itself could not run (no PostgreSQL, bad
 // setup SQL, a job that fails on a clean run); findings about the job are
@@ -71,6 +72,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
 			return nil, err
 		}
+	}
+	if scheds, err = takeShard(scheds, res); err != nil {
+		return nil, err
 	}
 	res.Scenarios = make([]Scenario, len(scheds))
 	if p := progressOf(ctx); p != nil {
@@ -192,6 +196,7 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 				if err != nil {
 					cancel(err)
 				}
+				sc.Index = place(res, i)
 				res.Scenarios[i] = sc
 				if p := progressOf(ctx); p != nil {
 					p.done.Add(1)

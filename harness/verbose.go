@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Under go test -v a check says what it did: one line when it passes, and
@@ -67,6 +69,6 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 // logPassed logs, under -v, the one line of a passing check.
 func logPassed(t tb, res *Result) {
 	if verbose() {
-		t.Logf("[twice] ok: job %q: %d scenarios, none differs from one clean run (%s)", res.Job, len(res.Scenarios), res.Duration.Round(time.Millisecond))
+		t.Logf("[twice] ok: job %q: %d scenarios%s, none differs from one clean run (%s)", res.Job, len(res.Scenarios), render.InShard(&res.Result), res.Duration.Round(time.Millisecond))
 	}
 }

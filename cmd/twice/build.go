@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -39,7 +41,6 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 	}
 	checks := map[string]int{}     // import path -> records
 	explained := map[string]bool{} // "pkg\x00test" failures a job explains
-	seenFault := map[string]bool{}
 	var internal []report.Problem
 	for _, k := range keys {
 		if p, ok := b.internalError(byKey[k]); ok {
@@ -53,12 +54,6 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
 			explained[j.Package+"\x00"+j.Test] = true
 		}
-		for _, c := range j.Cells {
-			if !seenFault[c.Fault] {
-				seenFault[c.Fault] = true
-				r.Faults = append(r.Faults, c.Fault)
-			}
-		}
 		r.Jobs = append(r.Jobs, j)
 	}
 	sort.SliceStable(r.Jobs, func(i, k int) bool {
@@ -67,6 +62,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		}
 		return r.Jobs[i].Test < r.Jobs[k].Test
 	})
+	r.Faults = report.FaultsOf(r.Jobs)
 	r.Summary.Problems = append(r.Summary.Problems, internal...)
 	for _, p := range b.runs.sortedPackages() {
 		r.Packages = append(r.Packages, b.pkg(p, checks[p.importPath]))
@@ -277,7 +273,12 @@ func (b *builder) job(recs []record.Record) report.Job {
 	statuses := map[record.Status]bool{}
 	for _, rec := range recs {
 		statuses[rec.Result.Status] = true
-		for _, s := range rec.Result.Scenarios {
+		for i, s := range rec.Result.Scenarios {
+			if rec.Result.Shard == nil {
+				// Unsharded, the place is the position, also in records
+				// written before scenarios carried their Index.
+				s.Index = i
+			}
 			k := sched{string(s.Fault), s.Schedule.String()}
 			if verdicts[k] == nil {
 				verdicts[k] = map[record.Verdict]bool{}
@@ -309,6 +310,15 @@ func (b *builder) job(recs []record.Record) report.Job {
 	}
 	cells := map[string]*report.Cell{}
 	var faultOrder []string
+	if res.Shard != nil {
+		// Every fault of the check has a cell, so shards' reports merge
+		// in the check's order of faults whatever each shard ran.
+		j.Schedules = res.Shard.Schedules
+		for _, f := range res.Shard.Faults {
+			cells[string(f)] = &report.Cell{Fault: string(f), Status: report.StatusIdempotent, Duration: report.Ms(took[string(f)])}
+			faultOrder = append(faultOrder, string(f))
+		}
+	}
 	var failed []record.Scenario
 	for _, k := range order {
 		c, ok := cells[k.fault]
@@ -327,7 +337,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 		if flaky(k) && status != report.StatusExpected {
 			status = report.StatusFlaky
 		}
-		c.Status = worse(c.Status, status)
+		c.Status = report.Worse(c.Status, status)
 		j.Findings = append(j.Findings, b.finding(base, s, status))
 		failed = append(failed, s)
 	}
@@ -340,7 +350,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 	j.Status = report.StatusIdempotent
 	for _, name := range faultOrder {
 		j.Cells = append(j.Cells, *cells[name])
-		j.Status = worse(j.Status, cells[name].Status)
+		j.Status = report.Worse(j.Status, cells[name].Status)
 	}
 	return j
 }
@@ -407,15 +417,6 @@ func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step 
 
 var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
 
-// worse returns the status a reader must see first.
-func worse(a, b report.Status) report.Status {
-	rank := map[report.Status]int{report.StatusIdempotent: 0, report.StatusExpected: 1, report.StatusFlaky: 2, report.StatusFinding: 3}
-	if rank[b] > rank[a] {
-		return b
-	}
-	return a
-}
-
 func (b *builder) test(pkg, name string) *testRun {
 	p := b.runs.packages[pkg]
 	if p == nil {
@@ -449,8 +450,10 @@ func (b *builder) relDir(dir string) string {
 }
 
 func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
+	diff := sha256.Sum256([]byte(render.Difference(s)))
 	f := report.Finding{
-		Fault: string(s.Fault), Schedule: s.Schedule.String(), Status: status, Problems: render.Problems(s),
+		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
+		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
 		Order: s.Order, Database: s.Database, Dump: s.Dump, DumpError: s.DumpError,
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}

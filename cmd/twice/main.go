@@ -21,6 +21,20 @@
 // The directory is written whole or not at all: twice writes a temporary
 // directory next to it and renames it.
 //
+// With -shard i/n (1/3, 2/3, 3/3: counted from 1, as CI matrices number
+// their jobs) every check runs only its shard of the schedules: the tests
+// get TWICE_SHARD=i/n, and the report says which shard it is. A flag
+// -twice.shard=i/n or $TWICE_SHARD does the same.
+//
+//	twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
+//
+// joins the reports of every shard of one run (their report.json files,
+// or the directories holding them) into the report the whole run would
+// have written, all four files. It refuses shards of different runs: a
+// shard missing or given twice, different shard counts, twice versions,
+// git commits or go test commands, or a job whose clean run differs
+// between shards.
+//
 // Flags -run, -count, -tags, -timeout, -race and -p pass through to go
 // test. A flag -twice.NAME=VALUE becomes the environment variable
 // TWICE_NAME=VALUE of the tests, which is how the harness reads its
@@ -70,12 +84,15 @@ import (
 )
 
 const usage = `usage:
-  twice report [-o DIR] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
+  twice report [-o DIR] [-shard I/N] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
+  twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
   twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
   twice kept [-drop] [twice_kept_NAME...]
 
 report runs the packages' harness checks (default ./...) and writes
 twice-report/{index.html,summary.md,junit.xml,report.json}.
+-shard I/N runs shard I of N of every check's schedules; -merge joins the
+shards' reports into one.
 Exit codes: 0 idempotent or expected findings, 1 unexpected findings,
 2 usage or infrastructure errors.
 replay reruns one schedule and prints its diff.

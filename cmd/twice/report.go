@@ -107,6 +107,8 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("twice report", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	out := fs.String("o", "twice-report", "write the report into `dir`")
+	shardText := fs.String("shard", "", "run only shard `i/n` of every check's schedules (1/3, 2/3, 3/3), as TWICE_SHARD does; join the shards' reports with -merge")
+	merge := fs.Bool("merge", false, "join the shards' reports given instead of packages (their report.json files or directories) into one")
 	var g goTestFlags
 	g.register(fs)
 	g.env = env
@@ -114,12 +116,32 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return report.ExitBroken
 	}
+	if *merge {
+		if *shardText != "" {
+			_, _ = fmt.Fprintln(stderr, "[twice] -merge joins the reports of every shard; it takes no -shard")
+			return report.ExitBroken
+		}
+		return mergeCommand(pkgs, *out, stdout, stderr)
+	}
+	shard, env, err := shardOf(*shardText, g.env)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	g.env = env
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
 	}
 	prog := newProgress(stderr)
 	r := runReport(g, pkgs, prog)
-	if err := r.Write(*out); err != nil {
+	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
+	return writeReport(r, *out, stdout, stderr)
+}
+
+// writeReport writes r into dir, appends its summary to
+// $GITHUB_STEP_SUMMARY, says what went wrong, and returns the exit code.
+func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
+	if err := r.Write(dir); err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
 	}
@@ -140,7 +162,7 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	_, _ = fmt.Fprintln(stdout, r.Headline())
-	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(*out, report.FileHTML))
+	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir, report.FileHTML))
 	return r.ExitCode
 }
 

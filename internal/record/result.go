@@ -107,6 +107,9 @@ type Result struct {
 	Steps []faults.Step
 	// Scenarios holds one entry per executed schedule, in order.
 	Scenarios []Scenario
+	// Shard is the share of the check's schedules this run executed
+	// when it ran as one shard of several (-twice.shard), else nil.
+	Shard *Shard `json:",omitempty"`
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
 	// not to be idempotent, or empty.
 	ExpectFinding string
@@ -128,12 +131,32 @@ func (r *Result) Failed() []Scenario {
 	return out
 }
 
+// Shard is the share of a check's schedules one shard ran: the
+// schedules whose Index modulo Count is Index-1.
+type Shard struct {
+	// Index is the shard's number, 1 to Count.
+	Index int
+	// Count is how many shards the check's schedules were split into.
+	Count int
+	// Schedules counts the check's schedules, every shard's together; 0
+	// for an exploration, whose shards draw their own.
+	Schedules int `json:",omitempty"`
+	// Faults are the faults of the whole check, each once, in the order
+	// of their first schedule: a shard's report lists the faults it ran
+	// no schedule of, so shards' reports merge in the unsharded order.
+	Faults []faults.Name `json:",omitempty"`
+}
+
 // Scenario is one schedule executed on one fresh database.
 type Scenario struct {
 	// Fault is the name of the fault the schedule came from.
 	Fault faults.Name
 	// Schedule is what ran; in JSON, its text form.
 	Schedule faults.Schedule
+	// Index is the schedule's place, from 0, among every schedule of the
+	// check (every shard's together): a sharded run's scenarios keep the
+	// places they would have had unsharded.
+	Index int
 	// Verdict is the outcome.
 	Verdict Verdict
 	// Problems say why the verdict is NotIdempotent.

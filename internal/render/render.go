@@ -220,11 +220,23 @@ func Findings(b *strings.Builder, res *record.Result, failed []record.Scenario) 
 func Finding(res *record.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios differ from one clean run\n",
-		res.Job, len(failed), len(res.Scenarios))
+	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
+		res.Job, len(failed), len(res.Scenarios), InShard(res))
 	Findings(&b, res, failed)
 	fmt.Fprintf(&b, "\nrerun: %s", rerun)
 	return b.String()
+}
+
+// InShard says, after a count of res's scenarios, which shard they are
+// when the check ran as one shard of several: " in shard 2/3 (of 40)".
+func InShard(res *record.Result) string {
+	switch {
+	case res.Shard == nil:
+		return ""
+	case res.Shard.Schedules > 0:
+		return fmt.Sprintf(" in shard %s (of %d)", res.Shard, res.Shard.Schedules)
+	}
+	return fmt.Sprintf(" in shard %s", res.Shard)
 }
 
 // Exploration is what Explore found, for its message.

@@ -103,7 +103,7 @@ section.job { margin-top: 2rem; }
 <body>
 <h1>twice: idempotency report</h1>
 <p class="headline" id="headline">{{.Title}}</p>
-<p class="meta">{{.Counts}} · <code>{{.Command}}</code> · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
+<p class="meta">{{.Counts}} · <code>{{.Command}}</code>{{.ShardNote}} · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
 {{if .Summary.Problems}}
 <h2>Problems</h2>
 <ul class="problems" id="problems">

@@ -12,7 +12,7 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# twice: idempotency report\n\n")
 	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(r.Title()))
-	fmt.Fprintf(&b, "%s · `%s` · %s · exit code %d\n", mdEscape(r.Counts()), r.Command, shortDuration(r.Duration), r.ExitCode)
+	fmt.Fprintf(&b, "%s · `%s`%s · %s · exit code %d\n", mdEscape(r.Counts()), r.Command, r.ShardNote(), shortDuration(r.Duration), r.ExitCode)
 	if len(r.Summary.Problems) > 0 {
 		b.WriteString("\n## Problems\n\n")
 		for _, p := range r.Summary.Problems {

@@ -5,7 +5,10 @@
 // its model is the report.json schema (SCHEMA.md) and nothing else.
 package report
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // SchemaVersion is the version of the report.json format. It changes only
 // when a field is removed or changes meaning; new fields keep it.
@@ -39,19 +42,40 @@ type Report struct {
 	// Command is the go test command twice ran; Host the machine.
 	Command string `json:"command"`
 	Host    string `json:"host"`
+	// Twice is the version of twice that wrote the report: its module
+	// version and, when its binary records one, the commit it was built
+	// from. Shards' reports merge only when they agree on it.
+	Twice string `json:"twice,omitempty"`
+	// Commit is the git commit of the code under test (HEAD where twice
+	// ran), when that is a git checkout. Shards' reports merge only when
+	// they agree on it.
+	Commit string `json:"commit,omitempty"`
+	// Shard is which shard of the checks this run executed (twice report
+	// -shard), or nil for a whole run, and for a merge of shards.
+	Shard *Shard `json:"shard,omitempty"`
 	// ExitCode is what twice exited with (see Summary).
 	ExitCode int `json:"exit_code"`
 	// Summary counts jobs by status and says why the exit code is what it
 	// is.
 	Summary Summary `json:"summary"`
 	// Faults are the matrix's columns: every fault any job ran, in the
-	// order they first ran.
+	// order they first appear along Jobs' cells (FaultsOf).
 	Faults []string `json:"faults"`
 	// Packages are the packages go test ran, sorted by import path.
 	Packages []Package `json:"packages"`
 	// Jobs are the checked jobs, by package then test.
 	Jobs []Job `json:"jobs"`
 }
+
+// Shard is one shard of a run split across machines: shard Index of
+// Count, counted from 1.
+type Shard struct {
+	Index int `json:"index"`
+	Count int `json:"count"`
+}
+
+// String is the shard as -shard takes it: "2/3".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
 
 // Summary counts the report's jobs and problems.
 type Summary struct {
@@ -114,11 +138,16 @@ type Job struct {
 	Expected string `json:"expected,omitempty"`
 	// Runs counts how many times the check ran (go test -count).
 	Runs int `json:"runs"`
-	// Scenarios and Failed count the scenarios of one run.
+	// Scenarios and Failed count the scenarios of one run; in a shard's
+	// report, of that shard.
 	Scenarios int `json:"scenarios"`
 	Failed    int `json:"failed"`
+	// Schedules counts the check's schedules, every shard's together, in
+	// a shard's report; 0 otherwise, and for an exploration.
+	Schedules int `json:"schedules,omitempty"`
 	// Cells are the job's row of the matrix, one per fault it ran, in
-	// the order of Report.Faults.
+	// the order of Report.Faults. A shard's report has a cell for every
+	// fault of the check, with 0 scenarios where the shard ran none.
 	Cells []Cell `json:"cells"`
 	// Steps are what one clean delivery did: SQL statements and effect
 	// calls, the fault points.
@@ -152,7 +181,13 @@ type Finding struct {
 	// Schedule is the schedule's short text form; twice replay and
 	// -twice.replay take it as it is.
 	Schedule string `json:"schedule"`
+	// Scenario is the schedule's place among the check's schedules,
+	// from 1, the same in a shard's report as in a whole run's.
+	Scenario int    `json:"scenario,omitempty"`
 	Status   Status `json:"status"`
+	// Difference identifies the finding's problems and diffs: findings
+	// of a job with the same Difference differ alike (SameAs).
+	Difference string `json:"difference,omitempty"`
 	// SameAs is the schedule of an earlier finding of the same job whose
 	// state and effect differences are the same as this one's; the
 	// differences and the diagram are shown there only.

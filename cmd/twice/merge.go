@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// shardOf is the shard twice report runs, from -shard, -twice.shard (in
+// env, as TWICE_SHARD=i/n) or $TWICE_SHARD, nil for a whole run; env
+// gains TWICE_SHARD for the tests when -shard gave it.
+func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
+	fromFlags := ""
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, record.ShardEnv+"="); ok {
+			fromFlags = v
+		}
+	}
+	text, source := flagText, "-shard"
+	switch {
+	case flagText != "" && fromFlags != "" && fromFlags != flagText:
+		return nil, nil, fmt.Errorf("[twice] -shard %s and -twice.shard=%s disagree; give one", flagText, fromFlags)
+	case flagText != "":
+		env = append(env, record.ShardEnv+"="+flagText)
+	case fromFlags != "":
+		text, source = fromFlags, "-twice.shard"
+	default:
+		text, source = os.Getenv(record.ShardEnv), record.ShardEnv
+	}
+	if strings.TrimSpace(text) == "" {
+		return nil, env, nil
+	}
+	s, err := record.ParseShard(text)
+	if err != nil {
+		return nil, nil, fmt.Errorf("[twice] %s: %w", source, err)
+	}
+	return &report.Shard{Index: s.Index, Count: s.Count}, env, nil
+}
+
+// mergeCommand joins the shards' reports named by args (report.json
+// files, or the directories twice report wrote them into) into one
+// report in dir.
+func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		_, _ = fmt.Fprintln(stderr, "[twice] -merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
+		return report.ExitBroken
+	}
+	var in []report.Input
+	for _, a := range args {
+		r, err := readShardReport(a)
+		if err != nil {
+			_, _ = fmt.Fprintln(stderr, err)
+			return report.ExitBroken
+		}
+		in = append(in, report.Input{From: a, Report: r})
+	}
+	r, err := report.Merge(in)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	return writeReport(r, dir, stdout, stderr)
+}
+
+// readShardReport reads the report.json at path, or in the directory
+// path.
+func readShardReport(path string) (*report.Report, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		path = filepath.Join(path, report.FileJSON)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] cannot read a shard's report: %w", err)
+	}
+	var head struct {
+		Schema int `json:"schema"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return nil, fmt.Errorf("[twice] %s is not a twice report.json: %w", path, err)
+	}
+	if head.Schema != report.SchemaVersion {
+		return nil, fmt.Errorf("[twice] %s has report schema %d, this twice merges %d: merge with the twice that wrote it", path, head.Schema, report.SchemaVersion)
+	}
+	var r report.Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("[twice] %s is not a twice report.json: %w", path, err)
+	}
+	return &r, nil
+}
+
+// twiceVersion is this binary's twice: its module version, and the
+// commit it was built from when the build recorded one ("+dirty" with
+// uncommitted changes).
+func twiceVersion() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	v := info.Main.Version
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
+		v = strings.TrimSpace(v + " " + rev + dirty)
+	}
+	return v
+}
+
+// headCommit is the git commit checked out where twice runs; empty
+// outside a git checkout or without git. Uncommitted changes are not
+// marked: a go command that tidies go.work.sum on one CI machine would
+// keep its shard from merging.
+func headCommit() string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}

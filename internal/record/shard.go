@@ -1,0 +1,52 @@
+package record
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ShardEnv holds the shard a test binary runs, "i/n" (harness's
+// -twice.shard flag; twice report -shard sets it for the tests).
+const ShardEnv = "TWICE_SHARD"
+
+// ParseShard reads a shard in its text form "i/n": shard i of n, counted
+// from 1, as CI matrices number their jobs (1/3, 2/3, 3/3). The error
+// says what is wrong with text, without naming where it came from.
+func ParseShard(text string) (Shard, error) {
+	is, ns, ok := strings.Cut(strings.TrimSpace(text), "/")
+	i, ierr := strconv.Atoi(is)
+	n, nerr := strconv.Atoi(ns)
+	switch {
+	case !ok || ierr != nil || nerr != nil:
+		return Shard{}, fmt.Errorf("%q is not a shard; want i/n, shard i of n counted from 1, like 2/3", text)
+	case n < 1:
+		return Shard{}, fmt.Errorf("%q splits the checks into %d shards; want i/n with n at least 1, like 2/3", text, n)
+	case i < 1 || i > n:
+		return Shard{}, fmt.Errorf("%q names shard %d of %d; shards count from 1 to n: want 1/%d to %d/%d", text, i, n, n, n, n)
+	}
+	return Shard{Index: i, Count: n}, nil
+}
+
+// String is the shard's text form, "2/3".
+func (s Shard) String() string { return fmt.Sprintf("%d/%d", s.Index, s.Count) }
+
+// Has reports whether the schedule at place index (from 0) of a check's
+// schedules is this shard's. Schedules are dealt out in turn, like
+// cards: every shard gets the same number, give or take one, and a mix of
+// every fault, rather than one shard all the costly interleavings.
+func (s Shard) Has(index int) bool { return index%s.Count == s.Index-1 }
+
+// Place is the place among a check's schedules of this shard's k-th
+// schedule (both from 0).
+func (s Shard) Place(k int) int { return s.Index - 1 + k*s.Count }
+
+// Share is this shard's part of a budget of n: n/Count, and one more for
+// the first n%Count shards, so the shares add up to n.
+func (s Shard) Share(n int) int {
+	share := n / s.Count
+	if s.Index <= n%s.Count {
+		share++
+	}
+	return share
+}
