@@ -68,5 +68,8 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 func logPassed(t tb, res *Result) {
 	if verbose() {
 		t.Logf("[twice] ok: job %q: %d scenarios, none differs from one clean run (%s)", res.Job, len(res.Scenarios), res.Duration.Round(time.Millisecond))
+		for _, line := range reductionLines(res) {
+			t.Logf("[twice] job %q: %s", res.Job, line)
+		}
 	}
 }
