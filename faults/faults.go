@@ -6,9 +6,22 @@
 // interleave. A Fault is a value built by a verb-first constructor
 // (RunTwice, CrashAtEveryStep, ConcurrentDelivery); the harness expands it
 // into schedules from what the job's clean reference run did (its steps),
-// and executes each on a fresh database. Default is the matrix a plain
-// harness.Check runs; DefaultWithout(VisibilityTimeout) is that matrix
-// minus one fault.
+// and executes each on a fresh database.
+//
+// The concurrent faults interleave two deliveries' steps in every order
+// while there are at most Plan.MaxInterleavings, a fixed sample beyond.
+// Orders that differ only by swapping adjacent steps that cannot affect
+// each other end in the same state, so only one of each class runs (a
+// partial-order reduction): a step is free when it touches nothing the
+// other delivery can see or wait for (Local: BEGIN, SAVEPOINT, RELEASE,
+// SET) and it is its delivery's first step or follows a local one (see
+// Free). The cap counts classes, so it covers more distinct behaviour.
+// Plan.Unreduced turns the reduction off; the harness does that for a
+// fault whose deliveries took other steps at the free positions than the
+// clean run did.
+//
+// Default is the matrix a plain harness.Check runs;
+// DefaultWithout(VisibilityTimeout) is that matrix minus one fault.
 package faults
 
 import (

@@ -277,7 +277,7 @@ func localStatement(s statement) bool {
 	case "START":
 		return s.second == "TRANSACTION"
 	case "SET":
-		return s.second != "CONSTRAINTS" && !(s.second == "TRANSACTION" && s.third == "SNAPSHOT")
+		return s.second != "CONSTRAINTS" && (s.second != "TRANSACTION" || s.third != "SNAPSHOT")
 	}
 	return false
 }
