@@ -75,7 +75,7 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *R
 		for _, s := range ran {
 			asked, ok := r.asked.of(s)
 			if !ok {
-				return fmt.Errorf("[twice] internal: the steps of reduced scenario %s were not recorded (a bug in twice; please report it)", s)
+				continue // not run by this check (a shard of it, say)
 			}
 			if red.Diverged = diverged(s, free, asked); red.Diverged != nil {
 				break

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,68 @@ func TestReductionStillFindsTheRaceInTheMiddle(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// normalForm moves every step of delivery 1 before a free step of
+// delivery 2, or a step of delivery 2 before which it is free, until none
+// is left: the order of o's class the reduction runs.
+func normalForm(free []bool, o []int) []int {
+	o = append([]int(nil), o...)
+	for swapped := true; swapped; {
+		swapped = false
+		ones, twos := 0, 0
+		for i, v := range o {
+			if v == 2 {
+				twos++
+				continue
+			}
+			ones++
+			if i > 0 && o[i-1] == 2 && (free[ones-1] || free[twos-1]) {
+				o[i-1], o[i] = 1, 2
+				swapped = true
+			}
+		}
+	}
+	return o
+}
+
+// Every order the unreduced expansion tries ends as the order of its
+// class that the reduction ran: run both on PostgreSQL and compare the
+// verdicts and problems, order by order.
+func TestReducedOrdersEndAsThePrunedOnes(t *testing.T) {
+	job := harness.Job{Name: "reward", Handler: rewardInATransaction}
+	cfg := harness.Config{
+		Setup:  []harness.Setup{harness.SQL(rewardSchema)},
+		Faults: []faults.Fault{faults.ConcurrentDelivery()},
+	}
+	reduced, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { reduced.DropDatabases(context.Background()) })
+	byOrder := map[string]harness.Scenario{}
+	for _, sc := range reduced.Scenarios {
+		byOrder[fmt.Sprint(sc.Schedule.Order)] = sc
+	}
+
+	free := faults.Free(reduced.Steps)
+	cfg.Faults = nil
+	for _, s := range faults.ConcurrentDelivery().Schedules(faults.Plan{Steps: reduced.Steps, Unreduced: true}) {
+		if _, ran := byOrder[fmt.Sprint(s.Order)]; !ran {
+			cfg.Faults = append(cfg.Faults, faults.Replay(s))
+		}
+	}
+	require.NotEmpty(t, cfg.Faults)
+	pruned, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { pruned.DropDatabases(context.Background()) })
+	for _, sc := range pruned.Scenarios {
+		nf := normalForm(free, sc.Schedule.Order)
+		kept, ok := byOrder[fmt.Sprint(nf)]
+		if !assert.True(t, ok, "order %v: its normal form %v did not run", sc.Schedule.Order, nf) {
+			continue
+		}
+		assert.Equal(t, kept.Verdict, sc.Verdict, "order %v against %v", sc.Schedule.Order, nf)
+		assert.Equal(t, kept.Problems, sc.Problems, "order %v against %v", sc.Schedule.Order, nf)
 	}
 }
 
