@@ -6,9 +6,22 @@
 // interleave. A Fault is a value built by a verb-first constructor
 // (RunTwice, CrashAtEveryStep, ConcurrentDelivery); the harness expands it
 // into schedules from what the job's clean reference run did (its steps),
-// and executes each on a fresh database. Default is the matrix a plain
-// harness.Check runs; DefaultWithout(VisibilityTimeout) is that matrix
-// minus one fault.
+// and executes each on a fresh database.
+//
+// The concurrent faults interleave two deliveries' steps in every order
+// while there are at most Plan.MaxInterleavings, a fixed sample beyond.
+// Orders that differ only by swapping adjacent steps that cannot affect
+// each other end in the same state, so only one of each class runs (a
+// partial-order reduction): a step is free when it touches nothing the
+// other delivery can see or wait for (Local: BEGIN, SAVEPOINT, RELEASE,
+// SET) and it is its delivery's first step or follows a local one (see
+// Free). The cap counts classes, so it covers more distinct behaviour.
+// Plan.Unreduced turns the reduction off; the harness does that for a
+// fault whose deliveries took other steps at the free positions than the
+// clean run did.
+//
+// Default is the matrix a plain harness.Check runs;
+// DefaultWithout(VisibilityTimeout) is that matrix minus one fault.
 package faults
 
 import (
@@ -40,8 +53,16 @@ type Plan struct {
 	RedriveAfter time.Duration
 	// MaxInterleavings bounds the interleavings tried per concurrent
 	// fault: all of them while there are at most this many, a fixed
-	// sample beyond; zero means 24.
+	// sample beyond; zero means 24. Orders equivalent to one tried are
+	// not counted (see Unreduced).
 	MaxInterleavings int
+	// Unreduced turns off the partial-order reduction of the concurrent
+	// faults: they then try every order (or the sample), including
+	// orders that differ from another only in when a delivery ran a step
+	// that touches nothing the other can see (a BEGIN, a SET; see Free).
+	// The harness expands a fault again with it set when a delivery did
+	// not take the steps the reduction assumed.
+	Unreduced bool
 }
 
 // Step is one observable action of a delivery: a statement that reached
@@ -282,7 +303,9 @@ func VisibilityTimeout() Fault {
 
 // ConcurrentDelivery is the same job delivered to two workers at once
 // (attempts 1 and 2 of one job ID), their steps interleaved in every order
-// while there are few, a fixed sample beyond.
+// while there are few, a fixed sample beyond. Orders that differ only in
+// when a delivery ran a free step (a BEGIN, a SET; see Free) end alike,
+// so one of each such class is tried (see Plan.Unreduced).
 func ConcurrentDelivery() Fault {
 	return fault{NameConcurrentDelivery, func(p Plan) []Schedule { return concurrent(p, 1) }}
 }
@@ -300,7 +323,11 @@ func concurrent(p Plan, secondJob int) []Schedule {
 	}
 	var out []Schedule
 	n := len(p.Steps)
-	for _, order := range interleavings(n, n, p.maxInterleavings()) {
+	orders := interleavings(n, n, p.maxInterleavings())
+	if !p.Unreduced {
+		orders = reducedInterleavings(n, p.maxInterleavings(), freeIndependence(p.Steps))
+	}
+	for _, order := range orders {
 		out = append(out, Schedule{
 			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
 			Order:      order,

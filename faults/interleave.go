@@ -1,6 +1,9 @@
 package faults
 
-import "math/rand/v2"
+import (
+	"iter"
+	"math/rand/v2"
+)
 
 // interleavings returns orders in which two deliveries of a and b steps
 // can be granted their steps, each order a list of 1s and 2s. While there
@@ -30,26 +33,60 @@ func interleavings(a, b, max int) [][]int {
 		walk(nil, a, b)
 		return out
 	}
-	seen := map[string]bool{}
-	var out [][]int
-	add := func(o []int) {
-		if len(out) < max && !seen[string(toBytes(o))] {
-			seen[string(toBytes(o))] = true
-			out = append(out, o)
+	s := newSampler(a, b, max)
+	for o := range s.candidates(100 * max) {
+		s.add(o)
+	}
+	return s.out
+}
+
+// sampler gathers up to max distinct orders of two deliveries of a and b
+// steps.
+type sampler struct {
+	a, b, max int
+	seen      map[string]bool
+	out       [][]int
+}
+
+func newSampler(a, b, max int) *sampler {
+	return &sampler{a: a, b: b, max: max, seen: map[string]bool{}}
+}
+
+func (s *sampler) add(o []int) {
+	if len(s.out) < s.max && !s.seen[string(toBytes(o))] {
+		s.seen[string(toBytes(o))] = true
+		s.out = append(s.out, o)
+	}
+}
+
+// candidates yields the orders a sample is drawn from, until the sampler
+// is full: first those where one delivery runs whole between two steps
+// of the other (where most races show), then strict alternation, then up
+// to tries orders drawn with a fixed seed, so the same arguments always
+// give the same orders.
+func (s *sampler) candidates(tries int) iter.Seq[[]int] {
+	return func(yield func([]int) bool) {
+		a, b := s.a, s.b
+		var fixed [][]int
+		for k := 0; k <= a; k++ {
+			fixed = append(fixed, blockAt(a, b, k, 1, 2))
+		}
+		for k := 0; k <= b; k++ {
+			fixed = append(fixed, blockAt(b, a, k, 2, 1))
+		}
+		fixed = append(fixed, alternate(a, b))
+		for _, o := range fixed {
+			if len(s.out) >= s.max || !yield(o) {
+				return
+			}
+		}
+		rng := rand.New(rand.NewPCG(uint64(a), uint64(b)))
+		for range tries {
+			if len(s.out) >= s.max || !yield(shuffle(rng, a, b)) {
+				return
+			}
 		}
 	}
-	for k := 0; k <= a; k++ {
-		add(blockAt(a, b, k, 1, 2))
-	}
-	for k := 0; k <= b; k++ {
-		add(blockAt(b, a, k, 2, 1))
-	}
-	add(alternate(a, b))
-	rng := rand.New(rand.NewPCG(uint64(a), uint64(b)))
-	for tries := 0; len(out) < max && tries < 100*max; tries++ {
-		add(shuffle(rng, a, b))
-	}
-	return out
 }
 
 // blockAt is the order where delivery x does k of its n steps, delivery y

@@ -41,7 +41,11 @@
 // Overlapping deliveries interleave step by step in the schedule's order;
 // a granted statement that waits on a lock held by the other delivery is
 // detected by asking the server (pg_blocking_pids), and the other delivery
-// runs meanwhile. A dead delivery's connections are cut and refused, its
+// runs meanwhile. The concurrent faults run one order of each class of
+// orders that differ only in when a delivery ran a free step (a BEGIN, a
+// SET: faults.Free), judged from the clean run; when a delivery's own
+// steps differ there, the orders left out run too (Result.Reductions).
+// A dead delivery's connections are cut and refused, its
 // effects refused, its return value ignored and its worker discarded. It
 // is not waited for: its context is cancelled and the scenario goes on at
 // once, even while its goroutine still runs (a database client retrying

@@ -91,6 +91,7 @@ type deliveryRun struct {
 	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
+	asked       []faults.Step        // granted steps, in the order it asked for them; see reduce.go
 
 	outcome DeliveryOutcome
 }
@@ -710,6 +711,7 @@ func (e *execution) give(d *deliveryRun) {
 	req := d.pending[0]
 	d.pending = d.pending[1:]
 	e.granted = append(e.granted, d.n)
+	d.asked = append(d.asked, req.asStep())
 	if d.spec.At == req.seq {
 		switch {
 		case d.spec.Fault == faults.KindCrash:

@@ -68,10 +68,11 @@ type DeliveryOutcome = record.DeliveryOutcome
 
 // Result is everything Run learned about a job: the job's name and the
 // check's Status, the reference state, effects and steps, the volatile
-// columns left out, and every Scenario (see the embedded record.Result's
-// fields). Idempotent and Failed summarise the scenarios. When the check
-// ran as one shard of several (ShardEnv), Shard says which, and
-// Scenarios holds only that shard's, possibly none.
+// columns left out, every Scenario, and what the reduction of the
+// concurrent faults' interleavings left out, Reductions (see the embedded
+// record.Result's fields). Idempotent and Failed summarise the scenarios.
+// When the check ran as one shard of several (ShardEnv), Shard says which,
+// and Scenarios holds only that shard's, possibly none.
 type Result struct {
 	record.Result
 

@@ -83,6 +83,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := r.scenarios(ctx, scheds, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
+	if err := r.confirmReductions(ctx, plan, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
@@ -257,6 +260,7 @@ type runner struct {
 	admin   *pgx.Conn // asks the server about locks; opened on first use
 
 	shifted    shiftedRefs // clean runs at a later clock; see referenceAt
+	asked      askedSteps  // steps of overlapping deliveries; see reduce.go
 	stragglers stragglers  // handler goroutines not waited for; see linger.go
 }
 
@@ -393,6 +397,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
 	}
 	sc.Order = slices.Clone(ex.granted)
+	r.asked.note(sched, ex)
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
 		out := d.outcome

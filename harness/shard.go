@@ -22,7 +22,12 @@ import (
 // shard still runs the two clean reference runs; a shard dealt none of a
 // check's schedules passes it with 0 scenarios, and Result.Shard says so.
 // Scenario.Index keeps each scenario's place in the whole list. A
-// -twice.replay schedule is a list of one: shard 1 runs it.
+// -twice.replay schedule is a list of one: shard 1 runs it. The orders
+// the reduction of the concurrent faults left out (Result.Reductions)
+// have places after the list; when a shard's deliveries diverge from what
+// the reduction assumed, it runs the ones dealt to it. A shard that saw no
+// divergence runs none, so if only some shards' scenarios diverge, the
+// joined report lacks the other shards' share of those orders.
 //
 // Explore runs its share of the budget (ExploreOptions.Checks or
 // -twice.checks): n/Count, one more on the first shards, so the shares add

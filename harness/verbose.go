@@ -70,5 +70,8 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 func logPassed(t tb, res *Result) {
 	if verbose() {
 		t.Logf("[twice] ok: job %q: %d scenarios%s, none differs from one clean run (%s)", res.Job, len(res.Scenarios), render.InShard(&res.Result), res.Duration.Round(time.Millisecond))
+		for _, line := range reductionLines(res) {
+			t.Logf("[twice] job %q: %s", res.Job, line)
+		}
 	}
 }

@@ -110,6 +110,11 @@ type Result struct {
 	// Shard is the share of the check's schedules this run executed
 	// when it ran as one shard of several (-twice.shard), else nil.
 	Shard *Shard `json:",omitempty"`
+
+	// Reductions say, for each concurrent fault whose interleavings the
+	// partial-order reduction thinned, how many orders it left out and
+	// whether it had to run them after all.
+	Reductions []Reduction `json:",omitempty"`
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
 	// not to be idempotent, or empty.
 	ExpectFinding string
@@ -145,6 +150,39 @@ type Shard struct {
 	// of their first schedule: a shard's report lists the faults it ran
 	// no schedule of, so shards' reports merge in the unsharded order.
 	Faults []faults.Name `json:",omitempty"`
+}
+
+// Reduction is what the partial-order reduction did to one concurrent
+// fault: it ran one order of each class of orders that differ only in
+// when a delivery ran a step that touches nothing the other delivery can
+// see (faults.Free), and left the others out. When a delivery's actual
+// steps broke that assumption, the orders left out ran as well, after the
+// others, and Diverged says where.
+type Reduction struct {
+	// Fault is the concurrent fault.
+	Fault faults.Name
+	// Orders is how many orders ran before any fallback.
+	Orders int
+	// Pruned is how many orders of the unreduced expansion were left
+	// out as equivalent to one that ran (or, with Diverged, ran after).
+	Pruned int
+	// Diverged is the first place where a delivery did not take the
+	// step the reduction assumed; nil when every one did.
+	Diverged *Divergence `json:",omitempty"`
+}
+
+// Divergence is a delivery of a reduced scenario that took, at a
+// position the reduction treated as free, a step that is not local, or
+// no step at all, or that ended right after it.
+type Divergence struct {
+	// Schedule is the scenario's schedule.
+	Schedule faults.Schedule
+	// Delivery is the delivery, 1-based, as in Schedule.Order; Step the
+	// position, 1-based, among the steps it asked for.
+	Delivery int
+	Step     int
+	// Took is the step it took there; nil when it took none.
+	Took *faults.Step `json:",omitempty"`
 }
 
 // Scenario is one schedule executed on one fresh database.

@@ -7,6 +7,7 @@ import "strings"
 type statement struct {
 	keyword  string // first word, upper case
 	second   string // second word, upper case
+	third    string // third word, upper case
 	modifies bool   // INSERT, UPDATE, DELETE or MERGE appears as a word
 	copyFrom bool   // FROM appears outside parentheses (COPY ... FROM)
 	sequence bool   // nextval or setval appears as a word
@@ -66,6 +67,8 @@ func splitSQL(sql string) []statement {
 				cur.keyword = strings.ToUpper(w)
 			case 2:
 				cur.second = strings.ToUpper(w)
+			case 3:
+				cur.third = strings.ToUpper(w)
 			}
 			switch {
 			case strings.EqualFold(w, "INSERT"), strings.EqualFold(w, "UPDATE"),
@@ -244,4 +247,37 @@ func needsProbe(stmts []statement, tx byte) bool {
 		may = may || mayWrite[s.keyword]
 	}
 	return may
+}
+
+// Local reports whether the query string sql touches nothing another
+// session can see or wait for, whatever runs around it: every statement
+// in it starts a transaction (BEGIN, START TRANSACTION, with any modes:
+// PostgreSQL takes the snapshot at the first statement after it, not at
+// BEGIN), sets or releases a savepoint, or sets a setting of the session
+// or the transaction (SET, SET LOCAL). None of them takes a lock another
+// session could wait for or releases one it waits for. SET CONSTRAINTS
+// is not local (it runs deferred checks and triggers), nor is SET
+// TRANSACTION SNAPSHOT (it needs the exporting transaction still open),
+// nor ROLLBACK TO SAVEPOINT (it releases the locks taken since). A string
+// with no statement is not local.
+func Local(sql string) bool {
+	stmts := splitSQL(sql)
+	for _, s := range stmts {
+		if !localStatement(s) {
+			return false
+		}
+	}
+	return len(stmts) > 0
+}
+
+func localStatement(s statement) bool {
+	switch s.keyword {
+	case "BEGIN", "SAVEPOINT", "RELEASE":
+		return true
+	case "START":
+		return s.second == "TRANSACTION"
+	case "SET":
+		return s.second != "CONSTRAINTS" && (s.second != "TRANSACTION" || s.third != "SNAPSHOT")
+	}
+	return false
 }

@@ -173,3 +173,42 @@ func TestProbeRepliesSplitAnywhere(t *testing.T) {
 		}
 	}
 }
+
+func TestLocal(t *testing.T) {
+	for _, tc := range []struct {
+		sql   string
+		local bool
+	}{
+		{"BEGIN", true},
+		{"begin isolation level repeatable read", true},
+		{"BEGIN ISOLATION LEVEL SERIALIZABLE, READ ONLY, DEFERRABLE", true},
+		{"START TRANSACTION READ WRITE", true},
+		{"  /* pgx */ begin", true},
+		{"SAVEPOINT s1", true},
+		{"RELEASE SAVEPOINT s1", true},
+		{"release s1", true},
+		{"SET LOCAL lock_timeout = '1s'", true},
+		{"SET search_path = app, public", true},
+		{"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", true},
+		{"BEGIN; SET LOCAL statement_timeout = 0", true},
+		{"SET CONSTRAINTS ALL IMMEDIATE", false},
+		{"SET TRANSACTION SNAPSHOT '00000003-0000001B-1'", false},
+		{"ROLLBACK TO SAVEPOINT s1", false},
+		{"START something", false},
+		{"COMMIT", false},
+		{"ROLLBACK", false},
+		{"SELECT 1", false},
+		{"SELECT set_config('a.b', 'c', true)", false},
+		{"SELECT nextval('s')", false},
+		{"BEGIN; INSERT INTO t VALUES (1); COMMIT", false},
+		{"BEGIN; SELECT 1", false},
+		{"RESET ALL", false},
+		{"", false},
+		{"-- nothing", false},
+		{"SET x = 'BEGIN'; DELETE FROM t", false},
+	} {
+		if got := Local(tc.sql); got != tc.local {
+			t.Errorf("Local(%q) = %v, want %v", tc.sql, got, tc.local)
+		}
+	}
+}
