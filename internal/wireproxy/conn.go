@@ -136,8 +136,10 @@ func (c *conn) detach() *backend {
 	if !c.stopped || c.isCut.Load() || len(c.pending) > 0 || c.tx != 'I' {
 		return nil
 	}
-	// From here cut leaves the socket alone.
+	// From here cut leaves the socket alone, and no cancel request of this
+	// client reaches the backend's next one.
 	c.server = nil
+	c.p.unregister(c)
 	return c.be
 }
 

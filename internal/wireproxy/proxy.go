@@ -365,6 +365,15 @@ func (p *Proxy) register(c *conn, pid uint32, secret [4]byte) error {
 	return nil
 }
 
+// unregister forgets c's backend for cancel requests once it is given
+// back.
+func (p *Proxy) unregister(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.secrets, c.pid)
+	c.pid = 0
+}
+
 // nextStep numbers a step; indexes count from 1 across the delivery.
 func (p *Proxy) nextStep() (int, error) {
 	p.mu.Lock()
