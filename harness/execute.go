@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,11 @@ const abandonGrace = 250 * time.Millisecond
 // lockPoll is how often the executor asks the server whether a granted
 // step that has not returned waits on a lock. It asks; it never assumes.
 const lockPoll = 2 * time.Millisecond
+
+// backendsStarted and deliveryConnects count, over the process, the server
+// backends the deliveries' proxies started and the connections deliveries
+// made: how many connects the kept backends spared (BenchmarkLedger).
+var backendsStarted, deliveryConnects atomic.Int64
 
 // execution runs one schedule on one database: it starts deliveries when
 // the schedule says, and grants their steps one at a time, in the
@@ -886,6 +892,9 @@ func (e *execution) killAll() {
 func (e *execution) abandon() {
 	e.closeProxies()
 	_ = e.backends.Close() // sockets closed; the server ends their sessions on its own
+	s := e.backends.Stats()
+	backendsStarted.Add(int64(s.Opened))
+	deliveryConnects.Add(int64(s.Opened + s.Reused))
 	grace := time.NewTimer(abandonGrace)
 	defer grace.Stop()
 	expired := false
