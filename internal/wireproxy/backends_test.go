@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,13 +165,19 @@ func TestBackendReusedWithoutSessionState(t *testing.T) {
 // So does the backend of a connection left inside a transaction when the
 // delivery is released.
 func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
-	for _, end := range []string{"kill", "release in a transaction"} {
+	for _, end := range []string{"kill", "crash at a step", "release in a transaction"} {
 		t.Run(end, func(t *testing.T) {
 			ctx := context.Background()
 			dsn := newDatabase(t)
 			direct := connect(t, dsn)
 			b := newBackends(t)
-			p1 := listenShared(t, "d1", dsn, b, wireproxy.Hooks{})
+			rec := recorder{decide: func(_ context.Context, s wireproxy.Step) wireproxy.Action {
+				if strings.Contains(s.SQL, "twice_crash") {
+					return wireproxy.Crash
+				}
+				return wireproxy.Forward
+			}}
+			p1 := listenShared(t, "d1", dsn, b, rec.hooks())
 			c1, err := pgx.Connect(ctx, p1.DSN())
 			if err != nil {
 				t.Fatal(err)
@@ -181,9 +188,14 @@ func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 			exec(t, c1, "BEGIN")
 			exec(t, c1, "INSERT INTO items (id) VALUES (90)")
 			exec(t, c1, "SELECT * FROM items WHERE id = 1 FOR UPDATE")
-			if end == "kill" {
+			switch end {
+			case "kill":
 				p1.Kill()
-			} else {
+			case "crash at a step":
+				if _, err := c1.Exec(ctx, "SELECT 'twice_crash'"); err == nil {
+					t.Fatal("the step the delivery crashed at succeeded")
+				}
+			default:
 				p1.Release()
 			}
 			eventually(t, "the backend gone from pg_stat_activity", func() bool {
