@@ -389,10 +389,10 @@ func TestDatabaseSQLOnKeptBackends(t *testing.T) {
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM items WHERE id >= 100").Scan(&n); err != nil || n != i+1 {
 			t.Fatalf("%s: count = %d, %v; want %d", label, n, err, i+1)
 		}
+		p.Release() // as the harness does, before the handle is closed
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		p.Release()
 	}
 	if s := b.Stats(); s.Opened != 1 || s.Reused != 2 {
 		t.Errorf("Stats = %+v, want 1 opened and 2 reused", s)

@@ -221,7 +221,10 @@ func (c *conn) relay() error {
 			err = c.forward()
 		case 'X':
 			if c.p.backends != nil {
-				return errQuit // serve gives the backend back, or forwards the Terminate
+				// serve gives the backend back, or forwards the Terminate;
+				// a Release meanwhile need not cut it.
+				c.parked.Store(true)
+				return errQuit
 			}
 			_ = c.forward()
 			return io.EOF
