@@ -85,6 +85,7 @@ func benchmarkLedger(b *testing.B, fs []faults.Fault) {
 
 	var checkTime, bareTime time.Duration
 	scenarios := 0
+	started0, connects0 := harness.BackendCounts()
 	for b.Loop() {
 		start := time.Now()
 		res, err := harness.Run(ctx, job, cfg)
@@ -106,5 +107,8 @@ func benchmarkLedger(b *testing.B, fs []faults.Fault) {
 	b.ReportMetric(float64(checkTime.Microseconds())/1000/float64(scenarios), "ms/scenario")
 	b.ReportMetric(float64(bareTime.Microseconds())/1000/n, "ms/bare")
 	b.ReportMetric(float64(checkTime)/float64(bareTime), "check/bare")
+	started, connects := harness.BackendCounts()
+	b.ReportMetric(float64(started-started0)/n, "backends/check")
+	b.ReportMetric(float64(connects-connects0)/n, "connects/check")
 	b.ReportMetric(0, "ns/op") // the loop times both; the metrics above split them
 }

@@ -50,7 +50,12 @@
 // is not waited for: its context is cancelled and the scenario goes on at
 // once, even while its goroutine still runs (a database client retrying
 // with backoff, deaf to its context); nothing it does later is recorded,
-// and a goroutine still running when the check ends is logged once. After
+// and a goroutine still running when the check ends is logged once. A
+// delivery that returned leaves the server sessions of its idle
+// connections, reset with DISCARD ALL (settings, prepared statements,
+// temporary tables, advisory locks), to the scenario's later deliveries,
+// which then connect without starting a server backend; a dead one's end
+// with it. After
 // an ambiguous step only that step's connection is lost, as in a network
 // failure: the delivery's error path runs, it may connect again and retry
 // (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its

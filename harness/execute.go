@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,6 +26,11 @@ const abandonGrace = 250 * time.Millisecond
 // lockPoll is how often the executor asks the server whether a granted
 // step that has not returned waits on a lock. It asks; it never assumes.
 const lockPoll = 2 * time.Millisecond
+
+// backendsStarted and deliveryConnects count, over the process, the server
+// backends the deliveries' proxies started and the connections deliveries
+// made: how many connects the kept backends spared (BenchmarkLedger).
+var backendsStarted, deliveryConnects atomic.Int64
 
 // execution runs one schedule on one database: it starts deliveries when
 // the schedule says, and grants their steps one at a time, in the
@@ -46,9 +52,10 @@ type execution struct {
 	lockWaits  int             // granted steps the server said wait on a lock
 	effects    *effectLog
 
-	ctx     context.Context // the scenario's; for work started from events
-	failure error           // an internal error raised while handling an event
-	queue   *queueRun       // the job's Queue, when it has one; see queue_run.go
+	ctx      context.Context     // the scenario's; for work started from events
+	failure  error               // an internal error raised while handling an event
+	backends *wireproxy.Backends // the server connections deliveries that ended cleanly gave back
+	queue    *queueRun           // the job's Queue, when it has one; see queue_run.go
 }
 
 type deliveryRun struct {
@@ -180,9 +187,10 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	clock := newClock(r.cfg.clockStart())
 	e := &execution{
 		r: r, sched: sched, db: db, clock: clock, ctx: ctx,
-		effects: newEffectLog(clock, r.cfg.PaymentKeyWindow),
-		events:  eventQueue{signal: make(chan struct{}, 1)},
-		workers: map[int]Handler{},
+		effects:  newEffectLog(clock, r.cfg.PaymentKeyWindow),
+		events:   eventQueue{signal: make(chan struct{}, 1)},
+		workers:  map[int]Handler{},
+		backends: wireproxy.NewBackends(),
 	}
 	if retries {
 		// The harness's own queue retries a failed job once; a queue
@@ -478,6 +486,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		Label:      d.spec.Label(),
 		Upstream:   e.db.ConnString,
 		UnixSocket: false,
+		Backends:   e.backends,
 		Hooks: wireproxy.Hooks{
 			Before: func(ctx context.Context, s wireproxy.Step) wireproxy.Action {
 				req := &stepRequest{d: d, step: s, grant: make(chan wireproxy.Action, 1)}
@@ -612,11 +621,18 @@ func (e *execution) end(d *deliveryRun) {
 	e.stop(d)
 }
 
-// stop cancels d's context, cuts its connections and refuses its waiting
-// steps; with a queue, Ack or Nack follow before it ends.
+// stop cancels d's context, ends its connections and refuses its waiting
+// steps; with a queue, Ack or Nack follow before it ends. A dead worker's
+// connections are cut, so the server rolls back what they had open and
+// releases their locks, as at a crash; a delivery that returned gives the
+// backends of its idle connections back for the next delivery.
 func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
-	d.proxy.Kill()
+	if d.dead {
+		d.proxy.Kill()
+	} else {
+		d.proxy.Release()
+	}
 	for _, p := range d.pending {
 		p.grant <- wireproxy.Crash
 	}
@@ -877,6 +893,10 @@ func (e *execution) killAll() {
 // on is recorded.
 func (e *execution) abandon() {
 	e.closeProxies()
+	_ = e.backends.Close() // sockets closed; the server ends their sessions on its own
+	s := e.backends.Stats()
+	backendsStarted.Add(int64(s.Opened))
+	deliveryConnects.Add(int64(s.Opened + s.Reused))
 	grace := time.NewTimer(abandonGrace)
 	defer grace.Stop()
 	expired := false

@@ -9,3 +9,9 @@ func SetVerbose(every time.Duration) (restore func()) {
 	verbose, progressEvery = func() bool { return true }, every
 	return func() { verbose, progressEvery = v, e }
 }
+
+// BackendCounts are the server backends the deliveries' proxies started
+// and the connections deliveries made, so far in this process.
+func BackendCounts() (started, connects int64) {
+	return backendsStarted.Load(), deliveryConnects.Load()
+}

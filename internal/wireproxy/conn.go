@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -29,11 +31,15 @@ type conn struct {
 	client net.Conn
 	isCut  atomic.Bool
 
-	// Set once by startup, under mu; pid under p.mu by register.
-	server   net.Conn
-	canceler *pgconn.PgConn
-	pid      uint32
-	probes   bool // the server can say whether a transaction wrote (commitprobe.go)
+	ended  chan struct{} // closed when serve has ended and the backend is given back or closed
+	parked atomic.Bool   // waiting for the client's next message, nothing half read
+
+	// Set once by startup, under mu; pid under p.mu by register. server is
+	// be.conn until the backend is given back.
+	be     *backend
+	server net.Conn
+	pid    uint32
+	probes bool // the server can say whether a transaction wrote (commitprobe.go)
 
 	// Owned by the serve goroutine.
 	in       *bufio.Reader
@@ -51,6 +57,9 @@ type conn struct {
 	tx      byte          // transaction status from the last ReadyForQuery
 	drop    bool          // an ambiguous step is out: its reply must not reach the client
 	done    chan struct{} // closed when the reader ends
+	// detaching asks the reader to stop at its read deadline and leave the
+	// server socket open; stopped says it did so at a message boundary.
+	detaching, stopped bool
 
 	// Owned by the reader goroutine.
 	scan     frameScanner
@@ -90,7 +99,48 @@ func (c *conn) serve() {
 	c.portals = map[string]*prepared{}
 	c.p.wg.Add(1)
 	go c.readServer()
-	_ = c.relay() // any error ends the connection; the client sees it closed
+	err := c.relay() // any error ends the connection; the client sees it closed
+	if errors.Is(err, errQuit) || errors.Is(err, errReleased) {
+		if be := c.detach(); be != nil {
+			c.p.backends.put(be)
+		} else if errors.Is(err, errQuit) {
+			_ = c.forward() // the client's Terminate
+		}
+	}
+}
+
+// errQuit and errReleased end relay when the client sent Terminate, or the
+// delivery was released while the connection waited for its client: its
+// backend may be given back.
+var (
+	errQuit     = errors.New("the client ended the session")
+	errReleased = errors.New("the delivery was released")
+)
+
+// detach takes the backend off the connection if it can serve another
+// client: nothing is out, no transaction is open, and the reader stopped
+// at a message boundary. It returns nil when the backend must be closed.
+func (c *conn) detach() *backend {
+	c.mu.Lock()
+	ok := len(c.pending) == 0 && c.tx == 'I' && !c.drop && c.open == nil && !c.isCut.Load()
+	if ok {
+		c.detaching = true
+	}
+	c.mu.Unlock()
+	if !ok || c.server.SetReadDeadline(time.Now()) != nil {
+		return nil
+	}
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped || c.isCut.Load() || len(c.pending) > 0 || c.tx != 'I' {
+		return nil
+	}
+	// From here cut leaves the socket alone, and no cancel request of this
+	// client reaches the backend's next one.
+	c.server = nil
+	c.p.unregister(c)
+	return c.be
 }
 
 // cut closes both sides of the connection; later writes are refused.
@@ -108,8 +158,13 @@ func (c *conn) cut() {
 // relay reads the client's messages and forwards them, step by step.
 func (c *conn) relay() error {
 	for {
+		c.parked.Store(len(c.batch) == 0 && c.open == nil)
 		typ, body, err := c.readMessage()
+		c.parked.Store(false)
 		if err != nil {
+			if c.p.releasing.Load() {
+				return errReleased
+			}
 			return err
 		}
 		switch typ {
@@ -165,6 +220,12 @@ func (c *conn) relay() error {
 			c.expect(nil, false, noProbe)
 			err = c.forward()
 		case 'X':
+			if c.p.backends != nil {
+				// serve gives the backend back, or forwards the Terminate;
+				// a Release meanwhile need not cut it.
+				c.parked.Store(true)
+				return errQuit
+			}
 			_ = c.forward()
 			return io.EOF
 		default: // copy data, and anything newer: in order, at once
@@ -378,10 +439,10 @@ func (c *conn) appendInFlight(out []Step) []Step {
 func (c *conn) readServer() {
 	defer c.p.wg.Done()
 	defer close(c.done)
-	defer c.cut()
 	buf := make([]byte, 32<<10)
+	server := c.server
 	for {
-		n, err := c.server.Read(buf)
+		n, err := server.Read(buf)
 		if n > 0 {
 			c.mu.Lock()
 			c.scan.feed(buf[:n], c)
@@ -411,12 +472,21 @@ func (c *conn) readServer() {
 				_, err := c.client.Write(c.out)
 				c.out = c.out[:0]
 				if err != nil {
+					c.cut()
 					c.endPending(err)
 					return
 				}
 			}
 		}
 		if err != nil {
+			c.mu.Lock()
+			if c.detaching && errors.Is(err, os.ErrDeadlineExceeded) && c.scan.nhead == 0 {
+				c.stopped = true
+				c.mu.Unlock()
+				return // detach takes the socket
+			}
+			c.mu.Unlock()
+			c.cut()
 			c.endPending(err)
 			return
 		}

@@ -5,7 +5,9 @@
 //
 // One [Proxy] serves one delivery: it listens on a loopback port (or a unix
 // socket) of its own, and every connection made to it belongs to the
-// delivery. The proxy works at the protocol level, so every Go driver goes
+// delivery. The proxies of one scenario may share [Backends], which
+// keeps the server connections of cleanly closed client connections for
+// the next delivery: a connect is then a handshake with the proxy alone. The proxy works at the protocol level, so every Go driver goes
 // through it: pgx in each query exec mode and database/sql over pgx's
 // stdlib are tested; lib/pq speaks the same protocol (untested here, it is
 // no dependency of the module).
@@ -43,6 +45,7 @@
 // # Authentication
 //
 // The proxy ends the client's startup itself (it asks for no password) and
+// binds a kept backend of the same startup parameters ([Backends]) or
 // opens the matching server connection with pgconn from [Config.Upstream],
 // so any server authentication (SCRAM, TLS, unix sockets) works and the
 // handler's DSN carries no secret. The client's runtime parameters
@@ -55,7 +58,9 @@
 // # Lifetime
 //
 // [Proxy.Kill] makes the delivery dead: every socket is cut, and later
-// connections get a FATAL error instead of a server. The listener stays open
+// connections get a FATAL error instead of a server. [Proxy.Release]
+// ends a delivery that finished: later connections are refused the same
+// way, busy connections are cut, and idle ones give their backends back. The listener stays open
 // until [Proxy.Close], so a late connection of a dead delivery can never
 // reach a newer delivery that was given the same port. An [Ambiguous] step
 // cuts only its own connection: the delivery may connect again.
@@ -93,15 +98,22 @@ type Config struct {
 	// UnixSocket makes the proxy listen on a unix socket in a directory of
 	// its own instead of a loopback TCP port.
 	UnixSocket bool
+	// Backends, when set, keeps the backends of client connections that end
+	// cleanly for the next connection, of this proxy or another that shares
+	// it: see [Backends]. Nil opens a backend for every client connection
+	// and closes it with the connection.
+	Backends *Backends
 }
 
 // Proxy is one delivery's proxy. Its methods are safe for concurrent use.
 type Proxy struct {
-	label    string
-	upstream *pgconn.Config
-	hooks    Hooks
-	ln       net.Listener
-	sockDir  string // the unix socket's directory, removed by Close
+	label          string
+	upstream       *pgconn.Config
+	upstreamString string // Config.Upstream, which names kept backends
+	backends       *Backends
+	hooks          Hooks
+	ln             net.Listener
+	sockDir        string // the unix socket's directory, removed by Close
 
 	ctx    context.Context // cancelled by Kill and Close
 	cancel context.CancelFunc
@@ -119,6 +131,9 @@ type Proxy struct {
 	// serverOnly asks the server about every step outside a transaction
 	// block, ignoring the text: the tests compare the two with it.
 	serverOnly atomic.Bool
+	// releasing is set by Release: a connection waiting for its client gives
+	// its backend back instead of closing it.
+	releasing atomic.Bool
 }
 
 // ErrDead is wrapped by errors reported for a delivery after [Proxy.Kill].
@@ -156,15 +171,17 @@ func Listen(cfg Config) (*Proxy, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
-		label:    cfg.Label,
-		upstream: up,
-		hooks:    cfg.Hooks,
-		ln:       ln,
-		sockDir:  sockDir,
-		ctx:      ctx,
-		cancel:   cancel,
-		conns:    map[*conn]struct{}{},
-		secrets:  map[uint32][4]byte{},
+		label:          cfg.Label,
+		upstream:       up,
+		upstreamString: cfg.Upstream,
+		backends:       cfg.Backends,
+		hooks:          cfg.Hooks,
+		ln:             ln,
+		sockDir:        sockDir,
+		ctx:            ctx,
+		cancel:         cancel,
+		conns:          map[*conn]struct{}{},
+		secrets:        map[uint32][4]byte{},
 	}
 	p.wg.Add(1)
 	go p.accept()
@@ -217,6 +234,42 @@ func (p *Proxy) kill(why error) {
 	}
 }
 
+// Release ends the delivery as a worker that finished ends it: like Kill, it
+// makes the delivery dead, cancels blocked [Hooks.Before] calls, refuses
+// later connections and cuts every connection that is busy (a round trip
+// out, a batch half read); but a connection waiting for its client's next
+// message outside a transaction block gives its backend back to
+// Config.Backends instead of closing it (see [Backends]). It returns once
+// every connection has ended, so a delivery that starts next finds the
+// backends kept. Without Config.Backends it is Kill.
+func (p *Proxy) Release() {
+	if p.backends == nil {
+		p.Kill()
+		return
+	}
+	p.mu.Lock()
+	if p.dead == nil {
+		p.dead = fmt.Errorf("%w: %s ended", ErrDead, p.label)
+	}
+	p.releasing.Store(true)
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	p.cancel()
+	for _, c := range conns {
+		if c.parked.Load() {
+			_ = c.client.Close() // its serve goroutine gives the backend back
+		} else {
+			c.cut()
+		}
+	}
+	for _, c := range conns {
+		<-c.ended
+	}
+}
+
 // Dead reports why the delivery is dead, or nil while it lives.
 func (p *Proxy) Dead() error {
 	p.mu.Lock()
@@ -248,8 +301,9 @@ func (p *Proxy) Close() error {
 }
 
 // PIDs are the backend process IDs of every server connection the delivery
-// opened, in order, including closed ones: after a crash the harness can wait
-// until they are gone from pg_stat_activity.
+// used, in the order its client connections were bound to them, including
+// closed ones (a kept backend used twice appears twice): after a crash the
+// harness can wait until they are gone from pg_stat_activity.
 func (p *Proxy) PIDs() []uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -282,7 +336,7 @@ func (p *Proxy) accept() {
 		}
 		p.mu.Lock()
 		p.nextID++
-		c := &conn{p: p, id: p.nextID, client: nc}
+		c := &conn{p: p, id: p.nextID, client: nc, ended: make(chan struct{})}
 		p.conns[c] = struct{}{}
 		p.mu.Unlock()
 		p.wg.Add(1)
@@ -292,6 +346,7 @@ func (p *Proxy) accept() {
 			p.mu.Lock()
 			delete(p.conns, c)
 			p.mu.Unlock()
+			close(c.ended)
 		}()
 	}
 }
@@ -308,6 +363,15 @@ func (p *Proxy) register(c *conn, pid uint32, secret [4]byte) error {
 	p.pids = append(p.pids, pid)
 	p.secrets[pid] = secret
 	return nil
+}
+
+// unregister forgets c's backend for cancel requests once it is given
+// back.
+func (p *Proxy) unregister(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.secrets, c.pid)
+	c.pid = 0
 }
 
 // nextStep numbers a step; indexes count from 1 across the delivery.

@@ -11,6 +11,10 @@ type statement struct {
 	modifies bool   // INSERT, UPDATE, DELETE or MERGE appears as a word
 	copyFrom bool   // FROM appears outside parentheses (COPY ... FROM)
 	sequence bool   // nextval or setval appears as a word
+	// inert is set for a SELECT of constants and parameters, cast to
+	// built-in types, that runs no code a user could have written: see
+	// inertScan.
+	inert bool
 }
 
 // splitSQL lexes a query string into its statements, skipping comments,
@@ -20,15 +24,18 @@ type statement struct {
 func splitSQL(sql string) []statement {
 	var out []statement
 	var cur statement
+	var in inertScan
 	words, depth := 0, 0
 	end := func() {
 		if words > 0 {
+			cur.inert = cur.keyword == "SELECT" && !in.spoilt
 			out = append(out, cur)
 		}
-		cur, words, depth = statement{}, 0, 0
+		cur, words, depth, in = statement{}, 0, 0, inertScan{}
 	}
 	for i := 0; i < len(sql); {
 		c := sql[i]
+		in.char(sql, i)
 		switch {
 		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
 			for i < len(sql) && sql[i] != '\n' {
@@ -62,6 +69,7 @@ func splitSQL(sql string) []statement {
 				continue
 			}
 			words++
+			in.word(w, words)
 			switch words {
 			case 1:
 				cur.keyword = strings.ToUpper(w)
@@ -86,6 +94,61 @@ func splitSQL(sql string) []statement {
 	}
 	end()
 	return out
+}
+
+// inertScan watches a statement's characters and words for anything that
+// may run code a user wrote (a function, an operator, a view or table, a
+// domain's check, a user type's cast): only constants, parameters, casts
+// to the built-in types of inertTypes, aliases and commas leave it
+// unspoilt. "SELECT $1::int" and "SELECT 1" need no question to the
+// server. It assumes pg_catalog comes first in search_path, as it does
+// unless a search_path names it later.
+type inertScan struct {
+	spoilt bool
+	cast   bool // after "::": type words follow
+	alias  bool // after AS: the next word is a name
+}
+
+func (s *inertScan) char(sql string, i int) {
+	switch c := sql[i]; {
+	case c == ':' && i+1 < len(sql) && sql[i+1] == ':':
+		s.cast = true
+	case c == ':' && i > 0 && sql[i-1] == ':':
+	case c == ',':
+		s.cast = false
+	case c == ' ', c == '\t', c == '\n', c == '\r', c == ';', c == '.',
+		c >= '0' && c <= '9', c == '\'', c == '$', isWordPart(c):
+		// Literals, parameters and words are judged whole (word); the
+		// scanner skips the insides of quotes and comments.
+	case c == '-' && i+1 < len(sql) && sql[i+1] == '-', c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+	default:
+		s.spoilt = true // an operator, a parenthesis, a quoted identifier
+	}
+}
+
+func (s *inertScan) word(w string, n int) {
+	switch {
+	case n == 1:
+	case s.alias:
+		s.alias = false
+	case strings.EqualFold(w, "AS"):
+		s.alias, s.cast = true, false
+	case s.cast && inertTypes[strings.ToLower(w)]:
+	case !s.cast && (strings.EqualFold(w, "TRUE") || strings.EqualFold(w, "FALSE") || strings.EqualFold(w, "NULL")):
+	default:
+		s.spoilt = true
+	}
+}
+
+// inertTypes are built-in type names (and the words of multi-word ones)
+// whose casts from constants run only PostgreSQL's own functions.
+var inertTypes = map[string]bool{
+	"int": true, "int2": true, "int4": true, "int8": true, "integer": true, "smallint": true, "bigint": true,
+	"text": true, "varchar": true, "char": true, "character": true, "varying": true, "name": true,
+	"bool": true, "boolean": true, "numeric": true, "decimal": true, "real": true, "float4": true, "float8": true,
+	"double": true, "precision": true, "bytea": true, "uuid": true, "date": true, "time": true, "timestamp": true,
+	"timestamptz": true, "with": true, "without": true, "zone": true, "interval": true, "json": true, "jsonb": true,
+	"oid": true,
 }
 
 func isWordStart(c byte) bool {
@@ -244,7 +307,7 @@ func needsProbe(stmts []statement, tx byte) bool {
 		if txControl[s.keyword] {
 			return false
 		}
-		may = may || mayWrite[s.keyword]
+		may = may || mayWrite[s.keyword] && !s.inert
 	}
 	return may
 }

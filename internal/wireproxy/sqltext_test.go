@@ -83,6 +83,21 @@ func TestNeedsProbe(t *testing.T) {
 		{"DISCARD ALL", 'I', false},                     // runs no user code, and refuses a transaction block
 		{"SHOW search_path", 'I', false},                // runs no user code
 		{"DECLARE c CURSOR FOR SELECT f()", 'I', false}, // an error outside a transaction block, which the question would hide
+		// Constants and parameters cast to built-in types run no user code.
+		{"SELECT 1", 'I', false},
+		{"SELECT $1::int", 'I', false},
+		{"SELECT 'a'::text AS name, NULL, $2::double precision AS x -- note", 'I', false},
+		{"SELECT $1::int; SELECT 2", 'I', false},
+		// Anything else may.
+		{"SELECT $1::int; SELECT f()", 'I', true},
+		{"SELECT $1::mytype", 'I', true},    // a domain's check, a user cast
+		{`SELECT $1::"int"`, 'I', true},     // a quoted name may be anyone's
+		{"SELECT -1", 'I', true},            // an operator
+		{"SELECT 1e5", 'I', true},           // not worth telling from a word
+		{"SELECT x", 'I', true},             // a name
+		{"SELECT 1 AS n FROM t", 'I', true}, // a table or a view
+		{"SELECT 1 INTO t", 'I', true},      // creates a table
+		{"VALUES (1)", 'I', true},
 	} {
 		if got := needsProbe(splitSQL(tc.sql), tc.tx); got != tc.asks {
 			t.Errorf("needsProbe(%q, %q) = %v, want %v", tc.sql, tc.tx, got, tc.asks)

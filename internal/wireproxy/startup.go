@@ -82,7 +82,7 @@ func (c *conn) forwardCancel(req *pgproto3.CancelRequest) {
 	}
 	ctx, cancel := context.WithTimeout(c.p.ctx, 30*time.Second)
 	defer cancel()
-	_ = target.canceler.CancelRequest(ctx) // as with the server, the client learns nothing
+	_ = target.be.canceler.CancelRequest(ctx) // as with the server, the client learns nothing
 }
 
 // openSession connects to the server for the client's startup message, then tells
@@ -106,47 +106,27 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		return c.refuse("0A000", fmt.Sprintf("[twice] the proxy of %s does not relay replication connections", p.label))
 	}
 
-	cfg := up.Copy()
-	cfg.RuntimeParams = make(map[string]string, len(up.RuntimeParams)+len(msg.Parameters))
-	for k, v := range up.RuntimeParams {
-		cfg.RuntimeParams[k] = v
-	}
 	var unknownOptions []string
+	params := make(map[string]string, len(msg.Parameters))
 	for k, v := range msg.Parameters {
 		switch {
 		case k == "user" || k == "database":
 		case strings.HasPrefix(k, "_pq_."):
 			unknownOptions = append(unknownOptions, k)
 		default:
-			cfg.RuntimeParams[k] = v
+			params[k] = v
 		}
 	}
-	pg, err := pgconn.ConnectConfig(p.ctx, cfg)
-	if err != nil {
-		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
-			return c.refuseWith(&pgproto3.ErrorResponse{Severity: pgErr.Severity, SeverityUnlocalized: pgErr.SeverityUnlocalized,
-				Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint})
+	key := poolKey(p.upstreamString, params)
+	var be *backend
+	if p.backends != nil {
+		be = p.backends.take(key)
+	}
+	if be == nil {
+		var err error
+		if be, err = c.connect(key, params); err != nil {
+			return err
 		}
-		if dead := p.Dead(); dead != nil {
-			return c.refuseDead(dead)
-		}
-		return c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot reach the server: %v", p.label, err))
-	}
-	if err := pg.SyncConn(p.ctx); err != nil {
-		_ = pg.Conn().Close()
-		return c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
-	}
-	hc, err := pg.Hijack()
-	if err != nil {
-		_ = pg.Conn().Close()
-		return c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
-	}
-	// A PgConn over the same socket, never read or written, only to send
-	// cancel requests the way pgconn does (TLS, unix sockets).
-	canceler, err := pgconn.Construct(hc)
-	if err != nil {
-		_ = hc.Conn.Close()
-		return c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
 	}
 
 	var secret [4]byte
@@ -154,13 +134,12 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 	c.mu.Lock()
 	if c.isCut.Load() {
 		c.mu.Unlock()
-		_ = hc.Conn.Close()
+		_ = be.conn.Close()
 		return c.refuseDead(p.Dead())
 	}
-	c.server, c.canceler, c.tx = hc.Conn, canceler, hc.TxStatus
-	c.probes = canProbe(hc.ParameterStatuses["server_version"])
+	c.be, c.server, c.tx, c.probes = be, be.conn, 'I', be.probes
 	c.mu.Unlock()
-	if err := p.register(c, hc.PID, secret); err != nil {
+	if err := p.register(c, be.pid, secret); err != nil {
 		return c.refuseDead(err)
 	}
 
@@ -169,13 +148,67 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		out, _ = (&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknownOptions}).Encode(out)
 	}
 	out, _ = (&pgproto3.AuthenticationOk{}).Encode(out)
-	for k, v := range hc.ParameterStatuses {
+	for k, v := range be.params {
 		out, _ = (&pgproto3.ParameterStatus{Name: k, Value: v}).Encode(out)
 	}
-	out, _ = (&pgproto3.BackendKeyData{ProcessID: hc.PID, SecretKey: secret[:]}).Encode(out)
-	out, _ = (&pgproto3.ReadyForQuery{TxStatus: hc.TxStatus}).Encode(out)
-	_, err = c.client.Write(out)
+	out, _ = (&pgproto3.BackendKeyData{ProcessID: be.pid, SecretKey: secret[:]}).Encode(out)
+	out, _ = (&pgproto3.ReadyForQuery{TxStatus: 'I'}).Encode(out)
+	_, err := c.client.Write(out)
 	return err
+}
+
+// connect opens a new backend for the client's startup parameters. On
+// failure it has told the client why, and returns errNotSession.
+func (c *conn) connect(key string, params map[string]string) (*backend, error) {
+	p := c.p
+	cfg := p.upstream.Copy()
+	cfg.RuntimeParams = make(map[string]string, len(p.upstream.RuntimeParams)+len(params))
+	for k, v := range p.upstream.RuntimeParams {
+		cfg.RuntimeParams[k] = v
+	}
+	for k, v := range params {
+		cfg.RuntimeParams[k] = v
+	}
+	pg, err := pgconn.ConnectConfig(p.ctx, cfg)
+	if err != nil {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok {
+			return nil, c.refuseWith(&pgproto3.ErrorResponse{Severity: pgErr.Severity, SeverityUnlocalized: pgErr.SeverityUnlocalized,
+				Code: pgErr.Code, Message: pgErr.Message, Detail: pgErr.Detail, Hint: pgErr.Hint})
+		}
+		if dead := p.Dead(); dead != nil {
+			return nil, c.refuseDead(dead)
+		}
+		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot reach the server: %v", p.label, err))
+	}
+	if err := pg.SyncConn(p.ctx); err != nil {
+		_ = pg.Conn().Close()
+		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+	}
+	hc, err := pg.Hijack()
+	if err != nil {
+		_ = pg.Conn().Close()
+		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+	}
+	// A PgConn over the same socket, never read or written, only to send
+	// cancel requests the way pgconn does (TLS, unix sockets).
+	canceler, err := pgconn.Construct(hc)
+	if err != nil {
+		_ = hc.Conn.Close()
+		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+	}
+	if hc.TxStatus != 'I' {
+		_ = hc.Conn.Close()
+		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s got a new server connection in transaction status %q", p.label, hc.TxStatus))
+	}
+	if p.backends != nil {
+		p.backends.opened()
+	}
+	statuses := make(map[string]string, len(hc.ParameterStatuses))
+	for k, v := range hc.ParameterStatuses {
+		statuses[k] = v
+	}
+	return &backend{key: key, conn: hc.Conn, canceler: canceler, pid: hc.PID, params: statuses,
+		probes: canProbe(hc.ParameterStatuses["server_version"])}, nil
 }
 
 // refuseDead refuses a connection of a dead delivery and tells the
