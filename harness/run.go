@@ -443,19 +443,27 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 
 func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
 
+// snapshotters holds one assert.Snapshotter per template database, so
+// the catalog is read once for all the databases made from it (and again
+// after a handler's DDL, which the Snapshotter notices).
+var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
+
 // snapshot reads the scenario's tables, on the harness's kept connection to
-// the database when there is one (warm caches), otherwise on a new one.
+// the database when there is one (warm caches, one round trip), otherwise
+// on a new one.
 func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	snap, err := assert.TakeSnapshot(ctx, db)
-	if errors.Is(err, freshdb.ErrNoConn) {
-		var conn *pgx.Conn
+	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
+	snapshotter := s.(*assert.Snapshotter)
+	conn := db.KeptConn()
+	if conn == nil {
+		var err error
 		conn, err = pgx.Connect(ctx, db.ConnString)
 		if err != nil {
 			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
 		}
 		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-		snap, err = assert.TakeSnapshot(ctx, conn)
 	}
+	snap, err := snapshotter.Take(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
 	}

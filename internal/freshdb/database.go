@@ -213,6 +213,19 @@ func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 	return conn.Query(ctx, sql, args...)
 }
 
+// KeptConn is the harness's own connection to the database that Query
+// uses, or nil when none is kept. It sends a pgx.Batch in one round trip,
+// as Query cannot. Like Query, it is for the harness between deliveries:
+// use it from one goroutine at a time, and never close it (Drop does).
+func (d *Database) KeptConn() *pgx.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admin
+}
+
+// Template is the template d was made from.
+func (d *Database) Template() *Template { return d.tpl }
+
 // Keep leaves the database on the server for a human to inspect and takes it
 // out of this run's hands: it is renamed to twice_kept_<run ID>_<n> (Name
 // and ConnString change accordingly; sessions still open in it are closed
