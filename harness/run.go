@@ -135,19 +135,31 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}()
 	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
+	// Two clean runs, each on a database of its own, side by side when
+	// scenarios may be: the second only tells noise from state.
 	var refs [2]*assert.Snapshot
 	var fx [2][]assert.Effect
-	var steps1 []faults.Step
+	var refSteps [2][]faults.Step
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i := range refs {
-		var steps []faults.Step
-		refs[i], steps, fx[i], err = r.reference(ctx, i+1)
+		ref := func() { refs[i], refSteps[i], fx[i], errs[i] = r.reference(ctx, i+1) }
+		if cfg.parallel() < 2 {
+			ref()
+			if errs[i] != nil {
+				break
+			}
+			continue
+		}
+		wg.Go(ref)
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, nil, plan, err
 		}
-		if i == 0 {
-			steps1 = steps
-		}
 	}
+	steps1 := refSteps[0]
 	if err := checkIgnored(cfg, refs[0]); err != nil {
 		return nil, nil, plan, err
 	}
