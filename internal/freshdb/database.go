@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -23,6 +24,9 @@ type Database struct {
 	mu    sync.Mutex
 	state dbState
 	admin *pgx.Conn // reuse mode: kept open for fast resets and snapshots
+	// restored holds, per table of tpl.reset, the ID of the transaction
+	// that last wrote the template's rows into it; 0 until a reset has.
+	restored []uint32
 }
 
 type dbState int
@@ -155,7 +159,37 @@ func (d *Database) reset(ctx context.Context) error {
 	if err := d.closeOthers(ctx); err != nil {
 		return err
 	}
-	res, err := d.admin.PgConn().Exec(ctx, d.tpl.reset).ReadAll()
+	p := d.tpl.reset
+	if p == nil {
+		return errors.New("the template cannot be reset in place")
+	}
+	if d.restored == nil {
+		d.restored = make([]uint32, len(p.tables))
+	}
+	// Only the tables a scenario wrote are reset: the others hold what the
+	// last reset wrote, and rewriting every row of a big fixture would
+	// cost more than reading it.
+	var written []int
+	if q := p.writtenSQL(d.restored); q != "" {
+		res, err := d.admin.PgConn().Exec(ctx, q).ReadAll()
+		if err != nil {
+			return err
+		}
+		for _, row := range res[0].Rows {
+			i, err := strconv.Atoi(string(row[0]))
+			if err != nil || i < 0 || i >= len(p.tables) {
+				return fmt.Errorf("listing the tables written: table %q", row[0])
+			}
+			written = append(written, i)
+		}
+	}
+	for i, t := range p.tables {
+		if t.rows > 0 && d.restored[i] == 0 {
+			written = append(written, i)
+		}
+	}
+	slices.Sort(written)
+	res, err := d.admin.PgConn().Exec(ctx, p.script(written)).ReadAll()
 	if err != nil {
 		return err
 	}
@@ -164,6 +198,18 @@ func (d *Database) reset(ctx context.Context) error {
 	d.tpl.mu.Unlock()
 	if lastValue(res) != want {
 		return errChanged
+	}
+	// The script's results end with its transaction's ID, COMMIT and the
+	// fingerprint.
+	if len(res) < 3 || len(res[len(res)-3].Rows) != 1 {
+		return fmt.Errorf("reset: no transaction ID among its %d results", len(res))
+	}
+	xid8, err := strconv.ParseUint(string(res[len(res)-3].Rows[0][0]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("reset: transaction ID: %w", err)
+	}
+	for _, i := range written {
+		d.restored[i] = uint32(xid8) // xid8 is the epoch and the xid
 	}
 	return nil
 }
