@@ -82,7 +82,15 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to new database %s: %w", name, err)
 	}
-	fp, err := fingerprint(ctx, d.admin.PgConn())
+	// The reset needs replica mode (no triggers, no foreign key checks).
+	// Set for the session once, the reset's SET LOCAL changes nothing;
+	// changing it would flush the connection's cached plans (PostgreSQL
+	// does on every change), and the fingerprint and the snapshots'
+	// statements would be planned anew for every scenario.
+	if _, err := d.admin.Exec(ctx, "SET session_replication_role = replica"); err != nil {
+		return nil, fmt.Errorf("[twice] internal: setting up the connection to new database %s: %w", name, err)
+	}
+	fp, err := fingerprint(ctx, d.admin)
 	if err != nil {
 		return nil, err
 	}
@@ -98,24 +106,14 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	return d, nil
 }
 
-func fingerprint(ctx context.Context, conn *pgconn.PgConn) (string, error) {
-	res, err := conn.Exec(ctx, fingerprintSQL).ReadAll()
-	if err != nil {
+// fingerprint reads the catalog fingerprint as a prepared statement, whose
+// plan the connection keeps: planning it costs several times running it.
+func fingerprint(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var fp string
+	if err := conn.QueryRow(ctx, fingerprintSQL).Scan(&fp); err != nil {
 		return "", fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
 	}
-	return lastValue(res), nil
-}
-
-// lastValue is the first column of the first row of the last result.
-func lastValue(res []*pgconn.Result) string {
-	if len(res) == 0 {
-		return ""
-	}
-	last := res[len(res)-1]
-	if len(last.Rows) == 0 || len(last.Rows[0]) == 0 {
-		return ""
-	}
-	return string(last.Rows[0][0])
+	return fp, nil
 }
 
 // Drop gives the database back: the caller and every session it opened must
@@ -193,18 +191,21 @@ func (d *Database) reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	fp, err := fingerprint(ctx, d.admin)
+	if err != nil {
+		return err
+	}
 	d.tpl.mu.Lock()
 	want := d.tpl.fingerprint
 	d.tpl.mu.Unlock()
-	if lastValue(res) != want {
+	if fp != want {
 		return errChanged
 	}
-	// The script's results end with its transaction's ID, COMMIT and the
-	// fingerprint.
-	if len(res) < 3 || len(res[len(res)-3].Rows) != 1 {
+	// The script's results end with its transaction's ID and COMMIT.
+	if len(res) < 2 || len(res[len(res)-2].Rows) != 1 {
 		return fmt.Errorf("reset: no transaction ID among its %d results", len(res))
 	}
-	xid8, err := strconv.ParseUint(string(res[len(res)-3].Rows[0][0]), 10, 64)
+	xid8, err := strconv.ParseUint(string(res[len(res)-2].Rows[0][0]), 10, 64)
 	if err != nil {
 		return fmt.Errorf("reset: transaction ID: %w", err)
 	}
@@ -247,7 +248,9 @@ var ErrNoConn = errors.New("[twice] internal: no kept connection to this databas
 
 // Query runs a query on the harness's own connection to the database, kept
 // open across hand-outs so the server's catalog caches stay warm: it makes
-// snapshots between deliveries cheap. Handlers never use it. It returns
+// snapshots between deliveries cheap. Handlers never use it. It runs with
+// session_replication_role = replica, as the reset needs: it is for
+// reading (no trigger, no foreign key check would fire on a write). It returns
 // ErrNoConn when no connection is kept; open one with ConnString then.
 func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	d.mu.Lock()
@@ -260,7 +263,7 @@ func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 }
 
 // KeptConn is the harness's own connection to the database that Query
-// uses, or nil when none is kept. It sends a pgx.Batch in one round trip,
+// uses (in replica mode, for reading), or nil when none is kept. It sends a pgx.Batch in one round trip,
 // as Query cannot. Like Query, it is for the harness between deliveries:
 // use it from one goroutine at a time, and never close it (Drop does).
 func (d *Database) KeptConn() *pgx.Conn {
