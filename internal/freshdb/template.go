@@ -125,7 +125,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	}
 	// Sessions a setup left open (a migration library's pool) would make
 	// every clone fail: the template must have none.
-	if err := closeOthers(ctx, conn.PgConn(), name); err != nil {
+	if err := closeOthers(ctx, conn, name); err != nil {
 		return nil, fmt.Errorf("[twice] internal: closing the sessions setup steps left open in template database %s: %w", name, err)
 	}
 	t = &Template{Name: name, r: r, mode: modeReuse}
