@@ -35,6 +35,37 @@ func BenchmarkTakeSnapshot(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
 }
 
+// BenchmarkSnapshotSmall is a scenario's snapshot of a small schema (the
+// seed's ledger: two tables, three rows), where the catalog, not the
+// rows, is the cost: TakeSnapshot reads the catalog every time, a
+// Snapshotter once.
+func BenchmarkSnapshotSmall(b *testing.B) {
+	conn := newDB(b, `
+		CREATE TABLE customers (id bigserial PRIMARY KEY, points int NOT NULL DEFAULT 0);
+		CREATE TABLE points_ledger (id bigserial PRIMARY KEY, customer_id bigint NOT NULL REFERENCES customers (id),
+			order_id bigint NOT NULL, reason text NOT NULL, points int NOT NULL, UNIQUE (order_id, reason));
+		INSERT INTO customers (id, points) VALUES (77, 170);
+		INSERT INTO points_ledger (customer_id, order_id, reason, points) VALUES (77, 9812, 'order_reward', 50)`)
+	ctx := context.Background()
+	b.Run("TakeSnapshot", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := assert.TakeSnapshot(ctx, conn); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/snapshot")
+	})
+	b.Run("Snapshotter", func(b *testing.B) {
+		var s assert.Snapshotter
+		for b.Loop() {
+			if _, err := s.Take(ctx, conn); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/snapshot")
+	})
+}
+
 func BenchmarkDiffState(b *testing.B) {
 	conn := newDB(b, benchSchema)
 	const job = `INSERT INTO points_ledger (customer_id, order_id, reason, points)

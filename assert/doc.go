@@ -9,7 +9,10 @@
 // [TakeSnapshot] reads every ordinary and partitioned table outside the
 // system schemas and the schema "twice", which the harness keeps for
 // itself. Values are plain Go data (see [Snapshot]) so a snapshot can be
-// written as JSON.
+// written as JSON. A [Snapshotter] snapshots many databases of one schema
+// (the copies of a template): it reads the catalog once and each snapshot
+// in one round trip, and reads the catalog again when a handler's DDL
+// changed it.
 //
 // # No false alarms
 //

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Sequence is where one sequence stood when a snapshot was taken. A
@@ -27,12 +29,10 @@ type Sequence struct {
 }
 
 // catalogSequencesSQL lists the sequences outside system schemas, the
-// reserved schema and extensions, with their last values where the user
-// may read them.
+// reserved schema and extensions, and whether the user may read their
+// positions.
 const catalogSequencesSQL = `
-SELECT n.nspname, c.relname,
-	CASE WHEN has_sequence_privilege(c.oid, 'SELECT,USAGE') THEN pg_sequence_last_value(c.oid) END,
-	s.seqincrement
+SELECT n.nspname, c.relname, c.oid::int8, has_sequence_privilege(c.oid, 'SELECT,USAGE'), s.seqincrement
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 JOIN pg_sequence s ON s.seqrelid = c.oid
@@ -40,33 +40,89 @@ WHERE c.relkind = 'S'
 	AND n.nspname NOT LIKE 'pg\_%' AND n.nspname NOT IN ('information_schema', '` + ReservedSchema + `')
 	AND NOT EXISTS (
 		SELECT 1 FROM pg_depend e
-		WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid AND e.deptype = 'e')
-ORDER BY n.nspname, c.relname`
+		WHERE e.classid = 'pg_class'::regclass AND e.objid = c.oid AND e.deptype = 'e')`
 
-func readSequences(ctx context.Context, q Querier, snap *Snapshot) error {
+// sequenceValuesSQL reads the last values drawn from the sequences $1
+// names, in that order; NULL where none was drawn since the sequence was
+// created or set back.
+const sequenceValuesSQL = `SELECT pg_sequence_last_value(s) FROM unnest($1::oid[]) WITH ORDINALITY AS u(s, i) ORDER BY i`
+
+// sequenceSource is what a snapshot needs to read one sequence.
+type sequenceSource struct {
+	Sequence // without a position
+	oid      uint32
+	readable bool // the user may read its position
+}
+
+// readSequenceCatalog lists the sequences, sorted by qualified name as
+// tables are ("public.b" shows as "b").
+func readSequenceCatalog(ctx context.Context, q Querier) ([]sequenceSource, error) {
 	rows, err := q.Query(ctx, catalogSequencesSQL)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+		return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
 	}
 	defer rows.Close()
+	var seqs []sequenceSource
 	for rows.Next() {
 		var schema, rel string
-		var last *int64
-		var inc int64
-		if err := rows.Scan(&schema, &rel, &last, &inc); err != nil {
-			return fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+		var oid, inc int64
+		var readable bool
+		if err := rows.Scan(&schema, &rel, &oid, &readable, &inc); err != nil {
+			return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
 		}
-		s := Sequence{Name: tableName(schema, rel), Increment: inc}
-		if last != nil {
-			s.Last, s.Called = *last, true
-		}
-		snap.Sequences = append(snap.Sequences, s)
+		seqs = append(seqs, sequenceSource{Sequence: Sequence{Name: tableName(schema, rel), Increment: inc}, oid: uint32(oid), readable: readable})
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+		return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
 	}
-	// By qualified name, as tables are: "public.b" shows as "b".
-	slices.SortFunc(snap.Sequences, func(a, b Sequence) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(seqs, func(a, b sequenceSource) int { return strings.Compare(a.Name, b.Name) })
+	return seqs, nil
+}
+
+// sequenceOIDs are the sequences whose positions sequenceValuesSQL reads:
+// those the user may read.
+func sequenceOIDs(seqs []sequenceSource) []uint32 {
+	oids := []uint32{}
+	for _, s := range seqs {
+		if s.readable {
+			oids = append(oids, s.oid)
+		}
+	}
+	return oids
+}
+
+func readSequenceValues(ctx context.Context, q Querier, seqs []sequenceSource, snap *Snapshot) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, sequenceValuesSQL, sequenceOIDs(seqs))
+	return scanSequenceValues(rows, err, seqs, snap)
+}
+
+// scanSequenceValues notes in snap where each sequence stood, from the
+// result of sequenceValuesSQL.
+func scanSequenceValues(rows pgx.Rows, err error, seqs []sequenceSource, snap *Snapshot) error {
+	var lasts []*int64
+	if err == nil {
+		lasts, err = pgx.CollectRows(rows, pgx.RowTo[*int64])
+	}
+	if err == nil && len(lasts) != len(sequenceOIDs(seqs)) {
+		err = fmt.Errorf("%d positions for %d sequences; were sequences dropped?", len(lasts), len(sequenceOIDs(seqs)))
+	}
+	if err != nil {
+		return fmt.Errorf("[twice] internal: snapshot: reading sequences: %w", err)
+	}
+	snap.Sequences = make([]Sequence, len(seqs))
+	for i, s := range seqs {
+		snap.Sequences[i] = s.Sequence
+		if !s.readable {
+			continue
+		}
+		if last := lasts[0]; last != nil {
+			snap.Sequences[i].Last, snap.Sequences[i].Called = *last, true
+		}
+		lasts = lasts[1:]
+	}
 	return nil
 }
 

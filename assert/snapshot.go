@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -209,10 +210,11 @@ func tableName(schema, rel string) string {
 	return schema + "." + rel
 }
 
-// tableSource is what TakeSnapshot needs to read one table.
+// tableSource is what a snapshot needs to read one table.
 type tableSource struct {
 	schema, rel string
 	plans       []columnPlan
+	sql         string // the query reading its rows
 }
 
 // TakeSnapshot reads every user table of the database q is connected to:
@@ -225,29 +227,229 @@ type tableSource struct {
 // With a pool, each table may be read on a different connection; pass a
 // pgx.Tx opened REPEATABLE READ when writers may still be running and the
 // snapshot must be consistent.
+//
+// TakeSnapshot reads the catalog every time; a Snapshotter reads it once
+// for many databases of one schema.
 func TakeSnapshot(ctx context.Context, q Querier) (*Snapshot, error) {
+	var s Snapshotter
+	return s.Take(ctx, q)
+}
+
+// Snapshotter takes snapshots, as TakeSnapshot does, of databases that
+// share one schema, such as the fresh copies of one template database. It
+// reads the catalog (tables, columns, types, foreign keys, sequences) once
+// and keeps what it learnt as a plan; each later snapshot checks a
+// fingerprint of the catalog (the number of rows and the newest
+// transaction ID of pg_class, pg_attribute, pg_attrdef, pg_type,
+// pg_namespace, pg_constraint, pg_sequence and extension memberships),
+// which any DDL changes, and reads the catalog again only when it
+// differs. A snapshot costs one round trip when q can send a pgx.Batch
+// (*pgx.Conn, *pgxpool.Pool and pgx.Tx can).
+//
+// The zero value is ready to use. A Snapshotter is safe for concurrent
+// use.
+type Snapshotter struct {
+	mu    sync.Mutex
+	last  *snapshotPlan            // the plan the last snapshot used
+	plans map[string]*snapshotPlan // by fingerprint; at most maxPlans
+}
+
+// maxPlans bounds the plans a Snapshotter keeps: the template's, and a
+// few of handlers that ran DDL, each of which has a fingerprint of its own.
+const maxPlans = 4
+
+// snapshotPlan is what the catalog says about how to read a database.
+type snapshotPlan struct {
+	fingerprint string
+	tables      []Table // columns and references, no rows; sorted by Name
+	sources     []tableSource
+	sequences   []sequenceSource
+}
+
+// batcher is the part of *pgx.Conn, *pgxpool.Pool and pgx.Tx that sends
+// many queries in one round trip.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// Take reads every user table of the database q is connected to; see
+// TakeSnapshot for which tables, and Snapshotter for how.
+func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
 	if q == nil {
 		return nil, fmt.Errorf("[twice] internal: TakeSnapshot: nil Querier")
 	}
-	snap, sources, err := readCatalog(ctx, q)
+	s.mu.Lock()
+	plan := s.last
+	s.mu.Unlock()
+	if plan != nil {
+		snap, fp, err := readWithPlan(ctx, q, plan)
+		if err != nil || snap != nil {
+			return snap, err
+		}
+		// Another schema than last time's: one planned before?
+		s.mu.Lock()
+		known := s.plans[fp]
+		s.mu.Unlock()
+		if known != nil {
+			snap, _, err := readWithPlan(ctx, q, known)
+			if err != nil || snap != nil {
+				s.use(known)
+				return snap, err
+			}
+		}
+	}
+	// No plan for this catalog: the first snapshot, or a handler ran DDL.
+	plan, err := readCatalog(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	for i := range snap.Tables {
-		if err := readRows(ctx, q, &snap.Tables[i], sources[i]); err != nil {
-			return nil, err
-		}
+	s.use(plan)
+	snap, _, err := readWithPlan(ctx, q, plan)
+	if err == nil && snap == nil {
+		return nil, fmt.Errorf("[twice] internal: snapshot: the catalog changed while it was read; is DDL still running?")
 	}
-	return snap, nil
+	return snap, err
 }
 
-func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, error) {
+// use makes plan the one to try first, and keeps it.
+func (s *Snapshotter) use(plan *snapshotPlan) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.last = plan
+	if s.plans[plan.fingerprint] == plan {
+		return
+	}
+	if s.plans == nil || len(s.plans) >= maxPlans {
+		s.plans = map[string]*snapshotPlan{}
+	}
+	s.plans[plan.fingerprint] = plan
+}
+
+// catalogFingerprintSQL changes whenever DDL changes what a snapshot plan
+// holds: every insert or update of a catalog row writes the row with its
+// transaction's ID, which is newer than any there before, and a delete
+// changes the count. Objects below FirstNormalObjectId (16384) are the
+// system's own, except schemas, which are all counted (public is one).
+const catalogFingerprintSQL = `
+SELECT concat_ws(' ',
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_class WHERE oid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_attribute WHERE attrelid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_attrdef WHERE oid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_type WHERE oid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_namespace),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_constraint WHERE oid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_sequence WHERE seqrelid >= 16384),
+	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_depend WHERE refclassid = 'pg_extension'::regclass))`
+
+// readWithPlan reads the rows and sequence positions plan says to read.
+// When the catalog no longer matches plan it returns a nil snapshot and
+// the catalog's fingerprint.
+func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan) (*Snapshot, string, error) {
+	snap := &Snapshot{Tables: make([]Table, len(plan.tables))}
+	for i, t := range plan.tables {
+		snap.Tables[i] = Table{Name: t.Name, Columns: slices.Clone(t.Columns)}
+	}
+	if b, isBatcher := q.(batcher); isBatcher {
+		fp, err := readBatch(ctx, b, plan, snap)
+		if err != nil && ctx.Err() == nil {
+			// A batch is prepared as a whole, so a query the changed
+			// catalog no longer fits fails it before the fingerprint is
+			// read.
+			if fp, ferr := readFingerprint(ctx, q); ferr == nil && fp != plan.fingerprint {
+				return nil, fp, nil
+			}
+		}
+		if err != nil || fp != plan.fingerprint {
+			return nil, fp, err
+		}
+		return snap, fp, nil
+	}
+	fp, err := readFingerprint(ctx, q)
+	if err != nil || fp != plan.fingerprint {
+		return nil, fp, err
+	}
+	if err := readSequenceValues(ctx, q, plan.sequences, snap); err != nil {
+		return nil, fp, err
+	}
+	for i := range snap.Tables {
+		rows, err := q.Query(ctx, plan.sources[i].sql, pgx.QueryExecModeDescribeExec)
+		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
+			return nil, fp, err
+		}
+	}
+	return snap, fp, nil
+}
+
+// readBatch reads into snap, in one round trip, the fingerprint, then,
+// when it is plan's, the rows and sequence positions.
+func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot) (fp string, err error) {
+	b := &pgx.Batch{}
+	b.Queue(catalogFingerprintSQL)
+	if len(plan.sequences) > 0 {
+		b.Queue(sequenceValuesSQL, sequenceOIDs(plan.sequences))
+	}
+	for _, src := range plan.sources {
+		b.Queue(src.sql)
+	}
+	br := q.SendBatch(ctx, b)
+	defer func() {
+		// What the batch holds past a changed fingerprint was read for
+		// another catalog and may have failed; it does not count.
+		if cerr := br.Close(); cerr != nil && err == nil && fp == plan.fingerprint {
+			err = fmt.Errorf("[twice] internal: snapshot: %w", cerr)
+		}
+	}()
+	fp, err = scanFingerprint(br.Query())
+	if err != nil || fp != plan.fingerprint {
+		return fp, err
+	}
+	if len(plan.sequences) > 0 {
+		rows, err := br.Query()
+		if err := scanSequenceValues(rows, err, plan.sequences, snap); err != nil {
+			return fp, err
+		}
+	}
+	for i := range snap.Tables {
+		rows, err := br.Query()
+		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
+			return fp, err
+		}
+	}
+	return fp, nil
+}
+
+func readFingerprint(ctx context.Context, q Querier) (string, error) {
+	rows, err := q.Query(ctx, catalogFingerprintSQL)
+	if err != nil {
+		return "", fmt.Errorf("[twice] internal: snapshot: reading the catalog's fingerprint: %w", err)
+	}
+	return scanFingerprint(rows, nil)
+}
+
+func scanFingerprint(rows pgx.Rows, err error) (string, error) {
+	if err == nil {
+		var fp string
+		fp, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[string])
+		if err == nil {
+			return fp, nil
+		}
+	}
+	return "", fmt.Errorf("[twice] internal: snapshot: reading the catalog's fingerprint: %w", err)
+}
+
+// readCatalog plans snapshots of the database q is connected to.
+func readCatalog(ctx context.Context, q Querier) (*snapshotPlan, error) {
+	// The fingerprint first: DDL that lands while the catalog is read
+	// changes the next fingerprint, so the plan is made again then.
+	fp, err := readFingerprint(ctx, q)
+	if err != nil {
+		return nil, err
+	}
 	// The catalog queries take no parameters, so a connection that caches
-	// prepared statements plans them once (planning costs ~10x running
-	// them); pgx's default mode does, on the harness's kept connection.
+	// prepared statements parses them once; pgx's default mode does.
 	rows, err := q.Query(ctx, catalogColumnsSQL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+		return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
 	}
 	snap := &Snapshot{}
 	var sources []tableSource
@@ -260,7 +462,7 @@ func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, erro
 		)
 		if err := rows.Scan(&schema, &rel, &col, &typ, &seq, &baseOID, &typtype, &category, &elemOID); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+			return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
 		}
 		name := tableName(schema, rel)
 		if n := len(snap.Tables); n == 0 || snap.Tables[n-1].Name != name {
@@ -275,7 +477,7 @@ func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, erro
 		src.plans = append(src.plans, planFor(uint32(baseOID.Int64), typtype.String, category.String, uint32(elemOID.Int64)))
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+		return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
 	}
 	// Sorted by qualified name, which the catalog's (schema, table) order
 	// is not: "public.b" shows as "b".
@@ -288,15 +490,17 @@ func readCatalog(ctx context.Context, q Querier) (*Snapshot, []tableSource, erro
 	srcs := make([]tableSource, len(idx))
 	for i, j := range idx {
 		tables[i], srcs[i] = snap.Tables[j], sources[j]
+		srcs[i].sql = rowsSQL(tables[i], srcs[i])
 	}
 	snap.Tables = tables
 	if err := readForeignKeys(ctx, q, snap); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if err := readSequences(ctx, q, snap); err != nil {
-		return nil, nil, err
+	seqs, err := readSequenceCatalog(ctx, q)
+	if err != nil {
+		return nil, err
 	}
-	return snap, srcs, nil
+	return &snapshotPlan{fingerprint: fp, tables: snap.Tables, sources: srcs, sequences: seqs}, nil
 }
 
 func readForeignKeys(ctx context.Context, q Querier, snap *Snapshot) error {
@@ -363,21 +567,27 @@ func splitColumnRef(ref string) (table, column string, ok bool) {
 	return ref[:i], ref[i+1:], true
 }
 
-func readRows(ctx context.Context, q Querier, t *Table, src tableSource) error {
+// rowsSQL is the query that reads t's rows, each column cast to what
+// newDest scans.
+func rowsSQL(t Table, src tableSource) string {
+	from := " FROM " + pgx.Identifier{src.schema, src.rel}.Sanitize()
+	if len(t.Columns) == 0 {
+		return "SELECT" + from
+	}
 	exprs := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		exprs[i] = selectExpr(pgx.Identifier{c.Name}.Sanitize(), src.plans[i].kind)
 	}
-	sql := "SELECT " + strings.Join(exprs, ", ") + " FROM " + pgx.Identifier{src.schema, src.rel}.Sanitize()
-	if len(exprs) == 0 {
-		sql = "SELECT FROM " + pgx.Identifier{src.schema, src.rel}.Sanitize()
-	}
-	// DescribeExec: no statement cached per table on a connection that
-	// outlives the database it read.
-	rows, err := q.Query(ctx, sql, pgx.QueryExecModeDescribeExec)
+	return "SELECT " + strings.Join(exprs, ", ") + from
+}
+
+// readRows reads the result of src.sql, or the error of sending it, into
+// t.Rows, in canonical order.
+func readRows(rows pgx.Rows, err error, t *Table, src tableSource) error {
 	if err != nil {
 		return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
 	}
+	defer rows.Close()
 	dests := make([]any, len(t.Columns))
 	for i, p := range src.plans {
 		dests[i] = newDest(p.kind)
@@ -385,14 +595,12 @@ func readRows(ctx context.Context, q Querier, t *Table, src tableSource) error {
 	t.Rows = [][]any{}
 	for rows.Next() {
 		if err := rows.Scan(dests...); err != nil {
-			rows.Close()
 			return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
 		}
 		row := make([]any, len(dests))
 		for i, d := range dests {
 			v, err := snapshotValue(d, src.plans[i])
 			if err != nil {
-				rows.Close()
 				return fmt.Errorf("[twice] internal: snapshot: reading %s.%s: %w", t.Name, t.Columns[i].Name, err)
 			}
 			row[i] = v

@@ -313,5 +313,156 @@ func TestTakeSnapshotErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err = assert.TakeSnapshot(ctx, conn)
-	require.ErrorContains(t, err, "[twice] internal: snapshot: listing tables")
+	require.ErrorContains(t, err, "[twice] internal: snapshot: reading the catalog's fingerprint")
+}
+
+// queryOnly hides a connection's SendBatch, so snapshots take the path
+// of a Querier that cannot batch.
+type queryOnly struct{ conn *pgx.Conn }
+
+func (q queryOnly) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return q.conn.Query(ctx, sql, args...)
+}
+
+// TestSnapshotterSeesDDL plans on one copy of a schema, then takes a
+// snapshot of another copy whose schema a handler changed: the snapshot
+// must be the one a fresh TakeSnapshot makes, new tables and columns
+// included.
+func TestSnapshotterSeesDDL(t *testing.T) {
+	t.Parallel()
+	const schema = `
+		CREATE TABLE customers (id bigserial PRIMARY KEY, name text NOT NULL);
+		CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id bigint, total numeric(10,2));
+		CREATE SEQUENCE doc_seq;
+		INSERT INTO customers (name) VALUES ('ann'), ('bob');
+		INSERT INTO orders (customer_id, total) VALUES (1, 9.99);`
+	for _, tc := range []struct {
+		name, ddl string
+		check     func(t *testing.T, s *assert.Snapshot)
+	}{
+		{"create table", `CREATE TABLE audit (id int, note text); INSERT INTO audit VALUES (1, 'x')`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, [][]any{{int64(1), "x"}}, table(t, s, "audit").Rows)
+		}},
+		{"add column", `ALTER TABLE customers ADD COLUMN points int NOT NULL DEFAULT 5`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, table(t, s, "customers").Columns, 3)
+			require.Equal(t, int64(5), table(t, s, "customers").Rows[0][2])
+		}},
+		{"drop column", `ALTER TABLE orders DROP COLUMN total`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, table(t, s, "orders").Columns, 2)
+		}},
+		{"rename column", `ALTER TABLE customers RENAME COLUMN name TO full_name`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, "full_name", table(t, s, "customers").Columns[1].Name)
+		}},
+		{"change type", `ALTER TABLE orders ALTER COLUMN total TYPE float8`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, 9.99, table(t, s, "orders").Rows[0][2])
+		}},
+		{"add foreign key", `ALTER TABLE orders ADD FOREIGN KEY (customer_id) REFERENCES customers (id)`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, "customers.id", table(t, s, "orders").Columns[1].References)
+		}},
+		{"drop table", `DROP TABLE orders`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, s.Tables, 1)
+		}},
+		{"rename table", `ALTER TABLE orders RENAME TO purchases`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, table(t, s, "purchases").Rows, 1)
+		}},
+		{"new schema", `CREATE SCHEMA billing; ALTER TABLE orders SET SCHEMA billing`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, table(t, s, "billing.orders").Rows, 1)
+		}},
+		{"new sequence", `CREATE SEQUENCE inv_seq; SELECT nextval('inv_seq')`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, []assert.Sequence{
+				{Name: "customers_id_seq", Last: 2, Called: true, Increment: 1},
+				{Name: "doc_seq", Increment: 1},
+				{Name: "inv_seq", Last: 1, Called: true, Increment: 1},
+				{Name: "orders_id_seq", Last: 1, Called: true, Increment: 1},
+			}, s.Sequences)
+		}},
+		{"sequence increment", `ALTER SEQUENCE doc_seq INCREMENT BY 10`, func(t *testing.T, s *assert.Snapshot) {
+			require.Equal(t, int64(10), s.Sequences[1].Increment)
+		}},
+		{"in a transaction that rolls back", `BEGIN; ALTER TABLE customers ADD COLUMN x int; ROLLBACK`, func(t *testing.T, s *assert.Snapshot) {
+			require.Len(t, table(t, s, "customers").Columns, 2)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			for _, batch := range []bool{true, false} {
+				var s assert.Snapshotter
+				planned := newDB(t, schema)
+				first, err := s.Take(ctx, planned)
+				require.NoError(t, err)
+				require.Equal(t, snapshot(t, planned), first)
+
+				changed := newDB(t, schema)
+				exec(t, changed, tc.ddl)
+				var q assert.Querier = changed
+				if !batch {
+					q = queryOnly{changed}
+				}
+				got, err := s.Take(ctx, q)
+				require.NoError(t, err)
+				require.Equal(t, snapshot(t, changed), got, "batch %t", batch)
+				tc.check(t, got)
+
+				// And back on the first copy, whose schema is the old one.
+				again, err := s.Take(ctx, q)
+				require.NoError(t, err)
+				require.Equal(t, got, again)
+				back, err := s.Take(ctx, planned)
+				require.NoError(t, err)
+				require.Equal(t, first, back)
+			}
+		})
+	}
+}
+
+// TestSnapshotterPlansOncePerSchema: copies of one template share a
+// fingerprint, so a plan made on one serves the others; only DDL makes a
+// new one.
+func TestSnapshotterPlansOncePerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const schema = `CREATE TABLE a (id serial PRIMARY KEY); CREATE TABLE b (a_id int REFERENCES a (id));
+		INSERT INTO a DEFAULT VALUES`
+	var s assert.Snapshotter
+	one := newDB(t, schema)
+	_, err := s.Take(ctx, one)
+	require.NoError(t, err)
+	plan := assert.PlanID(&s)
+	require.NotNil(t, plan)
+
+	two := newDB(t, schema)
+	exec(t, two, `INSERT INTO a DEFAULT VALUES; INSERT INTO b VALUES (2); DELETE FROM a WHERE id = 1`)
+	_, err = s.Take(ctx, two)
+	require.NoError(t, err)
+	require.Same(t, plan, assert.PlanID(&s), "writing rows made a new plan")
+
+	exec(t, two, `CREATE INDEX ON b (a_id)`)
+	_, err = s.Take(ctx, two)
+	require.NoError(t, err)
+	require.NotSame(t, plan, assert.PlanID(&s), "DDL kept the old plan")
+
+	_, err = s.Take(ctx, one)
+	require.NoError(t, err)
+	require.Same(t, plan, assert.PlanID(&s), "the template's plan was not kept")
+}
+
+// TestSnapshotterReadsRowsEveryTime: a plan is about the schema; rows and
+// sequence positions are read anew by every snapshot.
+func TestSnapshotterReadsRowsEveryTime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := newDB(t, `CREATE TABLE t (id serial, v text); INSERT INTO t (v) VALUES ('a')`)
+	for _, q := range []assert.Querier{conn, queryOnly{conn}} {
+		var s assert.Snapshotter
+		before, err := s.Take(ctx, q)
+		require.NoError(t, err)
+		exec(t, conn, `INSERT INTO t (v) VALUES ('b')`)
+		after, err := s.Take(ctx, q)
+		require.NoError(t, err)
+		require.Equal(t, snapshot(t, conn), after)
+		require.Len(t, table(t, after, "t").Rows, len(table(t, before, "t").Rows)+1)
+		require.Equal(t, before.Sequences[0].Last+1, after.Sequences[0].Last)
+		exec(t, conn, `DELETE FROM t WHERE v = 'b'`)
+	}
 }

@@ -142,19 +142,31 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}()
 	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
+	// Two clean runs, each on a database of its own, side by side when
+	// scenarios may be: the second only tells noise from state.
 	var refs [2]*assert.Snapshot
 	var fx [2][]assert.Effect
-	var steps1 []faults.Step
+	var refSteps [2][]faults.Step
+	var errs [2]error
+	var wg sync.WaitGroup
 	for i := range refs {
-		var steps []faults.Step
-		refs[i], steps, fx[i], err = r.reference(ctx, i+1)
+		ref := func() { refs[i], refSteps[i], fx[i], errs[i] = r.reference(ctx, i+1) }
+		if cfg.parallel() < 2 {
+			ref()
+			if errs[i] != nil {
+				break
+			}
+			continue
+		}
+		wg.Go(ref)
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
 			return nil, nil, plan, err
 		}
-		if i == 0 {
-			steps1 = steps
-		}
 	}
+	steps1 := refSteps[0]
 	if err := checkIgnored(cfg, refs[0]); err != nil {
 		return nil, nil, plan, err
 	}
@@ -453,19 +465,27 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 
 func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
 
+// snapshotters holds one assert.Snapshotter per template database, so
+// the catalog is read once for all the databases made from it (and again
+// after a handler's DDL, which the Snapshotter notices).
+var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
+
 // snapshot reads the scenario's tables, on the harness's kept connection to
-// the database when there is one (warm caches), otherwise on a new one.
+// the database when there is one (warm caches, one round trip), otherwise
+// on a new one.
 func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	snap, err := assert.TakeSnapshot(ctx, db)
-	if errors.Is(err, freshdb.ErrNoConn) {
-		var conn *pgx.Conn
+	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
+	snapshotter := s.(*assert.Snapshotter)
+	conn := db.KeptConn()
+	if conn == nil {
+		var err error
 		conn, err = pgx.Connect(ctx, db.ConnString)
 		if err != nil {
 			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
 		}
 		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-		snap, err = assert.TakeSnapshot(ctx, conn)
 	}
+	snap, err := snapshotter.Take(ctx, conn)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
 	}

@@ -2,7 +2,9 @@ package freshdb_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -203,5 +205,56 @@ func BenchmarkScenario(b *testing.B) {
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "scenarios/s")
 			})
 		}
+	}
+}
+
+// BenchmarkGiveBackBigFixture measures giving back a reused clone of a
+// fixture of 20 tables of 500 rows each, after a scenario that wrote one
+// of them ("one-table") or all ("all-tables").
+func BenchmarkGiveBackBigFixture(b *testing.B) {
+	ctx := context.Background()
+	srv := server(b)
+	var schema strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&schema, "CREATE TABLE t%d (id serial PRIMARY KEY, v text, n int);\n", i)
+		fmt.Fprintf(&schema, "INSERT INTO t%d (v, n) SELECT 'row ' || g, g FROM generate_series(1, 500) g;\n", i)
+	}
+	tpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "big.sql", SQL: schema.String()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct{ name, write string }{
+		{"one-table", "UPDATE t7 SET n = n + 1 WHERE id = 42"},
+		{"all-tables", func() string {
+			var s strings.Builder
+			for i := range 20 {
+				fmt.Fprintf(&s, "UPDATE t%d SET n = n + 1 WHERE id = 42;\n", i)
+			}
+			return s.String()
+		}()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var backs []time.Duration
+			for b.Loop() {
+				d, err := tpl.Fresh(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				conn, err := pgx.Connect(ctx, d.ConnString)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := conn.Exec(ctx, bc.write); err != nil {
+					b.Fatal(err)
+				}
+				conn.Close(ctx)
+				t0 := time.Now()
+				if err := d.Drop(ctx); err != nil {
+					b.Fatal(err)
+				}
+				backs = append(backs, time.Since(t0))
+			}
+			reportPercentiles(b, "giveback", backs)
+		})
 	}
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Database is a fresh database handed out by Fresh: a copy of its template,
@@ -23,6 +23,9 @@ type Database struct {
 	mu    sync.Mutex
 	state dbState
 	admin *pgx.Conn // reuse mode: kept open for fast resets and snapshots
+	// restored holds, per table of tpl.reset, the ID of the transaction
+	// that last wrote the template's rows into it; 0 until a reset has.
+	restored []uint32
 }
 
 type dbState int
@@ -78,7 +81,15 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting to new database %s: %w", name, err)
 	}
-	fp, err := fingerprint(ctx, d.admin.PgConn())
+	// The reset needs replica mode (no triggers, no foreign key checks).
+	// Set for the session once, the reset's SET LOCAL changes nothing;
+	// changing it would flush the connection's cached plans (PostgreSQL
+	// does on every change), and the fingerprint and the snapshots'
+	// statements would be planned anew for every scenario.
+	if _, err := d.admin.Exec(ctx, "SET session_replication_role = replica"); err != nil {
+		return nil, fmt.Errorf("[twice] internal: setting up the connection to new database %s: %w", name, err)
+	}
+	fp, err := fingerprint(ctx, d.admin)
 	if err != nil {
 		return nil, err
 	}
@@ -94,24 +105,14 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	return d, nil
 }
 
-func fingerprint(ctx context.Context, conn *pgconn.PgConn) (string, error) {
-	res, err := conn.Exec(ctx, fingerprintSQL).ReadAll()
-	if err != nil {
+// fingerprint reads the catalog fingerprint as a prepared statement, whose
+// plan the connection keeps: planning it costs several times running it.
+func fingerprint(ctx context.Context, conn *pgx.Conn) (string, error) {
+	var fp string
+	if err := conn.QueryRow(ctx, fingerprintSQL).Scan(&fp); err != nil {
 		return "", fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
 	}
-	return lastValue(res), nil
-}
-
-// lastValue is the first column of the first row of the last result.
-func lastValue(res []*pgconn.Result) string {
-	if len(res) == 0 {
-		return ""
-	}
-	last := res[len(res)-1]
-	if len(last.Rows) == 0 || len(last.Rows[0]) == 0 {
-		return ""
-	}
-	return string(last.Rows[0][0])
+	return fp, nil
 }
 
 // Drop gives the database back: the caller and every session it opened must
@@ -155,15 +156,60 @@ func (d *Database) reset(ctx context.Context) error {
 	if err := d.closeOthers(ctx); err != nil {
 		return err
 	}
-	res, err := d.admin.PgConn().Exec(ctx, d.tpl.reset).ReadAll()
+	p := d.tpl.reset
+	if p == nil {
+		return errors.New("the template cannot be reset in place")
+	}
+	if d.restored == nil {
+		d.restored = make([]uint32, len(p.tables))
+	}
+	// Only the tables a scenario wrote are reset: the others hold what the
+	// last reset wrote, and rewriting every row of a big fixture would
+	// cost more than reading it.
+	var written []int
+	if q := p.writtenSQL(d.restored); q != "" {
+		res, err := d.admin.PgConn().Exec(ctx, q).ReadAll()
+		if err != nil {
+			return err
+		}
+		for _, row := range res[0].Rows {
+			i, err := strconv.Atoi(string(row[0]))
+			if err != nil || i < 0 || i >= len(p.tables) {
+				return fmt.Errorf("listing the tables written: table %q", row[0])
+			}
+			written = append(written, i)
+		}
+	}
+	for i, t := range p.tables {
+		if t.rows > 0 && d.restored[i] == 0 {
+			written = append(written, i)
+		}
+	}
+	slices.Sort(written)
+	res, err := d.admin.PgConn().Exec(ctx, p.script(written)).ReadAll()
+	if err != nil {
+		return err
+	}
+	fp, err := fingerprint(ctx, d.admin)
 	if err != nil {
 		return err
 	}
 	d.tpl.mu.Lock()
 	want := d.tpl.fingerprint
 	d.tpl.mu.Unlock()
-	if lastValue(res) != want {
+	if fp != want {
 		return errChanged
+	}
+	// The script's results end with its transaction's ID and COMMIT.
+	if len(res) < 2 || len(res[len(res)-2].Rows) != 1 {
+		return fmt.Errorf("reset: no transaction ID among its %d results", len(res))
+	}
+	xid8, err := strconv.ParseUint(string(res[len(res)-2].Rows[0][0]), 10, 64)
+	if err != nil {
+		return fmt.Errorf("reset: transaction ID: %w", err)
+	}
+	for _, i := range written {
+		d.restored[i] = uint32(xid8) // xid8 is the epoch and the xid
 	}
 	return nil
 }
@@ -171,20 +217,21 @@ func (d *Database) reset(ctx context.Context) error {
 // closeOthers ends every other session in the database and waits until they
 // are gone, so none can commit after the reset has read the tables.
 func (d *Database) closeOthers(ctx context.Context) error {
-	return closeOthers(ctx, d.admin.PgConn(), d.Name)
+	return closeOthers(ctx, d.admin, d.Name)
 }
 
 // closeOthers ends every session but conn's in conn's database, name, and
-// waits until they are gone.
-func closeOthers(ctx context.Context, conn *pgconn.PgConn, name string) error {
+// waits until they are gone. The query is a prepared statement: it runs a
+// few times per reset.
+func closeOthers(ctx context.Context, conn *pgx.Conn, name string) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for terminate := true; ; terminate = false {
-		res := conn.ExecParams(ctx, othersSQL, [][]byte{[]byte(strconv.FormatBool(terminate))}, nil, nil, nil).Read()
-		if res.Err != nil {
-			return res.Err
+		var others int64
+		if err := conn.QueryRow(ctx, othersSQL, terminate).Scan(&others); err != nil {
+			return err
 		}
-		if len(res.Rows) == 1 && string(res.Rows[0][0]) == "0" {
+		if others == 0 {
 			return nil
 		}
 		select {
@@ -201,7 +248,9 @@ var ErrNoConn = errors.New("[twice] internal: no kept connection to this databas
 
 // Query runs a query on the harness's own connection to the database, kept
 // open across hand-outs so the server's catalog caches stay warm: it makes
-// snapshots between deliveries cheap. Handlers never use it. It returns
+// snapshots between deliveries cheap. Handlers never use it. It runs with
+// session_replication_role = replica, as the reset needs: it is for
+// reading (no trigger, no foreign key check would fire on a write). It returns
 // ErrNoConn when no connection is kept; open one with ConnString then.
 func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	d.mu.Lock()
@@ -212,6 +261,19 @@ func (d *Database) Query(ctx context.Context, sql string, args ...any) (pgx.Rows
 	}
 	return conn.Query(ctx, sql, args...)
 }
+
+// KeptConn is the harness's own connection to the database that Query
+// uses (in replica mode, for reading), or nil when none is kept. It sends a pgx.Batch in one round trip,
+// as Query cannot. Like Query, it is for the harness between deliveries:
+// use it from one goroutine at a time, and never close it (Drop does).
+func (d *Database) KeptConn() *pgx.Conn {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admin
+}
+
+// Template is the template d was made from.
+func (d *Database) Template() *Template { return d.tpl }
 
 // Keep leaves the database on the server for a human to inspect and takes it
 // out of this run's hands: it is renamed to twice_kept_<run ID>_<n> (Name

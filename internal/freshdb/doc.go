@@ -13,9 +13,10 @@
 //
 // Chosen by BenchmarkHandOut and BenchmarkScenario (see README.md): Fresh
 // hands out an idle clone of the template, and Drop resets the clone in place
-// in one round trip (close leftover sessions; with session_replication_role =
-// replica delete every table's rows, reinsert the template's rows through
-// their text form, set sequences back) and pools it. A clone whose catalog
+// (close leftover sessions; find the tables written since the last reset,
+// by row count and xmin; with session_replication_role = replica delete
+// those tables' rows, reinsert the template's rows through their text form,
+// set sequences back) and pools it. A clone whose catalog
 // changed (a handler ran DDL) or whose reset failed is dropped instead; a new
 // clone (CREATE DATABASE ... TEMPLATE ... STRATEGY WAL_LOG) is made when no
 // idle one exists. Without superuser rights, before PostgreSQL 14, or with

@@ -30,9 +30,9 @@ type Template struct {
 
 	r        *run
 	mode     mode
-	strategy string // CREATE DATABASE ... STRATEGY, "" for the server default
-	reset    string // in-place reset script; "" when reuse is impossible
-	why      string // why reuse is impossible, for docs and tests
+	strategy string     // CREATE DATABASE ... STRATEGY, "" for the server default
+	reset    *resetPlan // how a clone is reset in place; nil when it cannot be
+	why      string     // why reuse is impossible, for docs and tests
 
 	mu          sync.Mutex
 	idle        []*Database
@@ -125,7 +125,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	}
 	// Sessions a setup left open (a migration library's pool) would make
 	// every clone fail: the template must have none.
-	if err := closeOthers(ctx, conn.PgConn(), name); err != nil {
+	if err := closeOthers(ctx, conn, name); err != nil {
 		return nil, fmt.Errorf("[twice] internal: closing the sessions setup steps left open in template database %s: %w", name, err)
 	}
 	t = &Template{Name: name, r: r, mode: modeReuse}
@@ -136,7 +136,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	if err != nil {
 		return nil, err
 	}
-	if t.reset == "" {
+	if t.reset == nil {
 		t.mode = modeClone
 	}
 	return t, nil
@@ -146,25 +146,37 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // 15+), chosen by BenchmarkHandOut.
 const defaultStrategy = "FILE_COPY"
 
-// resetScript builds the SQL that puts a clone of the template back to the
-// template's content in one round trip: close leftover sessions, empty
-// every table, reinsert the template's rows, set every sequence back, then
-// report the catalog fingerprint so a schema change is noticed. why says why
-// a database cannot be reset in place (then script is "").
-func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why string, err error) {
+// resetPlan is how a clone of the template is put back to the template's
+// content: per table the template's row count and the statement that
+// reinserts its rows, and the statements that set every sequence back.
+type resetPlan struct {
+	tables  []resetTable
+	setvals string
+}
+
+type resetTable struct {
+	name   string // quoted, qualified
+	rows   int64  // the template's
+	insert string // reinserts the template's rows; "" when it has none
+}
+
+// resetScript plans the reset of a clone of the template conn is
+// connected to. why says why a database cannot be reset in place (then
+// plan is nil).
+func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, why string, err error) {
 	switch {
 	case !r.superuser:
 		// Triggers and foreign keys must be off while rows go back in.
-		return "", "resetting in place needs a superuser (session_replication_role)", nil
+		return nil, "resetting in place needs a superuser (session_replication_role)", nil
 	case r.version < 140000:
-		return "", "resetting in place needs PostgreSQL 14+ (pg_terminate_backend with timeout)", nil
+		return nil, "resetting in place needs PostgreSQL 14+ (pg_terminate_backend with timeout)", nil
 	}
 	var always int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE oid >= 16384 AND tgenabled IN ('A', 'R')`).Scan(&always); err != nil {
-		return "", "", fmt.Errorf("[twice] internal: reading the template's triggers: %w", err)
+		return nil, "", fmt.Errorf("[twice] internal: reading the template's triggers: %w", err)
 	}
 	if always > 0 {
-		return "", "the schema has ENABLE ALWAYS/REPLICA triggers, which would fire during a reset", nil
+		return nil, "the schema has ENABLE ALWAYS/REPLICA triggers, which would fire during a reset", nil
 	}
 	type table struct{ name, cols string }
 	rows, err := conn.Query(ctx, `
@@ -177,23 +189,16 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why strin
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
-		return "", "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
 	}
 	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
 		var t table
 		return t, row.Scan(&t.name, &t.cols)
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
 	}
-	var b strings.Builder
-	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
-	for _, t := range tables {
-		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE
-		// makes new files for every table and index) and leaves the catalog
-		// alone; autovacuum takes the dead rows.
-		b.WriteString("DELETE FROM ONLY " + t.name + ";\n")
-	}
+	plan = &resetPlan{}
 	for _, t := range tables {
 		// The rows go back as one array literal of the table's row type, in
 		// the template's physical row order, each value through its type's
@@ -205,21 +210,23 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why strin
 		var values *string
 		q := "SELECT count(*), quote_literal(array_agg(ROW(x.*)::" + t.name + ")::text) FROM ONLY " + t.name + " x"
 		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
-			return "", "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
+			return nil, "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
 		}
+		rt := resetTable{name: t.name, rows: n}
 		switch {
 		case n == 0:
 		case t.cols == "" || values == nil:
-			return "", fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil
+			return nil, fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil
 		default:
-			fmt.Fprintf(&b, "INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM unnest(%s::%s[]);\n", t.name, t.cols, t.cols, *values, t.name)
+			rt.insert = fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM unnest(%s::%s[]);\n", t.name, t.cols, t.cols, *values, t.name)
 		}
+		plan.tables = append(plan.tables, rt)
 	}
 	rows, err = conn.Query(ctx, `SELECT c.oid::bigint, format('%I.%I', n.nspname, c.relname)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'S' AND c.relpersistence <> 't' AND c.oid >= 16384 ORDER BY c.oid`)
 	if err != nil {
-		return "", "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
 	}
 	type sequence struct {
 		oid  int64
@@ -230,19 +237,62 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (script, why strin
 		return s, row.Scan(&s.oid, &s.name)
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
 	}
+	var b strings.Builder
 	for _, s := range seqs {
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
-			return "", "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
+			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
 		}
 		fmt.Fprintf(&b, "SELECT setval(%d::regclass, %d, %t);\n", s.oid, last, called)
 	}
-	b.WriteString("COMMIT;\n")
-	b.WriteString(fingerprintSQL + ";\n")
-	return b.String(), "", nil
+	plan.setvals = b.String()
+	return plan, "", nil
+}
+
+// writtenSQL lists the tables of plan, by index, whose content may differ
+// from the template's: restored[i] is the transaction ID of the reset that
+// last wrote table i, 0 when unknown. A table holds exactly what that
+// reset wrote when it has the template's number of rows and every one
+// still carries that reset's xmin: an insert or an update leaves a row
+// version with a later transaction's ID, a delete lowers the count, and a
+// TRUNCATE empties it. A table the template leaves empty differs when it
+// has any row. Tables with rows whose last reset is unknown are not
+// listed (they are reset anyway); "" means none is to be read.
+func (p *resetPlan) writtenSQL(restored []uint32) string {
+	var parts []string
+	for i, t := range p.tables {
+		switch {
+		case t.rows == 0:
+			parts = append(parts, fmt.Sprintf("SELECT %d WHERE EXISTS (SELECT FROM ONLY %s)", i, t.name))
+		case restored[i] != 0:
+			parts = append(parts, fmt.Sprintf("SELECT %d WHERE (SELECT count(*) <> %d OR coalesce(bool_or(NOT xmin = '%d'::xid), false) FROM ONLY %s)", i, t.rows, restored[i], t.name))
+		}
+	}
+	return strings.Join(parts, "\nUNION ALL ")
+}
+
+// script is the SQL that resets the tables listed, in one round trip:
+// with triggers and foreign keys off, empty them and reinsert the
+// template's rows, set every sequence back, and report the transaction's
+// ID. The catalog fingerprint is read after it, as a prepared statement.
+func (p *resetPlan) script(tables []int) string {
+	var b strings.Builder
+	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
+	for _, i := range tables {
+		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE
+		// makes new files for every table and index) and leaves the catalog
+		// alone; autovacuum takes the dead rows.
+		b.WriteString("DELETE FROM ONLY " + p.tables[i].name + ";\n")
+	}
+	for _, i := range tables {
+		b.WriteString(p.tables[i].insert)
+	}
+	b.WriteString(p.setvals)
+	b.WriteString("SELECT pg_current_xact_id();\nCOMMIT;\n")
+	return b.String()
 }
 
 // fingerprintSQL digests the user-visible catalog of the current database
