@@ -58,3 +58,47 @@ func TestDeliveriesShareBackendsUnlessCrashed(t *testing.T) {
 		})
 	}
 }
+
+// The backends deliveries give back outlive their scenario: with one
+// scenario at a time and no worker crashing, the clean runs and every
+// delivery of every scenario reuse the one backend, through the resets of
+// the database in between, and each still starts from a clean database.
+func TestBackendsOutliveTheScenario(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		pids = map[uint32]int{}
+	)
+	job := harness.Job{Name: "backend-pid", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		var pid uint32
+		if err := d.DB.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return err
+		}
+		mu.Lock()
+		pids[pid]++
+		mu.Unlock()
+		_, err := d.DB.Exec(ctx, "INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING")
+		return err
+	}}
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:    []harness.Setup{harness.SQL(`CREATE TABLE t (id int PRIMARY KEY)`)},
+		Faults:   []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.LostAck()},
+		Parallel: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	if !res.Idempotent() {
+		t.Fatalf("a reused backend left the database dirty:\n%s", res)
+	}
+	calls := 0
+	for _, n := range pids {
+		calls += n
+	}
+	if calls < 8 {
+		t.Fatalf("the handler ran %d times, want the 2 clean runs and 2 deliveries in each of 3 scenarios", calls)
+	}
+	if len(pids) != 1 {
+		t.Errorf("%d deliveries ran on %d backends %v, want one backend reused throughout", calls, len(pids), pids)
+	}
+}

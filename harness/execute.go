@@ -190,7 +190,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 		effects:  newEffectLog(clock, r.cfg.PaymentKeyWindow),
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
-		backends: wireproxy.NewBackends(),
+		backends: r.backends.of(db.Name),
 	}
 	if retries {
 		// The harness's own queue retries a failed job once; a queue
@@ -893,10 +893,6 @@ func (e *execution) killAll() {
 // on is recorded.
 func (e *execution) abandon() {
 	e.closeProxies()
-	_ = e.backends.Close() // sockets closed; the server ends their sessions on its own
-	s := e.backends.Stats()
-	backendsStarted.Add(int64(s.Opened))
-	deliveryConnects.Add(int64(s.Opened + s.Reused))
 	grace := time.NewTimer(abandonGrace)
 	defer grace.Stop()
 	expired := false

@@ -378,7 +378,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 		// Every run failed alike: the last one is the finding.
 		for _, db := range dbs[:len(dbs)-1] {
 			if db != nil {
-				err = errors.Join(err, db.Drop(ctx))
+				err = errors.Join(err, e.r.giveBack(ctx, db))
 			}
 		}
 		runs, dbs = runs[len(runs)-1:], dbs[len(dbs)-1:]
@@ -390,7 +390,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 		case len(e.res.kept) == 0:
 			e.res.kept = append(e.res.kept, kept{scenario: i, db: db})
 		default:
-			err = errors.Join(err, db.Drop(ctx))
+			err = errors.Join(err, e.r.giveBack(ctx, db))
 			e.res.Scenarios[i].Database = ""
 		}
 	}
@@ -412,7 +412,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 	outs, dbs, err := e.parallel(ctx, todo)
 	for _, db := range dbs {
 		if db != nil {
-			err = errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+			err = errors.Join(err, e.r.giveBack(context.WithoutCancel(ctx), db))
 		}
 	}
 	if err != nil {
@@ -436,7 +436,7 @@ func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scena
 	runs, dbs, err := e.runKeeping(ctx, s, n)
 	for _, db := range dbs {
 		if db != nil {
-			err = errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+			err = errors.Join(err, e.r.giveBack(context.WithoutCancel(ctx), db))
 		}
 	}
 	return runs, err

@@ -204,7 +204,7 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 					}
 					mu.Unlock()
 					if !keep {
-						err = db.Drop(ctx)
+						err = r.giveBack(ctx, db)
 						sc.Database = ""
 					}
 				}
@@ -271,12 +271,14 @@ type runner struct {
 	adminMu sync.Mutex
 	admin   *pgx.Conn // asks the server about locks; opened on first use
 
-	shifted    shiftedRefs // clean runs at a later clock; see referenceAt
-	asked      askedSteps  // steps of overlapping deliveries; see reduce.go
-	stragglers stragglers  // handler goroutines not waited for; see linger.go
+	shifted    shiftedRefs  // clean runs at a later clock; see referenceAt
+	asked      askedSteps   // steps of overlapping deliveries; see reduce.go
+	stragglers stragglers   // handler goroutines not waited for; see linger.go
+	backends   backendPools // server backends kept per database; see backends.go
 }
 
 func (r *runner) close(ctx context.Context) {
+	r.backends.close()
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	if r.admin != nil {
@@ -365,7 +367,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	defer func() { err = errors.Join(err, db.Drop(context.WithoutCancel(ctx))) }()
+	defer func() { err = errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db)) }()
 	ex, err := r.clean(ctx, db, 0)
 	if err != nil {
 		return nil, nil, nil, err
@@ -406,7 +408,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		err = ex.effects.err()
 	}
 	if err != nil {
-		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	sc.Order = slices.Clone(ex.granted)
 	r.asked.note(sched, ex)
@@ -421,11 +423,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	}
 	snap, err := ex.snapshot(ctx)
 	if err != nil {
-		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	refState, refEffects, err := r.referenceAt(ctx, ex.jobStart(), res)
 	if err != nil {
-		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	sc.StateDiff, err = assert.DiffState(refState, snap, assert.Options{
 		Label:           string(sched.Fault),
@@ -436,7 +438,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		SequenceColumns: r.cfg.SequenceColumns,
 	})
 	if err != nil {
-		return sc, nil, errors.Join(err, db.Drop(context.WithoutCancel(ctx)))
+		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	for _, d := range sc.StateDiff {
 		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
@@ -456,7 +458,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {
-		return sc, nil, db.Drop(ctx)
+		return sc, nil, r.giveBack(ctx, db)
 	}
 	sc.Verdict = NotIdempotent
 	sc.Database = db.DisplayConnString()

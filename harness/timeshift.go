@@ -75,7 +75,7 @@ func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*as
 	if err != nil {
 		return nil, nil, err
 	}
-	defer func() { _ = db.Drop(context.WithoutCancel(ctx)) }()
+	defer func() { _ = r.giveBack(context.WithoutCancel(ctx), db) }()
 	ex, err := r.clean(ctx, db, shift)
 	if err != nil {
 		return nil, nil, err

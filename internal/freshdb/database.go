@@ -122,6 +122,16 @@ func fingerprint(ctx context.Context, conn *pgx.Conn) (string, error) {
 // create (a name outside twice_<run ID>_...). Dropping twice, or dropping a
 // kept database, does nothing.
 func (d *Database) Drop(ctx context.Context) error {
+	return d.DropSparing(ctx, nil)
+}
+
+// DropSparing is Drop, except that a reset in place leaves alone the
+// sessions whose backend PIDs are in spare, where Drop ends every session
+// in the database: idle sessions the caller keeps for the database's next
+// use, which must hold no transaction, no lock and no session state that
+// matters (a pool of connections reset with DISCARD ALL). A database that
+// is dropped instead ends them with the rest.
+func (d *Database) DropSparing(ctx context.Context, spare []uint32) error {
 	if d == nil || d.tpl == nil {
 		return refuseDrop(d)
 	}
@@ -136,7 +146,7 @@ func (d *Database) Drop(ctx context.Context) error {
 		return fmt.Errorf("[twice] internal: database %s was already given back", d.Name)
 	}
 	t := d.tpl
-	if t.mode == modeReuse && d.admin != nil && d.reset(ctx) == nil {
+	if t.mode == modeReuse && d.admin != nil && d.reset(ctx, spare) == nil {
 		d.state = idle
 		t.mu.Lock()
 		t.idle = append(t.idle, d)
@@ -152,8 +162,8 @@ func (d *Database) Drop(ctx context.Context) error {
 // errChanged means a handler changed the schema; the database is replaced.
 var errChanged = errors.New("catalog changed")
 
-func (d *Database) reset(ctx context.Context) error {
-	if err := d.closeOthers(ctx); err != nil {
+func (d *Database) reset(ctx context.Context, spare []uint32) error {
+	if err := closeOthers(ctx, d.admin, d.Name, spare); err != nil {
 		return err
 	}
 	p := d.tpl.reset
@@ -214,21 +224,20 @@ func (d *Database) reset(ctx context.Context) error {
 	return nil
 }
 
-// closeOthers ends every other session in the database and waits until they
-// are gone, so none can commit after the reset has read the tables.
-func (d *Database) closeOthers(ctx context.Context) error {
-	return closeOthers(ctx, d.admin, d.Name)
-}
-
-// closeOthers ends every session but conn's in conn's database, name, and
-// waits until they are gone. The query is a prepared statement: it runs a
+// closeOthers ends every session but conn's and spare's in conn's
+// database, name, and waits until they are gone, so none can commit after
+// a reset has read the tables. The query is a prepared statement: it runs a
 // few times per reset.
-func closeOthers(ctx context.Context, conn *pgx.Conn, name string) error {
+func closeOthers(ctx context.Context, conn *pgx.Conn, name string, spare []uint32) error {
+	spared := make([]int64, len(spare)) // never nil: pid <> ALL(NULL) is NULL
+	for i, pid := range spare {
+		spared[i] = int64(pid)
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for terminate := true; ; terminate = false {
 		var others int64
-		if err := conn.QueryRow(ctx, othersSQL, terminate).Scan(&others); err != nil {
+		if err := conn.QueryRow(ctx, othersSQL, terminate, spared).Scan(&others); err != nil {
 			return err
 		}
 		if others == 0 {

@@ -259,3 +259,58 @@ func TestResetOnlyWhatWasWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// DropSparing resets the database in place around the idle sessions it is
+// told to spare: they live on, connected to the same database, while
+// every other session ends and the writes are undone.
+func TestDropSparing(t *testing.T) {
+	ctx := context.Background()
+	srv := server(t)
+	tpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "spare.sql", SQL: "-- " + randomHex(t, 8) + `
+		CREATE TABLE a (id serial PRIMARY KEY, v text);
+		INSERT INTO a (v) VALUES ('x');`}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := freshdb.ResetUnavailable(tpl); why != "" {
+		t.Skipf("template cannot be reset in place: %s", why)
+	}
+	tpl = freshdb.Variant(tpl, "reuse", "") // a pool of its own: the same clone every time
+	d, err := tpl.Fresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dumpContent(t, d.ConnString)
+	spared, other := connect(t, d.ConnString), connect(t, d.ConnString)
+	var pid uint32
+	if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Exec(ctx, "INSERT INTO a (v) VALUES ('written')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.DropSparing(ctx, []uint32{pid}); err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Ping(ctx); err == nil {
+		t.Errorf("a session not spared lived through the reset")
+	}
+	var n int
+	if err := spared.QueryRow(ctx, "SELECT count(*) FROM a").Scan(&n); err != nil {
+		t.Fatalf("the spared session did not live through the reset: %v", err)
+	}
+	if n != 1 {
+		t.Errorf("the spared session sees %d rows after the reset, want the template's 1", n)
+	}
+	again, err := tpl.Fresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Drop(ctx)
+	if again.Name != d.Name {
+		t.Fatalf("Fresh handed out %s, want the reset %s", again.Name, d.Name)
+	}
+	if diff := cmp.Diff(want, dumpContent(t, again.ConnString)); diff != "" {
+		t.Errorf("after DropSparing the database differs from the template (-want +got):\n%s", diff)
+	}
+}

@@ -125,7 +125,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	}
 	// Sessions a setup left open (a migration library's pool) would make
 	// every clone fail: the template must have none.
-	if err := closeOthers(ctx, conn, name); err != nil {
+	if err := closeOthers(ctx, conn, name, nil); err != nil {
 		return nil, fmt.Errorf("[twice] internal: closing the sessions setup steps left open in template database %s: %w", name, err)
 	}
 	t = &Template{Name: name, r: r, mode: modeReuse}
@@ -321,14 +321,14 @@ const fingerprintSQL = `SELECT string_agg(x, ' ') FROM (
  UNION ALL SELECT 'desc:' || count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_description WHERE objoid >= 16384
 ) s`
 
-// othersSQL counts the other sessions in the current database, sending each
-// a terminate signal when $1 is true; the backend functions are much cheaper
+// othersSQL counts the other sessions in the current database but those
+// whose PIDs are in $2, sending each a terminate signal when $1 is true; the backend functions are much cheaper
 // than the pg_stat_activity view. pg_terminate_backend's own wait polls in
 // 100ms steps, so Drop polls this instead.
 const othersSQL = `SELECT count(*) FILTER (WHERE NOT $1 OR pg_terminate_backend(pid))
 FROM (SELECT pg_stat_get_backend_pid(s.id) AS pid FROM pg_stat_get_backend_idset() s(id)
       WHERE pg_stat_get_backend_dbid(s.id) = (SELECT oid FROM pg_database WHERE datname = current_database())) b
-WHERE pid <> pg_backend_pid()`
+WHERE pid <> pg_backend_pid() AND pid <> ALL($2::int8[])`
 
 // closeIdle closes the sessions of idle databases so they can be dropped.
 func (t *Template) closeIdle(ctx context.Context) {

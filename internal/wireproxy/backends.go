@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Backends keeps the server connections (backends) that the proxies of one
-// scenario have finished with, so that a delivery's connect is a handshake
+// Backends keeps the server connections (backends) that proxies have
+// finished with, so that a delivery's connect is a handshake
 // with its proxy alone: starting a PostgreSQL backend (fork, startup,
 // authentication) costs more than a short handler's statements.
 //
@@ -85,18 +85,43 @@ func (b *Backends) Close() error {
 	return errors.Join(errs...)
 }
 
-// take hands out a kept backend for key, or nil.
-func (b *Backends) take(key string) *backend {
+// IdlePIDs returns the server PIDs of the backends kept now, so that
+// whoever resets their database can leave them be.
+func (b *Backends) IdlePIDs() []uint32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l := b.idle[key]
-	if len(l) == 0 {
-		return nil
+	var pids []uint32
+	for _, l := range b.idle {
+		for _, be := range l {
+			pids = append(pids, be.pid)
+		}
 	}
-	be := l[len(l)-1]
-	b.idle[key] = l[:len(l)-1]
-	b.stats.Reused++
-	return be
+	return pids
+}
+
+// take hands out a kept backend for key that is still alive, or nil. A
+// kept backend can die while it waits: its database was dropped or reset
+// by someone who did not spare it, and the server ended the session.
+func (b *Backends) take(key string) *backend {
+	for {
+		b.mu.Lock()
+		l := b.idle[key]
+		if len(l) == 0 {
+			b.mu.Unlock()
+			return nil
+		}
+		be := l[len(l)-1]
+		b.idle[key] = l[:len(l)-1]
+		b.mu.Unlock()
+		if !be.alive() {
+			_ = be.conn.Close()
+			continue
+		}
+		b.mu.Lock()
+		b.stats.Reused++
+		b.mu.Unlock()
+		return be
+	}
 }
 
 func (b *Backends) opened() {
@@ -208,6 +233,24 @@ func (be *backend) reset() error {
 			return fmt.Errorf("unexpected message %q in reply to DISCARD ALL", head[0])
 		}
 	}
+}
+
+// alive reports whether an idle backend's session still stands. An idle
+// backend sends nothing until asked (DISCARD ALL ended its LISTENs); one
+// the server ended has sent its FATAL error and closed the socket, so
+// anything to read, or the end of the stream, means it is gone. The check
+// reads without waiting.
+func (be *backend) alive() bool {
+	if err := be.conn.SetReadDeadline(time.Now()); err != nil {
+		return false
+	}
+	var b [1]byte
+	_, err := be.conn.Read(b[:])
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		return false // data, EOF or a broken socket
+	}
+	return be.conn.SetReadDeadline(time.Time{}) == nil
 }
 
 // terminate ends the backend's session cleanly and closes the socket.
