@@ -121,3 +121,20 @@ func TestMergeJoinsCellsAndFindings(t *testing.T) {
 		t.Errorf("exit %d, faults %q; want %d, run-twice crash-mid-job", m.ExitCode, m.Faults, report.ExitFindings)
 	}
 }
+
+// An effect call's text may differ between shards' clean runs (a random
+// idempotency key, a volatile effect): the shards still merge. A call of
+// another kind in its place does not.
+func TestMergeIgnoresEffectPayloads(t *testing.T) {
+	one, two := shardReport(1, 2, 3, 2), shardReport(2, 2, 3, 1)
+	one.Jobs[0].Steps = append(one.Jobs[0].Steps, report.Step{Text: "payment key=6b54 amount=100", Effect: "payment"})
+	two.Jobs[0].Steps = append(two.Jobs[0].Steps, report.Step{Text: "payment key=7299 amount=100", Effect: "payment"})
+	in := []report.Input{{From: "r1/report.json", Report: one}, {From: "r2/report.json", Report: two}}
+	if _, err := report.Merge(in); err != nil {
+		t.Fatalf("Merge refused shards whose clean runs differ only in a payment's key: %v", err)
+	}
+	two.Jobs[0].Steps[1].Effect = "email"
+	if _, err := report.Merge(in); err == nil || !strings.Contains(err.Error(), "took other steps") {
+		t.Fatalf("Merge = %v; want it to refuse a payment in one shard where the other sent an email", err)
+	}
+}
