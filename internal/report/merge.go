@@ -182,6 +182,7 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 	j.Scenarios, j.Failed, j.Duration, j.Schedules = 0, 0, 0, 0
 	cells := map[string]*Cell{}
 	var order []string
+	explored := map[string]bool{} // an exploration's findings of earlier shards
 	for i, p := range parts {
 		if !sameSteps(p.Steps, parts[0].Steps) {
 			return Job{}, fmt.Errorf("[twice] job %q (%s %s): its clean run took other steps in shard %s (%s) than in shard %s (%s): the shards ran different code", j.Name, j.Package, j.Test, from[i].Report.Shard, from[i].From, from[0].Report.Shard, from[0].From)
@@ -214,6 +215,7 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 			m.Status = Worse(m.Status, c.Status)
 		}
 		j.Findings = append(j.Findings, p.Findings...)
+		dropRepeatedExplorations(&j, cells, len(j.Findings)-len(p.Findings), explored)
 	}
 	// More is allowed: a shard whose deliveries left what the reduction of
 	// the interleavings assumed ran its share of the orders it had left
@@ -321,4 +323,37 @@ func sameSteps(a, b []Step) bool {
 		}
 		return x == y
 	})
+}
+
+// explore is the fault an exploration's cell and findings carry
+// (faults.NameExplore).
+const explore = "explore"
+
+// dropRepeatedExplorations drops, from the findings of one shard that
+// start at from, those of an exploration that an earlier shard made
+// alike (seen): each shard draws its own share of the budget, so more than
+// one may shrink to the same minimal schedule, which the whole run shows
+// once. The exploration's cell and the job count it once too. A shard's
+// own repeats (every run of a flaky schedule) stay.
+func dropRepeatedExplorations(j *Job, cells map[string]*Cell, from int, seen map[string]bool) {
+	kept := j.Findings[:from]
+	var mine []string
+	for _, f := range j.Findings[from:] {
+		key := f.Schedule + "\x00" + string(f.Status)
+		if f.Fault == explore && seen[key] {
+			j.Scenarios--
+			j.Failed--
+			if c := cells[explore]; c != nil {
+				c.Scenarios--
+				c.Failed--
+			}
+			continue
+		}
+		mine = append(mine, key)
+		kept = append(kept, f)
+	}
+	for _, k := range mine {
+		seen[k] = true
+	}
+	j.Findings = kept
 }

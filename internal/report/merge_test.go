@@ -138,3 +138,44 @@ func TestMergeIgnoresEffectPayloads(t *testing.T) {
 		t.Fatalf("Merge = %v; want it to refuse a payment in one shard where the other sent an email", err)
 	}
 }
+
+// Shards of an exploration that shrank to the same minimal schedule show
+// it once, as the whole run does; a shard's own repeats (the runs of a
+// flaky schedule) stay.
+func TestMergeShowsARepeatedExplorationOnce(t *testing.T) {
+	shard := func(i int, findings ...report.Finding) *report.Report {
+		r := shardReport(i, 3, 0, len(findings))
+		r.Faults = []string{"explore"}
+		j := &r.Jobs[0]
+		j.Status, j.Failed, j.Findings = report.StatusExpected, len(findings), findings
+		j.Cells = []report.Cell{{Fault: "explore", Status: report.StatusExpected, Scenarios: len(findings), Failed: len(findings)}}
+		return r
+	}
+	minimal := report.Finding{Fault: "explore", Schedule: "j1a1w1 > j2a1w2!crash:1", Status: report.StatusExpected, Difference: "a"}
+	m, err := report.Merge([]report.Input{
+		{From: "1", Report: shard(1, minimal)},
+		{From: "2", Report: shard(2)},
+		{From: "3", Report: shard(3, minimal)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := m.Jobs[0]
+	if len(j.Findings) != 1 || j.Scenarios != 1 || j.Failed != 1 || j.Cells[0].Scenarios != 1 || j.Cells[0].Failed != 1 {
+		t.Errorf("merged: %d findings, %d scenarios, %d failed, cell %+v; want the minimal schedule once", len(j.Findings), j.Scenarios, j.Failed, j.Cells[0])
+	}
+
+	flaky := minimal
+	flaky.Status = report.StatusFlaky
+	m, err = report.Merge([]report.Input{
+		{From: "1", Report: shard(1, flaky, flaky)},
+		{From: "2", Report: shard(2)},
+		{From: "3", Report: shard(3)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.Jobs[0].Findings); n != 2 {
+		t.Errorf("merged: %d runs of the flaky schedule, want the shard's 2", n)
+	}
+}
