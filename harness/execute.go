@@ -55,6 +55,7 @@ type execution struct {
 	ctx      context.Context     // the scenario's; for work started from events
 	failure  error               // an internal error raised while handling an event
 	backends *wireproxy.Backends // the server connections deliveries that ended cleanly gave back
+	cancels  cancelPolicy        // when a running delivery's context is cancelled; see cancel.go
 	queue    *queueRun           // the job's Queue, when it has one; see queue_run.go
 }
 
@@ -63,14 +64,14 @@ type deliveryRun struct {
 	spec faults.Delivery
 	kind DeliveryKind
 
-	// With a Queue: begun once the clock moved and the queue was asked;
-	// settling while Ack or Nack runs; held while it waits for deliveries
-	// the queue cancelled to react.
+	// begun once the clock moved (and, with a Queue, the queue was
+	// asked); settling while Ack or Nack runs; held while it waits for
+	// deliveries cancelled for running too long to react (cancel.go).
 	begun, settling, held bool
 	queued                any       // Fetched.Job
 	clockStart            time.Time // the harness clock when it started
-	overdue               bool      // past the queue's CancelAfter: to be cancelled
-	cancelled             bool      // the queue cancelled its context
+	overdue               bool      // past the cancel policy's time: to be cancelled
+	cancelled             bool      // its context was cancelled (cancel.go)
 	cancelSeq             int       // requested when it was cancelled
 	cancelledAt           time.Time // wall time of the cancel
 	settledAs             Settlement
@@ -191,6 +192,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
 		backends: r.backends.of(db.Name),
+		cancels:  r.cancelPolicyOf(),
 	}
 	if retries {
 		// The harness's own queue retries a failed job once; a queue
@@ -408,8 +410,11 @@ func (e *execution) startReady(ctx context.Context) error {
 		if d.begun {
 			// The queue is handing it out, or it waits for deliveries the
 			// queue cancelled; later ones wait for it.
-			if d.held && e.queue.cancelSettled(e) {
+			if d.held && e.cancelSettled() {
 				d.held = false
+				if e.queue == nil {
+					return e.start(ctx, d)
+				}
 				e.queue.fetch(e, d)
 			}
 			return nil
@@ -428,6 +433,10 @@ func (e *execution) startReady(ctx context.Context) error {
 		e.clock.Advance(d.spec.Advance)
 		d.kind = e.kindOf(d)
 		if e.queue == nil {
+			if e.cancelOverdue() {
+				d.held = true
+				return nil
+			}
 			if err := e.start(ctx, d); err != nil {
 				return err
 			}
@@ -553,9 +562,7 @@ func (e *execution) handle(ev event) {
 		d.requested++
 		ev.req.seq = d.requested
 		d.pending = append(d.pending, ev.req)
-		if e.queue != nil {
-			e.queue.cancelIfWaiting(d)
-		}
+		e.cancelIfWaiting(d)
 	case evStepDone:
 		if d.ended {
 			return // a dead delivery's late replies are not its steps
@@ -657,7 +664,7 @@ func (e *execution) die(d *deliveryRun, why string) {
 // (one that waits on a lock does not count): the one the schedule's order
 // names next, or, past the order, the earliest delivery's.
 func (e *execution) grant() {
-	if e.queue != nil && e.queue.holds(e) {
+	if (e.queue != nil && e.queue.holds()) || e.holdsForCancel() {
 		return // a queue operation runs, or cancelled deliveries react
 	}
 	for _, d := range e.deliveries {
@@ -861,6 +868,9 @@ func (e *execution) wake() time.Duration {
 		if w, ok := e.queue.wake(e); ok {
 			next = w
 		}
+	}
+	if w, ok := e.cancelWake(); ok && w < next {
+		next = w
 	}
 	for _, d := range e.deliveries {
 		if !d.started || d.ended || d.settling {

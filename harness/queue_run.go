@@ -136,90 +136,17 @@ func (q *queueRun) begin(e *execution, d *deliveryRun) {
 		d.ended = true
 		return
 	}
-	if q.cancelOverdue(e) {
+	if e.cancelOverdue() {
 		d.held = true
 		return
 	}
 	q.fetch(e, d)
 }
 
-// cancelOverdue marks every running delivery whose CancelAfter has
-// passed on the harness clock, as the queue would cancel it before it
-// hands the job out again, and reports whether it marked any. A marked
-// delivery's context is cancelled where its handler waits on the harness
-// (see cancelIfWaiting): cancelled while a reply is on its way, the
-// handler would see its step fail or not by a race.
-func (q *queueRun) cancelOverdue(e *execution) bool {
-	if q.rules.CancelAfter <= 0 {
-		return false
-	}
-	marked := false
-	for _, o := range e.deliveries {
-		if !o.started || o.ended || o.settling || o.overdue {
-			continue
-		}
-		if e.clock.Now().Sub(o.clockStart) >= q.rules.CancelAfter {
-			o.overdue = true
-			q.cancelIfWaiting(o)
-			marked = true
-		}
-	}
-	return marked
-}
-
-// cancelIfWaiting cancels an overdue delivery's context once its handler
-// waits on the harness: a step held for its grant, or one the server
-// says waits on a lock. Until then (its own code, a reply on its way) it
-// is left to get there.
-func (q *queueRun) cancelIfWaiting(o *deliveryRun) {
-	if !o.overdue || o.cancelled || o.ended || o.settling || (len(o.pending) == 0 && !o.blocked()) {
-		return
-	}
-	o.cancelled = true
-	o.cancelSeq = o.requested
-	o.cancelledAt = time.Now()
-	o.outcome.Fault = fmt.Sprintf("had its context cancelled by the queue %s after it started", q.rules.CancelAfter)
-	o.cancel()
-}
-
-// cancelGrace is how long, in real time, a delivery the queue cancelled
-// has to return or ask for another step before the next delivery starts
-// anyway: a handler that honours its context returns at once; one deaf
-// to it, waiting on a step the harness holds, would otherwise never move.
-const cancelGrace = 2 * time.Second
-
-// cancelSettled reports whether every overdue delivery has reacted to
-// its cancellation: returned, asked for another step (it ignores its
-// context), or had cancelGrace to do either.
-func (q *queueRun) cancelSettled(e *execution) bool {
-	for _, o := range e.deliveries {
-		if !o.overdue || o.ended || o.settling {
-			continue
-		}
-		if !o.cancelled {
-			return false
-		}
-		if o.requested > o.cancelSeq || time.Since(o.cancelledAt) >= cancelGrace {
-			continue
-		}
-		return false
-	}
-	return true
-}
-
 // holds reports whether steps must wait: an operation runs on the
-// queue's connection and does not wait on a lock, or cancelled
-// deliveries have yet to react.
-func (q *queueRun) holds(e *execution) bool {
-	if q.running != nil && !q.blocked {
-		return true
-	}
-	for _, d := range e.deliveries {
-		if d.held {
-			return true
-		}
-	}
-	return false
+// queue's connection and does not wait on a lock.
+func (q *queueRun) holds() bool {
+	return q.running != nil && !q.blocked
 }
 
 func (q *queueRun) fetch(e *execution, d *deliveryRun) {
@@ -330,11 +257,6 @@ func (q *queueRun) checkStall(ctx context.Context, e *execution) error {
 func (q *queueRun) wake(e *execution) (time.Duration, bool) {
 	if q.running != nil && !q.blocked {
 		return lockPoll, true
-	}
-	for _, o := range e.deliveries {
-		if o.cancelled && !o.ended && !o.settling && o.requested == o.cancelSeq && time.Since(o.cancelledAt) < cancelGrace {
-			return max(time.Until(o.cancelledAt.Add(cancelGrace)), time.Millisecond), true
-		}
 	}
 	return 0, false
 }

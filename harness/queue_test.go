@@ -249,3 +249,50 @@ func TestQueueCancelsBeforeRedelivery(t *testing.T) {
 		}
 	}
 }
+
+// Without a queue, Config.CancelAtVisibilityTimeout cancels the first
+// delivery when the visibility timeout passes, before the redelivery: a
+// handler that honours its context rolls back there, and only the
+// redelivery's work stays. Off, the first delivery runs on beside the
+// redelivery and the job pays twice. Either way, once the first delivery
+// had committed there is nothing left to cancel.
+func TestCancelAtVisibilityTimeout(t *testing.T) {
+	job := harness.Job{Name: "two-steps", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`)
+			return err
+		})
+	}}
+	for _, cancel := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
+			cfg := harness.Config{
+				Setup:                     []harness.Setup{harness.SQL(`CREATE TABLE rewards (order_id int PRIMARY KEY, points int NOT NULL); INSERT INTO rewards VALUES (1, 0)`)},
+				Faults:                    []faults.Fault{faults.VisibilityTimeout()},
+				CancelAtVisibilityTimeout: cancel,
+			}
+			res, err := harness.Run(t.Context(), job, cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			require.NotEmpty(t, res.Scenarios)
+			for _, s := range res.Scenarios {
+				d1 := s.Deliveries[0]
+				committed := s.Schedule.Deliveries[1].After >= len(res.Steps)
+				switch {
+				case committed:
+					assert.Empty(t, d1.Fault, s.Schedule.String())
+					assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s: both deliveries committed", s.Schedule)
+				case cancel:
+					assert.Contains(t, d1.Fault, "context cancelled at the visibility timeout, 30s after it started", s.Schedule.String())
+					assert.Contains(t, d1.Err, "context canceled", s.Schedule.String())
+					assert.Equal(t, harness.Idempotent, s.Verdict, "%s: the first delivery rolled back", s.Schedule)
+				default:
+					assert.Empty(t, d1.Fault, s.Schedule.String())
+					assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s: the first delivery ran on", s.Schedule)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package harness
+
+import (
+	"fmt"
+	"time"
+)
+
+// Cancelling a delivery that runs too long. A queue with
+// QueueRules.CancelAfter, and Config.CancelAtVisibilityTimeout for a job
+// without a queue, cancel a delivery's context once the harness clock has
+// moved that far past its start, before the job is handed out again: so a
+// handler that honours its context is judged as it runs in production
+// (asynq and River cancel at their deadlines; gue at its TTL). The next
+// delivery waits until the cancelled ones have reacted (returned, or
+// asked for another step, which shows they ignore their context), or
+// cancelGrace has passed.
+
+// cancelPolicy says when, and on whose behalf, the execution cancels a
+// running delivery; after zero never.
+type cancelPolicy struct {
+	after time.Duration
+	by    string // "by the queue", "at the visibility timeout,": how Fault says it
+}
+
+// cancelPolicyOf is the queue's CancelAfter with a queue, else the
+// visibility timeout when Config.CancelAtVisibilityTimeout asks for it.
+func (r *runner) cancelPolicyOf() cancelPolicy {
+	if r.job.Queue != nil {
+		return cancelPolicy{after: r.job.Queue.Rules().CancelAfter, by: "by the queue"}
+	}
+	if r.cfg.CancelAtVisibilityTimeout {
+		return cancelPolicy{after: r.visibilityTimeout(), by: "at the visibility timeout,"}
+	}
+	return cancelPolicy{}
+}
+
+// cancelOverdue marks every running delivery that has run the policy's
+// time on the harness clock, and reports whether it marked any. A marked
+// delivery's context is cancelled where its handler waits on the harness
+// (see cancelIfWaiting): cancelled while a reply is on its way, the
+// handler would see its step fail or not by a race.
+func (e *execution) cancelOverdue() bool {
+	if e.cancels.after <= 0 {
+		return false
+	}
+	marked := false
+	for _, o := range e.deliveries {
+		if !o.started || o.ended || o.settling || o.overdue {
+			continue
+		}
+		if e.clock.Now().Sub(o.clockStart) >= e.cancels.after {
+			o.overdue = true
+			e.cancelIfWaiting(o)
+			marked = true
+		}
+	}
+	return marked
+}
+
+// cancelIfWaiting cancels an overdue delivery's context once its handler
+// waits on the harness: a step held for its grant, or one the server
+// says waits on a lock. Until then (its own code, a reply on its way) it
+// is left to get there.
+func (e *execution) cancelIfWaiting(o *deliveryRun) {
+	if !o.overdue || o.cancelled || o.ended || o.settling || (len(o.pending) == 0 && !o.blocked()) {
+		return
+	}
+	o.cancelled = true
+	o.cancelSeq = o.requested
+	o.cancelledAt = time.Now()
+	o.outcome.Fault = fmt.Sprintf("had its context cancelled %s %s after it started", e.cancels.by, e.cancels.after)
+	o.cancel()
+}
+
+// cancelGrace is how long, in real time, a cancelled delivery has to
+// return or ask for another step before the next delivery starts anyway:
+// a handler that honours its context returns at once; one deaf to it,
+// waiting on a step the harness holds, would otherwise never move.
+const cancelGrace = 2 * time.Second
+
+// cancelSettled reports whether every overdue delivery has reacted to
+// its cancellation: returned, asked for another step (it ignores its
+// context), or had cancelGrace to do either.
+func (e *execution) cancelSettled() bool {
+	for _, o := range e.deliveries {
+		if !o.overdue || o.ended || o.settling {
+			continue
+		}
+		if !o.cancelled {
+			return false
+		}
+		if o.requested > o.cancelSeq || time.Since(o.cancelledAt) >= cancelGrace {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+// holdsForCancel reports whether a delivery waits for cancelled ones to
+// react; steps wait with it.
+func (e *execution) holdsForCancel() bool {
+	for _, d := range e.deliveries {
+		if d.held {
+			return true
+		}
+	}
+	return false
+}
+
+// cancelWake is when the loop must look again for a cancelled delivery
+// whose grace runs out.
+func (e *execution) cancelWake() (time.Duration, bool) {
+	for _, o := range e.deliveries {
+		if o.cancelled && !o.ended && !o.settling && o.requested == o.cancelSeq && time.Since(o.cancelledAt) < cancelGrace {
+			return max(time.Until(o.cancelledAt.Add(cancelGrace)), time.Millisecond), true
+		}
+	}
+	return 0, false
+}
