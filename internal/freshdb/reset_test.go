@@ -175,8 +175,7 @@ func TestResetNoticesSchemaChangeOfWideTable(t *testing.T) {
 // template's content: rows, sequences and large objects.
 func TestResetOnlyWhatWasWritten(t *testing.T) {
 	ctx := context.Background()
-	srv := server(t)
-	tpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "written.sql", SQL: "-- " + randomHex(t, 8) + `
+	tpl, d := reusedTemplate(t, "written.sql", `
 		CREATE TABLE a (id serial PRIMARY KEY, v text);
 		CREATE TABLE b (id int GENERATED ALWAYS AS IDENTITY, a_id int REFERENCES a, n int);
 		CREATE TABLE empty (x int);
@@ -189,18 +188,7 @@ func TestResetOnlyWhatWasWritten(t *testing.T) {
 		INSERT INTO a (v) VALUES ('x'), ('y'), ('z');
 		INSERT INTO b (a_id, n) VALUES (1, 10), (2, 20);
 		INSERT INTO parted VALUES ('2010-01-01', 1), ('2030-01-01', 2);
-		INSERT INTO parent VALUES (1); INSERT INTO child VALUES (2);`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if why := freshdb.ResetUnavailable(tpl); why != "" {
-		t.Skipf("template cannot be reset in place: %s", why)
-	}
-	tpl = freshdb.Variant(tpl, "reuse", "") // a pool of its own: the same clone every time
-	d, err := tpl.Fresh(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+		INSERT INTO parent VALUES (1); INSERT INTO child VALUES (2);`)
 	want := dumpContent(t, d.ConnString)
 	name := d.Name
 	largeObjects := func(d *freshdb.Database) int64 {
@@ -240,8 +228,8 @@ func TestResetOnlyWhatWasWritten(t *testing.T) {
 		if err := d.Drop(ctx); err != nil {
 			t.Fatalf("after %s: %v", sc.name, err)
 		}
-		d, err = tpl.Fresh(ctx)
-		if err != nil {
+		var err error
+		if d, err = tpl.Fresh(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if (d.Name != name) != sc.replaced {
@@ -265,21 +253,9 @@ func TestResetOnlyWhatWasWritten(t *testing.T) {
 // every other session ends and the writes are undone.
 func TestDropSparing(t *testing.T) {
 	ctx := context.Background()
-	srv := server(t)
-	tpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "spare.sql", SQL: "-- " + randomHex(t, 8) + `
+	tpl, d := reusedTemplate(t, "spare.sql", `
 		CREATE TABLE a (id serial PRIMARY KEY, v text);
-		INSERT INTO a (v) VALUES ('x');`}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if why := freshdb.ResetUnavailable(tpl); why != "" {
-		t.Skipf("template cannot be reset in place: %s", why)
-	}
-	tpl = freshdb.Variant(tpl, "reuse", "") // a pool of its own: the same clone every time
-	d, err := tpl.Fresh(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+		INSERT INTO a (v) VALUES ('x');`)
 	want := dumpContent(t, d.ConnString)
 	spared, other := connect(t, d.ConnString), connect(t, d.ConnString)
 	var pid uint32
@@ -313,4 +289,25 @@ func TestDropSparing(t *testing.T) {
 	if diff := cmp.Diff(want, dumpContent(t, again.ConnString)); diff != "" {
 		t.Errorf("after DropSparing the database differs from the template (-want +got):\n%s", diff)
 	}
+}
+
+// reusedTemplate prepares sql as a template that is reset in place, in a
+// pool of its own (the same clone every time), and hands out its clone;
+// it skips t where the template cannot be reset in place.
+func reusedTemplate(t *testing.T, name, sql string) (*freshdb.Template, *freshdb.Database) {
+	t.Helper()
+	ctx := context.Background()
+	tpl, err := freshdb.Prepare(ctx, server(t), []freshdb.Step{{Name: name, SQL: "-- " + randomHex(t, 8) + sql}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := freshdb.ResetUnavailable(tpl); why != "" {
+		t.Skipf("template cannot be reset in place: %s", why)
+	}
+	tpl = freshdb.Variant(tpl, "reuse", "")
+	d, err := tpl.Fresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tpl, d
 }

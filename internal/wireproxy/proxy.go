@@ -219,9 +219,21 @@ func (p *Proxy) DSN() string {
 func (p *Proxy) Kill() { p.kill(fmt.Errorf("%w: %s was killed", ErrDead, p.label)) }
 
 func (p *Proxy) kill(why error) {
+	for _, c := range p.end(why, false) {
+		c.cut()
+	}
+}
+
+// end makes the delivery dead (why, unless it already was), marks it
+// releasing if asked, cancels its blocked hooks and returns its
+// connections, for the caller to cut or release.
+func (p *Proxy) end(why error, releasing bool) []*conn {
 	p.mu.Lock()
 	if p.dead == nil {
 		p.dead = why
+	}
+	if releasing {
+		p.releasing.Store(true)
 	}
 	conns := make([]*conn, 0, len(p.conns))
 	for c := range p.conns {
@@ -229,9 +241,7 @@ func (p *Proxy) kill(why error) {
 	}
 	p.mu.Unlock()
 	p.cancel()
-	for _, c := range conns {
-		c.cut()
-	}
+	return conns
 }
 
 // Release ends the delivery as a worker that finished ends it: like Kill, it
@@ -247,17 +257,7 @@ func (p *Proxy) Release() {
 		p.Kill()
 		return
 	}
-	p.mu.Lock()
-	if p.dead == nil {
-		p.dead = fmt.Errorf("%w: %s ended", ErrDead, p.label)
-	}
-	p.releasing.Store(true)
-	conns := make([]*conn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	p.cancel()
+	conns := p.end(fmt.Errorf("%w: %s ended", ErrDead, p.label), true)
 	for _, c := range conns {
 		if c.parked.Load() {
 			_ = c.client.Close() // its serve goroutine gives the backend back
