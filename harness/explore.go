@@ -457,7 +457,7 @@ func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Sc
 	outs := make([]Scenario, len(scheds))
 	dbs := make([]*freshdb.Database, len(scheds))
 	errs := make([]error, len(scheds))
-	limit := make(chan struct{}, e.r.cfg.parallel())
+	limit := make(chan struct{}, e.r.parallel())
 	var wg sync.WaitGroup
 	for i := range scheds {
 		wg.Add(1)

@@ -168,6 +168,13 @@ type QueueRules struct {
 	// sequence values are ranked; rows the handler inserts there (child
 	// jobs) are compared.
 	JobTable, JobIDColumn string
+	// OneScenarioAtATime runs the job's scenarios and its two clean runs
+	// one at a time, whatever Config.Parallel says. It is for a queue
+	// that sees the transactions of every database on the server:
+	// watermill-sql hands out only messages older than every transaction
+	// open on it (pg_snapshot_xmin), so a scenario running beside another
+	// would not see its own message while the other's transaction is open.
+	OneScenarioAtATime bool
 }
 
 // DeliveryKind is why the queue handed a job out.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ type tableQueue struct {
 	maxAttempts int
 	unique      bool // a producer's copy is a duplicate
 	holdRunning bool // a running job is not handed out before redeliver
+	oneAtATime  bool // QueueRules.OneScenarioAtATime
 }
 
 const tableQueueSchema = `
@@ -89,7 +91,7 @@ func (q tableQueue) Nack(ctx context.Context, op harness.QueueOp, err error) (ha
 }
 
 func (q tableQueue) Rules() harness.QueueRules {
-	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id"}
+	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime}
 }
 
 func queueConfig(fs ...faults.Fault) harness.Config {
@@ -295,4 +297,25 @@ func TestCancelAtVisibilityTimeout(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A queue that asks for it has its scenarios and clean runs run one at a
+// time, whatever Config.Parallel says: no two deliveries of a check whose
+// faults never overlap them run at once.
+func TestQueueOneScenarioAtATime(t *testing.T) {
+	var running, most atomic.Int32
+	job := harness.Job{Name: "serial", Queue: tableQueue{oneAtATime: true},
+		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			_, err := d.DB.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`)
+			return err
+		}}
+	cfg := queueConfig(faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep())
+	cfg.Parallel = 4
+	res := runQueue(t, job, cfg)
+	require.GreaterOrEqual(t, len(res.Scenarios), 5)
+	assert.Equal(t, int32(1), most.Load(), "deliveries of the check ran at once")
 }

@@ -151,7 +151,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	var wg sync.WaitGroup
 	for i := range refs {
 		ref := func() { refs[i], refSteps[i], fx[i], errs[i] = r.reference(ctx, i+1) }
-		if cfg.parallel() < 2 {
+		if r.parallel() < 2 {
 			ref()
 			if errs[i] != nil {
 				break
@@ -180,7 +180,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	return r, res, plan, nil
 }
 
-// scenarios runs every schedule, cfg.parallel() at a time, each on a
+// scenarios runs every schedule, r.parallel() at a time, each on a
 // fresh database of its own, into res.Scenarios by index.
 func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) error {
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -188,7 +188,7 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 	var mu sync.Mutex // guards res.kept
 	next := make(chan int)
 	var wg sync.WaitGroup
-	for range min(r.cfg.parallel(), len(scheds)) {
+	for range min(r.parallel(), len(scheds)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -247,6 +247,15 @@ func (j Job) validate() error {
 
 // visibilityTimeout is when a job that was not acked is handed out again:
 // the queue's rule when it has one, else Config.VisibilityTimeout.
+// parallel is how many scenarios run at once: Config.Parallel, or one
+// when the queue asks for that (QueueRules.OneScenarioAtATime).
+func (r *runner) parallel() int {
+	if r.job.Queue != nil && r.job.Queue.Rules().OneScenarioAtATime {
+		return 1
+	}
+	return r.cfg.parallel()
+}
+
 func (r *runner) visibilityTimeout() time.Duration {
 	if r.job.Queue != nil {
 		if d := r.job.Queue.Rules().Redeliver; d > 0 {

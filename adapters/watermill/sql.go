@@ -63,6 +63,10 @@ func (q *sqlQueue) Rules() harness.QueueRules {
 		// once: its transaction rolled back with the process.
 		Redeliver: time.Second,
 		Tables:    []string{table(sqlSchema.MessagesTable(q.t.topic)), table(sqlOffsets.MessagesOffsetsTable(q.t.topic))},
+		// The subscriber reads only messages older than every transaction
+		// open on the server (pg_snapshot_xmin): another scenario's open
+		// transaction would hide this one's message.
+		OneScenarioAtATime: true,
 	}
 }
 
