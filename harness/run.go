@@ -161,9 +161,21 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		wg.Go(ref)
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, nil, plan, err
+	if err := errors.Join(errs[:]...); err != nil {
+		// Side by side, the run that fails first may be the one making its
+		// database when the server stops, not the one in the handler.
+		for _, err := range errs {
+			if errors.Is(err, errServerWentAway) {
+				return nil, nil, plan, err
+			}
+		}
+		if gone := r.serverGone(ctx); gone != nil {
+			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", errServerWentAway, r.job.Name, gone, err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				return nil, nil, plan, err
+			}
 		}
 	}
 	steps1 := refSteps[0]
@@ -304,7 +316,7 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	if r.admin == nil {
 		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
 		if err != nil && serverWentAway(err) {
-			return false, fmt.Errorf("[twice] internal: the PostgreSQL server went away: connecting to ask it about locks: %w", err)
+			return false, fmt.Errorf("[twice] internal: %w: connecting to ask it about locks: %w", errServerWentAway, err)
 		}
 		if err != nil {
 			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
@@ -316,7 +328,7 @@ func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	if err != nil && serverWentAway(err) {
 		// The server terminates this session first when it shuts down
 		// (57P01), often before the delivery sees anything.
-		return false, fmt.Errorf("[twice] internal: the PostgreSQL server went away: asking whether backend %d waits on a lock: %w", pid, err)
+		return false, fmt.Errorf("[twice] internal: %w: asking whether backend %d waits on a lock: %w", errServerWentAway, pid, err)
 	}
 	if err != nil {
 		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
@@ -336,6 +348,10 @@ func (r *runner) serverGone(ctx context.Context) error {
 	defer func() { _ = conn.Close(ctx) }()
 	return conn.Ping(ctx)
 }
+
+// errServerWentAway marks the errors of a check that ran into the
+// server stopping: the check could not run, and the job is not to blame.
+var errServerWentAway = errors.New("the PostgreSQL server went away")
 
 // serverWentAway reports whether err, from connecting to the server, says
 // the server is gone or going: refused, reset, no socket, or shutting down
@@ -387,7 +403,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	if why := ex.cleanFailure(); why != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: the PostgreSQL server went away during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", r.job.Name, n, err, why)
+			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", errServerWentAway, r.job.Name, n, err, why)
 		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
