@@ -82,6 +82,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -259,7 +260,7 @@ func (p *Proxy) Release() {
 	}
 	conns := p.end(fmt.Errorf("%w: %s ended", ErrDead, p.label), true)
 	for _, c := range conns {
-		if c.parked.Load() {
+		if c.parks(parkGrace) {
 			_ = c.client.Close() // its serve goroutine gives the backend back
 		} else {
 			c.cut()
@@ -399,4 +400,23 @@ func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
 		}
 	}
 	return nil
+}
+
+// parkGrace is how long Release waits for a connection to come back to
+// waiting for its client: the client may already hold the reply that ends
+// its round trip while the relay has yet to loop back. A connection that
+// does not park by then (a statement still running) is cut.
+const parkGrace = 20 * time.Millisecond
+
+// parks reports whether c is, or within grace comes to be, waiting for
+// its client's next message with nothing half read.
+func (c *conn) parks(grace time.Duration) bool {
+	deadline := time.Now().Add(grace)
+	for !c.parked.Load() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	return true
 }
