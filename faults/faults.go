@@ -9,7 +9,9 @@
 // and executes each on a fresh database.
 //
 // The concurrent faults interleave two deliveries' steps in every order
-// while there are at most Plan.MaxInterleavings, a fixed sample beyond.
+// while there are at most Plan.MaxInterleavings, a fixed sample beyond,
+// and overlap their autocommit writes inside one statement: one
+// statement's commit is held while the other runs (Schedule.Holds).
 // Orders that differ only by swapping adjacent steps that cannot affect
 // each other end in the same state, so only one of each class runs (a
 // partial-order reduction): a step is free when it touches nothing the
@@ -76,6 +78,11 @@ type Step struct {
 	// function that inserts is one): steps whose success makes work
 	// durable.
 	CommitPoint bool `json:",omitempty"`
+	// Autocommit is true for a statement that ran outside a transaction
+	// block: it committed on its own when it ended. Holding such a
+	// statement's commit (Schedule.Holds) lets another delivery's
+	// statement run on a snapshot taken before it committed.
+	Autocommit bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency
 	// key, if any.
@@ -305,7 +312,10 @@ func VisibilityTimeout() Fault {
 // (attempts 1 and 2 of one job ID), their steps interleaved in every order
 // while there are few, a fixed sample beyond. Orders that differ only in
 // when a delivery ran a free step (a BEGIN, a SET; see Free) end alike,
-// so one of each such class is tried (see Plan.Unreduced).
+// so one of each such class is tried (see Plan.Unreduced). Each pair of
+// the clean run's autocommit writes also runs overlapped, the first with
+// its commit held while the second runs (see Schedule.Holds), so the race
+// inside one statement shows.
 func ConcurrentDelivery() Fault {
 	return fault{NameConcurrentDelivery, func(p Plan) []Schedule { return concurrent(p, 1) }}
 }
@@ -332,6 +342,51 @@ func concurrent(p Plan, secondJob int) []Schedule {
 			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
 			Order:      order,
 		})
+	}
+	for _, o := range overlappedStatements(p.Steps) {
+		o.Deliveries = []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second}
+		out = append(out, o)
+	}
+	return out
+}
+
+// maxOverlapWrites bounds the autocommit writes whose every pair is
+// overlapped; beyond it only each write with its own twin is.
+const maxOverlapWrites = 4
+
+// overlappedStatements are the orders, with their held places, that run
+// an autocommit write of delivery 1 and one of delivery 2 on snapshots
+// taken before either committed: delivery 1 runs up to write i and
+// delivery 2 up to write j, then write i runs with its commit held while
+// write j runs. Whole statements in turn cannot show the race inside one
+// statement (both deliveries' INSERT ... WHERE NOT EXISTS see no row and
+// both insert). Each pair of the clean run's autocommit writes is
+// overlapped, or only each write with its twin when there are more than
+// maxOverlapWrites. A read is never held: overlapping it is the same as
+// running it first, which the interleavings already do.
+func overlappedStatements(steps []Step) []Schedule {
+	var writes []int // 1-based steps
+	for i, s := range steps {
+		if s.Autocommit && s.CommitPoint && !s.IsEffect() {
+			writes = append(writes, i+1)
+		}
+	}
+	var out []Schedule
+	for _, i := range writes {
+		for _, j := range writes {
+			if i != j && len(writes) > maxOverlapWrites {
+				continue
+			}
+			var order []int
+			for range i - 1 {
+				order = append(order, 1)
+			}
+			for range j - 1 {
+				order = append(order, 2)
+			}
+			order = append(order, 1, 2)
+			out = append(out, Schedule{Order: order, Holds: []int{len(order) - 1}})
+		}
 	}
 	return out
 }
@@ -409,6 +464,7 @@ func Replay(s Schedule) Fault {
 		c := s
 		c.Deliveries = append([]Delivery(nil), s.Deliveries...)
 		c.Order = append([]int(nil), s.Order...)
+		c.Holds = append([]int(nil), s.Holds...)
 		return []Schedule{c}
 	}}
 }

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,20 @@ type Schedule struct {
 	// Steps it does not cover are granted to the earliest delivery that
 	// has one waiting.
 	Order []int
+	// Holds lists places in Order (1-based) whose grant holds its step's
+	// commit: the step, a statement outside a transaction block
+	// (autocommit), runs inside a transaction the harness opens around it,
+	// and that transaction commits only once the next step granted, of
+	// another delivery, has run or waits on a lock. The two statements
+	// then both run on snapshots taken before either committed, the race
+	// inside one statement (INSERT ... WHERE NOT EXISTS, a read-then-write
+	// upsert) that whole statements in turn never show. The handler sees
+	// its statement's reply only after the commit, as in autocommit. A
+	// statement that cannot run in a transaction block (VACUUM, CREATE
+	// INDEX CONCURRENTLY) or that begins or ends one itself is not held:
+	// the delivery's outcome names it. The text form marks a held place
+	// with "~": "order 1,2,1~,2".
+	Holds []int
 }
 
 // Delivery is one invocation of the handler as a queue would make it.
@@ -136,8 +151,8 @@ func (d Delivery) String() string {
 func (d Delivery) Label() string { return fmt.Sprintf("j%da%dw%d", d.Job, d.Attempt, d.Worker) }
 
 // String renders the schedule in its short text form: deliveries in start
-// order separated by " > ", then " order 1,2,1" when steps interleave.
-// Parse reads it back.
+// order separated by " > ", then " order 1,2,1" when steps interleave,
+// each held place marked "~" ("order 1,2~,1"). Parse reads it back.
 func (s Schedule) String() string {
 	parts := make([]string, len(s.Deliveries))
 	for i, d := range s.Deliveries {
@@ -148,6 +163,9 @@ func (s Schedule) String() string {
 		order := make([]string, len(s.Order))
 		for i, o := range s.Order {
 			order[i] = strconv.Itoa(o)
+			if s.Held(i + 1) {
+				order[i] += "~"
+			}
 		}
 		text += " order " + strings.Join(order, ",")
 	}
@@ -169,11 +187,16 @@ func Parse(text string) (Schedule, error) {
 	if rest, order, ok := strings.Cut(body, " order "); ok {
 		body = rest
 		for _, f := range strings.Split(strings.TrimSpace(order), ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(f))
+			f = strings.TrimSpace(f)
+			num, held := strings.CutSuffix(f, "~")
+			n, err := strconv.Atoi(num)
 			if err != nil || n < 1 {
-				return fail("order: %q is not a delivery number from 1", f)
+				return fail("order: %q is not a delivery number from 1, held or not (2 or 2~)", f)
 			}
 			s.Order = append(s.Order, n)
+			if held {
+				s.Holds = append(s.Holds, len(s.Order))
+			}
 		}
 	}
 	for i, part := range strings.Split(body, ">") {
@@ -231,8 +254,17 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("order names delivery %d of %d", o, len(s.Deliveries))
 		}
 	}
+	for i, h := range s.Holds {
+		if h < 1 || h > len(s.Order) || (i > 0 && h <= s.Holds[i-1]) {
+			return fmt.Errorf("held places must be places of the order (1 to %d), each once, in order; got %v", len(s.Order), s.Holds)
+		}
+	}
 	return nil
 }
+
+// Held reports whether place i (1-based) of Order holds its step's
+// commit.
+func (s Schedule) Held(i int) bool { return slices.Contains(s.Holds, i) }
 
 func parseDelivery(text string) (Delivery, error) {
 	var d Delivery

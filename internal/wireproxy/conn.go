@@ -50,8 +50,14 @@ type conn struct {
 	portals  map[string]*prepared
 	open     *Step // a step begun at a Flush whose Sync is still to come
 
+	// wmu serialises writes to the server: the serve goroutine forwards
+	// the client's messages, and a held step's COMMIT or ROLLBACK comes
+	// from the harness or the reader.
+	wmu sync.Mutex
+
 	// Shared with the reader goroutine.
 	mu      sync.Mutex
+	hold    *holdState    // the step held (Hold), until its reply reaches the client
 	pending []reply       // round trips forwarded and awaiting ReadyForQuery
 	idle    chan struct{} // closed when pending empties, if someone waits
 	tx      byte          // transaction status from the last ReadyForQuery
@@ -85,7 +91,42 @@ type reply struct {
 	ambiguous bool
 	probe     probeKind // how the step asks the server whether it wrote
 	probing   bool      // the probe's replies have begun
+	// own marks a round trip the proxy sent itself (the BEGIN, COMMIT or
+	// ROLLBACK around a held step): its replies never reach the client.
+	own bool
+	// held marks the held step's round trip, settles the one that ends
+	// its transaction.
+	held, settles bool
+	status        byte   // the ReadyForQuery's transaction status
+	errMsg        []byte // settles: the server's ErrorResponse, whole
 }
+
+// holdState is a held step (Hold): its transaction is open on the
+// server, and its reply is kept from the client until the transaction
+// ends.
+type holdState struct {
+	step    *Step
+	waiting bool   // the statement ran; the commit waits for Proxy.Commit
+	ending  bool   // the COMMIT or ROLLBACK is out
+	reply   []byte // the statement's reply, for the client once it ends
+	err     error  // the statement's error, when it failed
+	// orphaned: the client left while the statement ran; it commits as
+	// soon as it has run, as autocommit would have.
+	orphaned bool
+	settled  chan struct{}
+}
+
+// queryMessage is a simple Query message of sql.
+func queryMessage(sql string) []byte {
+	b, _ := (&pgproto3.Query{String: sql}).Encode(nil)
+	return b
+}
+
+var (
+	beginMessage    = queryMessage("BEGIN")
+	commitMessage   = queryMessage("COMMIT")
+	rollbackMessage = queryMessage("ROLLBACK")
+)
 
 func (c *conn) serve() {
 	defer c.cut()
@@ -100,6 +141,7 @@ func (c *conn) serve() {
 	c.p.wg.Add(1)
 	go c.readServer()
 	err := c.relay() // any error ends the connection; the client sees it closed
+	c.commitOrphanedHold()
 	if errors.Is(err, errQuit) || errors.Is(err, errReleased) {
 		if be := c.detach(); be != nil {
 			c.p.backends.put(be)
@@ -122,7 +164,7 @@ var (
 // at a message boundary. It returns nil when the backend must be closed.
 func (c *conn) detach() *backend {
 	c.mu.Lock()
-	ok := len(c.pending) == 0 && c.tx == 'I' && !c.drop && c.open == nil && !c.isCut.Load()
+	ok := len(c.pending) == 0 && c.tx == 'I' && !c.drop && c.open == nil && c.hold == nil && !c.isCut.Load()
 	if ok {
 		c.detaching = true
 	}
@@ -304,6 +346,7 @@ func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, erro
 		SQL:           sql,
 		CommitPoint:   commitPoint(stmts, tx),
 		InTransaction: tx != 'I',
+		Unholdable:    unholdable(stmts, tx),
 	}
 	switch {
 	case !c.probes:
@@ -326,8 +369,102 @@ func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, erro
 		return nil, err
 	}
 	c.appendProbe(probe)
+	if action == Hold && s.Unholdable == "" {
+		c.mu.Lock()
+		c.hold = &holdState{step: s, settled: make(chan struct{})}
+		c.pending = append(c.pending, reply{own: true}, reply{step: s, probe: probe, held: true})
+		c.mu.Unlock()
+		c.batch = append(append(make([]byte, 0, len(beginMessage)+len(c.batch)), beginMessage...), c.batch...)
+		return s, c.forward()
+	}
 	c.expect(s, action == Ambiguous, probe)
 	return s, c.forward()
+}
+
+// commitOrphanedHold commits the held step of a client that left: the
+// server would have committed its statement on its own. It waits for the
+// commit, at most a second; a delivery killed meanwhile loses it.
+func (c *conn) commitOrphanedHold() {
+	c.mu.Lock()
+	h := c.hold
+	if h != nil {
+		h.orphaned = true
+	}
+	c.mu.Unlock()
+	if h == nil || c.isCut.Load() {
+		return
+	}
+	c.commitHold()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-h.settled:
+	case <-t.C:
+	}
+}
+
+// commitHold ends the held step's transaction with COMMIT, once its
+// statement has run; it does nothing when no step waits.
+func (c *conn) commitHold() {
+	c.mu.Lock()
+	h := c.hold
+	if h == nil || !h.waiting || h.ending {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.endHold(commitMessage)
+}
+
+// endHold sends msg (COMMIT or ROLLBACK) to end the held step's
+// transaction; its reply settles the hold (settleHold).
+func (c *conn) endHold(msg []byte) {
+	c.mu.Lock()
+	c.hold.ending = true
+	c.pending = append(c.pending, reply{own: true, settles: true})
+	c.mu.Unlock()
+	if err := c.writeServer(msg); err != nil {
+		c.cut() // the reader ends and reports the step
+	}
+}
+
+// writeServer writes bytes of the proxy's own to the server.
+func (c *conn) writeServer(b []byte) error {
+	if c.isCut.Load() {
+		return net.ErrClosed
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	_, err := c.server.Write(b)
+	return err
+}
+
+// settleHold runs on the reader goroutine when the round trip that
+// ended the held step's transaction has its reply: the client gets the
+// statement's reply, its ReadyForQuery saying no transaction is open,
+// or, when the commit failed, the commit's error in place of its
+// CommandComplete... as far as the stream allows: the statement's
+// messages, then the error. It returns the step and its error.
+func (c *conn) settleHold(r reply) (Step, error) {
+	c.mu.Lock()
+	h := c.hold
+	c.hold = nil
+	out := h.reply
+	if n := len(out); n >= 6 && out[n-6] == 'Z' {
+		out = out[:n-6]
+	}
+	if r.err != nil && h.err == nil {
+		out = append(out, r.errMsg...)
+	}
+	out = append(out, 'Z', 0, 0, 0, 5, r.status)
+	c.out = append(c.out, out...)
+	err := h.err
+	if err == nil {
+		err = r.err
+	}
+	c.mu.Unlock()
+	close(h.settled)
+	return *h.step, err
 }
 
 // appendProbe adds the probe's question to the batch: to the query string
@@ -350,7 +487,9 @@ func (c *conn) forward() error {
 	if c.isCut.Load() {
 		return net.ErrClosed
 	}
+	c.wmu.Lock()
 	_, err := c.server.Write(c.batch)
+	c.wmu.Unlock()
 	if cap(c.batch) > 1<<20 {
 		c.batch = nil // after a large COPY chunk or parameter
 	} else {
@@ -404,7 +543,7 @@ func (c *conn) expect(s *Step, ambiguous bool, probe probeKind) {
 // one (only pipelining clients ever wait here).
 func (c *conn) waitIdle() error {
 	c.mu.Lock()
-	if len(c.pending) == 0 {
+	if len(c.pending) == 0 && c.hold == nil {
 		c.mu.Unlock()
 		return nil
 	}
@@ -446,20 +585,35 @@ func (c *conn) readServer() {
 		if n > 0 {
 			c.mu.Lock()
 			c.scan.feed(buf[:n], c)
-			if len(c.pending) == 0 && c.idle != nil {
-				close(c.idle)
-				c.idle = nil
+			if c.hold != nil {
+				// The held step's reply waits for its commit.
+				c.hold.reply = append(c.hold.reply, c.out...)
+				c.out = c.out[:0]
 			}
 			c.mu.Unlock()
 			var lost *Step
 			for _, r := range c.finished {
-				if r.step != nil && c.p.hooks.After != nil {
+				switch {
+				case r.held:
+					c.ranHeld(r)
+				case r.settles:
+					s, err := c.settleHold(r)
+					if c.p.hooks.After != nil {
+						c.p.hooks.After(s, err)
+					}
+				case r.step != nil && c.p.hooks.After != nil:
 					c.p.hooks.After(*r.step, r.err)
 				}
 				if r.ambiguous {
 					lost = r.step
 				}
 			}
+			c.mu.Lock()
+			if len(c.pending) == 0 && c.hold == nil && c.idle != nil {
+				close(c.idle)
+				c.idle = nil
+			}
+			c.mu.Unlock()
 			c.finished = c.finished[:0]
 			if lost != nil {
 				// The reply is lost with the connection, as in a network
@@ -493,7 +647,8 @@ func (c *conn) readServer() {
 	}
 }
 
-// endPending reports the steps whose reply will never come.
+// endPending reports the steps whose reply will never come, the held
+// one among them.
 func (c *conn) endPending(err error) {
 	if dead := c.p.Dead(); dead != nil {
 		err = dead
@@ -503,11 +658,48 @@ func (c *conn) endPending(err error) {
 	c.mu.Lock()
 	rest := c.pending
 	c.pending = nil
+	h := c.hold
+	c.hold = nil
 	c.mu.Unlock()
+	if h != nil {
+		close(h.settled)
+		if !slices.ContainsFunc(rest, func(r reply) bool { return r.step == h.step }) && c.p.hooks.After != nil {
+			c.p.hooks.After(*h.step, err)
+		}
+	}
 	for _, r := range rest {
 		if r.step != nil && c.p.hooks.After != nil {
 			c.p.hooks.After(*r.step, err)
 		}
+	}
+}
+
+// ranHeld runs on the reader goroutine when the held step's statement
+// has its reply: the step waits for Proxy.Commit, or, when it failed,
+// its transaction rolls back at once.
+func (c *conn) ranHeld(r reply) {
+	c.mu.Lock()
+	h := c.hold
+	ok := r.err == nil && r.status == 'T'
+	if !ok {
+		h.err = r.err
+		if h.err == nil {
+			h.err = fmt.Errorf("[twice] %s: step %d ended with transaction status %q, not in the transaction held around it", c.p.label, h.step.Index, r.status)
+		}
+	}
+	h.waiting = ok
+	commitNow := h.orphaned
+	c.mu.Unlock()
+	switch {
+	case !ok:
+		c.endHold(rollbackMessage)
+		return
+	case commitNow:
+		c.endHold(commitMessage)
+		return
+	}
+	if c.p.hooks.Held != nil {
+		c.p.hooks.Held(*h.step)
 	}
 }
 
@@ -517,6 +709,9 @@ func (c *conn) endPending(err error) {
 // passes; while a step's probe may answer, every message is kept whole
 // until frame has seen it.
 func (c *conn) route(typ byte) (pass, keep bool) {
+	if len(c.pending) > 0 && c.pending[0].own {
+		return false, typ == 'Z' || typ == 'E'
+	}
 	if len(c.pending) > 0 && c.pending[0].probe != noProbe {
 		return false, true
 	}
@@ -530,16 +725,19 @@ func (c *conn) frame(typ byte, body []byte, passed bool) {
 	if len(c.pending) > 0 {
 		front = &c.pending[0]
 	}
-	give := !passed
+	give := !passed && (front == nil || !front.own)
 	if give && front != nil && front.probe != noProbe && typ != 'Z' {
 		give = c.probeFilter(front, typ, body)
 	}
 	switch typ {
 	case 'E':
-		if front != nil && front.step != nil && front.err == nil {
+		if front != nil && (front.step != nil || front.own) && front.err == nil {
 			var m pgproto3.ErrorResponse
 			if err := m.Decode(body); err == nil {
 				front.err = pgconn.ErrorResponseToPgError(&m)
+			}
+			if front.settles {
+				front.errMsg = appendMessage(nil, typ, body)
 			}
 		}
 	case 'Z':
@@ -549,6 +747,9 @@ func (c *conn) frame(typ byte, body []byte, passed bool) {
 		if front != nil {
 			c.emit(c.held) // held and not the probe's: the client's
 			c.held = c.held[:0]
+			if len(body) == 1 {
+				front.status = body[0]
+			}
 			c.finished = append(c.finished, *front)
 			c.pending = slices.Delete(c.pending, 0, 1)
 		}

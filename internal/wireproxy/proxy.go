@@ -271,6 +271,22 @@ func (p *Proxy) Release() {
 	}
 }
 
+// Commit ends the delivery's held step ([Hold]) once its statement has
+// run ([Hooks.Held]): its transaction commits, then the client gets the
+// statement's reply and [Hooks.After] is called. It does not wait for the
+// commit, and does nothing when no step waits.
+func (p *Proxy) Commit() {
+	p.mu.Lock()
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		c.commitHold()
+	}
+}
+
 // Dead reports why the delivery is dead, or nil while it lives.
 func (p *Proxy) Dead() error {
 	p.mu.Lock()

@@ -11,6 +11,9 @@ type statement struct {
 	modifies bool   // INSERT, UPDATE, DELETE or MERGE appears as a word
 	copyFrom bool   // FROM appears outside parentheses (COPY ... FROM)
 	sequence bool   // nextval or setval appears as a word
+	// concurrently is set when CONCURRENTLY appears outside parentheses
+	// (CREATE INDEX CONCURRENTLY), which cannot run in a transaction.
+	concurrently bool
 	// inert is set for a SELECT of constants and parameters, cast to
 	// built-in types, that runs no code a user could have written: see
 	// inertScan.
@@ -86,6 +89,8 @@ func splitSQL(sql string) []statement {
 				cur.copyFrom = true
 			case strings.EqualFold(w, "NEXTVAL"), strings.EqualFold(w, "SETVAL"):
 				cur.sequence = true
+			case depth == 0 && strings.EqualFold(w, "CONCURRENTLY"):
+				cur.concurrently = true
 			}
 			i = j
 		default:
@@ -343,4 +348,53 @@ func localStatement(s statement) bool {
 		return s.second != "CONSTRAINTS" && (s.second != "TRANSACTION" || s.third != "SNAPSHOT")
 	}
 	return false
+}
+
+// unholdable says why stmts, starting in transaction status tx, cannot
+// run inside a transaction the proxy opens around them (Hold), or ""
+// when they can: they must run outside a transaction block, begin or end
+// no transaction themselves, and each be allowed in a transaction block.
+func unholdable(stmts []statement, tx byte) string {
+	if tx != 'I' {
+		return "it runs inside a transaction block, whose COMMIT is what commits it"
+	}
+	for _, s := range stmts {
+		if txControl[s.keyword] {
+			return "it begins or ends a transaction itself (" + s.keyword + ")"
+		}
+		if what := outsideTransactionOnly(s); what != "" {
+			return what + " cannot run inside a transaction block"
+		}
+	}
+	return ""
+}
+
+// outsideTransactionOnly names s when PostgreSQL refuses to run it inside
+// a transaction block (error 25001), or returns "".
+func outsideTransactionOnly(s statement) string {
+	switch s.keyword {
+	case "VACUUM":
+		return "VACUUM"
+	case "CREATE", "DROP", "ALTER":
+		switch {
+		case s.second == "DATABASE" && s.keyword != "ALTER", s.second == "TABLESPACE",
+			s.second == "SUBSCRIPTION", s.keyword == "ALTER" && s.second == "SYSTEM":
+			return s.keyword + " " + s.second
+		case s.concurrently:
+			return s.keyword + " ... CONCURRENTLY"
+		}
+	case "REINDEX":
+		if s.concurrently || s.second == "SYSTEM" || s.second == "DATABASE" {
+			return "REINDEX " + s.second
+		}
+	case "CLUSTER":
+		if s.second == "" {
+			return "CLUSTER without a table"
+		}
+	case "DISCARD":
+		if s.second == "ALL" {
+			return "DISCARD ALL"
+		}
+	}
+	return ""
 }

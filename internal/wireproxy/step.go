@@ -28,6 +28,11 @@ type Step struct {
 	// InTransaction is set when the step starts inside an explicit
 	// transaction (which a crash at this step rolls back).
 	InTransaction bool
+	// Unholdable says why the step cannot be held (Hold), or is empty
+	// when it can: it runs inside a transaction block, it begins or ends
+	// one itself, or one of its statements cannot run inside one
+	// (VACUUM, CREATE INDEX CONCURRENTLY).
+	Unholdable string
 }
 
 // Action is the harness's decision about a step.
@@ -45,6 +50,18 @@ const (
 	// delivery lives on: its other connections stay, and it may connect
 	// again and retry.
 	Ambiguous
+	// Hold forwards a step that runs outside a transaction block
+	// (autocommit) inside a transaction the proxy opens around it, and
+	// holds that transaction's commit and the step's reply until
+	// Proxy.Commit: other sessions meanwhile run on snapshots taken
+	// before the step committed, and wait for the locks it took, as they
+	// would while it was still running. The client then gets the
+	// statement's own reply, or the commit's error in place of it, as in
+	// autocommit. Hooks.Held says when the statement has run; Hooks.After
+	// comes after the commit. A step with Unholdable set is forwarded
+	// as with Forward; so is one whose statement fails (the transaction
+	// rolls back at once, and nothing is held).
+	Hold
 )
 
 func (a Action) String() string {
@@ -55,6 +72,8 @@ func (a Action) String() string {
 		return "crash"
 	case Ambiguous:
 		return "ambiguous"
+	case Hold:
+		return "hold"
 	}
 	return "Action(?)"
 }
@@ -78,6 +97,11 @@ type Hooks struct {
 	// s.CommitPoint is final here (the server's answer included). After
 	// must not block: it runs on the connection's reading goroutine.
 	After func(s Step, err error)
+	// Held is called for a step Before held (Hold) once its statement has
+	// run, before its transaction commits: the step now waits for
+	// Proxy.Commit. It is not called when the statement failed. It must
+	// not block.
+	Held func(s Step)
 	// Refused is called when a connection is refused because the delivery
 	// is dead (after Kill, or a Crash), with the reason. It must not block.
 	Refused func(why error)
