@@ -29,11 +29,15 @@
 // ("run") holds a session-level advisory lock keyed on its run ID on a
 // maintenance connection for its whole life; the first Prepare on a server
 // drops twice_<id>_* databases whose run's lock is not held (CleanStale),
-// which works across machines sharing the server. Kept databases are renamed
+// which works across machines sharing the server. Every database is given
+// the comment "twice run <run ID>" (pgserver.RunMarker) as it is created,
+// and both cleanups below drop only databases whose comment names the run
+// in their name: a foreign database that merely looks like ours
+// (twice_deadbeef_d1) stays. Kept databases are renamed
 // twice_kept_<run ID>_<n> and never dropped by this package. DropAll drops
 // what the process still holds. On a Server with a DropOnExit method
 // (*pgserver.Server), the first database a run creates there first asks the
-// Server to drop twice_<run ID>_* once the process has exited, for any
-// reason: a test binary without a TestMain, or a killed one, leaves nothing
-// behind either.
+// Server to drop the run's marked twice_<run ID>_* once the process has
+// exited, for any reason: a test binary without a TestMain, or a killed
+// one, leaves nothing behind either.
 package freshdb

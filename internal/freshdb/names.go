@@ -49,8 +49,9 @@ func RunID() string { return runID }
 // RunPrefix is the prefix of every database name this process creates and
 // may still drop: "twice_<run ID>_". Once this process is gone, every database
 // on the server whose name starts with it (as a literal prefix, e.g.
-// datname LIKE 'twice\_<run ID>\_%') is garbage; kept databases do not
-// start with it.
+// datname LIKE 'twice\_<run ID>\_%') and whose comment is this run's
+// marker (pgserver.RunMarker) is garbage; kept databases do not start with
+// it, and a database of that name without the marker is someone else's.
 func RunPrefix() string { return namePrefix + runID + "_" }
 
 // runKey is the advisory-lock key of a run ID (as pg_locks.objid shows it).

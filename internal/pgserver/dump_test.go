@@ -72,8 +72,8 @@ func hideHostPgDump(t *testing.T) (ran string) {
 
 // TestDumpDocker: a kept database in a container is dumped by the
 // container's own pg_dump, not the host's (which is hidden, and fails like
-// an older pg_dump would), and the dump restores after the container is
-// gone.
+// an older pg_dump would), its header names the server's version as
+// pg_dump's, and it restores after the container is gone.
 //
 // No image with a server newer than the host's pg_dump can be built
 // offline (the CI image is the host's PostgreSQL 15), so the mismatch
@@ -88,6 +88,7 @@ func TestDumpDocker(t *testing.T) {
 		srv := startDockerServer(t)
 		defer srv.Close()
 		createDumpFixture(t, srv, "twice_kept_0a1b2c3d_1")
+		serverVersion := showServerVersion(t, srv)
 		ran := hideHostPgDump(t)
 
 		require.NoError(t, srv.Dump(context.Background(), "twice_kept_0a1b2c3d_1", file))
@@ -100,6 +101,9 @@ func TestDumpDocker(t *testing.T) {
 			assert.Contains(t, dump, want)
 		}
 		assert.NotContains(t, dump, "OWNER TO", "dumped with owners")
+		// The server's own pg_dump: its version is the server's.
+		assert.Contains(t, dump, "\n-- Dumped from database version "+serverVersion+"\n")
+		assert.Contains(t, dump, "\n-- Dumped by pg_dump version "+serverVersion+"\n")
 		require.NoError(t, srv.Close())
 	})
 	if t.Failed() {
@@ -123,6 +127,19 @@ func TestDumpDocker(t *testing.T) {
 	out, err := exec.Command(filepath.Join(bins.dir, "psql"), "-q", "-v", "ON_ERROR_STOP=1", "-d", local.ConnString("restored"), "-f", file).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Equal(t, []string{"1:sprocket", "2:gear"}, widgets(t, local, "restored"))
+}
+
+// showServerVersion is the server's version as pg_dump writes it in a
+// dump's header.
+func showServerVersion(t *testing.T, srv *Server) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.ConnString(""))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var v string
+	require.NoError(t, conn.QueryRow(ctx, "SHOW server_version").Scan(&v))
+	return v
 }
 
 // renamedExecer runs another command than asked for, in a real container.
