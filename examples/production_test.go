@@ -86,6 +86,44 @@ func TestJobCodeDoesNotImportTwice(t *testing.T) {
 	}
 }
 
+// TestAdapterExamplesDoNotImportTwice: each queue adapter ships a
+// production example under adapters/<queue>/example (a nested module, so
+// ./... here does not build it), and that job code never imports twice
+// either, not even its own adapter: only its tests do.
+func TestAdapterExamplesDoNotImportTwice(t *testing.T) {
+	entries, err := os.ReadDir("../adapters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var checked []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		root := path.Join("../adapters", e.Name(), "example")
+		if _, err := os.Stat(root); err != nil {
+			t.Errorf("adapters/%s has no example/: every queue adapter ships production job code that it checks (%v)", e.Name(), err)
+			continue
+		}
+		bad, dirs, err := twiceImports(os.DirFS(root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bad {
+			t.Errorf("adapters/%s/example/%s: an adapter's example is production job code and must not import twice (DESIGN section 3); wire the adapter in its _test.go files", e.Name(), b)
+		}
+		if len(dirs) == 0 {
+			t.Errorf("adapters/%s/example holds no job code outside its tests", e.Name())
+		}
+		checked = append(checked, e.Name())
+	}
+	for _, want := range []string{"asynq", "gue", "river", "watermill"} {
+		if !slices.Contains(checked, want) {
+			t.Errorf("checked the adapters %q, which lack %q", checked, want)
+		}
+	}
+}
+
 // The check itself finds what it should, and only that.
 func TestTwiceImportsFindsHarness(t *testing.T) {
 	file := func(imports ...string) *fstest.MapFile {

@@ -49,6 +49,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -207,7 +208,27 @@ func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorker func
 	if err != nil {
 		return fmt.Errorf("twiceriver: job %q: a River client for the delivery: %w", q.name, err)
 	}
-	return w.Work(rivertest.WorkContext(ctx, c), job)
+	which := fmt.Sprintf("twiceriver: job %q, River job %d (kind %q, attempt %d, %s)", q.name, row.ID, row.Kind, row.Attempt, d.Kind)
+	err = work(rivertest.WorkContext(ctx, c), w, job, which)
+	if errors.Is(err, rivertype.ErrNotFound) {
+		// The job is running in the scenario's database, where Fetch
+		// just locked it: a JobCompleteTx that finds no such job ran in
+		// a transaction on another database.
+		return fmt.Errorf("%s: Work returned %w; but job %d is running in the scenario's database, so the JobCompleteTx that found no job ran in a transaction on another database: the worker writes through a pool of its own (a global pool, a DSN from the environment), not the delivery's; build the worker from d.DB, d.DSN or d.SQL() in newWorker",
+			which, err, row.ID)
+	}
+	return err
+}
+
+// work calls w.Work; a panic is an error naming the job and the delivery,
+// as River's executor records a panic as the attempt's error.
+func work[T river.JobArgs](ctx context.Context, w river.Worker[T], job *river.Job[T], which string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s: Work panicked: %v\n%s", which, p, debug.Stack())
+		}
+	}()
+	return w.Work(ctx, job)
 }
 
 func (q *queue[T]) Rules() harness.QueueRules {

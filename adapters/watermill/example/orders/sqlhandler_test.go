@@ -76,8 +76,8 @@ func TestSQLPanickingHandler(t *testing.T) {
 	}, twicewatermill.SQL("orders", "points"))
 	_, err := harness.Run(context.Background(), job, config(harness.Config{Faults: []faults.Fault{faults.RunTwice()}}))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `job "award-points-sql": the handler panicked on message `+twicewatermill.MessageUUID("award-points-sql", "1"))
-	assert.Contains(t, err.Error(), "no ledger")
+	assert.Contains(t, err.Error(), `job "award-points-sql": the handler panicked on message `+twicewatermill.MessageUUID("award-points-sql", "1")+
+		` of job 1 (attempt 1, first, try 1 in this process): no ledger`)
 }
 
 // watermill-sql v4.1.2 resends a nacked message in the same transaction
