@@ -78,10 +78,10 @@ type Step struct {
 	// function that inserts is one): steps whose success makes work
 	// durable.
 	CommitPoint bool `json:",omitempty"`
-	// Autocommit is true for a statement that ran outside a transaction
-	// block: it committed on its own when it ended. Holding such a
-	// statement's commit (Schedule.Holds) lets another delivery's
-	// statement run on a snapshot taken before it committed.
+	// Autocommit marks a commit point that is not a COMMIT: a statement
+	// that wrote outside a transaction block, and so committed on its own
+	// when it ended. Holding its commit (Schedule.Holds) lets another
+	// delivery's statement run on a snapshot taken before it committed.
 	Autocommit bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency

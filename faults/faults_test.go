@@ -43,6 +43,9 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed, At: 3},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
+		{"held commit", "j1a1w1 > j1a2w2@1:0 order 1,2,1~,2", faults.Schedule{
+			Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2, With: 1}},
+			Order:      []int{1, 2, 1, 2}, Holds: []int{3}}},
 		{"effect faults beside others", "j1a1w1!lostreply:1 > j2a1w2@1:0!failed:2 order 1,2", faults.Schedule{
 			Deliveries: []faults.Delivery{
 				{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 1},
@@ -83,6 +86,8 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1 > j1a2w2@1", "want @delivery:steps"},
 		{"j1a1w1 order 1,3", "order names delivery 3 of 1"},
 		{"j1a1w1 order 1,x", `"x" is not a delivery number`},
+		{"j1a1w1 order 1~~", `"1~~" is not a delivery number from 1, held or not`},
+		{"j1a1w1 order ~", `"~" is not a delivery number`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -274,5 +279,53 @@ func TestEveryConstructorWithoutArgumentsIsInTheDefault(t *testing.T) {
 		if got := len(faults.DefaultWithout(mk)); got != len(faults.Default())-1 {
 			t.Errorf("DefaultWithout(%s) has %d faults, want %d", name, got, len(faults.Default())-1)
 		}
+	}
+}
+
+// Each pair of the clean run's autocommit writes is overlapped: the first
+// delivery's write runs with its commit held while the second's runs,
+// each having run its steps before. Reads, COMMITs and statements in a
+// transaction are never held.
+func TestConcurrentOverlapsAutocommitWrites(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{
+		{SQL: "SELECT 1", Autocommit: true},
+		{SQL: "INSERT INTO bounces ...", CommitPoint: true, Autocommit: true},
+		{SQL: "BEGIN", Autocommit: true},
+		{SQL: "UPDATE messages ..."},
+		{SQL: "COMMIT", CommitPoint: true},
+		{SQL: "UPDATE messages ...", CommitPoint: true, Autocommit: true},
+	}}
+	var got []string
+	for _, s := range faults.ConcurrentDelivery().Schedules(plan) {
+		if len(s.Holds) > 0 {
+			if err := s.Validate(); err != nil {
+				t.Errorf("%s: %v", s, err)
+			}
+			got = append(got, s.String())
+		}
+	}
+	want := []string{
+		"j1a1w1 > j1a2w2@1:0 order 1,2,1~,2",
+		"j1a1w1 > j1a2w2@1:0 order 1,2,2,2,2,2,1~,2",
+		"j1a1w1 > j1a2w2@1:0 order 1,1,1,1,1,2,1~,2",
+		"j1a1w1 > j1a2w2@1:0 order 1,1,1,1,1,2,2,2,2,2,1~,2",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("overlapped statements mismatch (-want +got):\n%s", diff)
+	}
+
+	// Past four writes, each is overlapped only with its own twin.
+	var many []faults.Step
+	for range 5 {
+		many = append(many, faults.Step{SQL: "INSERT ...", CommitPoint: true, Autocommit: true})
+	}
+	held := 0
+	for _, s := range faults.ConcurrentProducerRetry().Schedules(faults.Plan{Steps: many}) {
+		if len(s.Holds) > 0 {
+			held++
+		}
+	}
+	if held != 5 {
+		t.Errorf("five autocommit writes: %d overlapped schedules, want 5", held)
 	}
 }

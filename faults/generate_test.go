@@ -118,7 +118,7 @@ func TestGenerateCoversTheFaultSpace(t *testing.T) {
 	for seed := range 3000 {
 		s := gen.Example(seed)
 		text := s.String()
-		for _, mark := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4"} {
+		for _, mark := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4", "~"} {
 			if strings.Contains(text+" >", mark) {
 				seen[mark] = true
 			}
@@ -129,7 +129,7 @@ func TestGenerateCoversTheFaultSpace(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4", "worker reused"} {
+	for _, want := range []string{"!crash:", "!crash >", "!ambiguous:", "!lostack", "!lostreply:5", "!failed:5", "@", "+30s", "+72h", " order ", "j2a1", "j2a2", "j1a4", "~", "worker reused"} {
 		if !seen[want] {
 			t.Errorf("no schedule in 3000 draws has %q", want)
 		}

@@ -68,12 +68,12 @@ func TestAmbiguousCommitWhereTheServerWrote(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { res.DropDatabases(context.Background()) })
 
-			assert.Equal(t, []faults.Step{{SQL: "SELECT item_count()"}, {SQL: tc.write, CommitPoint: true}}, res.Steps,
+			assert.Equal(t, []faults.Step{{SQL: "SELECT item_count()"}, {SQL: tc.write, CommitPoint: true, Autocommit: true}}, res.Steps,
 				"the read is no commit point, the write is")
 			require.Len(t, res.Scenarios, 1)
 			sc := res.Scenarios[0]
 			assert.Equal(t, "j1a1w1!ambiguous:2 > +30s j1a2w2", sc.Schedule.String())
-			assert.Equal(t, &faults.Step{SQL: tc.write, CommitPoint: true}, sc.Deliveries[0].Faulted)
+			assert.Equal(t, &faults.Step{SQL: tc.write, CommitPoint: true, Autocommit: true}, sc.Deliveries[0].Faulted)
 			assert.NotEmpty(t, sc.Deliveries[0].Err, "the handler saw its connection drop")
 			assert.Equal(t, harness.Idempotent, sc.Verdict, "every write here is idempotent: %+v", sc.StateDiff)
 			var found bool

@@ -50,6 +50,10 @@ type execution struct {
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    int             // rounds of the queue's retries left once the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
+	// holder is the step whose commit is held (Schedule.Holds) once its
+	// statement has run; watch is the step granted after it, whose end
+	// or lock wait releases it (holds.go).
+	holder, watch *stepRequest
 	effects    *effectLog
 
 	ctx      context.Context     // the scenario's; for work started from events
@@ -107,6 +111,7 @@ type deliveryRun struct {
 type inflightStep struct {
 	req     *stepRequest
 	blocked bool
+	held    bool // its statement ran; its commit waits (holds.go)
 }
 
 // stepRequest is a step waiting for its grant: a statement held by the
@@ -118,6 +123,8 @@ type stepRequest struct {
 	effect bool
 	fate   effectFate // for an effect: what the provider does with it; set before the grant
 	seq    int        // the delivery's step number, statements and effects alike
+	ran    bool       // a held statement that ran: counted when it did,
+	stepAt int        // at this place of its delivery's steps
 	grant  chan wireproxy.Action
 }
 
@@ -126,7 +133,7 @@ func (r *stepRequest) asStep() faults.Step {
 	if r.effect {
 		return r.call
 	}
-	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint}
+	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint, Autocommit: r.step.CommitPoint && !r.step.InTransaction}
 }
 
 type eventKind int
@@ -136,6 +143,7 @@ const (
 	evStepDone                  // a granted step's reply arrived, or an effect call returned
 	evReturned                  // a handler returned
 	evQueue                     // a queue operation returned
+	evStepHeld                  // a held step's statement ran; its commit waits
 )
 
 type event struct {
@@ -510,6 +518,9 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 			After: func(s wireproxy.Step, err error) {
 				e.events.push(event{kind: evStepDone, d: d, step: s, err: err})
 			},
+			Held: func(s wireproxy.Step) {
+				e.events.push(event{kind: evStepHeld, d: d, step: s})
+			},
 		},
 	})
 	if err != nil {
@@ -584,11 +595,17 @@ func (e *execution) handle(ev event) {
 			d.lostReply = nil
 			d.durable = d.durable || req.step.CommitPoint
 			d.outcome.Faulted = new(req.asStep())
+			e.watchEnded(req)
 			return
 		}
+		e.watchEnded(req)
 		delete(d.inflight, req)
-		d.done++
-		d.steps = append(d.steps, req.asStep())
+		if req.ran {
+			d.steps[req.stepAt] = req.asStep() // counted when it ran
+		} else {
+			d.done++
+			d.steps = append(d.steps, req.asStep())
+		}
 		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
@@ -618,6 +635,10 @@ func (e *execution) handle(ev event) {
 		e.end(d)
 	case evQueue:
 		e.queue.done(e, ev)
+	case evStepHeld:
+		if !d.ended {
+			e.held(d, ev.step)
+		}
 	}
 }
 
@@ -625,6 +646,7 @@ func (e *execution) handle(ev event) {
 // kept past the handler's return must not outlive the delivery.
 func (e *execution) end(d *deliveryRun) {
 	d.ended = true
+	e.dropHolds(d)
 	e.stop(d)
 }
 
@@ -669,10 +691,14 @@ func (e *execution) grant() {
 	}
 	for _, d := range e.deliveries {
 		for _, f := range d.inflight {
-			if !f.blocked {
+			if !f.blocked && !f.held {
 				return
 			}
 		}
+	}
+	if e.holder != nil && e.watch == nil && !e.anotherCanStep(e.holder.d) {
+		e.releaseHold() // nothing can run beside it
+		return
 	}
 	for e.pos < len(e.sched.Order) {
 		d := e.deliveries[e.sched.Order[e.pos]-1]
@@ -682,7 +708,7 @@ func (e *execution) grant() {
 			continue
 		case len(d.pending) > 0:
 			e.pos++
-			e.give(d)
+			e.give(d, e.sched.Held(e.pos))
 			return
 		case !d.started || d.blocked():
 			// It cannot take its turn yet: let another delivery move
@@ -697,7 +723,7 @@ func (e *execution) grant() {
 
 func (d *deliveryRun) blocked() bool {
 	for _, f := range d.inflight {
-		if f.blocked {
+		if f.blocked || f.held {
 			return true
 		}
 	}
@@ -716,25 +742,29 @@ func (e *execution) giveEarliest(except *deliveryRun) {
 			continue
 		}
 		if len(d.pending) > 0 {
-			e.give(d)
+			e.give(d, false)
 		}
 		return
 	}
 	for _, d := range e.deliveries {
 		if d != except && len(d.pending) > 0 {
-			e.give(d)
+			e.give(d, false)
 			return
 		}
 	}
 }
 
 // give grants d's oldest waiting step, or turns it into the delivery's
-// fault when the schedule puts one there.
-func (e *execution) give(d *deliveryRun) {
+// fault when the schedule puts one there; hold holds its commit
+// (Schedule.Holds).
+func (e *execution) give(d *deliveryRun, hold bool) {
 	req := d.pending[0]
 	d.pending = d.pending[1:]
 	e.granted = append(e.granted, d.n)
 	d.asked = append(d.asked, req.asStep())
+	if e.holder != nil && e.watch == nil && d != e.holder.d {
+		e.watch = req
+	}
 	if d.spec.At == req.seq {
 		switch {
 		case d.spec.Fault == faults.KindCrash:
@@ -742,6 +772,7 @@ func (e *execution) give(d *deliveryRun) {
 			d.outcome.Faulted = new(req.asStep())
 			req.grant <- wireproxy.Crash
 			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
+			e.watchEnded(req)
 			return
 		case d.spec.Fault == faults.KindAmbiguous && req.effect:
 			// The provider accepts the call and the worker dies before it
@@ -780,6 +811,10 @@ func (e *execution) give(d *deliveryRun) {
 	d.inflight[req] = &inflightStep{req: req}
 	if !req.effect {
 		d.bySQL[req.step.Index] = req
+	}
+	if hold && e.canHold(d, req) {
+		req.grant <- wireproxy.Hold
+		return
 	}
 	req.grant <- wireproxy.Forward
 }
@@ -841,7 +876,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			continue
 		}
 		for _, f := range d.inflight {
-			if f.blocked {
+			if f.blocked || f.held {
 				continue
 			}
 			if f.req.effect {
@@ -854,6 +889,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			if waits {
 				f.blocked = true
 				e.lockWaits++
+				e.watchEnded(f.req)
 			}
 		}
 	}
@@ -877,7 +913,7 @@ func (e *execution) wake() time.Duration {
 			continue
 		}
 		for _, f := range d.inflight {
-			if !f.blocked {
+			if !f.blocked && !f.held {
 				return lockPoll
 			}
 		}

@@ -59,7 +59,7 @@ func TestFunctionCallWithNoticeOnError(t *testing.T) {
 		ExpectFinding: "an ambiguous commit of SELECT credit_order(...) sends a false 'could not credit' email",
 	})
 	require.NotNil(t, res)
-	assert.Equal(t, []faults.Step{{SQL: "SELECT credit_order($1, $2)", CommitPoint: true}}, res.Steps)
+	assert.Equal(t, []faults.Step{{SQL: "SELECT credit_order($1, $2)", CommitPoint: true, Autocommit: true}}, res.Steps)
 	ambiguous := 0
 	for _, s := range res.Scenarios {
 		want := harness.Idempotent

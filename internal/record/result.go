@@ -279,6 +279,10 @@ type DeliveryOutcome struct {
 	// was recorded (the worker died, the ack was lost) or the job has no
 	// queue adapter.
 	Settled string `json:",omitempty"`
+	// Unheld says why a step the schedule held (Schedule.Holds) ran
+	// without its commit held: "step 2 ran as it is: VACUUM cannot run
+	// inside a transaction block"; empty when every hold took.
+	Unheld string `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }

@@ -164,6 +164,9 @@ func Deliveries(s record.Scenario) []string {
 		case d.Err != "":
 			out = append(out, fmt.Sprintf("%s returned an error: %s", label, FirstLine(d.Err)))
 		}
+		if d.Unheld != "" {
+			out = append(out, fmt.Sprintf("%s was not held where the schedule says: %s", label, d.Unheld))
+		}
 	}
 	return out
 }

@@ -1,0 +1,87 @@
+package harness_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+)
+
+// A held place whose statement cannot run in a transaction block runs as
+// it is, and the scenario's delivery says so; so does one on a statement
+// inside a transaction, whose COMMIT is what commits it.
+func TestUnholdableStatementIsNamed(t *testing.T) {
+	job := harness.Job{Name: "vacuum-then-insert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if _, err := d.DB.Exec(ctx, `VACUUM notes`); err != nil {
+			return err
+		}
+		tx, err := d.DB.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if _, err := tx.Exec(ctx, `INSERT INTO notes VALUES ('x') ON CONFLICT DO NOTHING`); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
+	}}
+	tests := []struct{ schedule, unheld string }{
+		{"j1a1w1 > j1a2w2@1:0 order 1~,2", "step 1 ran as it is (VACUUM notes): VACUUM cannot run inside a transaction block"},
+		{"j1a1w1 > j1a2w2@1:0 order 1,1,1~,2", "step 3 ran as it is (INSERT INTO notes VALUES ('x') ON CONFLICT DO NOTHING): it runs inside a transaction block, whose COMMIT is what commits it"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.schedule, func(t *testing.T) {
+			s, err := faults.Parse(tt.schedule)
+			require.NoError(t, err)
+			res, err := harness.Run(t.Context(), job, harness.Config{
+				Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
+				Faults: []faults.Fault{faults.Replay(s)},
+			})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			require.Len(t, res.Scenarios, 1)
+			sc := res.Scenarios[0]
+			assert.Equal(t, tt.unheld, sc.Deliveries[0].Unheld)
+			assert.Empty(t, sc.Deliveries[1].Unheld)
+			assert.Equal(t, harness.Idempotent, sc.Verdict)
+		})
+	}
+}
+
+// A held statement whose partner never comes (the other delivery has
+// ended) commits anyway, and the scenario completes; replayed, a held
+// schedule ends as it did.
+func TestHoldWithNothingBeside(t *testing.T) {
+	job := harness.Job{Name: "two-inserts", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		for _, n := range []string{"a", "b"} {
+			if _, err := d.DB.Exec(ctx, `INSERT INTO notes VALUES ($1) ON CONFLICT DO NOTHING`, n+d.JobID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	// Delivery 2 runs whole before delivery 1's second insert, held.
+	s, err := faults.Parse("j1a1w1 > j2a1w2@1:0 order 1,2,2,1~")
+	require.NoError(t, err)
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.Replay(s)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	for _, d := range sc.Deliveries {
+		assert.Empty(t, d.Err)
+		assert.Len(t, d.Steps, 2)
+		for _, st := range d.Steps {
+			assert.True(t, st.Autocommit && st.CommitPoint, "%s: an autocommit write", st.SQL)
+		}
+	}
+	assert.True(t, strings.HasSuffix(sc.Schedule.String(), "order 1,2,2,1~"), sc.Schedule.String())
+}
