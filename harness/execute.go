@@ -54,7 +54,7 @@ type execution struct {
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
 	holder, watch *stepRequest
-	effects    *effectLog
+	effects       *effectLog
 
 	ctx      context.Context     // the scenario's; for work started from events
 	failure  error               // an internal error raised while handling an event
