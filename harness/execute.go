@@ -863,6 +863,9 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.checkWatchedLostReply(ctx); err != nil {
+		return err
+	}
 	for _, d := range e.deliveries {
 		if !d.started || d.ended || d.settling {
 			continue
@@ -907,6 +910,9 @@ func (e *execution) wake() time.Duration {
 	}
 	if w, ok := e.cancelWake(); ok && w < next {
 		next = w
+	}
+	if e.watch != nil && e.watch == e.watch.d.lostReply {
+		return lockPoll // checkWatchedLostReply
 	}
 	for _, d := range e.deliveries {
 		if !d.started || d.ended || d.settling {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/runtwice/twice/internal/render"
@@ -59,6 +60,25 @@ func (e *execution) watchEnded(req *stepRequest) {
 	if e.holder != nil && req == e.watch {
 		e.releaseHold()
 	}
+}
+
+// checkWatchedLostReply releases the held commit when the step it waits
+// for is a statement applied with its reply lost (an ambiguous fault)
+// that waits on a lock: such a step is not in flight for the executor,
+// which grants on beside it, but a hold would wait for its reply, which
+// cannot come before the held transaction ends.
+func (e *execution) checkWatchedLostReply(ctx context.Context) error {
+	if e.watch == nil || e.watch != e.watch.d.lostReply {
+		return nil
+	}
+	waits, err := e.r.waitsOnLock(ctx, e.watch.step.PID)
+	if err != nil {
+		return err
+	}
+	if waits {
+		e.releaseHold()
+	}
+	return nil
 }
 
 // releaseHold lets the held step commit; until its reply comes it runs

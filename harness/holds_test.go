@@ -85,3 +85,26 @@ func TestHoldWithNothingBeside(t *testing.T) {
 	}
 	assert.True(t, strings.HasSuffix(sc.Schedule.String(), "order 1,2,2,1~"), sc.Schedule.String())
 }
+
+// A held commit waits for the next step beside it; when that one is an
+// ambiguous statement that waits on the held one's lock (its reply can
+// only come after the commit), the hold is released as for any lock
+// wait, and the correct job stays correct.
+func TestHoldBesideALostReply(t *testing.T) {
+	job := harness.Job{Name: "ledger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `INSERT INTO notes VALUES ('once') ON CONFLICT DO NOTHING`)
+		return err
+	}}
+	s, err := faults.Parse("j1a1w1!ambiguous:1 > j2a1w2@1:0 order 2~,1")
+	require.NoError(t, err)
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.Replay(s)},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
+	assert.Empty(t, sc.Deliveries[1].Err, "the held delivery")
+}

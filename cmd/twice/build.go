@@ -461,7 +461,7 @@ func (b *builder) finding(rec record.Record, s record.Scenario, status report.St
 		sd := o.Delivery
 		f.Deliveries = append(f.Deliveries, report.Delivery{
 			Label: sd.Label(), Steps: deliverySteps(o, rec.Result.Steps), Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
-			Kind: string(o.Kind), NotDelivered: o.NotDelivered, Settled: o.Settled,
+			Kind: string(o.Kind), NotDelivered: o.NotDelivered, Settled: o.Settled, Unheld: o.Unheld,
 			Job: sd.Job, Attempt: sd.Attempt, Worker: sd.Worker,
 			Advance: report.Ms(sd.Advance), With: sd.With, After: sd.After, At: sd.At,
 			Fault: sd.Fault.String(),

@@ -107,6 +107,15 @@ func cellText(c Cell) string {
 
 // deliveryLine says what went wrong in a delivery, or nothing.
 func deliveryLine(d Delivery) string {
+	line := whatWentWrong(d)
+	if d.Unheld != "" {
+		line = strings.TrimSpace(line + "; " + d.Label + " was not held where the schedule says: " + d.Unheld)
+		line = strings.TrimPrefix(line, "; ")
+	}
+	return line
+}
+
+func whatWentWrong(d Delivery) string {
 	switch {
 	case d.NotDelivered != "":
 		return fmt.Sprintf("%s was not delivered: %s", d.Label, d.NotDelivered)

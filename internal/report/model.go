@@ -271,6 +271,8 @@ type Delivery struct {
 	// Settled is what the queue recorded when the handler returned
 	// ("completed", "retry: in 1s (attempt 1 of 25)").
 	Settled string `json:"settled,omitempty"`
+	// Unheld says why a step the schedule held ran as it is.
+	Unheld string `json:"unheld,omitempty"`
 }
 
 // Step is one step of a delivery: a statement, or a call to an effect.
