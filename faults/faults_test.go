@@ -329,3 +329,39 @@ func TestConcurrentOverlapsAutocommitWrites(t *testing.T) {
 		t.Errorf("five autocommit writes: %d overlapped schedules, want 5", held)
 	}
 }
+
+// The seed's ledger job is one autocommit statement: its default matrix
+// is the matrix of the same step without overlapping, plus one overlapped
+// schedule per concurrent fault, and nothing else.
+func TestOverlapsAreAllThatGrows(t *testing.T) {
+	ledger := faults.Step{SQL: "WITH added AS (INSERT ... ON CONFLICT DO NOTHING ...) UPDATE ...", CommitPoint: true}
+	texts := func(step faults.Step) (plain, held []string) {
+		for _, f := range faults.Default() {
+			for _, s := range f.Schedules(faults.Plan{Steps: []faults.Step{step}}) {
+				text := string(s.Fault) + ": " + s.String()
+				if len(s.Holds) > 0 {
+					held = append(held, text)
+				} else {
+					plain = append(plain, text)
+				}
+			}
+		}
+		return plain, held
+	}
+	before, none := texts(ledger)
+	ledger.Autocommit = true
+	after, held := texts(ledger)
+	if len(none) != 0 {
+		t.Errorf("a statement in a transaction was overlapped: %v", none)
+	}
+	if diff := cmp.Diff(before, after); diff != "" {
+		t.Errorf("the schedules without holds changed (-before +after):\n%s", diff)
+	}
+	want := []string{
+		"concurrent-delivery: j1a1w1 > j1a2w2@1:0 order 1~,2",
+		"concurrent-producer-retry: j1a1w1 > j2a1w2@1:0 order 1~,2",
+	}
+	if diff := cmp.Diff(want, held); diff != "" {
+		t.Errorf("overlapped schedules (-want +got):\n%s", diff)
+	}
+}
