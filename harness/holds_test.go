@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
-	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 )
+
+// withNotes gives a check the notes table the tests of holds write.
+func withNotes(c *harness.Config) {
+	c.Setup = []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)}
+}
 
 // A held place whose statement cannot run in a transaction block runs as
 // it is, and the scenario's delivery says so; so does one on a statement
@@ -36,16 +39,7 @@ func TestUnholdableStatementIsNamed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.schedule, func(t *testing.T) {
-			s, err := faults.Parse(tt.schedule)
-			require.NoError(t, err)
-			res, err := harness.Run(t.Context(), job, harness.Config{
-				Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
-				Faults: []faults.Fault{faults.Replay(s)},
-			})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-			require.Len(t, res.Scenarios, 1)
-			sc := res.Scenarios[0]
+			sc := replay(t, job, tt.schedule, withNotes).Scenarios[0]
 			assert.Equal(t, tt.unheld, sc.Deliveries[0].Unheld)
 			assert.Empty(t, sc.Deliveries[1].Unheld)
 			assert.Equal(t, harness.Idempotent, sc.Verdict)
@@ -66,16 +60,7 @@ func TestHoldWithNothingBeside(t *testing.T) {
 		return nil
 	}}
 	// Delivery 2 runs whole before delivery 1's second insert, held.
-	s, err := faults.Parse("j1a1w1 > j2a1w2@1:0 order 1,2,2,1~")
-	require.NoError(t, err)
-	res, err := harness.Run(t.Context(), job, harness.Config{
-		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
-		Faults: []faults.Fault{faults.Replay(s)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-	require.Len(t, res.Scenarios, 1)
-	sc := res.Scenarios[0]
+	sc := replay(t, job, "j1a1w1 > j2a1w2@1:0 order 1,2,2,1~", withNotes).Scenarios[0]
 	for _, d := range sc.Deliveries {
 		assert.Empty(t, d.Err)
 		assert.Len(t, d.Steps, 2)
@@ -95,16 +80,7 @@ func TestHoldBesideALostReply(t *testing.T) {
 		_, err := d.DB.Exec(ctx, `INSERT INTO notes VALUES ('once') ON CONFLICT DO NOTHING`)
 		return err
 	}}
-	s, err := faults.Parse("j1a1w1!ambiguous:1 > j2a1w2@1:0 order 2~,1")
-	require.NoError(t, err)
-	res, err := harness.Run(t.Context(), job, harness.Config{
-		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE notes (note text PRIMARY KEY)`)},
-		Faults: []faults.Fault{faults.Replay(s)},
-	})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-	require.Len(t, res.Scenarios, 1)
-	sc := res.Scenarios[0]
+	sc := replay(t, job, "j1a1w1!ambiguous:1 > j2a1w2@1:0 order 2~,1", withNotes).Scenarios[0]
 	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
 	assert.Empty(t, sc.Deliveries[1].Err, "the held delivery")
 }
