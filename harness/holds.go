@@ -48,6 +48,7 @@ func (e *execution) held(d *deliveryRun, s wireproxy.Step) {
 	}
 	req.step.CommitPoint = req.step.CommitPoint || s.CommitPoint
 	req.ran, req.stepAt = true, len(d.steps)
+	d.outcome.Held = append(d.outcome.Held, req.seq)
 	f.held = true
 	d.done++
 	d.steps = append(d.steps, req.asStep())

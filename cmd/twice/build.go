@@ -369,6 +369,11 @@ func steps(in []faults.Step) []report.Step {
 // an older twice) names the clean run's step there.
 func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step {
 	out := steps(o.Steps)
+	for _, k := range o.Held {
+		if k >= 1 && k <= len(out) {
+			out[k-1].Fault = report.StepHeld
+		}
+	}
 	at := o.Delivery.At
 	if at < 1 {
 		return out

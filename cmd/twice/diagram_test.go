@@ -18,7 +18,8 @@ import (
 // commit followed by an email) and payouts' random key (effects whose
 // keys differ from the clean run's), and chargetimeout's give-up job,
 // trimmed to its effect-lost-reply finding and an effect-failed scenario
-// (a charge whose answer was lost, then an email).
+// (a charge whose answer was lost, then an email), and bounces' racy
+// insert trimmed to its two findings (an insert whose commit was held).
 func diagramRecords(t *testing.T) []record.Record {
 	t.Helper()
 	var all []record.Record
@@ -38,6 +39,7 @@ type diagramStep struct {
 	n      int    // the delivery's step number
 	kind   string // "sql", "effect" or "crash" (the step it died before)
 	lost   bool   // applied, or made, but the answer never came back
+	held   bool   // its commit waited while the other delivery's step ran
 	text   string // the statement, folded; empty for an effect
 }
 
@@ -45,6 +47,9 @@ func (s diagramStep) String() string {
 	lost := ""
 	if s.lost {
 		lost = " reply-lost"
+	}
+	if s.held {
+		lost += " commit-held"
 	}
 	return fmt.Sprintf("%s step %d %s%s %.40q", s.worker, s.n, s.kind, lost, s.text)
 }
@@ -72,6 +77,7 @@ func drawnSteps(d report.Diagram) []diagramStep {
 			if i+1 < len(d.Events) {
 				next := d.Events[i+1]
 				s.lost = next.Kind == report.Lost && next.From == e.To && next.To == e.From
+				s.held = next.Kind == report.Note && next.From == e.From && strings.HasPrefix(next.Text, "commit held")
 			}
 			out = append(out, s)
 		case report.Crash:
@@ -110,7 +116,7 @@ func recordSteps(s record.Scenario, clean []faults.Step) []diagramStep {
 		default:
 			st = clean[k-1]
 		}
-		ds := diagramStep{worker: fmt.Sprintf("W%d", spec.Worker), n: k, kind: "sql"}
+		ds := diagramStep{worker: fmt.Sprintf("W%d", spec.Worker), n: k, kind: "sql", held: slices.Contains(d.Held, k)}
 		if st.IsEffect() {
 			ds.kind = "effect"
 		} else {
@@ -171,12 +177,14 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 					seen["ambiguous statement"]++
 				case st.lost && st.kind == "effect":
 					seen["effect answer lost"]++
+				case st.held:
+					seen["held commit"]++
 				}
 			}
 		}
 	}
 	// The fixtures must hold the cases this test is for.
-	for _, k := range []string{"crash", "ambiguous statement", "effect answer lost"} {
+	for _, k := range []string{"crash", "ambiguous statement", "effect answer lost", "held commit"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in the fixtures' findings", k)
 		}

@@ -283,6 +283,9 @@ type DeliveryOutcome struct {
 	// without its commit held: "step 2 ran as it is: VACUUM cannot run
 	// inside a transaction block"; empty when every hold took.
 	Unheld string `json:",omitempty"`
+	// Held are the delivery's steps (1-based) whose commit the schedule
+	// held while another delivery's step ran (Schedule.Holds).
+	Held []int `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }

@@ -290,8 +290,10 @@ type Step struct {
 	// StepTimedOut (the provider made the effect, its answer was lost, and
 	// the handler's call returned a timeout error while it lived on) or
 	// StepRefused (the provider refused the effect call before making it,
-	// a 503, and the handler lived on). Empty for a step that went as
-	// asked, and in Job.Steps.
+	// a 503, and the handler lived on), or StepHeld (an autocommit
+	// statement whose commit the schedule held while another delivery's
+	// next step ran). Empty for a step that went as asked, and in
+	// Job.Steps.
 	Fault string `json:"fault,omitempty"`
 }
 
@@ -301,6 +303,7 @@ const (
 	StepReplyLost = "reply-lost"
 	StepTimedOut  = "timed-out"
 	StepRefused   = "refused"
+	StepHeld      = "commit-held"
 )
 
 // Effect is one call to a system outside the database.

@@ -244,6 +244,9 @@ func (b *diagramBuilder) step(d, k int) {
 		return
 	}
 	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, oneLine(label)))
+	if step.Fault == StepHeld {
+		b.add(Note, w, "", fmt.Sprintf("commit held: step %d has run, and commits once the other delivery's next step has run or waits for it", k))
+	}
 	if step.Fault == StepReplyLost {
 		b.add(Lost, "DB", w, fmt.Sprintf("step %d applied, but the reply is lost", k))
 	}
