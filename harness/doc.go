@@ -45,6 +45,12 @@
 // orders that differ only in when a delivery ran a free step (a BEGIN, a
 // SET: faults.Free), judged from the clean run; when a delivery's own
 // steps differ there, the orders left out run too (Result.Reductions).
+// They also overlap autocommit writes inside one statement: a place of
+// the order marked held (faults.Schedule.Holds, "1~" in the text) runs
+// its statement inside a transaction whose commit, and the handler's
+// reply, wait until the other delivery's next step has run or waits on
+// a lock, so both statements run on snapshots taken before either
+// committed (INSERT ... WHERE NOT EXISTS inserts twice).
 // A dead delivery's connections are cut and refused, its
 // effects refused, its return value ignored and its worker discarded. It
 // is not waited for: its context is cancelled and the scenario goes on at
