@@ -65,6 +65,16 @@ type Plan struct {
 	// The harness expands a fault again with it set when a delivery did
 	// not take the steps the reduction assumed.
 	Unreduced bool
+	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
+	// a time: it refuses a delivery of a job another delivery holds until
+	// the visibility timeout has passed (harness.QueueRules). The second
+	// delivery of ConcurrentDelivery, which starts beside the first on an
+	// unmoved clock, is then never handed out, so every one of its orders
+	// runs the first delivery alone: it expands to its first order only.
+	// The harness expands it again without this when the queue handed the
+	// second delivery out after all. ConcurrentProducerRetry's copy has a
+	// job ID of its own and is not affected.
+	OneDeliveryAtATime bool
 }
 
 // Step is one observable action of a delivery: a statement that reached
@@ -315,7 +325,8 @@ func VisibilityTimeout() Fault {
 // so one of each such class is tried (see Plan.Unreduced). Each pair of
 // the clean run's autocommit writes also runs overlapped, the first with
 // its commit held while the second runs (see Schedule.Holds), so the race
-// inside one statement shows.
+// inside one statement shows. For a queue that hands a job to one
+// delivery at a time (Plan.OneDeliveryAtATime) it is one order.
 func ConcurrentDelivery() Fault {
 	return fault{NameConcurrentDelivery, func(p Plan) []Schedule { return concurrent(p, 1) }}
 }
@@ -337,11 +348,19 @@ func concurrent(p Plan, secondJob int) []Schedule {
 	if !p.Unreduced {
 		orders = reducedInterleavings(n, p.maxInterleavings(), freeIndependence(p.Steps))
 	}
+	if secondJob == 1 && p.OneDeliveryAtATime {
+		// The queue refuses the second delivery whatever the order, and
+		// a held commit has no partner to wait for.
+		orders = orders[:min(len(orders), 1)]
+	}
 	for _, order := range orders {
 		out = append(out, Schedule{
 			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
 			Order:      order,
 		})
+	}
+	if secondJob == 1 && p.OneDeliveryAtATime {
+		return out
 	}
 	for _, o := range overlappedStatements(p.Steps) {
 		o.Deliveries = []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second}

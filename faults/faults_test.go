@@ -365,3 +365,36 @@ func TestOverlapsAreAllThatGrows(t *testing.T) {
 		t.Errorf("overlapped schedules (-want +got):\n%s", diff)
 	}
 }
+
+// For a queue that hands a job to one delivery at a time, the second
+// delivery of concurrent-delivery is never handed out, so the fault is
+// its first order alone, without overlapped statements; the producer's
+// copy, a job of its own, still runs every order.
+func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{
+		{SQL: "BEGIN"},
+		{SQL: "UPDATE accounts ..."},
+		{SQL: "COMMIT", CommitPoint: true},
+		{SQL: "INSERT INTO ledger ...", CommitPoint: true, Autocommit: true},
+	}}
+	texts := func(f faults.Fault, p faults.Plan) []string {
+		var out []string
+		for _, s := range f.Schedules(p) {
+			out = append(out, s.String())
+		}
+		return out
+	}
+	every := texts(faults.ConcurrentDelivery(), plan)
+	copies := texts(faults.ConcurrentProducerRetry(), plan)
+	plan.OneDeliveryAtATime = true
+	one := texts(faults.ConcurrentDelivery(), plan)
+	if diff := cmp.Diff([]string{"j1a1w1 > j1a2w2@1:0 order 1,1,1,1,2,2,2,2"}, one); diff != "" {
+		t.Errorf("concurrent-delivery, one delivery at a time (-want +got):\n%s", diff)
+	}
+	if len(every) < 2 || every[0] != one[0] {
+		t.Errorf("the one order is not the first of every order %v", every)
+	}
+	if diff := cmp.Diff(copies, texts(faults.ConcurrentProducerRetry(), plan)); diff != "" {
+		t.Errorf("concurrent-producer-retry changed (-every order +one delivery at a time):\n%s", diff)
+	}
+}

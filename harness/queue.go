@@ -175,6 +175,17 @@ type QueueRules struct {
 	// open on it (pg_snapshot_xmin), so a scenario running beside another
 	// would not see its own message while the other's transaction is open.
 	OneScenarioAtATime bool
+	// OneDeliveryAtATime says Fetch never hands out a job that another
+	// delivery holds (River: a running job, until its rescuer; asynq: an
+	// active task, while its lease holds): it refuses it until that
+	// delivery has been settled or Redeliver has passed. The second
+	// delivery of concurrent-delivery, which starts beside the first on
+	// an unmoved clock, is then never handed out, whatever the order of
+	// their steps, so the check runs one order of it instead of every
+	// one. If the queue hands that delivery out all the same, the check
+	// runs the orders it left out as well, so the verdict is never weaker
+	// (Result.Reductions). Zero tries every order.
+	OneDeliveryAtATime bool
 }
 
 // DeliveryKind is why the queue handed a job out.

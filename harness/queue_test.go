@@ -28,6 +28,7 @@ type tableQueue struct {
 	unique      bool // a producer's copy is a duplicate
 	holdRunning bool // a running job is not handed out before redeliver
 	oneAtATime  bool // QueueRules.OneScenarioAtATime
+	oneDelivery bool // QueueRules.OneDeliveryAtATime, whether it holds or not
 }
 
 const tableQueueSchema = `
@@ -91,7 +92,7 @@ func (q tableQueue) Nack(ctx context.Context, op harness.QueueOp, err error) (ha
 }
 
 func (q tableQueue) Rules() harness.QueueRules {
-	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime}
+	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime, OneDeliveryAtATime: q.oneDelivery}
 }
 
 func queueConfig(fs ...faults.Fault) harness.Config {

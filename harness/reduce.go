@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/runtwice/twice/faults"
@@ -28,29 +29,38 @@ type (
 	Divergence = record.Divergence
 )
 
-// askedSteps keeps, by schedule text, the steps each of a scenario's
-// first two deliveries asked for, in that order (a delivery's completed
-// steps are in completion order, which a lock wait can change).
+// askedSteps keeps, by schedule text, what a scenario's first two
+// deliveries did: the steps each asked for, in that order (a delivery's
+// completed steps are in completion order, which a lock wait can
+// change), and whether the queue handed the second one out.
 type askedSteps struct {
 	mu    sync.Mutex
-	steps map[string][2][]faults.Step
+	steps map[string]asked
 }
 
-// note keeps ex's deliveries' steps when its schedule interleaves two of
-// them; Explore's schedules are never reduced.
+type asked struct {
+	steps     [2][]faults.Step
+	handedOut bool // the second delivery was handed out and started
+}
+
+// note keeps what ex's first two deliveries did; Explore's schedules are
+// never reduced.
 func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
-	if len(sched.Order) == 0 || len(ex.deliveries) < 2 || sched.Fault == faults.NameExplore {
+	if len(ex.deliveries) < 2 || sched.Fault == faults.NameExplore {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.steps == nil {
-		a.steps = map[string][2][]faults.Step{}
+		a.steps = map[string]asked{}
 	}
-	a.steps[sched.String()] = [2][]faults.Step{ex.deliveries[0].asked, ex.deliveries[1].asked}
+	a.steps[sched.String()] = asked{
+		steps:     [2][]faults.Step{ex.deliveries[0].asked, ex.deliveries[1].asked},
+		handedOut: ex.deliveries[1].started,
+	}
 }
 
-func (a *askedSteps) of(sched faults.Schedule) ([2][]faults.Step, bool) {
+func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.steps[sched.String()]
@@ -59,53 +69,116 @@ func (a *askedSteps) of(sched faults.Schedule) ([2][]faults.Step, bool) {
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned, how many orders it left out, and runs them after
-// all, appended to res.Scenarios, when a delivery of one of the fault's
-// scenarios diverged from the steps the reduction assumed.
+// all, appended to res.Scenarios, when one of the fault's scenarios
+// broke what the reduction assumed: a delivery diverged from the steps
+// the partial-order reduction assumed, or a queue that hands a job to
+// one delivery at a time (plan.OneDeliveryAtATime) handed out the second.
 func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *Result) error {
-	unreduced := plan
+	whole := plan
+	whole.OneDeliveryAtATime = false
+	unreduced := whole
 	unreduced.Unreduced = true
 	free := faults.Free(plan.Steps)
 	// The orders left out take places after the check's schedules, every
-	// reduced fault's in turn whether it falls back or not, so a scenario
-	// has the same place (Scenario.Index) in every shard and unsharded,
-	// and a shard runs only the places dealt to it.
+	// reduced fault's in turn whether it falls back or not (first those
+	// left out for the queue's one delivery at a time, then those the
+	// partial-order reduction left out), so a scenario has the same place
+	// (Scenario.Index) in every shard and unsharded, and a shard runs
+	// only the places dealt to it.
 	next := len(res.Scenarios)
 	if res.Shard != nil {
 		next = res.Shard.Schedules
 	}
 	for _, f := range r.cfg.faults() {
 		ran := f.Schedules(plan)
-		pruned := without(f.Schedules(unreduced), ran)
-		if len(pruned) == 0 {
+		refused := without(f.Schedules(whole), ran)
+		pruned := without(f.Schedules(unreduced), append(slices.Clone(ran), refused...))
+		if len(refused)+len(pruned) == 0 {
 			continue
 		}
-		first := next
-		next += len(pruned)
-		red := Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(pruned)}
-		for _, s := range ran {
-			asked, ok := r.asked.of(s)
+		refusedAt := next
+		prunedAt := refusedAt + len(refused)
+		next = prunedAt + len(pruned)
+		red := Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
+		checked := ran
+		if len(refused) > 0 {
+			handed, err := r.handedOut(ctx, ran, res)
+			if err != nil {
+				return err
+			}
+			if red.HandedOut = handed; handed == nil {
+				// The second delivery never ran, so no order of its steps
+				// can matter: the partial-order reduction has nothing to
+				// confirm.
+				res.Reductions = append(res.Reductions, red)
+				continue
+			}
+			if err := r.runMore(ctx, dealt(refused, refusedAt, res), res); err != nil {
+				return err
+			}
+			checked = append(slices.Clone(ran), refused...)
+		}
+		for _, s := range checked {
+			a, ok := r.asked.of(s)
 			if !ok {
 				continue // not run by this check (a shard of it, say)
 			}
-			if red.Diverged = diverged(s, free, asked); red.Diverged != nil {
+			if red.Diverged = diverged(s, free, a.steps); red.Diverged != nil {
 				break
 			}
 		}
 		res.Reductions = append(res.Reductions, red)
 		if red.Diverged != nil {
-			var mine []faults.Schedule
-			var places []int
-			for j, s := range pruned {
-				if res.Shard == nil || res.Shard.Has(first+j) {
-					mine, places = append(mine, s), append(places, first+j)
-				}
-			}
-			if err := r.runMore(ctx, mine, places, res); err != nil {
+			if err := r.runMore(ctx, dealt(pruned, prunedAt, res), res); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// handedOut returns the first of scheds whose second delivery the queue
+// handed out, nil when it refused every one. A shard that was not dealt
+// one of them runs it too, only to learn that, and leaves it out of its
+// result: every shard then decides alike and runs its share of the
+// orders left out.
+func (r *runner) handedOut(ctx context.Context, scheds []faults.Schedule, res *Result) (*faults.Schedule, error) {
+	for _, s := range scheds {
+		a, ok := r.asked.of(s)
+		if !ok {
+			_, db, err := r.scenario(ctx, s, res)
+			if err == nil && db != nil {
+				err = r.giveBack(ctx, db)
+			}
+			if err != nil {
+				return nil, err
+			}
+			a, ok = r.asked.of(s)
+		}
+		if !ok || a.handedOut {
+			return &s, nil
+		}
+	}
+	return nil, nil
+}
+
+// placed are schedules to run at given places (Scenario.Index).
+type placed struct {
+	scheds []faults.Schedule
+	places []int
+}
+
+// dealt returns the schedules of scheds, which take places from first
+// on, that are this check's to run: all of them unsharded, those dealt
+// to its shard otherwise.
+func dealt(scheds []faults.Schedule, first int, res *Result) placed {
+	var out placed
+	for j, s := range scheds {
+		if res.Shard == nil || res.Shard.Has(first+j) {
+			out.scheds, out.places = append(out.scheds, s), append(out.places, first+j)
+		}
+	}
+	return out
 }
 
 // without returns the schedules of all that are not in some, by text.
@@ -155,26 +228,27 @@ func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *Diver
 	return nil
 }
 
-// runMore runs scheds after the scenarios already in res and appends
-// theirs, at places (Scenario.Index) places. A database kept as evidence
-// stays the first failure's.
-func (r *runner) runMore(ctx context.Context, scheds []faults.Schedule, places []int, res *Result) error {
+// runMore runs more's schedules after the scenarios already in res and
+// appends theirs, at more's places (Scenario.Index). A database kept as
+// evidence stays the first failure's.
+func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
+	scheds, places := more.scheds, more.places
 	if len(scheds) == 0 {
 		return nil
 	}
 	if p := progressOf(ctx); p != nil {
 		p.total.Add(int64(len(scheds)))
 	}
-	more := &Result{Result: res.Result}
-	more.Scenarios = make([]Scenario, len(scheds))
-	err := r.scenarios(ctx, scheds, more)
-	for i := range more.Scenarios {
-		more.Scenarios[i].Index = places[i]
+	out := &Result{Result: res.Result}
+	out.Scenarios = make([]Scenario, len(scheds))
+	err := r.scenarios(ctx, scheds, out)
+	for i := range out.Scenarios {
+		out.Scenarios[i].Index = places[i]
 	}
 	offset := len(res.Scenarios)
-	res.Scenarios = append(res.Scenarios, more.Scenarios...)
+	res.Scenarios = append(res.Scenarios, out.Scenarios...)
 	var errs []error
-	for _, k := range more.kept {
+	for _, k := range out.kept {
 		if len(res.kept) == 0 {
 			k.scenario += offset
 			res.kept = append(res.kept, k)
@@ -186,13 +260,28 @@ func (r *runner) runMore(ctx context.Context, scheds []faults.Schedule, places [
 	return errors.Join(append([]error{err}, errs...)...)
 }
 
-// reductionLines say, one line per reduced fault, what the reduction did,
-// for the log of a passing check under -v.
+// reductionLines say, one line per reduced fault (two when both of its
+// reductions fell back), what the reduction did, for the log of a
+// passing check under -v.
 func reductionLines(res *Result) []string {
 	var out []string
 	for _, red := range res.Reductions {
+		orders, pruned := red.Orders, red.Pruned-red.Refused
+		if red.Refused > 0 {
+			if red.HandedOut == nil {
+				out = append(out, fmt.Sprintf("%s: %d %s run, %d left out: the queue hands a job to one delivery at a time and refused the second delivery, so their order cannot matter",
+					red.Fault, red.Orders, render.Plural(red.Orders, "interleaving"), red.Pruned))
+				continue
+			}
+			out = append(out, fmt.Sprintf("%s: the queue handed out delivery 2 of %s although it hands a job to one delivery at a time (QueueRules.OneDeliveryAtATime), so the %d %s left out for that ran too",
+				red.Fault, *red.HandedOut, red.Refused, render.Plural(red.Refused, "interleaving")))
+			orders += red.Refused
+			if pruned == 0 {
+				continue
+			}
+		}
 		line := fmt.Sprintf("%s: %d %s run, %d left out as equivalent to one run", red.Fault,
-			red.Orders, render.Plural(red.Orders, "interleaving"), red.Pruned)
+			orders, render.Plural(orders, "interleaving"), pruned)
 		if d := red.Diverged; d != nil {
 			what := fmt.Sprintf("took no step %d", d.Step)
 			switch {
@@ -202,7 +291,7 @@ func reductionLines(res *Result) []string {
 				what = fmt.Sprintf("took step %d: %s", d.Step, render.OneLine(render.Step(*d.Took)))
 			}
 			line = fmt.Sprintf("%s: delivery %d of %s %s, not the local step the reduction assumed there, so the %d %s left out ran too",
-				red.Fault, d.Delivery, d.Schedule, what, red.Pruned, render.Plural(red.Pruned, "interleaving"))
+				red.Fault, d.Delivery, d.Schedule, what, pruned, render.Plural(pruned, "interleaving"))
 		}
 		out = append(out, line)
 	}

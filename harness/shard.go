@@ -27,7 +27,12 @@ import (
 // have places after the list; when a shard's deliveries diverge from what
 // the reduction assumed, it runs the ones dealt to it. A shard that saw no
 // divergence runs none, so if only some shards' scenarios diverge, the
-// joined report lacks the other shards' share of those orders.
+// joined report lacks the other shards' share of those orders. For a
+// queue that hands a job to one delivery at a time
+// (QueueRules.OneDeliveryAtATime), a shard not dealt concurrent-delivery's
+// one order runs it too, unreported, to learn whether the queue handed
+// out the second delivery, so every shard runs its share of the orders
+// left out when it did.
 //
 // Explore runs its share of the budget (ExploreOptions.Checks or
 // -twice.checks): n/Count, one more on the first shards, so the shares add

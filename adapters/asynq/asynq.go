@@ -288,7 +288,9 @@ func (q *queue) cancelAfter() time.Duration {
 }
 
 func (q *queue) Rules() harness.QueueRules {
-	return harness.QueueRules{Redeliver: q.opts.redeliver, CancelAfter: q.cancelAfter(), Tables: Tables}
+	// Fetch makes the task active under a lease, and hands out an active
+	// task only once the recoverer takes it back (Redeliver).
+	return harness.QueueRules{Redeliver: q.opts.redeliver, CancelAfter: q.cancelAfter(), Tables: Tables, OneDeliveryAtATime: true}
 }
 
 // taskID is the ID asynq's client gives copy n of the task: the TaskID

@@ -242,6 +242,9 @@ func (q *queue[T]) Rules() harness.QueueRules {
 		Tables:      []string{"river_migration", "river_leader", "river_queue", "river_client", "river_client_queue"},
 		JobTable:    "river_job",
 		JobIDColumn: "id",
+		// Fetch moves the job to running, and hands out a running job
+		// only once the rescuer would (Redeliver).
+		OneDeliveryAtATime: true,
 	}
 }
 

@@ -157,7 +157,9 @@ type Shard struct {
 // when a delivery ran a step that touches nothing the other delivery can
 // see (faults.Free), and left the others out. When a delivery's actual
 // steps broke that assumption, the orders left out ran as well, after the
-// others, and Diverged says where.
+// others, and Diverged says where. For a queue that hands a job to one
+// delivery at a time, concurrent-delivery runs one order (Refused,
+// HandedOut).
 type Reduction struct {
 	// Fault is the concurrent fault.
 	Fault faults.Name
@@ -169,6 +171,16 @@ type Reduction struct {
 	// Diverged is the first place where a delivery did not take the
 	// step the reduction assumed; nil when every one did.
 	Diverged *Divergence `json:",omitempty"`
+	// Refused counts the orders of Pruned left out because the queue
+	// hands a job to one delivery at a time
+	// (harness.QueueRules.OneDeliveryAtATime), so it refuses the second
+	// delivery whatever the order; the rest the partial-order reduction
+	// left out.
+	Refused int `json:",omitempty"`
+	// HandedOut is a scenario whose second delivery the queue handed out
+	// all the same; the Refused orders then ran too, after the others.
+	// nil when the queue refused it.
+	HandedOut *faults.Schedule `json:",omitempty"`
 }
 
 // Divergence is a delivery of a reduced scenario that took, at a

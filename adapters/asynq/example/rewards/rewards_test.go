@@ -329,3 +329,20 @@ func TestExploreRewardHandler(t *testing.T) {
 	t.Cleanup(func() { _ = res.Result.DropDatabases(context.Background()) })
 	assert.Empty(t, res.Result.Scenarios, "%s", res.Result)
 }
+
+// asynq never hands out a task whose lease holds, so the second delivery
+// of concurrent-delivery is refused in every order: the check runs one.
+func TestRewardConcurrentDeliveryRunsOneOrder(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.ConcurrentDelivery()}
+	res := run(t, twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward), c)
+	assert.True(t, res.Idempotent(), "%s", res)
+	require.Len(t, res.Scenarios, 1, "%s", res)
+	require.Len(t, res.Scenarios[0].Deliveries, 2)
+	assert.Contains(t, res.Scenarios[0].Deliveries[1].NotDelivered, "lease holds")
+	require.Len(t, res.Reductions, 1)
+	red := res.Reductions[0]
+	assert.Nil(t, red.HandedOut)
+	assert.Equal(t, 1, red.Orders)
+	assert.Positive(t, red.Refused)
+}

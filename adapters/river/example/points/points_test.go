@@ -351,3 +351,33 @@ func TestExploreRiverWorker(t *testing.T) {
 	t.Cleanup(func() { _ = guarded.Result.DropDatabases(context.Background()) })
 	assert.Empty(t, guarded.Result.Scenarios, "the guarded worker: %s", guarded.Result)
 }
+
+// River never hands out a running job before its rescuer would, so the
+// second delivery of concurrent-delivery is refused in every order: the
+// default matrix runs one order of it (the other 34 ran alike, the second
+// delivery not delivered), 40 scenarios instead of 74, with the same
+// verdict.
+func TestRewardConcurrentDeliveryRunsOneOrder(t *testing.T) {
+	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), cfg)
+	var concurrent []harness.Scenario
+	for _, s := range res.Scenarios {
+		if s.Fault == faults.NameConcurrentDelivery {
+			concurrent = append(concurrent, s)
+		}
+	}
+	require.Len(t, concurrent, 1, "%s", res)
+	require.Len(t, concurrent[0].Deliveries, 2)
+	assert.Contains(t, concurrent[0].Deliveries[1].NotDelivered, "is running (attempt 1)")
+	var red *harness.Reduction
+	for i := range res.Reductions {
+		if res.Reductions[i].Fault == faults.NameConcurrentDelivery {
+			red = &res.Reductions[i]
+		}
+	}
+	require.NotNil(t, red)
+	assert.Nil(t, red.HandedOut)
+	assert.Equal(t, 1, red.Orders)
+	assert.Equal(t, 34, red.Pruned)
+	assert.Len(t, res.Scenarios, 74-34)
+	assert.Equal(t, []faults.Name{faults.NameProducerRetry, faults.NameConcurrentProducerRetry}, failedFaults(res), "without unique args only the producer's copies award twice: %s", res)
+}
