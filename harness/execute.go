@@ -250,6 +250,9 @@ func (e *execution) run(ctx context.Context) error {
 			e.killAll()
 			return fmt.Errorf("[twice] internal: scenario %s stalled: no delivery runs and none can start (a bug in twice; please report it with the schedule)", e.sched)
 		}
+		if e.queue != nil {
+			e.queue.next(e) // once the steps it waits for have finished
+		}
 		e.grant()
 		timer.Reset(e.wake())
 		select {
@@ -689,12 +692,8 @@ func (e *execution) grant() {
 	if (e.queue != nil && e.queue.holds()) || e.holdsForCancel() {
 		return // a queue operation runs, or cancelled deliveries react
 	}
-	for _, d := range e.deliveries {
-		for _, f := range d.inflight {
-			if !f.blocked && !f.held {
-				return
-			}
-		}
+	if e.stepRunning() {
+		return
 	}
 	if e.holder != nil && e.watch == nil && !e.anotherCanStep(e.holder.d) {
 		e.releaseHold() // nothing can run beside it
@@ -719,6 +718,32 @@ func (e *execution) grant() {
 		return // it runs its own code; wait for its next step
 	}
 	e.giveEarliest(nil)
+}
+
+// stepRunning reports whether a granted step of any delivery is running:
+// not finished, not waiting on a lock, not held (holds.go).
+func (e *execution) stepRunning() bool {
+	for _, d := range e.deliveries {
+		for _, f := range d.inflight {
+			if !f.blocked && !f.held {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stepOut reports whether a granted step of any delivery has not
+// finished, running or waiting on a lock, and is not held.
+func (e *execution) stepOut() bool {
+	for _, d := range e.deliveries {
+		for _, f := range d.inflight {
+			if !f.held {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (d *deliveryRun) blocked() bool {

@@ -172,9 +172,15 @@ func (q *queueRun) submit(e *execution, c *queueCall) {
 	q.next(e)
 }
 
-// next starts the oldest waiting operation when none runs.
+// next starts the oldest waiting operation when none runs and no
+// granted step is out: a step granted before a delivery returned
+// (another delivery's COMMIT, say, or a statement that waited on the
+// returned delivery's lock) finishes first, so what the operation reads
+// never depends on which of the two the machine ran sooner. Steps go on
+// being granted meanwhile. A held step (holds.go) does not count: it
+// waits for a step of another delivery, not for time.
 func (q *queueRun) next(e *execution) {
-	if q.running != nil || len(q.waiting) == 0 {
+	if q.running != nil || len(q.waiting) == 0 || e.stepOut() {
 		return
 	}
 	c := q.waiting[0]
