@@ -290,3 +290,28 @@ func TestVolatileLeavesOutIgnored(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, res.Volatile)
 }
+
+// The two clean runs never overlap, even when scenarios may: side by side
+// their now() could fall on the same microsecond, and a column that
+// differs on every later run would pass for state (CI saw
+// events.created_at equal in both).
+func TestCleanRunsRunOneAfterTheOther(t *testing.T) {
+	var running, calls, overlapped atomic.Int32
+	job := harness.Job{Name: "slow-event", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		first := calls.Add(1) <= 2
+		if running.Add(1) > 1 && first {
+			overlapped.Add(1)
+		}
+		defer running.Add(-1)
+		_, err := d.DB.Exec(ctx, `SELECT pg_sleep(0.05); INSERT INTO events (job_id) VALUES ('x') ON CONFLICT DO NOTHING`)
+		return err
+	}}
+	cfg := counterConfig()
+	cfg.Parallel = 2
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.Zero(t, overlapped.Load(), "the two clean runs ran side by side")
+	assert.Contains(t, res.Volatile, "events.created_at")
+}
