@@ -239,3 +239,25 @@ func TestDropOnExitBeforeFirstCreate(t *testing.T) {
 		t.Errorf("DropOnExit calls mismatch (-want +got):\n%s", diff)
 	}
 }
+
+// A run ended by DropAll and started again at once takes its lock back
+// although the server may not yet have ended the old lock session's
+// backend (CI's URL pass saw "another live run on this server has run
+// ID ..." right after a test's DropAll).
+func TestRunRestartsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := server(t)
+	t.Cleanup(func() {
+		if err := freshdb.DropAll(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	for range 5 {
+		if err := freshdb.DropAll(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := freshdb.Prepare(ctx, srv, fixture); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

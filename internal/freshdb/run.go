@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -117,6 +118,9 @@ func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
+// runLockWait is how long a starting run waits for its lock.
+const runLockWait = 2 * time.Second
+
 func startRun(ctx context.Context, srv Server) (*run, error) {
 	maint := maintenanceDB(srv)
 	cs := srv.ConnString(maint)
@@ -131,17 +135,20 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 		}
 	}()
 	key, _ := runKey(runID)
+	// The lock is waited for, a little: this process's own earlier run
+	// (closed, its session ending) may still hold it for a moment, as the
+	// server ends a closed session's backend after the client has gone.
 	rows, err := lock.Exec(ctx, fmt.Sprintf(
-		"SELECT pg_try_advisory_lock(%d, %d), current_setting('server_version_num')::int, "+
-			"(SELECT rolsuper FROM pg_roles WHERE rolname = current_user)",
-		int32(lockClass), int32(key))).ReadAll()
+		"SET lock_timeout = '%dms'; SELECT pg_advisory_lock(%d, %d), current_setting('server_version_num')::int, "+
+			"(SELECT rolsuper FROM pg_roles WHERE rolname = current_user); RESET lock_timeout",
+		runLockWait.Milliseconds(), int32(lockClass), int32(key))).ReadAll()
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
+		return nil, fmt.Errorf("[twice] internal: another live run on this server has run ID %s; run again (IDs are random)", runID)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: cannot take the run lock: %w", err)
 	}
-	row := rows[0].Rows[0]
-	if string(row[0]) != "t" {
-		return nil, fmt.Errorf("[twice] internal: another live run on this server has run ID %s; run again (IDs are random)", runID)
-	}
+	row := rows[1].Rows[0]
 	r := &run{
 		srv:       srv,
 		lock:      lock,
