@@ -83,6 +83,7 @@ type options struct {
 	insert      *river.InsertOpts
 	rescueAfter time.Duration
 	timeout     time.Duration
+	workers     *river.Workers
 }
 
 // InsertOpts are the options the producer inserts the job with: its
@@ -104,6 +105,16 @@ func RescueAfter(d time.Duration) Option {
 // says otherwise, since the faults depend on it.
 func Timeout(d time.Duration) Option {
 	return func(o *options) { o.timeout = d }
+}
+
+// Workers is the workers bundle of the production client that works the
+// job. The delivery's client then checks the kinds of the jobs the worker
+// inserts as River does: a child job (InsertTx) of a kind no worker in the
+// bundle serves fails with river.UnknownJobKindError, as in production,
+// instead of passing the check. Without it the delivery's client is an
+// insert-only client, which checks no kinds.
+func Workers(w *river.Workers) Option {
+	return func(o *options) { o.workers = w }
 }
 
 // Setup migrates River's schema up, one transaction per migration version,
@@ -179,10 +190,11 @@ func (c clock) NowOrNil() *time.Time {
 	return &t
 }
 
-// client is a River client that never works jobs; with a nil pool it
-// only runs in the transactions it is given.
-func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}})
+// client is a River client that never works jobs (it has no queues);
+// with a nil pool it only runs in the transactions it is given. With
+// workers, its inserts check the job's kind against them.
+func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *river.Workers) (*river.Client[pgx.Tx], error) {
+	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}, Workers: workers})
 }
 
 // work runs one delivery: it rebuilds River's Job from the row the
@@ -204,7 +216,7 @@ func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorker func
 	if got := w.Timeout(job); got != 0 && got != q.opts.timeout {
 		return fmt.Errorf("twiceriver: job %q: worker %T's Timeout is %v, but the check models River cancelling an attempt after %v; pass twiceriver.Timeout(%v) so the faults are the ones River can make", q.name, w, got, q.opts.timeout, got)
 	}
-	c, err := client(riverpgxv5.New(d.DB), d.Now)
+	c, err := client(riverpgxv5.New(d.DB), d.Now, q.opts.workers)
 	if err != nil {
 		return fmt.Errorf("twiceriver: job %q: a River client for the delivery: %w", q.name, err)
 	}
@@ -265,7 +277,7 @@ func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, erro
 
 // Enqueue inserts the job with River's InsertTx, as the producer does.
 func (q *queue[T]) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now })
+	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
 	if err != nil {
 		return harness.Enqueued{}, err
 	}
@@ -292,7 +304,7 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 	if err != nil {
 		return harness.Fetched{}, fmt.Errorf("job ID %q is not River's: %w", op.JobID, err)
 	}
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now })
+	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
 	if err != nil {
 		return harness.Fetched{}, err
 	}

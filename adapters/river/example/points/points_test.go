@@ -194,6 +194,28 @@ func TestShipChildJobUnderProducerRetry(t *testing.T) {
 	assert.True(t, unique.Idempotent(), "%s", unique)
 }
 
+// With the production client's workers bundle, a child job of a kind no
+// worker serves fails the insert as River's client fails it; without the
+// bundle the delivery's client is insert-only and lets it through.
+func TestWorkersCheckChildKinds(t *testing.T) {
+	c := cfg
+	c.Faults = []faults.Fault{faults.RunTwice()}
+	ship := func(d *harness.Delivery) river.Worker[points.ShipArgs] {
+		return &points.ShipWorker{Pool: d.DB, Unique: true}
+	}
+	shipOnly := river.NewWorkers()
+	river.AddWorker(shipOnly, &points.ShipWorker{})
+	_, err := harness.Run(context.Background(), twiceriver.Job("ship-unknown-child", points.ShipArgs{OrderID: 9812}, ship, twiceriver.Workers(shipOnly)), c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job kind is not registered in the client's Workers bundle: notify_shipped`)
+
+	both := river.NewWorkers()
+	river.AddWorker(both, &points.ShipWorker{})
+	river.AddWorker(both, river.WorkFunc(func(context.Context, *river.Job[points.NotifyArgs]) error { return nil }))
+	res := run(t, twiceriver.Job("ship-known-child", points.ShipArgs{OrderID: 9812}, ship, twiceriver.Workers(both)), c)
+	assert.True(t, res.Idempotent(), "%s", res)
+}
+
 // A producer's copy of a unique job is refused by River at insert: it is
 // "not delivered", never handled.
 func TestUniqueJobCopyIsNotDelivered(t *testing.T) {
