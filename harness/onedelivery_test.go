@@ -47,17 +47,21 @@ func oneDeliveryConfig() harness.Config {
 	}
 }
 
+// oneDeliveryHandlers race in two ways: transactions interleaved step by
+// step, and one statement overlapped with itself (a held commit).
+var oneDeliveryHandlers = []struct {
+	name    string
+	handler harness.Handler
+}{
+	{"interleaved transactions", rewardOnce},
+	{"overlapped statements", bounceOnce},
+}
+
 // A queue that hands a job to one delivery at a time refuses the second
 // delivery of concurrent-delivery in every order, so the check runs one
 // order, and its verdict is that of every order.
 func TestQueueOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		handler harness.Handler
-	}{
-		{"interleaved transactions", rewardOnce},
-		{"overlapped statements", bounceOnce},
-	} {
+	for _, tt := range oneDeliveryHandlers {
 		t.Run(tt.name, func(t *testing.T) {
 			refusing := tableQueue{redeliver: time.Hour, holdRunning: true}
 			every := runQueue(t, harness.Job{Name: "every", Queue: refusing, Handler: tt.handler}, oneDeliveryConfig())
@@ -104,13 +108,7 @@ func scheduleVerdicts(t *testing.T, res *harness.Result) map[string]harness.Verd
 // out run as well: the same scenarios and verdicts as without the rule,
 // the races among them found.
 func TestQueueOneDeliveryAtATimeFallsBackWhenHandedOut(t *testing.T) {
-	for _, tt := range []struct {
-		name    string
-		handler harness.Handler
-	}{
-		{"interleaved transactions", rewardOnce},
-		{"overlapped statements", bounceOnce},
-	} {
+	for _, tt := range oneDeliveryHandlers {
 		t.Run(tt.name, func(t *testing.T) {
 			handing := tableQueue{redeliver: time.Hour}
 			every := runQueue(t, harness.Job{Name: "every", Queue: handing, Handler: tt.handler}, oneDeliveryConfig())

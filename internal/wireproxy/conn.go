@@ -428,7 +428,8 @@ func (c *conn) endHold(msg []byte) {
 	}
 }
 
-// writeServer writes bytes of the proxy's own to the server.
+// writeServer writes b to the server: the client's batch (forward) or
+// the proxy's own COMMIT or ROLLBACK.
 func (c *conn) writeServer(b []byte) error {
 	if c.isCut.Load() {
 		return net.ErrClosed
@@ -484,12 +485,7 @@ func (c *conn) appendProbe(probe probeKind) {
 
 // forward writes the pending client messages to the server.
 func (c *conn) forward() error {
-	if c.isCut.Load() {
-		return net.ErrClosed
-	}
-	c.wmu.Lock()
-	_, err := c.server.Write(c.batch)
-	c.wmu.Unlock()
+	err := c.writeServer(c.batch)
 	if cap(c.batch) > 1<<20 {
 		c.batch = nil // after a large COPY chunk or parameter
 	} else {
