@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/examples/payouts"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 var (
@@ -30,10 +31,10 @@ func payoutJob(d *harness.Delivery) payouts.Job {
 // payer pays through the harness's payment fake, which keeps Stripe's
 // idempotency keys for 24h on the harness clock and records each payment
 // as an effect.
-type payer struct{ fake *harness.Payments }
+type payer struct{ fake *effects.Payments }
 
 func (p payer) Pay(ctx context.Context, t payouts.Transfer) (string, error) {
-	pay, err := p.fake.Pay(ctx, harness.PaymentRequest{
+	pay, err := p.fake.Pay(ctx, effects.PaymentRequest{
 		IdempotencyKey: t.IdempotencyKey,
 		Destination:    t.Destination,
 		Amount:         t.Amount,
