@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,4 +40,45 @@ func TestDeliveryWithoutTheHarnessHasNoFakes(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// Config.Providers reaches the payment provider of every scenario: a
+// redrive 72h after a crash between the payment and its record pays twice
+// when keys are forgotten after Stripe's 24h, and is answered from the
+// key when the provider remembers them longer.
+func TestProvidersSetThePaymentKeyWindow(t *testing.T) {
+	tests := []struct {
+		name    string
+		window  time.Duration
+		verdict harness.Verdict
+		paid    int
+	}{
+		{"Stripe's 24h", 0, harness.NotIdempotent, 2},
+		{"a week", 7 * 24 * time.Hour, harness.Idempotent, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var saw sawCalls
+			job := harness.Job{Name: "pay", Handler: payThenLog(&saw, false)}
+			sc := replay(t, job, "j1a1w1!crash:2 > +72h j1a2w2", func(cfg *harness.Config) {
+				cfg.Providers.Payments.KeyWindow = tt.window
+			}).Scenarios[0]
+			assert.Equal(t, tt.verdict, sc.Verdict, "%+v", sc)
+			paid := 0
+			for _, e := range sc.Effects {
+				if e.Kind == "payment" && e.Happened() {
+					paid++
+				}
+			}
+			assert.Equal(t, tt.paid, paid, "payments made")
+		})
+	}
+}
+
+// A setting no provider can have fails the check at once, naming it.
+func TestProvidersMisuse(t *testing.T) {
+	job := harness.Job{Name: "pay", Handler: func(ctx context.Context, d *harness.Delivery) error { return nil }}
+	cfg := harness.Config{Providers: effects.Providers{Payments: effects.PaymentProvider{KeyWindow: -time.Hour}}}
+	_, err := harness.Run(t.Context(), job, cfg)
+	require.ErrorContains(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s")
 }

@@ -195,7 +195,7 @@ func (q *eventQueue) drain() []event {
 // cleanly, after the visibility timeout. The job must complete then.
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
 	clock := newClock(r.cfg.clockStart())
-	log, err := effects.NewLog(clock.Now, effects.Providers{Payments: effects.PaymentProvider{KeyWindow: r.cfg.PaymentKeyWindow}})
+	log, err := effects.NewLog(clock.Now, r.cfg.Providers)
 	if err != nil {
 		return nil, err
 	}

@@ -330,7 +330,7 @@ func TestErrorMessage(t *testing.T) {
 
 func TestNewLogMisuse(t *testing.T) {
 	_, err := effects.NewLog(newClock().Now, effects.Providers{Payments: effects.PaymentProvider{KeyWindow: -time.Hour}})
-	require.EqualError(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s; set how long the payment provider remembers an idempotency key, or leave it zero for 24h0m0s")
+	require.EqualError(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h")
 	_, err = effects.NewLog(nil, effects.Providers{})
 	require.ErrorContains(t, err, "without a clock")
 }

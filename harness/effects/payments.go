@@ -152,7 +152,7 @@ const DefaultKeyWindow = 24 * time.Hour
 
 func (p PaymentProvider) check() error {
 	if p.KeyWindow < 0 {
-		return fmt.Errorf("[twice] Config.Providers.Payments.KeyWindow is %v; set how long the payment provider remembers an idempotency key, or leave it zero for %v", p.KeyWindow, DefaultKeyWindow)
+		return fmt.Errorf("[twice] Config.Providers.Payments.KeyWindow is %v; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h", p.KeyWindow)
 	}
 	return nil
 }
