@@ -3,6 +3,7 @@ package payouts_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/runtwice/twice/examples/payouts"
 	"github.com/runtwice/twice/faults"
@@ -75,6 +76,15 @@ func redriveCrashBeforeRecordFails(res *harness.Result) bool {
 		}
 	}
 	return false
+}
+
+// A provider that remembers keys longer than the redrive's 72h answers
+// the redrive from the key too: the job key then survives every fault.
+// Set the window of the provider the job really calls.
+func TestWithJobKeyAtAProviderWithAWeeksWindow(t *testing.T) {
+	cfg := config
+	cfg.Providers = effects.Providers{Payments: effects.PaymentProvider{KeyWindow: 7 * 24 * time.Hour}}
+	harness.Check(t, withJobKey, cfg)
 }
 
 func TestWithRandomKey(t *testing.T) {
