@@ -11,9 +11,9 @@ import (
 // Email is a message the mail fake sends. It is the effect's payload, kind
 // "email".
 type Email struct {
-	To      string `json:"to"`
-	Subject string `json:"subject"`
-	Body    string `json:"body"`
+	To      string `json:"to"`      // the recipient: "asha@example.com"
+	Subject string `json:"subject"` // the subject line
+	Body    string `json:"body"`    // the text
 }
 
 // Mailer is an email provider without deduplication, like most: every

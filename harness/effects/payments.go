@@ -31,7 +31,8 @@ const DeclinedDestination = "acct_declined"
 
 // Payment is a payment the fake made.
 type Payment struct {
-	ID          string // "py_1", unique in the scenario
+	ID string // "py_1", unique in the scenario
+	// Destination, Amount and Currency are the request's.
 	Destination string
 	Amount      int64
 	Currency    string
@@ -51,7 +52,8 @@ type PaymentError struct {
 	// Code is Stripe's error code: "parameter_invalid",
 	// "idempotency_error", "card_declined",
 	// "idempotency_key_in_use".
-	Code    string
+	Code string
+	// Message says what was wrong, as Stripe's does.
 	Message string
 	// Replayed is true when the error was stored under the idempotency
 	// key by an earlier request and answered again.
