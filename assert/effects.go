@@ -532,13 +532,15 @@ func decodePayload(raw json.RawMessage) (any, bool) {
 	return v, true
 }
 
-// EffectError reports a scenario whose effects break a policy. Its
-// message starts "[twice] not idempotent: ".
-type EffectError struct {
+// EffectsDiffer is the finding that a scenario's effects break a policy:
+// CheckEffects's error. Its message starts "[twice] not idempotent: ".
+type EffectsDiffer struct {
+	// Diff is how the effects break their policies.
 	Diff *EffectDiff
 }
 
-func (e *EffectError) Error() string {
+// Error is the finding with its diff, as EffectsEqual reports it.
+func (e *EffectsDiffer) Error() string {
 	if e.Diff == nil {
 		return "[twice] not idempotent: the effects differ from one clean run"
 	}
@@ -562,7 +564,7 @@ func (e *EffectError) Error() string {
 
 // CheckEffects compares the effects of a scenario (twice) with those of
 // one clean run (once). It returns nil when every policy is met, an
-// *EffectError when one is not, and an error naming the misuse when
+// *EffectsDiffer when one is not, and an error naming the misuse when
 // opts.Policies holds a value that is not a Policy.
 func CheckEffects(once, twice []Effect, opts EffectOptions) error {
 	kinds := make([]string, 0, len(opts.Policies))
@@ -576,7 +578,7 @@ func CheckEffects(once, twice []Effect, opts EffectOptions) error {
 		}
 	}
 	if d := DiffEffects(once, twice, opts); d != nil {
-		return &EffectError{Diff: d}
+		return &EffectsDiffer{Diff: d}
 	}
 	return nil
 }

@@ -378,17 +378,17 @@ func TestCheckEffects(t *testing.T) {
 		"Repeatable is a policy CheckEffects accepts")
 
 	err := assert.CheckEffects(once, twice, assert.EffectOptions{Label: "run-twice"})
-	var ee *assert.EffectError
+	var ee *assert.EffectsDiffer
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 1, ee.Diff.Extra)
-	goldenText(t, "effects_error", err.Error()+"\n")
+	goldenText(t, "effects_differ", err.Error()+"\n")
 
 	err = assert.CheckEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
 	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce or assert.Repeatable`)
 	d := assert.DiffEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
 	require.NotNil(t, d, "an unknown policy is held to exactly-once")
 	require.Equal(t, []string{"email has the unknown policy Policy(7) and is held to exactly-once"}, d.Notes)
-	require.Equal(t, "[twice] not idempotent: the effects differ from one clean run", (&assert.EffectError{}).Error())
+	require.Equal(t, "[twice] not idempotent: the effects differ from one clean run", (&assert.EffectsDiffer{}).Error())
 }
 
 func TestEffectsEqual(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -52,7 +53,7 @@ func (h *reconnecting) handle(ctx context.Context, d *harness.Delivery) error {
 		select {
 		case <-h.release:
 			if h.deaf {
-				h.late <- d.Mail().Send(context.Background(), harness.Email{To: "ops@example.com", Subject: "gave up"})
+				h.late <- d.Mail().Send(context.Background(), effects.Email{To: "ops@example.com", Subject: "gave up"})
 			}
 			return err
 		case <-done:

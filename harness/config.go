@@ -8,6 +8,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // Config says how to check a job. The zero value runs faults.Default on an
@@ -80,9 +81,11 @@ type Config struct {
 	// "kind.field.key.sub" leaves out one value inside a field holding an
 	// object or array and compares the rest.
 	IgnoreEffectFields []string
-	// PaymentKeyWindow is how long the payment fake remembers an
-	// idempotency key, on the harness clock; zero means 24h.
-	PaymentKeyWindow time.Duration
+	// Providers sets up the effect providers every scenario gets afresh,
+	// such as how long the payment provider remembers an idempotency key
+	// (effects.PaymentProvider.KeyWindow, 24h); the zero value is each
+	// provider's default.
+	Providers effects.Providers
 	// ClockStart is the harness clock's time when every scenario, and
 	// each clean reference run, starts; zero means 2026-01-01T09:00:00Z.
 	// The clock does not follow the wall clock: only faults move it (the

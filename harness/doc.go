@@ -67,7 +67,7 @@
 // (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its
 // return value counts. An effect fault leaves the delivery alive: the
 // provider makes the call and loses its answer, or refuses it with a 503,
-// and the call returns an *EffectError for the handler to handle.
+// and the call returns an *effects.Error for the handler to handle.
 //
 // A commit point is a COMMIT, or a statement outside a transaction block
 // that wrote. Most show in their text (INSERT, UPDATE through a view with
@@ -79,11 +79,12 @@
 //
 // # Effects
 //
-// Work that leaves the database goes through the delivery's fakes, which
-// record into one log per scenario: Delivery.Mail (no deduplication),
-// Delivery.Payments (Stripe's idempotency keys, remembered for 24h on the
-// harness clock) and Delivery.Effect, which wraps a call to your own
-// client. Each effect kind has a policy (Config.EffectPolicies):
+// Work that leaves the database goes through the delivery's fakes
+// (package effects), which record into one log per scenario:
+// Delivery.Mail (no deduplication), Delivery.Payments (Stripe's
+// idempotency keys, remembered for 24h on the harness clock unless
+// Config.Providers says otherwise) and Delivery.Effect, which wraps a call
+// to your own client. Each effect kind has a policy (Config.EffectPolicies):
 // exactly-once by default, at-least-once for receipts, at-most-once, or
 // repeatable for an effect harmless to repeat at the provider (cancelling
 // a subscription: any number of copies is fine, none is not).

@@ -12,6 +12,7 @@ import (
 	twiceassert "github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // What a handler saw from its effect calls once one failed, per attempt:
@@ -36,7 +37,7 @@ func (s *sawCalls) of(attempt int) []error {
 	return s.errs[attempt]
 }
 
-var charge = harness.PaymentRequest{IdempotencyKey: "order-9812", Destination: "acct_77", Amount: 500, Currency: "eur"}
+var charge = effects.PaymentRequest{IdempotencyKey: "order-9812", Destination: "acct_77", Amount: 500, Currency: "eur"}
 
 // payThenLog pays (step 1), retries once with the same key when the call
 // timed out (step 2), and logs the payment (the last step): a handler
@@ -71,9 +72,9 @@ func TestEffectLostReply(t *testing.T) {
 
 	require.Len(t, saw.of(1), 2)
 	err := saw.of(1)[0]
-	var fault *harness.EffectError
+	var fault *effects.Error
 	require.ErrorAs(t, err, &fault)
-	assert.Equal(t, &harness.EffectError{Kind: "payment", Applied: true}, fault)
+	assert.Equal(t, &effects.Error{Kind: "payment", Applied: true}, fault)
 	assert.True(t, fault.Timeout(), "a lost answer is a timeout")
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "as an HTTP client's timeout is")
 	assert.NoError(t, saw.of(1)[1], "the retry with the same key gets the stored answer")
@@ -116,7 +117,7 @@ func TestEffectFailed(t *testing.T) {
 	res := replay(t, job, "j1a1w1!failed:1")
 	sc := res.Scenarios[0]
 
-	var fault *harness.EffectError
+	var fault *effects.Error
 	require.Len(t, saw.of(1), 1)
 	require.ErrorAs(t, saw.of(1)[0], &fault)
 	assert.False(t, fault.Applied)
@@ -152,7 +153,7 @@ func TestEffectFaultsOnMailAndOwnClients(t *testing.T) {
 			var saw []error
 			var calls int
 			job := harness.Job{Name: "notify", Handler: func(ctx context.Context, d *harness.Delivery) error {
-				err := d.Mail().Send(ctx, harness.Email{To: "a@example.com", Subject: "Hi"})
+				err := d.Mail().Send(ctx, effects.Email{To: "a@example.com", Subject: "Hi"})
 				err2 := d.Effect(ctx, "sms", "", "hi", func(context.Context) error {
 					mu.Lock()
 					calls++
@@ -167,7 +168,7 @@ func TestEffectFaultsOnMailAndOwnClients(t *testing.T) {
 			sc := replay(t, job, tt.schedule).Scenarios[0]
 			mu.Lock()
 			require.Len(t, saw, 6, "two clean runs and the scenario")
-			var fault *harness.EffectError
+			var fault *effects.Error
 			require.ErrorAs(t, saw[4], &fault, "the scenario's email")
 			assert.Equal(t, "email", fault.Kind)
 			assert.NoError(t, saw[5], "only step 1 is faulted")
@@ -228,7 +229,7 @@ func TestEffectFaultOnAStatementIsRefused(t *testing.T) {
 // handler cannot know it went out. An exactly-once one may not.
 func TestLostReplyMakesADuplicateUnavoidable(t *testing.T) {
 	job := harness.Job{Name: "receipt", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return d.Mail().Send(ctx, harness.Email{To: "a@example.com", Subject: "Receipt"})
+		return d.Mail().Send(ctx, effects.Email{To: "a@example.com", Subject: "Receipt"})
 	}}
 	atLeastOnce := replay(t, job, "j1a1w1!lostreply:1", func(c *harness.Config) {
 		c.EffectPolicies = map[string]twiceassert.Policy{"email": twiceassert.AtLeastOnce}

@@ -47,18 +47,3 @@ func ExampleDelivery_Effect() {
 	}
 	_ = job // harness.Check(t, job, cfg) in a test
 }
-
-// A payout keyed by the job, not the attempt: a retry gets the stored
-// payment back instead of paying again.
-func ExamplePayments_Pay() {
-	handler := func(ctx context.Context, d *harness.Delivery) error {
-		_, err := d.Payments().Pay(ctx, harness.PaymentRequest{
-			IdempotencyKey: "payout-restaurant-381-2026-W42",
-			Destination:    "acct_381",
-			Amount:         48_250,
-			Currency:       "eur",
-		})
-		return err
-	}
-	_ = harness.Job{Name: "weekly-payout", Handler: handler}
-}

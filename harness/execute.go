@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
@@ -54,7 +55,7 @@ type execution struct {
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
 	holder, watch *stepRequest
-	effects       *effectLog
+	effects       *effects.Log
 
 	ctx      context.Context     // the scenario's; for work started from events
 	failure  error               // an internal error raised while handling an event
@@ -121,10 +122,10 @@ type stepRequest struct {
 	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
 	call   faults.Step    // for an effect: the call
 	effect bool
-	fate   effectFate // for an effect: what the provider does with it; set before the grant
-	seq    int        // the delivery's step number, statements and effects alike
-	ran    bool       // a held statement that ran: counted when it did,
-	stepAt int        // at this place of its delivery's steps
+	fate   effects.Fate // for an effect: what the provider does with it; set before the grant
+	seq    int          // the delivery's step number, statements and effects alike
+	ran    bool         // a held statement that ran: counted when it did,
+	stepAt int          // at this place of its delivery's steps
 	grant  chan wireproxy.Action
 }
 
@@ -194,9 +195,13 @@ func (q *eventQueue) drain() []event {
 // cleanly, after the visibility timeout. The job must complete then.
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
 	clock := newClock(r.cfg.clockStart())
+	log, err := effects.NewLog(clock.Now, r.cfg.Providers)
+	if err != nil {
+		return nil, err
+	}
 	e := &execution{
 		r: r, sched: sched, db: db, clock: clock, ctx: ctx,
-		effects:  newEffectLog(clock, r.cfg.PaymentKeyWindow),
+		effects:  log,
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
 		backends: r.backends.of(db.Name),
@@ -545,7 +550,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.returned = make(chan struct{})
 	hctx := d.ctx
 	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock, sqlDB: d.sqlDB,
-		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
+		fx: e.effects.Clients(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
 	go func() {
 		defer close(d.returned)
 		start := time.Now()
@@ -609,7 +614,7 @@ func (e *execution) handle(ev event) {
 			d.done++
 			d.steps = append(d.steps, req.asStep())
 		}
-		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
+		d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
 		}
@@ -822,10 +827,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			call := render.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
-				req.fate = effectReplyLost
+				req.fate = effects.ReplyLost
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
 			} else {
-				req.fate = effectRefused
+				req.fate = effects.Refused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
 		case d.spec.Fault.OnEffect():
@@ -850,7 +855,7 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effectFate, error) {
+func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fate, error) {
 	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
@@ -871,7 +876,7 @@ func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effec
 	}
 }
 
-func (s effectStepper) endEffect(string) {
+func (s effectStepper) End(faults.Step) {
 	s.d.effectMu.Lock()
 	req := s.d.effectReq
 	s.d.effectReq = nil

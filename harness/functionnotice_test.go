@@ -9,6 +9,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // The seed's ledger behind a plpgsql function, so the whole credit is one
@@ -40,7 +41,7 @@ func rewardThroughFunction(ctx context.Context, d *harness.Delivery) error {
 	var credited bool
 	err := d.DB.QueryRow(ctx, `SELECT credit_order($1, $2)`, 77, 9812).Scan(&credited)
 	if err != nil {
-		_ = d.Mail().Send(ctx, harness.Email{
+		_ = d.Mail().Send(ctx, effects.Email{
 			To:      "asha@example.com",
 			Subject: "We could not credit your points",
 			Body:    "Order 9812: we will try again.",

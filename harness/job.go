@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
@@ -77,7 +79,7 @@ type Delivery struct {
 	DSN string
 
 	clock *clock
-	fx    *deliveryEffects // effect fakes; see effects.go
+	fx    *effects.Clients // effect fakes; see effects.go
 	sqlDB *deliverySQL     // Delivery.SQL's *sql.DB; see sqldb.go
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/runtwice/twice/examples/processedjobs"
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/internal/golden"
 	"github.com/runtwice/twice/internal/recordtb"
 )
@@ -94,8 +95,8 @@ func TestFindingMessages(t *testing.T) {
 }
 
 // receiptMailer sends the receipts job's emails through the mail fake.
-type receiptMailer struct{ fake *harness.Mailer }
+type receiptMailer struct{ fake *effects.Mailer }
 
 func (m receiptMailer) Send(ctx context.Context, e receipts.Email) error {
-	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
+	return m.fake.Send(ctx, effects.Email{To: e.To, Subject: e.Subject, Body: e.Body})
 }

@@ -396,7 +396,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, err
 	}
 	d := ex.deliveries[0]
-	if err := ex.effects.err(); err != nil {
+	if err := ex.effects.Err(); err != nil {
 		return nil, nil, nil, err
 	}
 	if why := ex.cleanFailure(); why != "" {
@@ -406,7 +406,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
 	snap, err := ex.snapshot(ctx)
-	return snap, d.steps, ex.effects.effects(), err
+	return snap, d.steps, ex.effects.Effects(), err
 }
 
 // clean runs the job once, cleanly, its clock started shift after
@@ -428,7 +428,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	}
 	ex, err := r.execute(ctx, db, sched, true)
 	if err == nil {
-		err = ex.effects.err()
+		err = ex.effects.Err()
 	}
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
@@ -466,7 +466,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	for _, d := range sc.StateDiff {
 		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
 	}
-	sc.Effects = ex.effects.effects()
+	sc.Effects = ex.effects.Effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
 		Label:                 string(sched.Fault),

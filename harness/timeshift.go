@@ -87,5 +87,5 @@ func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*as
 	if err != nil {
 		return nil, nil, err
 	}
-	return snap, ex.effects.effects(), nil
+	return snap, ex.effects.Effects(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/examples/chargetimeout"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // payments is the job's Payer on twice's payment fake; the customer
@@ -14,7 +15,7 @@ import (
 type payments struct{ d *harness.Delivery }
 
 func (p payments) Charge(ctx context.Context, key, customer string, cents int64) (string, error) {
-	pay, err := p.d.Payments().Pay(ctx, harness.PaymentRequest{IdempotencyKey: key, Destination: customer, Amount: cents, Currency: "eur"})
+	pay, err := p.d.Payments().Pay(ctx, effects.PaymentRequest{IdempotencyKey: key, Destination: customer, Amount: cents, Currency: "eur"})
 	return pay.ID, err
 }
 
@@ -22,7 +23,7 @@ func (p payments) Charge(ctx context.Context, key, customer string, cents int64)
 type mail struct{ d *harness.Delivery }
 
 func (m mail) Send(ctx context.Context, to, subject, body string) error {
-	return m.d.Mail().Send(ctx, harness.Email{To: to, Subject: subject, Body: body})
+	return m.d.Mail().Send(ctx, effects.Email{To: to, Subject: subject, Body: body})
 }
 
 func checkout(d *harness.Delivery) chargetimeout.Checkout {

@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/examples/creditnotice"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // The job gets the delivery's pool and its mail fake where production
@@ -18,10 +19,10 @@ var reward = harness.Job{Name: "reward-with-notice", Handler: func(ctx context.C
 
 // mailer sends the job's emails through the harness's mail fake, which
 // records each one as an effect.
-type mailer struct{ fake *harness.Mailer }
+type mailer struct{ fake *effects.Mailer }
 
 func (m mailer) Send(ctx context.Context, e creditnotice.Email) error {
-	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
+	return m.fake.Send(ctx, effects.Email{To: e.To, Subject: e.Subject, Body: e.Body})
 }
 
 // Only the ambiguous commit finds it: the points are there, and so is an

@@ -3,10 +3,12 @@ package payouts_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/runtwice/twice/examples/payouts"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 var (
@@ -30,10 +32,10 @@ func payoutJob(d *harness.Delivery) payouts.Job {
 // payer pays through the harness's payment fake, which keeps Stripe's
 // idempotency keys for 24h on the harness clock and records each payment
 // as an effect.
-type payer struct{ fake *harness.Payments }
+type payer struct{ fake *effects.Payments }
 
 func (p payer) Pay(ctx context.Context, t payouts.Transfer) (string, error) {
-	pay, err := p.fake.Pay(ctx, harness.PaymentRequest{
+	pay, err := p.fake.Pay(ctx, effects.PaymentRequest{
 		IdempotencyKey: t.IdempotencyKey,
 		Destination:    t.Destination,
 		Amount:         t.Amount,
@@ -74,6 +76,15 @@ func redriveCrashBeforeRecordFails(res *harness.Result) bool {
 		}
 	}
 	return false
+}
+
+// A provider that remembers keys longer than the redrive's 72h answers
+// the redrive from the key too: the job key then survives every fault.
+// Set the window of the provider the job really calls.
+func TestWithJobKeyAtAProviderWithAWeeksWindow(t *testing.T) {
+	cfg := config
+	cfg.Providers = effects.Providers{Payments: effects.PaymentProvider{KeyWindow: 7 * 24 * time.Hour}}
+	harness.Check(t, withJobKey, cfg)
 }
 
 func TestWithRandomKey(t *testing.T) {

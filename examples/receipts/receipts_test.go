@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // Receipts are at-least-once: a rare duplicate beats a missing receipt.
@@ -33,10 +34,10 @@ func sender(d *harness.Delivery) receipts.Sender {
 
 // mailer sends the job's emails through the harness's mail fake, which
 // records each one as an effect.
-type mailer struct{ fake *harness.Mailer }
+type mailer struct{ fake *effects.Mailer }
 
 func (m mailer) Send(ctx context.Context, e receipts.Email) error {
-	return m.fake.Send(ctx, harness.Email{To: e.To, Subject: e.Subject, Body: e.Body})
+	return m.fake.Send(ctx, effects.Email{To: e.To, Subject: e.Subject, Body: e.Body})
 }
 
 func TestSendThenMark(t *testing.T) {

@@ -1,4 +1,4 @@
-package harness
+package effects_test
 
 import (
 	"context"
@@ -7,16 +7,18 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/harness/effects"
 )
 
 // Mail has no deduplication: the same email twice is two emails, each
 // attributed to the delivery that sent it.
 func TestMailerSendsEveryCall(t *testing.T) {
-	clock := newClock(defaultClockStart)
-	log := newEffectLog(clock, 0)
-	first := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{})
-	second := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{})
-	receipt := Email{To: "asha@example.com", Subject: "Your receipt", Body: "Order 9812: 50 points"}
+	clock := newClock()
+	log := newLog(t, clock, 0)
+	first := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{})
+	second := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{})
+	receipt := effects.Email{To: "asha@example.com", Subject: "Your receipt", Body: "Order 9812: 50 points"}
 	ctx := context.Background()
 
 	require.NoError(t, first.Mail().Send(ctx, receipt))
@@ -24,7 +26,7 @@ func TestMailerSendsEveryCall(t *testing.T) {
 	require.NoError(t, second.Mail().Send(ctx, receipt))
 	require.NoError(t, second.Mail().Send(ctx, receipt))
 
-	got := log.effects()
+	got := log.Effects()
 	require.Len(t, got, 3)
 	for i, want := range []struct {
 		delivery string

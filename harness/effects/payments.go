@@ -1,4 +1,4 @@
-package harness
+package effects
 
 import (
 	"context"
@@ -31,7 +31,8 @@ const DeclinedDestination = "acct_declined"
 
 // Payment is a payment the fake made.
 type Payment struct {
-	ID          string // "py_1", unique in the scenario
+	ID string // "py_1", unique in the scenario
+	// Destination, Amount and Currency are the request's.
 	Destination string
 	Amount      int64
 	Currency    string
@@ -51,13 +52,16 @@ type PaymentError struct {
 	// Code is Stripe's error code: "parameter_invalid",
 	// "idempotency_error", "card_declined",
 	// "idempotency_key_in_use".
-	Code    string
+	Code string
+	// Message says what was wrong, as Stripe's does.
 	Message string
 	// Replayed is true when the error was stored under the idempotency
 	// key by an earlier request and answered again.
 	Replayed bool
 }
 
+// Error reads like Stripe's answer: "[twice] payments: 402 card_declined:
+// ...".
 func (e *PaymentError) Error() string {
 	s := fmt.Sprintf("[twice] payments: %d %s: %s", e.Status, e.Code, e.Message)
 	if e.Replayed {
@@ -74,9 +78,9 @@ func (e *PaymentError) Error() string {
 //   - the same key with other parameters is an error (400);
 //   - a request whose key is in use by one still in flight is a conflict
 //     (409);
-//   - a key is remembered for a window on the harness clock (24h unless
-//     the harness is told otherwise); reused after it, it makes a new
-//     payment;
+//   - a key is remembered for a window on the harness clock
+//     (PaymentProvider.KeyWindow, 24h unless set); reused after it, it
+//     makes a new payment;
 //   - a request without a key is never deduplicated;
 //   - requests with invalid parameters are refused (400) and, as they
 //     never ran, not stored under their key; nor is a request the
@@ -85,40 +89,35 @@ func (e *PaymentError) Error() string {
 //     faults.KindEffectLostReply) ran and is stored: a retry with the
 //     same key and parameters gets the stored payment.
 //
-// Get it with Delivery.Payments.
+// A handler gets it from harness.Delivery.Payments.
 type Payments struct {
-	fx *deliveryEffects
+	c *Clients
 }
-
-// Payments returns the delivery's payment provider. Its payments go to
-// the scenario's effect log, where the oracle compares them with one clean
-// run's.
-func (d *Delivery) Payments() *Payments { return &Payments{fx: d.effects()} }
 
 // Pay makes a payment. The call is a step of the delivery: a fault can
 // kill the delivery just before it, and then nothing is paid, or right
 // after the provider accepted it. A refusal is a *PaymentError.
 //
-// Under an effect fault Pay returns an *EffectError and the delivery
+// Under an effect fault Pay returns an *Error and the delivery
 // goes on. When the provider's answer was lost (a timeout), the payment
 // was made and its answer stored under the idempotency key: the same
 // request again gets it back, Replayed, and no money moves. When the
 // provider refused the call (a 503), nothing was paid or stored, and the
 // same request again pays.
 func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error) {
-	if p == nil || p.fx == nil {
+	if p == nil || p.c == nil {
 		return Payment{}, errNoFakes("Payments.Pay")
 	}
 	raw, err := json.Marshal(paymentPayload{Destination: req.Destination, Amount: req.Amount, Currency: req.Currency})
 	if err != nil {
 		err = fmt.Errorf("[twice] internal: encoding a payment: %w", err)
-		p.fx.log.fail(err)
+		p.c.log.fail(err)
 		return Payment{}, err
 	}
 	var pay Payment
-	err = p.fx.call(ctx, assert.Effect{Kind: "payment", Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {
+	err = p.c.call(ctx, assert.Effect{Kind: "payment", Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {
 		var perr *PaymentError
-		pay, perr = p.fx.log.payments.pay(req, p.fx.log.clock)
+		pay, perr = p.c.log.payments.pay(req, p.c.log.now)
 		if perr != nil {
 			return "", perr.Replayed, perr
 		}
@@ -135,6 +134,38 @@ type paymentPayload struct {
 	Destination string `json:"destination"`
 	Amount      int64  `json:"amount"`
 	Currency    string `json:"currency"`
+}
+
+// PaymentProvider sets up the payment provider each scenario gets afresh
+// (Providers.Payments). The zero value behaves as Stripe does.
+type PaymentProvider struct {
+	// KeyWindow is how long the provider remembers an idempotency key, on
+	// the harness clock; zero means 24h, Stripe's window. A key reused
+	// after it makes a new payment, so a job redriven days later pays
+	// twice however well it builds its key (the redrive fault moves the
+	// clock 72h). Set it to the window of the provider the job really
+	// calls.
+	KeyWindow time.Duration
+}
+
+// DefaultKeyWindow is how long the payment provider remembers an
+// idempotency key when PaymentProvider.KeyWindow is zero: Stripe's 24h.
+const DefaultKeyWindow = 24 * time.Hour
+
+func (p PaymentProvider) check() error {
+	if p.KeyWindow < 0 {
+		return fmt.Errorf("[twice] Config.Providers.Payments.KeyWindow is %v; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h", p.KeyWindow)
+	}
+	return nil
+}
+
+// store returns the provider's empty memory.
+func (p PaymentProvider) store() *paymentStore {
+	window := p.KeyWindow
+	if window == 0 {
+		window = DefaultKeyWindow
+	}
+	return &paymentStore{window: window, keys: map[string]*keyRecord{}}
 }
 
 // paymentStore is the provider's memory: its payments and idempotency keys.
@@ -162,23 +193,23 @@ type keyRecord struct {
 // maxKeyLen is Stripe's limit on idempotency keys.
 const maxKeyLen = 255
 
-func (s *paymentStore) pay(req PaymentRequest, clock *clock) (Payment, *PaymentError) {
+func (s *paymentStore) pay(req PaymentRequest, now func() time.Time) (Payment, *PaymentError) {
 	if err := validPayment(req); err != nil {
 		return Payment{}, err
 	}
 	if req.IdempotencyKey == "" {
-		return s.execute(req, clock)
+		return s.execute(req, now)
 	}
 	s.mu.Lock()
-	now := clock.Now()
+	at := now()
 	rec := s.keys[req.IdempotencyKey]
-	if rec != nil && !rec.inFlight && now.Sub(rec.created) >= s.window {
+	if rec != nil && !rec.inFlight && at.Sub(rec.created) >= s.window {
 		delete(s.keys, req.IdempotencyKey)
 		rec = nil
 	}
 	switch {
 	case rec == nil:
-		rec = &keyRecord{req: req, created: now, inFlight: true}
+		rec = &keyRecord{req: req, created: at, inFlight: true}
 		s.keys[req.IdempotencyKey] = rec
 	case rec.inFlight:
 		s.mu.Unlock()
@@ -201,7 +232,7 @@ func (s *paymentStore) pay(req PaymentRequest, clock *clock) (Payment, *PaymentE
 	}
 	s.mu.Unlock()
 
-	pay, err := s.execute(req, clock)
+	pay, err := s.execute(req, now)
 	s.mu.Lock()
 	rec.inFlight, rec.payment, rec.err = false, pay, err
 	s.mu.Unlock()
@@ -209,7 +240,7 @@ func (s *paymentStore) pay(req PaymentRequest, clock *clock) (Payment, *PaymentE
 }
 
 // execute moves the money, or declines.
-func (s *paymentStore) execute(req PaymentRequest, clock *clock) (Payment, *PaymentError) {
+func (s *paymentStore) execute(req PaymentRequest, now func() time.Time) (Payment, *PaymentError) {
 	if s.executing != nil {
 		s.executing(req)
 	}
@@ -220,7 +251,7 @@ func (s *paymentStore) execute(req PaymentRequest, clock *clock) (Payment, *Paym
 	s.made++
 	id := fmt.Sprintf("py_%d", s.made)
 	s.mu.Unlock()
-	return Payment{ID: id, Destination: req.Destination, Amount: req.Amount, Currency: req.Currency, Created: clock.Now()}, nil
+	return Payment{ID: id, Destination: req.Destination, Amount: req.Amount, Currency: req.Currency, Created: now()}, nil
 }
 
 // validPayment refuses what Stripe refuses before running a request.

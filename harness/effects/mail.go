@@ -1,4 +1,4 @@
-package harness
+package effects
 
 import (
 	"context"
@@ -11,37 +11,33 @@ import (
 // Email is a message the mail fake sends. It is the effect's payload, kind
 // "email".
 type Email struct {
-	To      string `json:"to"`
-	Subject string `json:"subject"`
-	Body    string `json:"body"`
+	To      string `json:"to"`      // the recipient: "asha@example.com"
+	Subject string `json:"subject"` // the subject line
+	Body    string `json:"body"`    // the text
 }
 
 // Mailer is an email provider without deduplication, like most: every
-// Send is one more email. Get it with Delivery.Mail.
+// Send is one more email. A handler gets it from harness.Delivery.Mail.
 type Mailer struct {
-	fx *deliveryEffects
+	c *Clients
 }
-
-// Mail returns the delivery's mail sender. Its emails go to the scenario's
-// effect log, where the oracle compares them with one clean run's.
-func (d *Delivery) Mail() *Mailer { return &Mailer{fx: d.effects()} }
 
 // Send sends e. Each call is a step of the delivery: a fault can kill the
 // delivery just before it, and then nothing is sent, or right after the
 // email was accepted; or the provider can send it and lose its answer, or
-// refuse it with a 503 before sending, and Send returns an *EffectError
-// while the delivery goes on. Two calls send two emails.
+// refuse it with a 503 before sending, and Send returns an *Error while
+// the delivery goes on. Two calls send two emails.
 func (m *Mailer) Send(ctx context.Context, e Email) error {
-	if m == nil || m.fx == nil {
+	if m == nil || m.c == nil {
 		return errNoFakes("Mailer.Send")
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
 		err = fmt.Errorf("[twice] internal: encoding an email: %w", err)
-		m.fx.log.fail(err)
+		m.c.log.fail(err)
 		return err
 	}
-	return m.fx.call(ctx, assert.Effect{Kind: "email", Payload: raw}, func() (string, bool, error) {
+	return m.c.call(ctx, assert.Effect{Kind: "email", Payload: raw}, func() (string, bool, error) {
 		return "", false, nil
 	})
 }

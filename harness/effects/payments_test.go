@@ -1,4 +1,4 @@
-package harness
+package effects_test
 
 import (
 	"context"
@@ -8,23 +8,25 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/harness/effects"
 )
 
-var payout = PaymentRequest{IdempotencyKey: "payout-restaurant-381-2026-W42", Destination: "acct_381", Amount: 5000, Currency: "eur"}
+var payout = effects.PaymentRequest{IdempotencyKey: "payout-restaurant-381-2026-W42", Destination: "acct_381", Amount: 5000, Currency: "eur"}
 
-// paymentError returns err's *PaymentError, failing t when it is not one.
-func paymentError(t *testing.T, err error) *PaymentError {
+// paymentError returns err's *effects.PaymentError, failing t when it is not one.
+func paymentError(t *testing.T, err error) *effects.PaymentError {
 	t.Helper()
-	var perr *PaymentError
+	var perr *effects.PaymentError
 	require.ErrorAs(t, err, &perr)
 	assert.True(t, strings.HasPrefix(err.Error(), "[twice] payments: "), err.Error())
 	return perr
 }
 
 // happened counts the payments that moved money.
-func happened(log *effectLog) int {
+func happened(log *effects.Log) int {
 	n := 0
-	for _, e := range log.effects() {
+	for _, e := range log.Effects() {
 		if e.Kind == "payment" && e.Happened() {
 			n++
 		}
@@ -33,11 +35,11 @@ func happened(log *effectLog) int {
 }
 
 func TestPaymentsSameKeySameParametersReplays(t *testing.T) {
-	log := newEffectLog(newClock(defaultClockStart), 0)
+	log := newLog(t, newClock(), 0)
 	ctx := context.Background()
-	first, err := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
+	first, err := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
 	require.NoError(t, err)
-	again, err := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{}).Payments().Pay(ctx, payout)
+	again, err := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{}).Payments().Pay(ctx, payout)
 	require.NoError(t, err)
 
 	assert.False(t, first.Replayed)
@@ -45,7 +47,7 @@ func TestPaymentsSameKeySameParametersReplays(t *testing.T) {
 	again.Replayed = false
 	assert.Equal(t, first, again, "the stored payment is answered again")
 	assert.Equal(t, 1, happened(log))
-	got := log.effects()
+	got := log.Effects()
 	require.Len(t, got, 2)
 	assert.Equal(t, first.ID, got[0].Result)
 	assert.Equal(t, payout.IdempotencyKey, got[1].Key)
@@ -56,15 +58,15 @@ func TestPaymentsSameKeySameParametersReplays(t *testing.T) {
 func TestPaymentsSameKeyOtherParametersIsAnError(t *testing.T) {
 	for _, change := range []struct {
 		name string
-		req  func(PaymentRequest) PaymentRequest
+		req  func(effects.PaymentRequest) effects.PaymentRequest
 	}{
-		{"amount", func(r PaymentRequest) PaymentRequest { r.Amount++; return r }},
-		{"currency", func(r PaymentRequest) PaymentRequest { r.Currency = "usd"; return r }},
-		{"destination", func(r PaymentRequest) PaymentRequest { r.Destination = "acct_382"; return r }},
+		{"amount", func(r effects.PaymentRequest) effects.PaymentRequest { r.Amount++; return r }},
+		{"currency", func(r effects.PaymentRequest) effects.PaymentRequest { r.Currency = "usd"; return r }},
+		{"destination", func(r effects.PaymentRequest) effects.PaymentRequest { r.Destination = "acct_382"; return r }},
 	} {
 		t.Run(change.name, func(t *testing.T) {
-			log := newEffectLog(newClock(defaultClockStart), 0)
-			p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
+			log := newLog(t, newClock(), 0)
+			p := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 			ctx := context.Background()
 			_, err := p.Pay(ctx, payout)
 			require.NoError(t, err)
@@ -85,10 +87,10 @@ func TestPaymentsSameKeyOtherParametersIsAnError(t *testing.T) {
 }
 
 func TestPaymentsStoredErrorIsReplayed(t *testing.T) {
-	log := newEffectLog(newClock(defaultClockStart), 0)
-	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
+	log := newLog(t, newClock(), 0)
+	p := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	ctx := context.Background()
-	declined := PaymentRequest{IdempotencyKey: "payout-9", Destination: DeclinedDestination, Amount: 100, Currency: "eur"}
+	declined := effects.PaymentRequest{IdempotencyKey: "payout-9", Destination: effects.DeclinedDestination, Amount: 100, Currency: "eur"}
 
 	_, err := p.Pay(ctx, declined)
 	first := paymentError(t, err)
@@ -102,11 +104,11 @@ func TestPaymentsStoredErrorIsReplayed(t *testing.T) {
 	again.Replayed = false
 	assert.Equal(t, first, again, "the stored decline is answered again")
 
-	_, err = p.Pay(ctx, PaymentRequest{IdempotencyKey: "payout-9", Destination: "acct_9", Amount: 100, Currency: "eur"})
+	_, err = p.Pay(ctx, effects.PaymentRequest{IdempotencyKey: "payout-9", Destination: "acct_9", Amount: 100, Currency: "eur"})
 	assert.Equal(t, "idempotency_error", paymentError(t, err).Code, "a stored decline still binds the key to its parameters")
 
 	assert.Equal(t, 0, happened(log))
-	got := log.effects()
+	got := log.Effects()
 	require.Len(t, got, 3)
 	assert.Contains(t, got[1].Err, "card_declined")
 	assert.True(t, got[1].Replayed)
@@ -115,19 +117,19 @@ func TestPaymentsStoredErrorIsReplayed(t *testing.T) {
 // Stripe stores nothing for a request refused before it ran, so a retry
 // with the parameters fixed goes through.
 func TestPaymentsInvalidRequestIsNotStored(t *testing.T) {
-	log := newEffectLog(newClock(defaultClockStart), 0)
-	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
+	log := newLog(t, newClock(), 0)
+	p := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	ctx := context.Background()
 	tests := []struct {
 		name string
-		req  PaymentRequest
+		req  effects.PaymentRequest
 		want string
 	}{
-		{"no destination", PaymentRequest{IdempotencyKey: "k", Amount: 1, Currency: "eur"}, "destination is empty"},
-		{"zero amount", PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Currency: "eur"}, "amount must be positive, not 0"},
-		{"negative amount", PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: -5, Currency: "eur"}, "not -5"},
-		{"no currency", PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: 1}, "currency is empty"},
-		{"key too long", PaymentRequest{IdempotencyKey: strings.Repeat("k", 256), Destination: "acct_1", Amount: 1, Currency: "eur"}, "256 bytes long"},
+		{"no destination", effects.PaymentRequest{IdempotencyKey: "k", Amount: 1, Currency: "eur"}, "destination is empty"},
+		{"zero amount", effects.PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Currency: "eur"}, "amount must be positive, not 0"},
+		{"negative amount", effects.PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: -5, Currency: "eur"}, "not -5"},
+		{"no currency", effects.PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: 1}, "currency is empty"},
+		{"key too long", effects.PaymentRequest{IdempotencyKey: strings.Repeat("k", 256), Destination: "acct_1", Amount: 1, Currency: "eur"}, "256 bytes long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,7 +140,7 @@ func TestPaymentsInvalidRequestIsNotStored(t *testing.T) {
 			assert.Contains(t, perr.Message, tt.want)
 		})
 	}
-	pay, err := p.Pay(ctx, PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: 1, Currency: "eur"})
+	pay, err := p.Pay(ctx, effects.PaymentRequest{IdempotencyKey: "k", Destination: "acct_1", Amount: 1, Currency: "eur"})
 	require.NoError(t, err)
 	assert.False(t, pay.Replayed)
 	assert.Equal(t, 1, happened(log))
@@ -147,33 +149,33 @@ func TestPaymentsInvalidRequestIsNotStored(t *testing.T) {
 // A request whose key is in use by one still executing is a conflict; the
 // first is held in flight by the provider's hook, so no timing is involved.
 func TestPaymentsConcurrentSameKeyConflicts(t *testing.T) {
-	log := newEffectLog(newClock(defaultClockStart), 0)
+	log := newLog(t, newClock(), 0)
 	inFlight, release := make(chan struct{}), make(chan struct{})
-	log.payments.executing = func(PaymentRequest) {
+	effects.SetExecuting(log, func(effects.PaymentRequest) {
 		close(inFlight)
 		<-release
-	}
+	})
 	ctx := context.Background()
 	type answer struct {
-		pay Payment
+		pay effects.Payment
 		err error
 	}
 	firstDone := make(chan answer)
 	go func() {
-		pay, err := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
+		pay, err := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
 		firstDone <- answer{pay, err}
 	}()
 	<-inFlight
-	log.payments.executing = nil // the first request has read it; later ones run straight through
+	effects.SetExecuting(log, nil) // the first request has read it; later ones run straight through
 
-	overlap := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{}).Payments()
+	overlap := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{}).Payments()
 	_, err := overlap.Pay(ctx, payout)
 	perr := paymentError(t, err)
 	assert.Equal(t, 409, perr.Status)
 	assert.Equal(t, "idempotency_key_in_use", perr.Code)
-	_, err = overlap.Pay(ctx, PaymentRequest{IdempotencyKey: payout.IdempotencyKey, Destination: "acct_382", Amount: 1, Currency: "eur"})
+	_, err = overlap.Pay(ctx, effects.PaymentRequest{IdempotencyKey: payout.IdempotencyKey, Destination: "acct_382", Amount: 1, Currency: "eur"})
 	assert.Equal(t, "idempotency_key_in_use", paymentError(t, err).Code, "in flight wins over a parameter mismatch")
-	other, err := overlap.Pay(ctx, PaymentRequest{IdempotencyKey: "another-key", Destination: "acct_382", Amount: 1, Currency: "eur"})
+	other, err := overlap.Pay(ctx, effects.PaymentRequest{IdempotencyKey: "another-key", Destination: "acct_382", Amount: 1, Currency: "eur"})
 	require.NoError(t, err, "other keys are not blocked")
 	assert.False(t, other.Replayed)
 
@@ -205,13 +207,13 @@ func TestPaymentsKeyExpires(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := newClock(defaultClockStart)
-			log := newEffectLog(clock, tt.window)
+			clock := newClock()
+			log := newLog(t, clock, tt.window)
 			ctx := context.Background()
-			first, err := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
+			first, err := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
 			require.NoError(t, err)
 			clock.Advance(tt.advance)
-			again, err := delivery(log, "j1a2w2", "twice-job-1", 2, grantAll{}).Payments().Pay(ctx, payout)
+			again, err := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{}).Payments().Pay(ctx, payout)
 			require.NoError(t, err)
 			assert.Equal(t, tt.replayed, again.Replayed)
 			if tt.replayed {
@@ -224,7 +226,7 @@ func TestPaymentsKeyExpires(t *testing.T) {
 			assert.GreaterOrEqual(t, again.Created.Sub(first.Created), tt.advance)
 
 			// The reuse starts a new window.
-			third, err := delivery(log, "j1a3w3", "twice-job-1", 3, grantAll{}).Payments().Pay(ctx, payout)
+			third, err := log.Clients("j1a3w3", "twice-job-1", 3, grantAll{}).Payments().Pay(ctx, payout)
 			require.NoError(t, err)
 			assert.True(t, third.Replayed)
 			assert.Equal(t, again.ID, third.ID)
@@ -233,8 +235,8 @@ func TestPaymentsKeyExpires(t *testing.T) {
 }
 
 func TestPaymentsEmptyKeyIsNotDeduplicated(t *testing.T) {
-	log := newEffectLog(newClock(defaultClockStart), 0)
-	p := delivery(log, "j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
+	log := newLog(t, newClock(), 0)
+	p := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments()
 	req := payout
 	req.IdempotencyKey = ""
 	a, err := p.Pay(context.Background(), req)
@@ -247,8 +249,8 @@ func TestPaymentsEmptyKeyIsNotDeduplicated(t *testing.T) {
 }
 
 func TestPaymentErrorMessage(t *testing.T) {
-	busy := &PaymentError{Status: 409, Code: "idempotency_key_in_use", Message: "busy"}
+	busy := &effects.PaymentError{Status: 409, Code: "idempotency_key_in_use", Message: "busy"}
 	assert.Equal(t, "[twice] payments: 409 idempotency_key_in_use: busy", busy.Error())
-	declined := &PaymentError{Status: 402, Code: "card_declined", Message: "declined", Replayed: true}
+	declined := &effects.PaymentError{Status: 402, Code: "card_declined", Message: "declined", Replayed: true}
 	assert.Equal(t, "[twice] payments: 402 card_declined: declined (replayed from the idempotency key)", declined.Error())
 }

@@ -1,0 +1,149 @@
+package effects
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
+)
+
+// Providers sets up the providers every scenario, and each clean reference
+// run, gets afresh: harness.Config.Providers. The zero value is the
+// default of each.
+type Providers struct {
+	// Payments is the payment provider behind Payments.
+	Payments PaymentProvider
+}
+
+// Log is the effect log of one scenario (or one clean reference run): the
+// effects every delivery made, in the order the providers accepted them,
+// and the providers' memory that outlives a delivery, such as the payment
+// provider's idempotency keys, since the providers are systems outside
+// the worker. The harness makes one per scenario and gives each delivery
+// its Clients; its methods are safe for concurrent use.
+type Log struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	entries []assert.Effect
+	broken  error // the harness could not record an effect: the run is void
+
+	payments *paymentStore
+}
+
+// NewLog returns an empty log whose providers read the time from now (the
+// harness clock) and are set up by p. It fails when p holds a setting no
+// provider can have, naming it.
+func NewLog(now func() time.Time, p Providers) (*Log, error) {
+	if now == nil {
+		return nil, fmt.Errorf("[twice] internal: effects.NewLog without a clock")
+	}
+	if err := p.Payments.check(); err != nil {
+		return nil, err
+	}
+	return &Log{now: now, payments: p.Payments.store()}, nil
+}
+
+// Clients returns the providers' clients of one delivery. label is the
+// delivery as results print it ("j1a2w2"), jobID and attempt are its
+// queue's; each effect is recorded with them. steps makes every call a
+// step of the delivery's schedule.
+func (l *Log) Clients(label, jobID string, attempt int, steps Steps) *Clients {
+	return &Clients{log: l, label: label, jobID: jobID, attempt: attempt, steps: steps}
+}
+
+// Effects returns the log so far.
+func (l *Log) Effects() []assert.Effect {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.entries)
+}
+
+// Err is why the log is void, or nil: an effect a handler made could not
+// be recorded (its payload could not be encoded), so no comparison of
+// this run means anything.
+func (l *Log) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.broken
+}
+
+func (l *Log) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.broken == nil {
+		l.broken = err
+	}
+}
+
+func (l *Log) record(e assert.Effect) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.entries = append(l.entries, e)
+}
+
+// Clients are one delivery's clients of its scenario's providers: what
+// harness.Delivery.Mail, Payments and Effect hand the handler. A nil
+// *Clients (a Delivery the harness did not make) answers every call with
+// an error saying so.
+type Clients struct {
+	log     *Log
+	label   string
+	jobID   string
+	attempt int
+	steps   Steps
+}
+
+// Mail returns the delivery's mail sender. Its emails go to the
+// scenario's effect log, where the oracle compares them with one clean
+// run's.
+func (c *Clients) Mail() *Mailer { return &Mailer{c: c} }
+
+// Payments returns the delivery's payment provider. Its payments go to
+// the scenario's effect log, where the oracle compares them with one
+// clean run's.
+func (c *Clients) Payments() *Payments { return &Payments{c: c} }
+
+// call runs one effect as a step of the delivery and records it once the
+// provider has answered. do returns what the provider answered: a result
+// worth keeping, whether it replayed a stored answer, and the error. The
+// fate the schedule gives the call decides what the handler hears: a
+// refused call never reaches do, and a call whose answer is lost runs do,
+// is recorded as made, and returns a timeout to the handler.
+func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
+	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key}
+	fate, err := c.steps.Begin(ctx, call)
+	if err != nil {
+		return err
+	}
+	defer c.steps.End(call)
+	if fate == Refused {
+		err = &Error{Kind: e.Kind}
+	} else {
+		var result string
+		var replayed bool
+		result, replayed, err = do()
+		e.Result, e.Replayed = result, replayed
+	}
+	if err != nil {
+		e.Err = err.Error()
+	}
+	if fate == ReplyLost {
+		e.ReplyLost = true
+		err = &Error{Kind: e.Kind, Applied: true}
+	}
+	e.Delivery, e.JobID, e.Attempt = c.label, c.jobID, c.attempt
+	e.At = c.log.now()
+	c.log.record(e)
+	return err
+}
+
+// errNoFakes is what a client answers on a Delivery the harness did not
+// make.
+func errNoFakes(method string) error {
+	return fmt.Errorf("[twice] %s: this Delivery was not made by the harness, so it has no effect fakes; use the *Delivery the harness passes to the handler", method)
+}

@@ -1,0 +1,95 @@
+package effects
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/runtwice/twice/faults"
+)
+
+// Steps makes a delivery's effect calls steps of its schedule, like its
+// statements. The harness's executor implements it for every delivery it
+// runs and passes it to Log.Clients; a test of a client wrapper may pass
+// one that grants every call.
+type Steps interface {
+	// Begin blocks until the schedule grants call, and says what the
+	// provider does with it. An error means the delivery is dead: the
+	// call must not happen, is not recorded, and the handler gets the
+	// error.
+	Begin(ctx context.Context, call faults.Step) (Fate, error)
+	// End reports that the provider has answered call and the answer is
+	// in the log; the schedule may kill the delivery right here ("crash
+	// after an effect"). It is called once after every Begin that
+	// returned no error, also when the call failed or panicked.
+	End(call faults.Step)
+}
+
+// Fate is what the provider does with a call the schedule granted.
+type Fate int
+
+const (
+	// Answered: the provider handles the call and the handler hears its
+	// answer.
+	Answered Fate = iota
+	// ReplyLost: the provider handles the call, but its answer is lost;
+	// the handler's call times out (faults.KindEffectLostReply).
+	ReplyLost
+	// Refused: the provider refuses the call before handling it, a 503
+	// (faults.KindEffectFailed).
+	Refused
+)
+
+// String names the fate: "answered", "reply-lost", "refused".
+func (f Fate) String() string {
+	switch f {
+	case Answered:
+		return "answered"
+	case ReplyLost:
+		return "reply-lost"
+	case Refused:
+		return "refused"
+	}
+	return fmt.Sprintf("Fate(%d)", int(f))
+}
+
+// Error is what an effect call returns when the schedule puts an effect
+// fault on it: the provider made the effect and its answer was lost
+// (faults.KindEffectLostReply; Applied is true, Timeout reports true, and
+// errors.Is(err, context.DeadlineExceeded) holds, as for an HTTP client's
+// timeout), or the provider refused the call before making it
+// (faults.KindEffectFailed; a 503, Applied is false). Both are transient:
+// a retry with the same idempotency key gets the stored answer of an
+// applied payment, or makes a refused one. The handler goes on either
+// way; its delivery is not dead.
+type Error struct {
+	// Kind is the effect's kind: "email", "payment", or the kind given to
+	// harness.Delivery.Effect.
+	Kind string
+	// Applied is true when the provider made the effect and only its
+	// answer was lost.
+	Applied bool
+}
+
+// Error says what the handler's client would: a timeout, or a 503.
+func (e *Error) Error() string {
+	if e.Applied {
+		return fmt.Sprintf("[twice] %s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
+	}
+	return fmt.Sprintf("[twice] %s provider: 503 service unavailable: the call was refused before it was made; try again", e.Kind)
+}
+
+// Timeout reports whether the call timed out, as net.Error does: true
+// when the answer was lost.
+func (e *Error) Timeout() bool { return e.Applied }
+
+// Temporary reports true: both faults are transient.
+func (e *Error) Temporary() bool { return true }
+
+// Unwrap makes a lost answer match context.DeadlineExceeded, as
+// net/http's client timeouts do; a refusal wraps nothing.
+func (e *Error) Unwrap() error {
+	if e.Applied {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
