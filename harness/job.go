@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
@@ -49,6 +51,40 @@ type Job struct {
 	// model of a queue. See Queue.
 	Queue Queue
 }
+
+// The queue seam is package queue's; these names keep it reachable where
+// queue adapters look for it today.
+type (
+	Queue      = queue.Queue      // see queue.Queue
+	QueueOp    = queue.Op         // see queue.Op
+	QueueRules = queue.Rules      // see queue.Rules
+	Enqueued   = queue.Enqueued   // see queue.Enqueued
+	Fetched    = queue.Fetched    // see queue.Fetched
+	Settled    = queue.Settled    // see queue.Settled
+	Settlement = queue.Settlement // see queue.Settlement
+)
+
+// Settlements; see queue.Settlement.
+const (
+	Completed = queue.Completed
+	Retry     = queue.Retry
+	Snoozed   = queue.Snoozed
+	Cancelled = queue.Cancelled
+	Discarded = queue.Discarded
+)
+
+// DeliveryKind is why the queue handed a job out.
+type DeliveryKind = queue.DeliveryKind
+
+// Kinds of delivery.
+const (
+	DeliveryFirst             = queue.DeliveryFirst             // the job's first delivery
+	DeliveryRedelivery        = queue.DeliveryRedelivery        // an earlier delivery was not acked in time
+	DeliveryLostAckRedelivery = queue.DeliveryLostAckRedelivery // the ack of a success was lost
+	DeliveryProducerCopy      = queue.DeliveryProducerCopy      // a producer copy under a new job ID
+	DeliveryRedrive           = queue.DeliveryRedrive           // a person redrove the job long after it died
+	DeliveryQueueRetry        = queue.DeliveryRetry             // the queue's retry after a failure or a snooze
+)
 
 // Delivery is one invocation of the handler, as a queue makes it. Each
 // delivery has its own database connections.
