@@ -146,3 +146,11 @@ func packageDir() string {
 		}
 	}
 }
+
+// logStragglers logs res's note about goroutines still running, if any.
+func logStragglers(t tb, res *Result) {
+	t.Helper()
+	if res.stragglers != "" {
+		t.Logf("%s", res.stragglers)
+	}
+}

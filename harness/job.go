@@ -2,12 +2,15 @@ package harness
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/execute"
 )
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
@@ -113,8 +116,27 @@ type Delivery struct {
 	DSN string
 
 	clock *clock
-	fx    *deliveryEffects // effect fakes; see effects.go
-	sqlDB *deliverySQL     // Delivery.SQL's *sql.DB; see sqldb.go
+	fx    *deliveryEffects     // effect fakes; see effects.go
+	sqlDB *execute.DeliverySQL // Delivery.SQL's *sql.DB
+}
+
+// SQL is a *sql.DB on the delivery's own connections, through pgx's
+// database/sql driver: the same one on every call of the delivery,
+// opened on the first and closed by the harness when the delivery ends.
+// Hand it to code written for database/sql (sqlc's generated New, GORM's
+// postgres.New(postgres.Config{Conn: db}), bun.NewDB with pgdialect,
+// ent's entsql.OpenDB, sqlx.NewDb) instead of opening and closing one
+// on Delivery.DSN yourself. Its statements are steps like those on
+// Delivery.DB. Do not close it and do not keep it past the handler's
+// return.
+//
+// It fails only on a Delivery the harness did not make, or after the
+// delivery ended (a handler goroutine that outlived its delivery).
+func (d *Delivery) SQL() (*sql.DB, error) {
+	if d == nil || d.sqlDB == nil {
+		return nil, errors.New("[twice] Delivery.SQL: this Delivery was not made by the harness, so it has no connections; use the *Delivery the harness passes to the handler")
+	}
+	return d.sqlDB.Open()
 }
 
 // Now is the harness clock's time. Use it where the handler would call

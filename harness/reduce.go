@@ -2,7 +2,6 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -46,7 +45,7 @@ type asked struct {
 // note keeps what ex's first two deliveries did; Explore's schedules are
 // never reduced.
 func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
-	if len(ex.deliveries) < 2 || sched.Fault == faults.NameExplore {
+	if len(ex.Deliveries) < 2 || sched.Fault == faults.NameExplore {
 		return
 	}
 	a.mu.Lock()
@@ -55,8 +54,8 @@ func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
 		a.steps = map[string]asked{}
 	}
 	a.steps[sched.String()] = asked{
-		steps:     [2][]faults.Step{ex.deliveries[0].asked, ex.deliveries[1].asked},
-		handedOut: ex.deliveries[1].started,
+		steps:     [2][]faults.Step{ex.Asked[0], ex.Asked[1]},
+		handedOut: ex.Started[1],
 	}
 }
 
@@ -239,25 +238,25 @@ func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
 	if p := progressOf(ctx); p != nil {
 		p.total.Add(int64(len(scheds)))
 	}
-	out := &Result{Result: res.Result}
-	out.Scenarios = make([]Scenario, len(scheds))
-	err := r.scenarios(ctx, scheds, out)
-	for i := range out.Scenarios {
-		out.Scenarios[i].Index = places[i]
+	scs, evidence, err := r.scenarios(ctx, scheds, res)
+	if err != nil {
+		return err
+	}
+	for i := range scs {
+		scs[i].Index = places[i]
 	}
 	offset := len(res.Scenarios)
-	res.Scenarios = append(res.Scenarios, out.Scenarios...)
-	var errs []error
-	for _, k := range out.kept {
-		if len(res.kept) == 0 {
-			k.scenario += offset
-			res.kept = append(res.kept, k)
-			continue
-		}
-		errs = append(errs, k.db.Drop(ctx))
-		res.Scenarios[offset+k.scenario].Database = ""
+	res.Scenarios = append(res.Scenarios, scs...)
+	switch {
+	case evidence == nil:
+	case len(res.kept) == 0:
+		evidence.scenario += offset
+		res.kept = append(res.kept, *evidence)
+	default:
+		res.Scenarios[offset+evidence.scenario].Database = ""
+		return r.giveBack(ctx, evidence.db)
 	}
-	return errors.Join(append([]error{err}, errs...)...)
+	return nil
 }
 
 // reductionLines say, one line per reduced fault (two when both of its

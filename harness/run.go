@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
@@ -76,12 +76,19 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if scheds, err = takeShard(scheds, res); err != nil {
 		return nil, err
 	}
-	res.Scenarios = make([]Scenario, len(scheds))
 	if p := progressOf(ctx); p != nil {
 		p.total.Store(int64(len(scheds)))
 	}
-	if err := r.scenarios(ctx, scheds, res); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
+	scs, evidence, err := r.scenarios(ctx, scheds, res)
+	if err != nil {
+		return nil, err
+	}
+	for i := range scs {
+		scs[i].Index = place(res, i)
+	}
+	res.Scenarios = scs
+	if evidence != nil {
+		res.kept = append(res.kept, *evidence)
 	}
 	if err := r.confirmReductions(ctx, plan, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
@@ -89,7 +96,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
-	res.stragglers = r.stillRunning()
+	res.stragglers = r.x.StillRunning()
 	res.Duration = time.Since(start)
 	res.Status = record.Passed
 	switch {
@@ -135,6 +142,14 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		}
 	}
 	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	r.x = execute.New(execute.Settings{
+		Job:                       execute.Job{Name: job.Name, Queue: job.Queue},
+		Server:                    srv,
+		DeliveryTimeout:           cfg.deliveryTimeout(),
+		VisibilityTimeout:         r.visibilityTimeout(),
+		RedriveAfter:              r.redriveAfter(),
+		CancelAtVisibilityTimeout: cfg.CancelAtVisibilityTimeout,
+	})
 	defer func() {
 		if err != nil {
 			r.close(context.WithoutCancel(ctx))
@@ -162,12 +177,12 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		// The run that failed may have been making its database when the
 		// server stopped, not running the handler.
 		for _, err := range errs {
-			if errors.Is(err, errServerWentAway) {
+			if errors.Is(err, execute.ErrServerWentAway) {
 				return nil, nil, plan, err
 			}
 		}
 		if gone := r.serverGone(ctx); gone != nil {
-			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", errServerWentAway, r.job.Name, gone, err)
+			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", execute.ErrServerWentAway, r.job.Name, gone, err)
 		}
 		for _, err := range errs {
 			if err != nil {
@@ -190,27 +205,33 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	return r, res, plan, nil
 }
 
-// scenarios runs every schedule, r.parallel() at a time, each on a
-// fresh database of its own, into res.Scenarios by index.
-func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) error {
+// scenarios is the one scenario worker pool of Run and Explore: it runs
+// scheds, r.parallel() at a time, each on a fresh database of its own,
+// and returns their scenarios by index. Its one evidence rule: the
+// database of the first scenario to fail is kept, and returned with its
+// index in scheds; every other is given back at once, since keeping each
+// would cost a fresh clone per failed scenario. The first error stops
+// the pool: no schedule starts after it, the running ones are cancelled,
+// and that error alone is returned (with the evidence given back): an
+// error is the harness's own breakage, and the ones it causes in the
+// cancelled scenarios would only bury it.
+func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) ([]Scenario, *kept, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var mu sync.Mutex // guards res.kept
+	out := make([]Scenario, len(scheds))
+	var mu sync.Mutex // guards evidence
+	var evidence *kept
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(r.parallel(), len(scheds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				sc, db, err := r.scenario(ctx, scheds[i], res)
 				if err == nil && db != nil {
-					// The first failure's database is the evidence; keeping
-					// every one would cost a fresh clone per failed scenario.
 					mu.Lock()
-					keep := len(res.kept) == 0
+					keep := evidence == nil
 					if keep {
-						res.kept = append(res.kept, kept{scenario: i, db: db})
+						evidence = &kept{scenario: i, db: db}
 					}
 					mu.Unlock()
 					if !keep {
@@ -221,13 +242,12 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 				if err != nil {
 					cancel(err)
 				}
-				sc.Index = place(res, i)
-				res.Scenarios[i] = sc
+				out[i] = sc
 				if p := progressOf(ctx); p != nil {
 					p.done.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	for i := range scheds {
 		select {
@@ -240,7 +260,13 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 	}
 	close(next)
 	wg.Wait()
-	return context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		if evidence != nil {
+			err = errors.Join(err, r.giveBack(context.WithoutCancel(ctx), evidence.db))
+		}
+		return nil, nil, err
+	}
+	return out, evidence, nil
 }
 
 func (j Job) validate() error {
@@ -286,52 +312,19 @@ type runner struct {
 	cfg  Config
 	tmpl *freshdb.Template
 	srv  *pgserver.Server
+	x    *execute.Executor // runs each schedule
 
-	adminMu sync.Mutex
-	admin   *pgx.Conn // asks the server about locks; opened on first use
-
-	shifted    shiftedRefs  // clean runs at a later clock; see referenceAt
-	asked      askedSteps   // steps of overlapping deliveries; see reduce.go
-	stragglers stragglers   // handler goroutines not waited for; see linger.go
-	backends   backendPools // server backends kept per database; see backends.go
+	shifted shiftedRefs // clean runs at a later clock; see referenceAt
+	asked   askedSteps  // steps of overlapping deliveries; see confirmReductions
 }
 
 func (r *runner) close(ctx context.Context) {
-	r.backends.close()
-	r.adminMu.Lock()
-	defer r.adminMu.Unlock()
-	if r.admin != nil {
-		_ = r.admin.Close(ctx)
-		r.admin = nil
-	}
+	r.x.Close(ctx)
 }
 
-// waitsOnLock asks the server whether backend pid waits for a lock another
-// backend holds.
-func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
-	r.adminMu.Lock()
-	defer r.adminMu.Unlock()
-	if r.admin == nil {
-		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
-		if err != nil && serverWentAway(err) {
-			return false, fmt.Errorf("[twice] internal: %w: connecting to ask it about locks: %w", errServerWentAway, err)
-		}
-		if err != nil {
-			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
-		}
-		r.admin = conn
-	}
-	var waits bool
-	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
-	if err != nil && serverWentAway(err) {
-		// The server terminates this session first when it shuts down
-		// (57P01), often before the delivery sees anything.
-		return false, fmt.Errorf("[twice] internal: %w: asking whether backend %d waits on a lock: %w", errServerWentAway, pid, err)
-	}
-	if err != nil {
-		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
-	}
-	return waits, nil
+// giveBack gives db back after a scenario or a clean run (Executor.GiveBack).
+func (r *runner) giveBack(ctx context.Context, db *freshdb.Database) error {
+	return r.x.GiveBack(ctx, db)
 }
 
 // serverGone asks the server, on a new connection, whether it still
@@ -345,25 +338,6 @@ func (r *runner) serverGone(ctx context.Context) error {
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	return conn.Ping(ctx)
-}
-
-// errServerWentAway marks the errors of a check that ran into the
-// server stopping: the check could not run, and the job is not to blame.
-var errServerWentAway = errors.New("the PostgreSQL server went away")
-
-// serverWentAway reports whether err, from connecting to the server, says
-// the server is gone or going: refused, reset, no socket, or shutting down
-// (SQLSTATE class 57P). Other server errors (too many clients, a bad
-// password) and cancellations are not.
-func serverWentAway(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return strings.HasPrefix(pgErr.Code, "57P")
-	}
-	return true
 }
 
 // newWorker builds a worker, turning a factory's panic or nil into an error.
@@ -395,18 +369,18 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	d := ex.deliveries[0]
+	d := ex.Deliveries[0]
 	if err := ex.effects.err(); err != nil {
 		return nil, nil, nil, err
 	}
-	if why := ex.cleanFailure(); why != "" {
+	if why := ex.CleanFailure; why != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", errServerWentAway, r.job.Name, n, err, why)
+			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
 		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
-	snap, err := ex.snapshot(ctx)
-	return snap, d.steps, ex.effects.effects(), err
+	snap, err := ex.Snapshot(ctx)
+	return snap, d.Steps, ex.effects.effects(), err
 }
 
 // clean runs the job once, cleanly, its clock started shift after
@@ -416,6 +390,57 @@ func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Dur
 	sched := faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}
 	return r.execute(ctx, db, sched, r.job.Queue != nil)
 }
+
+// execution is one schedule's run: what the executor says its
+// deliveries did, and the effects they made.
+type execution struct {
+	*execute.Output
+	effects *effectLog
+}
+
+// execute runs sched on db. The scenario's clock and effect log are made
+// here; the executor's NewWorker hook builds, for every delivery, the
+// *Delivery the job's handler receives.
+func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
+	clk := newClock(r.cfg.clockStart())
+	log := newEffectLog(clk, r.cfg.PaymentKeyWindow)
+	out, err := r.x.Run(ctx, execute.Input{Schedule: sched, DB: db, Retries: retries, Clock: clk,
+		NewWorker: func() (execute.Handler, error) {
+			h, err := r.newWorker()
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, env execute.Env) error { return h(ctx, newDelivery(env, clk, log)) }, nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &execution{Output: out, effects: log}, nil
+}
+
+// newDelivery is the *Delivery a handler receives for the delivery the
+// executor describes in env: its effect fakes record into log and make
+// their calls the executor's steps.
+func newDelivery(env execute.Env, clk *clock, log *effectLog) *Delivery {
+	return &Delivery{JobID: env.JobID, Attempt: env.Attempt, Kind: env.Kind, Queued: env.Queued, DB: env.DB, DSN: env.DSN, clock: clk, sqlDB: env.SQL,
+		fx: log.forDelivery(env.Spec.Label(), env.JobID, env.Spec.Attempt, executorSteps{env.Effects})}
+}
+
+// executorSteps are the executor's effect steps as the fakes take them.
+type executorSteps struct{ s execute.EffectSteps }
+
+func (a executorSteps) beginEffect(ctx context.Context, call faults.Step) (effectFate, error) {
+	fate, err := a.s.BeginEffect(ctx, call)
+	switch fate {
+	case execute.EffectReplyLost:
+		return effectReplyLost, err
+	case execute.EffectRefused:
+		return effectRefused, err
+	}
+	return effectAnswered, err
+}
+
+func (a executorSteps) endEffect(label string) { a.s.EndEffect(label) }
 
 // scenario executes sched on a fresh database. It returns the database when
 // it is kept as evidence of a failure.
@@ -433,22 +458,21 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
-	sc.Order = slices.Clone(ex.granted)
+	sc.Order = slices.Clone(ex.Order)
 	r.asked.note(sched, ex)
-	sc.LockWaits = ex.lockWaits
-	for _, d := range ex.deliveries {
-		out := d.outcome
-		out.Steps = slices.Clone(d.steps)
-		sc.Deliveries = append(sc.Deliveries, out)
+	sc.LockWaits = ex.LockWaits
+	for _, d := range ex.Deliveries {
+		d.Steps = slices.Clone(d.Steps)
+		sc.Deliveries = append(sc.Deliveries, d)
 	}
-	for _, why := range ex.incomplete() {
+	for _, why := range ex.Incomplete {
 		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
 	}
-	snap, err := ex.snapshot(ctx)
+	snap, err := ex.Snapshot(ctx)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
-	refState, refEffects, err := r.referenceAt(ctx, ex.jobStart(), res)
+	refState, refEffects, err := r.referenceAt(ctx, ex.JobStart, res)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
@@ -467,7 +491,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.effects()
-	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
+	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
 		Label:                 string(sched.Fault),
 		Policies:              r.cfg.EffectPolicies,
@@ -488,31 +512,68 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	return sc, db, nil
 }
 
-func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
+// shiftedRefs caches clean runs whose clock started later than
+// Config.ClockStart, by how much later.
+type shiftedRefs struct {
+	mu   sync.Mutex
+	runs map[time.Duration]*shiftedRef
+}
 
-// snapshotters holds one assert.Snapshotter per template database, so
-// the catalog is read once for all the databases made from it (and again
-// after a handler's DDL, which the Snapshotter notices).
-var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
+type shiftedRef struct {
+	once    sync.Once
+	state   *assert.Snapshot
+	effects []assert.Effect
+	err     error
+}
 
-// snapshot reads the scenario's tables, on the harness's kept connection to
-// the database when there is one (warm caches, one round trip), otherwise
-// on a new one.
-func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
-	snapshotter := s.(*assert.Snapshotter)
-	conn := db.KeptConn()
-	if conn == nil {
-		var err error
-		conn, err = pgx.Connect(ctx, db.ConnString)
-		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
-		}
-		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+// referenceAt returns the state and effects of one clean delivery whose
+// clock started shift after Config.ClockStart; shift zero is res's
+// reference. A job that fails when run cleanly that late has no such
+// reference, and the scenario is held to the one at the start.
+func (r *runner) referenceAt(ctx context.Context, shift time.Duration, res *Result) (*assert.Snapshot, []assert.Effect, error) {
+	if shift == 0 {
+		return res.Reference, res.ReferenceEffects, nil
 	}
-	snap, err := snapshotter.Take(ctx, conn)
+	r.shifted.mu.Lock()
+	if r.shifted.runs == nil {
+		r.shifted.runs = map[time.Duration]*shiftedRef{}
+	}
+	run := r.shifted.runs[shift]
+	if run == nil {
+		run = &shiftedRef{}
+		r.shifted.runs[shift] = run
+	}
+	r.shifted.mu.Unlock()
+	run.once.Do(func() {
+		run.state, run.effects, run.err = r.referenceShifted(ctx, shift)
+	})
+	if run.err != nil {
+		return nil, nil, run.err
+	}
+	if run.state == nil {
+		return res.Reference, res.ReferenceEffects, nil
+	}
+	return run.state, run.effects, nil
+}
+
+// referenceShifted is a clean run after the clock moved by shift; nil
+// state when the job fails then.
+func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*assert.Snapshot, []assert.Effect, error) {
+	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+		return nil, nil, err
 	}
-	return snap, nil
+	defer func() { _ = r.giveBack(context.WithoutCancel(ctx), db) }()
+	ex, err := r.clean(ctx, db, shift)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ex.CleanFailure != "" {
+		return nil, nil, nil
+	}
+	snap, err := ex.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, ex.effects.effects(), nil
 }

@@ -40,10 +40,10 @@ var backendsStarted, deliveryConnects atomic.Int64
 // (run) touches its fields; hooks and handler goroutines talk to it through
 // events.
 type execution struct {
-	r      *runner
+	r      *Executor
 	sched  faults.Schedule
 	db     *freshdb.Database
-	clock  *clock
+	clock  Clock
 	events eventQueue
 
 	deliveries []*deliveryRun
@@ -56,7 +56,7 @@ type execution struct {
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
 	holder, watch *stepRequest
-	effects       *effectLog
+	newWorker     func() (Handler, error) // Input.NewWorker
 
 	ctx      context.Context     // the scenario's; for work started from events
 	failure  error               // an internal error raised while handling an event
@@ -91,7 +91,7 @@ type deliveryRun struct {
 	returned       chan struct{}      // closed when the handler's goroutine returns
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
-	sqlDB          *deliverySQL // Delivery.SQL's, opened by the handler
+	sqlDB          *DeliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -107,7 +107,7 @@ type deliveryRun struct {
 	steps       []faults.Step        // completed steps, in completion order
 	asked       []faults.Step        // granted steps, in the order it asked for them; see reduce.go
 
-	outcome DeliveryOutcome
+	outcome record.DeliveryOutcome
 }
 
 type inflightStep struct {
@@ -123,7 +123,7 @@ type stepRequest struct {
 	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
 	call   faults.Step    // for an effect: the call
 	effect bool
-	fate   effectFate // for an effect: what the provider does with it; set before the grant
+	fate   EffectFate // for an effect: what the provider does with it; set before the grant
 	seq    int        // the delivery's step number, statements and effects alike
 	ran    bool       // a held statement that ran: counted when it did,
 	stepAt int        // at this place of its delivery's steps
@@ -194,11 +194,10 @@ func (q *eventQueue) drain() []event {
 // With retries, once every scheduled delivery has ended the queue does what
 // a queue does: each job whose last delivery failed is delivered once more,
 // cleanly, after the visibility timeout. The job must complete then.
-func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
-	clock := newClock(r.cfg.clockStart())
+func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
+	db, sched, retries := in.DB, in.Schedule, in.Retries
 	e := &execution{
-		r: r, sched: sched, db: db, clock: clock, ctx: ctx,
-		effects:  newEffectLog(clock, r.cfg.PaymentKeyWindow),
+		r: r, sched: sched, db: db, clock: in.Clock, ctx: ctx, newWorker: in.NewWorker,
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
 		backends: r.backends.of(db.Name),
@@ -353,7 +352,7 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
-		outcome: DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		outcome: record.DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
 	}
 	e.deliveries = append(e.deliveries, d)
 	return d
@@ -494,7 +493,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	h, ok := e.workers[d.spec.Worker]
 	if !ok {
 		var err error
-		if h, err = e.r.newWorker(); err != nil {
+		if h, err = e.newWorker(); err != nil {
 			d.outcome.Err = err.Error()
 			d.ended = true
 			return nil
@@ -542,29 +541,29 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	}
 	d.sqlDB = newDeliverySQL(d.spec.Label(), cfg.ConnConfig.Copy())
 	d.startedAt = time.Now()
-	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
+	d.deadline = d.startedAt.Add(e.r.cfg.DeliveryTimeout)
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	d.returned = make(chan struct{})
 	hctx := d.ctx
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock, sqlDB: d.sqlDB,
-		fx: e.effects.forDelivery(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
+	env := Env{Spec: d.spec, JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), SQL: d.sqlDB,
+		Effects: effectStepper{e: e, d: d}}
 	go func() {
 		defer close(d.returned)
 		start := time.Now()
-		err := callHandler(hctx, h, delivery)
+		err := callHandler(hctx, h, env)
 		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
 	}()
 	return nil
 }
 
 // callHandler runs h, turning a panic into an error with the stack.
-func callHandler(ctx context.Context, h Handler, d *Delivery) (err error) {
+func callHandler(ctx context.Context, h Handler, env Env) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return h(ctx, d)
+	return h(ctx, env)
 }
 
 func (e *execution) handle(ev event) {
@@ -611,7 +610,7 @@ func (e *execution) handle(ev event) {
 			d.done++
 			d.steps = append(d.steps, req.asStep())
 		}
-		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
+		d.durable = d.durable || (req.effect && req.fate != EffectRefused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
 		}
@@ -824,10 +823,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			call := render.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
-				req.fate = effectReplyLost
+				req.fate = EffectReplyLost
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
 			} else {
-				req.fate = effectRefused
+				req.fate = EffectRefused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
 		case d.spec.Fault.OnEffect():
@@ -852,7 +851,7 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effectFate, error) {
+func (s effectStepper) BeginEffect(ctx context.Context, call faults.Step) (EffectFate, error) {
 	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
@@ -873,7 +872,7 @@ func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effec
 	}
 }
 
-func (s effectStepper) endEffect(string) {
+func (s effectStepper) EndEffect(string) {
 	s.d.effectMu.Lock()
 	req := s.d.effectReq
 	s.d.effectReq = nil
@@ -900,7 +899,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		if now.After(d.deadline) {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
-			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.deliveryTimeout(), d.where())
+			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.DeliveryTimeout, d.where())
 			e.die(d, "")
 			d.outcome.Err = msg
 			continue

@@ -43,8 +43,8 @@ type queueRun struct {
 type queuedJob struct {
 	enq     queue.Enqueued
 	settled *queue.Settled // the last Ack or Nack, in the order they ran
-	done    bool     // a Fetch said the job is finished
-	refused string   // the last Fetch's reason for not handing it out
+	done    bool           // a Fetch said the job is finished
+	refused string         // the last Fetch's reason for not handing it out
 }
 
 // queueCall is one Queue operation of a delivery.
