@@ -637,3 +637,20 @@ func save(dir, job, sched string) (string, error) {
 	}
 	return name, nil
 }
+
+// exploreShard cuts an exploration down to this machine's shard, nil
+// when unsharded: its share of the budget checks and of the saved
+// schedules.
+func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *Shard, error) {
+	sh, err := shardSetting()
+	if err != nil || sh == nil {
+		return checks, saved, nil, err
+	}
+	var mine []savedSchedule
+	for i, s := range saved {
+		if sh.Has(i) {
+			mine = append(mine, s)
+		}
+	}
+	return sh.Share(checks), mine, sh, nil
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
@@ -27,44 +26,6 @@ type (
 	Reduction  = record.Reduction
 	Divergence = record.Divergence
 )
-
-// askedSteps keeps, by schedule text, what a scenario's first two
-// deliveries did: the steps each asked for, in that order (a delivery's
-// completed steps are in completion order, which a lock wait can
-// change), and whether the queue handed the second one out.
-type askedSteps struct {
-	mu    sync.Mutex
-	steps map[string]asked
-}
-
-type asked struct {
-	steps     [2][]faults.Step
-	handedOut bool // the second delivery was handed out and started
-}
-
-// note keeps what ex's first two deliveries did; Explore's schedules are
-// never reduced.
-func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
-	if len(ex.Deliveries) < 2 || sched.Fault == faults.NameExplore {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.steps == nil {
-		a.steps = map[string]asked{}
-	}
-	a.steps[sched.String()] = asked{
-		steps:     [2][]faults.Step{ex.Asked[0], ex.Asked[1]},
-		handedOut: ex.Started[1],
-	}
-}
-
-func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, ok := a.steps[sched.String()]
-	return s, ok
-}
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned, how many orders it left out, and runs them after

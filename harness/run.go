@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +22,7 @@ import (
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // heeded leaves out of the volatile "table.column"s those of tables and
@@ -39,74 +43,6 @@ func heeded(volatile []string, cfg Config) []string {
 		}
 	}
 	return out
-}
-
-// Run checks job: it runs the job once, cleanly, on two fresh databases to
-// learn the reference state and which columns are noise, then executes
-// every schedule of cfg's faults on a fresh database of its own and compares
-// the outcome with the reference. As one shard of several (ShardEnv) it
-// executes only that shard's schedules.
-//
-// A non-nil error means the check itself could not run (no PostgreSQL, bad
-// setup SQL, a job that fails on a clean run); findings about the job are
-// in the Result. Databases of failed scenarios are kept as evidence until
-// Result.DropDatabases.
-func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
-	start := time.Now()
-	if cfg.Faults != nil && len(cfg.Faults) == 0 {
-		return nil, errNoFaults
-	}
-	r, res, plan, err := begin(ctx, job, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer r.close(context.WithoutCancel(ctx))
-	var scheds []faults.Schedule
-	for _, f := range cfg.faults() {
-		scheds = append(scheds, f.Schedules(plan)...)
-	}
-	if len(scheds) == 0 {
-		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
-	}
-	for _, s := range scheds {
-		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
-			return nil, err
-		}
-	}
-	if scheds, err = takeShard(scheds, res); err != nil {
-		return nil, err
-	}
-	if p := progressOf(ctx); p != nil {
-		p.total.Store(int64(len(scheds)))
-	}
-	scs, evidence, err := r.scenarios(ctx, scheds, res)
-	if err != nil {
-		return nil, err
-	}
-	for i := range scs {
-		scs[i].Index = place(res, i)
-	}
-	res.Scenarios = scs
-	if evidence != nil {
-		res.kept = append(res.kept, *evidence)
-	}
-	if err := r.confirmReductions(ctx, plan, res); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	res.stragglers = r.x.StillRunning()
-	res.Duration = time.Since(start)
-	res.Status = record.Passed
-	switch {
-	case res.Idempotent():
-	case cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
-	default:
-		res.Status = record.Finding
-	}
-	return res, nil
 }
 
 // begin checks job and cfg, prepares the template database and runs the
@@ -305,6 +241,44 @@ func (r *runner) visibilityTimeout() time.Duration {
 // out again.
 func (r *runner) redriveAfter() time.Duration {
 	return cmp.Or(r.cfg.RedriveAfter, faults.DefaultRedriveAfter)
+}
+
+// askedSteps keeps, by schedule text, what a scenario's first two
+// deliveries did: the steps each asked for, in that order (a delivery's
+// completed steps are in completion order, which a lock wait can
+// change), and whether the queue handed the second one out.
+type askedSteps struct {
+	mu    sync.Mutex
+	steps map[string]asked
+}
+
+type asked struct {
+	steps     [2][]faults.Step
+	handedOut bool // the second delivery was handed out and started
+}
+
+// note keeps what ex's first two deliveries did; Explore's schedules are
+// never reduced.
+func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
+	if len(ex.Deliveries) < 2 || sched.Fault == faults.NameExplore {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.steps == nil {
+		a.steps = map[string]asked{}
+	}
+	a.steps[sched.String()] = asked{
+		steps:     [2][]faults.Step{ex.Asked[0], ex.Asked[1]},
+		handedOut: ex.Started[1],
+	}
+}
+
+func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.steps[sched.String()]
+	return s, ok
 }
 
 type runner struct {
@@ -576,4 +550,180 @@ func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*as
 		return nil, nil, err
 	}
 	return snap, ex.effects.effects(), nil
+}
+
+// takeShard returns the schedules of this machine's shard, and records in
+// res which shard ran. Unsharded, it returns scheds.
+func takeShard(scheds []faults.Schedule, res *Result) ([]faults.Schedule, error) {
+	sh, err := shardSetting()
+	if err != nil || sh == nil {
+		return scheds, err
+	}
+	sh.Schedules = len(scheds)
+	var mine []faults.Schedule
+	for i, s := range scheds {
+		if !slices.Contains(sh.Faults, s.Fault) {
+			sh.Faults = append(sh.Faults, s.Fault)
+		}
+		if sh.Has(i) {
+			mine = append(mine, s)
+		}
+	}
+	res.Shard = sh
+	return mine, nil
+}
+
+// place is the Index of the k-th scenario of res: its place among the
+// whole check's schedules.
+func place(res *Result, k int) int {
+	if res.Shard == nil {
+		return k
+	}
+	return res.Shard.Place(k)
+}
+
+// progress counts a Run's scenarios as they finish.
+type progress struct {
+	total, done atomic.Int64
+}
+
+type progressKey struct{}
+
+// progressOf returns the progress counter in ctx, if any.
+func progressOf(ctx context.Context) *progress {
+	p, _ := ctx.Value(progressKey{}).(*progress)
+	return p
+}
+
+// Checks that turn a check that would test nothing into an error: each of
+// these used to pass in silence.
+
+// errNoFaults: an empty, non-nil Config.Faults would run no scenario.
+var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run")
+
+// checkTookSteps refuses a check in which the handler took no step at
+// all: not on its clean run, not in any scenario. No statement reached
+// PostgreSQL through the delivery and no effect went through its fakes, so
+// no fault had anywhere to strike and no difference could show. An error,
+// not a finding: the job may well be idempotent, but twice cannot tell. (A
+// handler that acts only on a redelivery took steps, and one whose retry
+// fails or panics has a finding: neither passes in silence.)
+func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error {
+	if len(clean) > 0 {
+		return nil
+	}
+	for _, s := range scenarios {
+		if s.Verdict != Idempotent {
+			return nil // a finding (a retry that panics, say) is not silent
+		}
+		for _, d := range s.Deliveries {
+			if len(d.Steps) > 0 {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("[twice] job %q took no step, on its clean run or in any scenario: no statement reached PostgreSQL through the Delivery's DB, SQL() or DSN and no effect went through d.Mail(), d.Payments() or d.Effect, so there was nothing to break or compare; give the handler the Delivery's connections and fakes", job)
+}
+
+// checkSchedule refuses a schedule whose crash or lost reply falls past the
+// last step of the job's clean run, or whose effect fault acts on a step
+// that is no effect call there: that fault would never happen and the
+// scenario would pass as if it had.
+func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
+	steps := len(clean)
+	for _, d := range s.Deliveries {
+		switch d.Fault {
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
+		default:
+			continue
+		}
+		if d.At > steps {
+			n := fmt.Sprintf("%d steps", steps)
+			if steps == 1 {
+				n = "1 step"
+			}
+			hint := fmt.Sprintf("use a step from 1 to %d (or !crash alone for after the last step)", steps)
+			if d.Fault.OnEffect() {
+				hint = effectStepsHint(clean)
+			}
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+		}
+		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+		}
+	}
+	return nil
+}
+
+// effectStepsHint names the steps an effect fault can act on.
+func effectStepsHint(clean []faults.Step) string {
+	var at []string
+	for i, st := range clean {
+		if st.IsEffect() {
+			at = append(at, strconv.Itoa(i+1))
+		}
+	}
+	if len(at) == 0 {
+		return "the job makes no effect call on a clean run, so no effect fault applies"
+	}
+	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
+}
+
+// checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns
+// entries that name no table or column of the clean run's snapshot: a
+// typo would leave the intended table compared, or hide nothing while the
+// user believes it does. A column is "table.column" or "column" (only the
+// first for SequenceColumns); a path into a json or jsonb column
+// ("table.column.key") counts when its column is one.
+func checkIgnored(cfg Config, ref *assert.Snapshot) error {
+	tables := map[string]bool{}
+	columns := map[string]string{} // "table.column" and "column" -> type
+	for _, t := range ref.Tables {
+		tables[t.Name] = true
+		for _, c := range t.Columns {
+			columns[t.Name+"."+c.Name] = c.Type
+			columns[c.Name] = c.Type
+		}
+	}
+	var bad []string
+	for _, t := range cfg.IgnoreTables {
+		if !tables[t] {
+			bad = append(bad, fmt.Sprintf("IgnoreTables: no table %q", t))
+		}
+	}
+	for _, c := range cfg.IgnoreColumns {
+		if !knownColumn(c, columns) {
+			bad = append(bad, fmt.Sprintf("IgnoreColumns: no column %q", c))
+		}
+	}
+	for _, c := range cfg.SequenceColumns {
+		if _, ok := columns[c]; !ok || !strings.Contains(c, ".") {
+			bad = append(bad, fmt.Sprintf("SequenceColumns: no column %q (name it \"table.column\")", c))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	have := "it has no table"
+	if len(tables) > 0 {
+		have = "its tables are " + strings.Join(slices.Sorted(maps.Keys(tables)), ", ")
+	}
+	return fmt.Errorf("[twice] Config names what the database does not have after a clean run (%s); %s", strings.Join(bad, "; "), have)
+}
+
+// knownColumn reports whether c names a column, or a path inside a json or
+// jsonb one.
+func knownColumn(c string, columns map[string]string) bool {
+	if _, ok := columns[c]; ok {
+		return true
+	}
+	for i := len(c) - 1; i > 0; i-- {
+		if c[i] != '.' {
+			continue
+		}
+		if typ, ok := columns[c[:i]]; ok && (typ == "json" || typ == "jsonb") {
+			return true
+		}
+	}
+	return false
 }
