@@ -454,7 +454,7 @@ func (e *execution) startReady(ctx context.Context) error {
 			}
 			continue
 		}
-		d.outcome.Kind = record.DeliveryKind(d.kind)
+		d.outcome.Kind = d.kind
 		e.queue.begin(e, d)
 		if !d.ended {
 			return nil
