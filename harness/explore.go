@@ -157,8 +157,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 // the shrunk schedule is run again as many times.
 //
 // A non-nil error means the exploration itself could not run; findings
-// are in the Exploration. The database of the finding's last failing run
-// is kept as evidence until Result.DropDatabases.
+// are in the Exploration. The database of the first of the finding's
+// reruns to fail is kept as evidence until Result.DropDatabases, as Run
+// keeps its first failing scenario's.
 func ExploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions) (*Exploration, error) {
 	return exploreRun(ctx, job, cfg, opts, job.Name)
 }
