@@ -123,7 +123,7 @@ type stepRequest struct {
 	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
 	call   faults.Step    // for an effect: the call
 	effect bool
-	fate   EffectFate // for an effect: what the provider does with it; set before the grant
+	fate   effectFate // for an effect: what the provider does with it; set before the grant
 	seq    int        // the delivery's step number, statements and effects alike
 	ran    bool       // a held statement that ran: counted when it did,
 	stepAt int        // at this place of its delivery's steps
@@ -610,7 +610,7 @@ func (e *execution) handle(ev event) {
 			d.done++
 			d.steps = append(d.steps, req.asStep())
 		}
-		d.durable = d.durable || (req.effect && req.fate != EffectRefused) || req.step.CommitPoint
+		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
 		}
@@ -823,10 +823,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			call := render.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
-				req.fate = EffectReplyLost
+				req.fate = effectReplyLost
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
 			} else {
-				req.fate = EffectRefused
+				req.fate = effectRefused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
 		case d.spec.Fault.OnEffect():
@@ -851,7 +851,7 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) BeginEffect(ctx context.Context, call faults.Step) (EffectFate, error) {
+func (s effectStepper) beginEffect(ctx context.Context, call faults.Step) (effectFate, error) {
 	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
@@ -872,7 +872,7 @@ func (s effectStepper) BeginEffect(ctx context.Context, call faults.Step) (Effec
 	}
 }
 
-func (s effectStepper) EndEffect(string) {
+func (s effectStepper) endEffect(string) {
 	s.d.effectMu.Lock()
 	req := s.d.effectReq
 	s.d.effectReq = nil

@@ -156,6 +156,23 @@ const (
 	EffectRefused
 )
 
+// The event loop's names for the fates (execute.go), kept as they were
+// when it moved here.
+type effectFate = EffectFate
+
+const (
+	effectReplyLost = EffectReplyLost
+	effectRefused   = EffectRefused
+)
+
+// BeginEffect and EndEffect make effectStepper the delivery's
+// EffectSteps.
+func (s effectStepper) BeginEffect(ctx context.Context, call faults.Step) (EffectFate, error) {
+	return s.beginEffect(ctx, call)
+}
+
+func (s effectStepper) EndEffect(label string) { s.endEffect(label) }
+
 // Output is what one schedule's execution did.
 type Output struct {
 	// Deliveries is what each delivery did, in the schedule's order and
