@@ -14,7 +14,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/freshdb"
-	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
@@ -107,7 +106,7 @@ type deliveryRun struct {
 	steps       []faults.Step        // completed steps, in completion order
 	asked       []faults.Step        // granted steps, in the order it asked for them; see Output.Asked
 
-	outcome record.DeliveryOutcome
+	outcome DeliveryOutcome
 }
 
 type inflightStep struct {
@@ -352,7 +351,7 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
-		outcome: record.DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		outcome: DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
 	}
 	e.deliveries = append(e.deliveries, d)
 	return d

@@ -173,11 +173,14 @@ func (s effectStepper) BeginEffect(ctx context.Context, call faults.Step) (Effec
 
 func (s effectStepper) EndEffect(label string) { s.endEffect(label) }
 
+// DeliveryOutcome is what one delivery did, as a result records it.
+type DeliveryOutcome = record.DeliveryOutcome
+
 // Output is what one schedule's execution did.
 type Output struct {
 	// Deliveries is what each delivery did, in the schedule's order and
 	// then the queue's retries, each with the steps it completed.
-	Deliveries []record.DeliveryOutcome
+	Deliveries []DeliveryOutcome
 	// Asked is, per delivery, the steps it was granted in the order it
 	// asked for them (its completed steps are in completion order, which
 	// a lock wait can change); Started says whether it was handed out.
