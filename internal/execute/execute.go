@@ -104,7 +104,7 @@ type deliveryRun struct {
 	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
-	asked       []faults.Step        // granted steps, in the order it asked for them; see Output.Asked
+	asked       []faults.Step        // granted steps, in the order it asked for them; see reduce.go
 
 	outcome DeliveryOutcome
 }
