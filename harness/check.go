@@ -2,11 +2,15 @@ package harness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -21,6 +25,74 @@ import (
 func Check(t testing.TB, job Job, cfg Config) *Result {
 	t.Helper()
 	return check(t, job, cfg)
+}
+
+// Run checks job: it runs the job once, cleanly, on two fresh databases to
+// learn the reference state and which columns are noise, then executes
+// every schedule of cfg's faults on a fresh database of its own and compares
+// the outcome with the reference. As one shard of several (ShardEnv) it
+// executes only that shard's schedules.
+//
+// A non-nil error means the check itself could not run (no PostgreSQL, bad
+// setup SQL, a job that fails on a clean run); findings about the job are
+// in the Result. Databases of failed scenarios are kept as evidence until
+// Result.DropDatabases.
+func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
+	start := time.Now()
+	if cfg.Faults != nil && len(cfg.Faults) == 0 {
+		return nil, errNoFaults
+	}
+	r, res, plan, err := begin(ctx, job, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close(context.WithoutCancel(ctx))
+	var scheds []faults.Schedule
+	for _, f := range cfg.faults() {
+		scheds = append(scheds, f.Schedules(plan)...)
+	}
+	if len(scheds) == 0 {
+		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
+	}
+	for _, s := range scheds {
+		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
+			return nil, err
+		}
+	}
+	if scheds, err = takeShard(scheds, res); err != nil {
+		return nil, err
+	}
+	if p := progressOf(ctx); p != nil {
+		p.total.Store(int64(len(scheds)))
+	}
+	scs, evidence, err := r.scenarios(ctx, scheds, res)
+	if err != nil {
+		return nil, err
+	}
+	for i := range scs {
+		scs[i].Index = place(res, i)
+	}
+	res.Scenarios = scs
+	if evidence != nil {
+		res.kept = append(res.kept, *evidence)
+	}
+	if err := r.confirmReductions(ctx, plan, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
+	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
+	res.stragglers = r.x.StillRunning()
+	res.Duration = time.Since(start)
+	res.Status = record.Passed
+	switch {
+	case res.Idempotent():
+	case cfg.ExpectFinding != "":
+		res.Status = record.ExpectedFinding
+	default:
+		res.Status = record.Finding
+	}
+	return res, nil
 }
 
 // tb is the part of testing.TB that check uses, so failure paths can be
@@ -143,6 +215,72 @@ func packageDir() string {
 		}
 		if filepath.Dir(dir) == dir {
 			return "."
+		}
+	}
+}
+
+// logStragglers logs res's note about goroutines still running, if any.
+func logStragglers(t tb, res *Result) {
+	t.Helper()
+	if res.stragglers != "" {
+		t.Logf("%s", res.stragglers)
+	}
+}
+
+// replayLine is the command that runs sched alone in the named test.
+func replayLine(testName string, sched string) string {
+	return fmt.Sprintf("%s -twice.replay='%s'", rerunLine(testName), sched)
+}
+
+// Under go test -v a check says what it did: one line when it passes, and
+// a progress line at least every progressEvery while it runs, so a long
+// check (a handler hanging on retries) is never silent.
+
+// progressEvery is how often a running check logs its progress under -v.
+var progressEvery = 10 * time.Second
+
+// verbose reports whether go test runs with -v; a variable so tests can
+// turn it on.
+var verbose = testing.Verbose
+
+// logProgress logs, under -v, how far the check of job has come every
+// progressEvery, until stop is called. ctx carries the counter Run fills.
+func logProgress(t tb, job string) (ctx context.Context, stop func()) {
+	ctx = t.Context()
+	if !verbose() {
+		return ctx, func() {}
+	}
+	p := &progress{}
+	ctx = context.WithValue(ctx, progressKey{}, p)
+	start := time.Now()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(progressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				elapsed := time.Since(start).Round(time.Second)
+				if total := p.total.Load(); total > 0 {
+					t.Logf("[twice] job %q: %d of %d scenarios done after %s", job, p.done.Load(), total, elapsed)
+				} else {
+					t.Logf("[twice] job %q: still checking after %s", job, elapsed)
+				}
+			}
+		}
+	})
+	return ctx, func() { close(done); wg.Wait() }
+}
+
+// logPassed logs, under -v, the one line of a passing check.
+func logPassed(t tb, res *Result) {
+	if verbose() {
+		t.Logf("[twice] ok: job %q: %d scenarios%s, none differs from one clean run (%s)", res.Job, len(res.Scenarios), render.InShard(&res.Result), res.Duration.Round(time.Millisecond))
+		for _, line := range reductionLines(res) {
+			t.Logf("[twice] job %q: %s", res.Job, line)
 		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -158,8 +157,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 // the shrunk schedule is run again as many times.
 //
 // A non-nil error means the exploration itself could not run; findings
-// are in the Exploration. The database of the finding's last failing run
-// is kept as evidence until Result.DropDatabases.
+// are in the Exploration. The database of the first of the finding's
+// reruns to fail is kept as evidence until Result.DropDatabases, as Run
+// keeps its first failing scenario's.
 func ExploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions) (*Exploration, error) {
 	return exploreRun(ctx, job, cfg, opts, job.Name)
 }
@@ -228,7 +228,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
 	}
-	res.stragglers = r.stillRunning()
+	res.stragglers = r.x.StillRunning()
 	x.Duration = time.Since(start)
 	res.Duration = x.Duration
 	switch {
@@ -355,46 +355,42 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 }
 
 // conclude runs the last failing schedule opts.Reruns more times, keeps
-// the database of a failing run, and fills the finding into x. A schedule
-// already found flaky before shrinking is not run again.
+// the database of a failing run (the pool's evidence), and fills the
+// finding into x. A schedule already found flaky before shrinking is not
+// run again.
 func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 	s := *e.last
 	x.Minimal = s.String()
 	runs := e.flakyRuns
-	var dbs []*freshdb.Database
+	var evidence *kept
 	if runs == nil {
-		more, moreDBs, err := e.runKeeping(ctx, s, e.opts.reruns())
+		more, ev, err := e.r.scenarios(ctx, repeat(s, e.opts.reruns()), e.res)
 		if err != nil {
 			return err
 		}
 		e.mu.Lock()
 		runs = append([]Scenario{e.cache[x.Minimal]}, more...)
 		e.mu.Unlock()
-		dbs = append([]*freshdb.Database{nil}, moreDBs...)
+		if ev != nil {
+			ev.scenario++ // after the cached run, whose database is gone
+			evidence = ev
+		}
 	}
 	x.Flaky = flaky(runs)
-	var err error
 	if !x.Flaky {
-		// Every run failed alike: the last one is the finding.
-		for _, db := range dbs[:len(dbs)-1] {
-			if db != nil {
-				err = errors.Join(err, e.r.giveBack(ctx, db))
-			}
+		// Every run failed alike: the one whose database is kept is the
+		// finding.
+		at := len(runs) - 1
+		if evidence != nil {
+			at, evidence.scenario = evidence.scenario, 0
 		}
-		runs, dbs = runs[len(runs)-1:], dbs[len(dbs)-1:]
+		runs = runs[at : at+1]
 	}
 	e.res.Scenarios = runs
-	for i, db := range dbs {
-		switch {
-		case db == nil:
-		case len(e.res.kept) == 0:
-			e.res.kept = append(e.res.kept, kept{scenario: i, db: db})
-		default:
-			err = errors.Join(err, e.r.giveBack(ctx, db))
-			e.res.Scenarios[i].Database = ""
-		}
+	if evidence != nil {
+		e.res.kept = append(e.res.kept, *evidence)
 	}
-	return err
+	return nil
 }
 
 // runAll runs the schedules not run before, in parallel, and returns
@@ -409,12 +405,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 		}
 	}
 	e.mu.Unlock()
-	outs, dbs, err := e.parallel(ctx, todo)
-	for _, db := range dbs {
-		if db != nil {
-			err = errors.Join(err, e.r.giveBack(context.WithoutCancel(ctx), db))
-		}
-	}
+	outs, err := e.run(ctx, todo)
 	if err != nil {
 		return nil, err
 	}
@@ -431,44 +422,28 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 	return out, nil
 }
 
-// rerun runs s n times, dropping every database.
+// rerun runs s n times.
 func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scenario, error) {
-	runs, dbs, err := e.runKeeping(ctx, s, n)
-	for _, db := range dbs {
-		if db != nil {
-			err = errors.Join(err, e.r.giveBack(context.WithoutCancel(ctx), db))
-		}
-	}
-	return runs, err
+	return e.run(ctx, repeat(s, n))
 }
 
-// runKeeping runs s n times and returns, per run, its scenario and the
-// database a failed run kept.
-func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]Scenario, []*freshdb.Database, error) {
+// run runs scheds through the scenario pool and gives the evidence back:
+// only conclude keeps a database.
+func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]Scenario, error) {
+	outs, evidence, err := e.r.scenarios(ctx, scheds, e.res)
+	if err == nil && evidence != nil {
+		err = e.r.giveBack(context.WithoutCancel(ctx), evidence.db)
+	}
+	return outs, err
+}
+
+// repeat is n copies of s.
+func repeat(s faults.Schedule, n int) []faults.Schedule {
 	scheds := make([]faults.Schedule, n)
 	for i := range scheds {
 		scheds[i] = s
 	}
-	return e.parallel(ctx, scheds)
-}
-
-// parallel runs scheds, Config.Parallel at a time.
-func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Scenario, []*freshdb.Database, error) {
-	outs := make([]Scenario, len(scheds))
-	dbs := make([]*freshdb.Database, len(scheds))
-	errs := make([]error, len(scheds))
-	limit := make(chan struct{}, e.r.parallel())
-	var wg sync.WaitGroup
-	for i := range scheds {
-		wg.Add(1)
-		limit <- struct{}{}
-		go func() {
-			defer func() { <-limit; wg.Done() }()
-			outs[i], dbs[i], errs[i] = e.r.scenario(ctx, scheds[i], e.res)
-		}()
-	}
-	wg.Wait()
-	return outs, dbs, errors.Join(errs...)
+	return scheds
 }
 
 // flaky reports whether runs of one schedule disagree on the verdict.
@@ -662,4 +637,21 @@ func save(dir, job, sched string) (string, error) {
 		return "", fmt.Errorf("[twice] saving the failing schedule: %w", err)
 	}
 	return name, nil
+}
+
+// exploreShard cuts an exploration down to this machine's shard, nil
+// when unsharded: its share of the budget checks and of the saved
+// schedules.
+func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *Shard, error) {
+	sh, err := shardSetting()
+	if err != nil || sh == nil {
+		return checks, saved, nil, err
+	}
+	var mine []savedSchedule
+	for i, s := range saved {
+		if sh.Has(i) {
+			mine = append(mine, s)
+		}
+	}
+	return sh.Share(checks), mine, sh, nil
 }

@@ -1,6 +1,10 @@
 package harness
 
-import "time"
+import (
+	"time"
+
+	"github.com/runtwice/twice/internal/execute"
+)
 
 // SetVerbose makes checks log as under go test -v, progress every every;
 // the returned func restores the defaults.
@@ -13,5 +17,5 @@ func SetVerbose(every time.Duration) (restore func()) {
 // BackendCounts are the server backends the deliveries' proxies started
 // and the connections deliveries made, so far in this process.
 func BackendCounts() (started, connects int64) {
-	return backendsStarted.Load(), deliveryConnects.Load()
+	return execute.BackendCounts()
 }

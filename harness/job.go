@@ -2,12 +2,16 @@ package harness
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/execute"
 )
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
@@ -52,6 +56,40 @@ type Job struct {
 	Queue Queue
 }
 
+// The queue seam is package queue's; these names keep it reachable where
+// queue adapters look for it today.
+type (
+	Queue      = queue.Queue      // see queue.Queue
+	QueueOp    = queue.Op         // see queue.Op
+	QueueRules = queue.Rules      // see queue.Rules
+	Enqueued   = queue.Enqueued   // see queue.Enqueued
+	Fetched    = queue.Fetched    // see queue.Fetched
+	Settled    = queue.Settled    // see queue.Settled
+	Settlement = queue.Settlement // see queue.Settlement
+)
+
+// Settlements; see queue.Settlement.
+const (
+	Completed = queue.Completed
+	Retry     = queue.Retry
+	Snoozed   = queue.Snoozed
+	Cancelled = queue.Cancelled
+	Discarded = queue.Discarded
+)
+
+// DeliveryKind is why the queue handed a job out.
+type DeliveryKind = queue.DeliveryKind
+
+// Kinds of delivery.
+const (
+	DeliveryFirst             = queue.DeliveryFirst             // the job's first delivery
+	DeliveryRedelivery        = queue.DeliveryRedelivery        // an earlier delivery was not acked in time
+	DeliveryLostAckRedelivery = queue.DeliveryLostAckRedelivery // the ack of a success was lost
+	DeliveryProducerCopy      = queue.DeliveryProducerCopy      // a producer copy under a new job ID
+	DeliveryRedrive           = queue.DeliveryRedrive           // a person redrove the job long after it died
+	DeliveryQueueRetry        = queue.DeliveryRetry             // the queue's retry after a failure or a snooze
+)
+
 // Delivery is one invocation of the handler, as a queue makes it. Each
 // delivery has its own database connections.
 type Delivery struct {
@@ -79,8 +117,27 @@ type Delivery struct {
 	DSN string
 
 	clock *clock
-	fx    *effects.Clients // effect fakes; see effects.go
-	sqlDB *deliverySQL     // Delivery.SQL's *sql.DB; see sqldb.go
+	fx    *effects.Clients     // effect fakes; see effects.go
+	sqlDB *execute.DeliverySQL // Delivery.SQL's *sql.DB
+}
+
+// SQL is a *sql.DB on the delivery's own connections, through pgx's
+// database/sql driver: the same one on every call of the delivery,
+// opened on the first and closed by the harness when the delivery ends.
+// Hand it to code written for database/sql (sqlc's generated New, GORM's
+// postgres.New(postgres.Config{Conn: db}), bun.NewDB with pgdialect,
+// ent's entsql.OpenDB, sqlx.NewDb) instead of opening and closing one
+// on Delivery.DSN yourself. Its statements are steps like those on
+// Delivery.DB. Do not close it and do not keep it past the handler's
+// return.
+//
+// It fails only on a Delivery the harness did not make, or after the
+// delivery ended (a handler goroutine that outlived its delivery).
+func (d *Delivery) SQL() (*sql.DB, error) {
+	if d == nil || d.sqlDB == nil {
+		return nil, errors.New("[twice] Delivery.SQL: this Delivery was not made by the harness, so it has no connections; use the *Delivery the harness passes to the handler")
+	}
+	return d.sqlDB.Open()
 }
 
 // Now is the harness clock's time. Use it where the handler would call

@@ -2,10 +2,8 @@ package harness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
@@ -28,44 +26,6 @@ type (
 	Reduction  = record.Reduction
 	Divergence = record.Divergence
 )
-
-// askedSteps keeps, by schedule text, what a scenario's first two
-// deliveries did: the steps each asked for, in that order (a delivery's
-// completed steps are in completion order, which a lock wait can
-// change), and whether the queue handed the second one out.
-type askedSteps struct {
-	mu    sync.Mutex
-	steps map[string]asked
-}
-
-type asked struct {
-	steps     [2][]faults.Step
-	handedOut bool // the second delivery was handed out and started
-}
-
-// note keeps what ex's first two deliveries did; Explore's schedules are
-// never reduced.
-func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
-	if len(ex.deliveries) < 2 || sched.Fault == faults.NameExplore {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.steps == nil {
-		a.steps = map[string]asked{}
-	}
-	a.steps[sched.String()] = asked{
-		steps:     [2][]faults.Step{ex.deliveries[0].asked, ex.deliveries[1].asked},
-		handedOut: ex.deliveries[1].started,
-	}
-}
-
-func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	s, ok := a.steps[sched.String()]
-	return s, ok
-}
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned, how many orders it left out, and runs them after
@@ -239,25 +199,25 @@ func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
 	if p := progressOf(ctx); p != nil {
 		p.total.Add(int64(len(scheds)))
 	}
-	out := &Result{Result: res.Result}
-	out.Scenarios = make([]Scenario, len(scheds))
-	err := r.scenarios(ctx, scheds, out)
-	for i := range out.Scenarios {
-		out.Scenarios[i].Index = places[i]
+	scs, evidence, err := r.scenarios(ctx, scheds, res)
+	if err != nil {
+		return err
+	}
+	for i := range scs {
+		scs[i].Index = places[i]
 	}
 	offset := len(res.Scenarios)
-	res.Scenarios = append(res.Scenarios, out.Scenarios...)
-	var errs []error
-	for _, k := range out.kept {
-		if len(res.kept) == 0 {
-			k.scenario += offset
-			res.kept = append(res.kept, k)
-			continue
-		}
-		errs = append(errs, k.db.Drop(ctx))
-		res.Scenarios[offset+k.scenario].Database = ""
+	res.Scenarios = append(res.Scenarios, scs...)
+	switch {
+	case evidence == nil:
+	case len(res.kept) == 0:
+		evidence.scenario += offset
+		res.kept = append(res.kept, *evidence)
+	default:
+		res.Scenarios[offset+evidence.scenario].Database = ""
+		return r.giveBack(ctx, evidence.db)
 	}
-	return errors.Join(append([]error{err}, errs...)...)
+	return nil
 }
 
 // reductionLines say, one line per reduced fault (two when both of its

@@ -78,7 +78,7 @@ type Result struct {
 
 	kept []kept
 	// stragglers notes handler goroutines still running when the check
-	// ended (linger.go); Check and Explore log it.
+	// ended (Executor.StillRunning); Check and Explore log it.
 	stragglers string
 }
 

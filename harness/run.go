@@ -5,20 +5,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // heeded leaves out of the volatile "table.column"s those of tables and
@@ -39,67 +44,6 @@ func heeded(volatile []string, cfg Config) []string {
 		}
 	}
 	return out
-}
-
-// Run checks job: it runs the job once, cleanly, on two fresh databases to
-// learn the reference state and which columns are noise, then executes
-// every schedule of cfg's faults on a fresh database of its own and compares
-// the outcome with the reference. As one shard of several (ShardEnv) it
-// executes only that shard's schedules.
-//
-// A non-nil error means the check itself could not run (no PostgreSQL, bad
-// setup SQL, a job that fails on a clean run); findings about the job are
-// in the Result. Databases of failed scenarios are kept as evidence until
-// Result.DropDatabases.
-func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
-	start := time.Now()
-	if cfg.Faults != nil && len(cfg.Faults) == 0 {
-		return nil, errNoFaults
-	}
-	r, res, plan, err := begin(ctx, job, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer r.close(context.WithoutCancel(ctx))
-	var scheds []faults.Schedule
-	for _, f := range cfg.faults() {
-		scheds = append(scheds, f.Schedules(plan)...)
-	}
-	if len(scheds) == 0 {
-		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
-	}
-	for _, s := range scheds {
-		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
-			return nil, err
-		}
-	}
-	if scheds, err = takeShard(scheds, res); err != nil {
-		return nil, err
-	}
-	res.Scenarios = make([]Scenario, len(scheds))
-	if p := progressOf(ctx); p != nil {
-		p.total.Store(int64(len(scheds)))
-	}
-	if err := r.scenarios(ctx, scheds, res); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	if err := r.confirmReductions(ctx, plan, res); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
-	}
-	res.stragglers = r.stillRunning()
-	res.Duration = time.Since(start)
-	res.Status = record.Passed
-	switch {
-	case res.Idempotent():
-	case cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
-	default:
-		res.Status = record.Finding
-	}
-	return res, nil
 }
 
 // begin checks job and cfg, prepares the template database and runs the
@@ -135,6 +79,14 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		}
 	}
 	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	r.x = execute.New(execute.Settings{
+		Job:                       execute.Job{Name: job.Name, Queue: job.Queue},
+		Server:                    srv,
+		DeliveryTimeout:           cfg.deliveryTimeout(),
+		VisibilityTimeout:         r.visibilityTimeout(),
+		RedriveAfter:              r.redriveAfter(),
+		CancelAtVisibilityTimeout: cfg.CancelAtVisibilityTimeout,
+	})
 	defer func() {
 		if err != nil {
 			r.close(context.WithoutCancel(ctx))
@@ -162,12 +114,12 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		// The run that failed may have been making its database when the
 		// server stopped, not running the handler.
 		for _, err := range errs {
-			if errors.Is(err, errServerWentAway) {
+			if errors.Is(err, execute.ErrServerWentAway) {
 				return nil, nil, plan, err
 			}
 		}
 		if gone := r.serverGone(ctx); gone != nil {
-			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", errServerWentAway, r.job.Name, gone, err)
+			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", execute.ErrServerWentAway, r.job.Name, gone, err)
 		}
 		for _, err := range errs {
 			if err != nil {
@@ -190,27 +142,33 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	return r, res, plan, nil
 }
 
-// scenarios runs every schedule, r.parallel() at a time, each on a
-// fresh database of its own, into res.Scenarios by index.
-func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) error {
+// scenarios is the one scenario worker pool of Run and Explore: it runs
+// scheds, r.parallel() at a time, each on a fresh database of its own,
+// and returns their scenarios by index. Its one evidence rule: the
+// database of the first scenario to fail is kept, and returned with its
+// index in scheds; every other is given back at once, since keeping each
+// would cost a fresh clone per failed scenario. The first error stops
+// the pool: no schedule starts after it, the running ones are cancelled,
+// and that error alone is returned (with the evidence given back): an
+// error is the harness's own breakage, and the ones it causes in the
+// cancelled scenarios would only bury it.
+func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) ([]Scenario, *kept, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	var mu sync.Mutex // guards res.kept
+	out := make([]Scenario, len(scheds))
+	var mu sync.Mutex // guards evidence
+	var evidence *kept
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(r.parallel(), len(scheds)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := range next {
 				sc, db, err := r.scenario(ctx, scheds[i], res)
 				if err == nil && db != nil {
-					// The first failure's database is the evidence; keeping
-					// every one would cost a fresh clone per failed scenario.
 					mu.Lock()
-					keep := len(res.kept) == 0
+					keep := evidence == nil
 					if keep {
-						res.kept = append(res.kept, kept{scenario: i, db: db})
+						evidence = &kept{scenario: i, db: db}
 					}
 					mu.Unlock()
 					if !keep {
@@ -221,13 +179,12 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 				if err != nil {
 					cancel(err)
 				}
-				sc.Index = place(res, i)
-				res.Scenarios[i] = sc
+				out[i] = sc
 				if p := progressOf(ctx); p != nil {
 					p.done.Add(1)
 				}
 			}
-		}()
+		})
 	}
 	for i := range scheds {
 		select {
@@ -240,7 +197,13 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 	}
 	close(next)
 	wg.Wait()
-	return context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		if evidence != nil {
+			err = errors.Join(err, r.giveBack(context.WithoutCancel(ctx), evidence.db))
+		}
+		return nil, nil, err
+	}
+	return out, evidence, nil
 }
 
 func (j Job) validate() error {
@@ -281,57 +244,62 @@ func (r *runner) redriveAfter() time.Duration {
 	return cmp.Or(r.cfg.RedriveAfter, faults.DefaultRedriveAfter)
 }
 
+// askedSteps keeps, by schedule text, what a scenario's first two
+// deliveries did: the steps each asked for, in that order (a delivery's
+// completed steps are in completion order, which a lock wait can
+// change), and whether the queue handed the second one out.
+type askedSteps struct {
+	mu    sync.Mutex
+	steps map[string]asked
+}
+
+type asked struct {
+	steps     [2][]faults.Step
+	handedOut bool // the second delivery was handed out and started
+}
+
+// note keeps what ex's first two deliveries did; Explore's schedules are
+// never reduced.
+func (a *askedSteps) note(sched faults.Schedule, ex *execution) {
+	if len(ex.Deliveries) < 2 || sched.Fault == faults.NameExplore {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.steps == nil {
+		a.steps = map[string]asked{}
+	}
+	a.steps[sched.String()] = asked{
+		steps:     [2][]faults.Step{ex.Asked[0], ex.Asked[1]},
+		handedOut: ex.Started[1],
+	}
+}
+
+func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.steps[sched.String()]
+	return s, ok
+}
+
 type runner struct {
 	job  Job
 	cfg  Config
 	tmpl *freshdb.Template
 	srv  *pgserver.Server
+	x    *execute.Executor // runs each schedule
 
-	adminMu sync.Mutex
-	admin   *pgx.Conn // asks the server about locks; opened on first use
-
-	shifted    shiftedRefs  // clean runs at a later clock; see referenceAt
-	asked      askedSteps   // steps of overlapping deliveries; see reduce.go
-	stragglers stragglers   // handler goroutines not waited for; see linger.go
-	backends   backendPools // server backends kept per database; see backends.go
+	shifted shiftedRefs // clean runs at a later clock; see referenceAt
+	asked   askedSteps  // steps of overlapping deliveries; see confirmReductions
 }
 
 func (r *runner) close(ctx context.Context) {
-	r.backends.close()
-	r.adminMu.Lock()
-	defer r.adminMu.Unlock()
-	if r.admin != nil {
-		_ = r.admin.Close(ctx)
-		r.admin = nil
-	}
+	r.x.Close(ctx)
 }
 
-// waitsOnLock asks the server whether backend pid waits for a lock another
-// backend holds.
-func (r *runner) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
-	r.adminMu.Lock()
-	defer r.adminMu.Unlock()
-	if r.admin == nil {
-		conn, err := pgx.Connect(ctx, r.srv.ConnString(""))
-		if err != nil && serverWentAway(err) {
-			return false, fmt.Errorf("[twice] internal: %w: connecting to ask it about locks: %w", errServerWentAway, err)
-		}
-		if err != nil {
-			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
-		}
-		r.admin = conn
-	}
-	var waits bool
-	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
-	if err != nil && serverWentAway(err) {
-		// The server terminates this session first when it shuts down
-		// (57P01), often before the delivery sees anything.
-		return false, fmt.Errorf("[twice] internal: %w: asking whether backend %d waits on a lock: %w", errServerWentAway, pid, err)
-	}
-	if err != nil {
-		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
-	}
-	return waits, nil
+// giveBack gives db back after a scenario or a clean run (Executor.GiveBack).
+func (r *runner) giveBack(ctx context.Context, db *freshdb.Database) error {
+	return r.x.GiveBack(ctx, db)
 }
 
 // serverGone asks the server, on a new connection, whether it still
@@ -345,25 +313,6 @@ func (r *runner) serverGone(ctx context.Context) error {
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	return conn.Ping(ctx)
-}
-
-// errServerWentAway marks the errors of a check that ran into the
-// server stopping: the check could not run, and the job is not to blame.
-var errServerWentAway = errors.New("the PostgreSQL server went away")
-
-// serverWentAway reports whether err, from connecting to the server, says
-// the server is gone or going: refused, reset, no socket, or shutting down
-// (SQLSTATE class 57P). Other server errors (too many clients, a bad
-// password) and cancellations are not.
-func serverWentAway(err error) bool {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		return strings.HasPrefix(pgErr.Code, "57P")
-	}
-	return true
 }
 
 // newWorker builds a worker, turning a factory's panic or nil into an error.
@@ -395,18 +344,18 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	d := ex.deliveries[0]
+	d := ex.Deliveries[0]
 	if err := ex.effects.Err(); err != nil {
 		return nil, nil, nil, err
 	}
-	if why := ex.cleanFailure(); why != "" {
+	if why := ex.CleanFailure; why != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", errServerWentAway, r.job.Name, n, err, why)
+			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
 		}
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
-	snap, err := ex.snapshot(ctx)
-	return snap, d.steps, ex.effects.Effects(), err
+	snap, err := ex.Snapshot(ctx)
+	return snap, d.Steps, ex.effects.Effects(), err
 }
 
 // clean runs the job once, cleanly, its clock started shift after
@@ -415,6 +364,44 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Duration) (*execution, error) {
 	sched := faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}
 	return r.execute(ctx, db, sched, r.job.Queue != nil)
+}
+
+// execution is one schedule's run: what the executor says its
+// deliveries did, and the effects they made.
+type execution struct {
+	*execute.Output
+	effects *effects.Log
+}
+
+// execute runs sched on db. The scenario's clock and effect log are made
+// here; the executor's NewWorker hook builds, for every delivery, the
+// *Delivery the job's handler receives.
+func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
+	clk := newClock(r.cfg.clockStart())
+	log, err := effects.NewLog(clk.Now, r.cfg.Providers)
+	if err != nil {
+		return nil, err
+	}
+	out, err := r.x.Run(ctx, execute.Input{Schedule: sched, DB: db, Retries: retries, Clock: clk,
+		NewWorker: func() (execute.Handler, error) {
+			h, err := r.newWorker()
+			if err != nil {
+				return nil, err
+			}
+			return func(ctx context.Context, env execute.Env) error { return h(ctx, newDelivery(env, clk, log)) }, nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &execution{Output: out, effects: log}, nil
+}
+
+// newDelivery is the *Delivery a handler receives for the delivery the
+// executor describes in env: its effect fakes record into log and make
+// their calls the executor's steps.
+func newDelivery(env execute.Env, clk *clock, log *effects.Log) *Delivery {
+	return &Delivery{JobID: env.JobID, Attempt: env.Attempt, Kind: env.Kind, Queued: env.Queued, DB: env.DB, DSN: env.DSN, clock: clk, sqlDB: env.SQL,
+		fx: log.Clients(env.Spec.Label(), env.JobID, env.Spec.Attempt, env.Effects)}
 }
 
 // scenario executes sched on a fresh database. It returns the database when
@@ -433,22 +420,21 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
-	sc.Order = slices.Clone(ex.granted)
+	sc.Order = slices.Clone(ex.Order)
 	r.asked.note(sched, ex)
-	sc.LockWaits = ex.lockWaits
-	for _, d := range ex.deliveries {
-		out := d.outcome
-		out.Steps = slices.Clone(d.steps)
-		sc.Deliveries = append(sc.Deliveries, out)
+	sc.LockWaits = ex.LockWaits
+	for _, d := range ex.Deliveries {
+		d.Steps = slices.Clone(d.Steps)
+		sc.Deliveries = append(sc.Deliveries, d)
 	}
-	for _, why := range ex.incomplete() {
+	for _, why := range ex.Incomplete {
 		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
 	}
-	snap, err := ex.snapshot(ctx)
+	snap, err := ex.Snapshot(ctx)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
-	refState, refEffects, err := r.referenceAt(ctx, ex.jobStart(), res)
+	refState, refEffects, err := r.referenceAt(ctx, ex.JobStart, res)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
@@ -467,7 +453,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.Effects()
-	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
+	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
 		Label:                 string(sched.Fault),
 		Policies:              r.cfg.EffectPolicies,
@@ -488,31 +474,244 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	return sc, db, nil
 }
 
-func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
+// shiftedRefs caches clean runs whose clock started later than
+// Config.ClockStart, by how much later.
+type shiftedRefs struct {
+	mu   sync.Mutex
+	runs map[time.Duration]*shiftedRef
+}
 
-// snapshotters holds one assert.Snapshotter per template database, so
-// the catalog is read once for all the databases made from it (and again
-// after a handler's DDL, which the Snapshotter notices).
-var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
+type shiftedRef struct {
+	once    sync.Once
+	state   *assert.Snapshot
+	effects []assert.Effect
+	err     error
+}
 
-// snapshot reads the scenario's tables, on the harness's kept connection to
-// the database when there is one (warm caches, one round trip), otherwise
-// on a new one.
-func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
-	snapshotter := s.(*assert.Snapshotter)
-	conn := db.KeptConn()
-	if conn == nil {
-		var err error
-		conn, err = pgx.Connect(ctx, db.ConnString)
-		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
-		}
-		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+// referenceAt returns the state and effects of one clean delivery whose
+// clock started shift after Config.ClockStart; shift zero is res's
+// reference. A job that fails when run cleanly that late has no such
+// reference, and the scenario is held to the one at the start.
+func (r *runner) referenceAt(ctx context.Context, shift time.Duration, res *Result) (*assert.Snapshot, []assert.Effect, error) {
+	if shift == 0 {
+		return res.Reference, res.ReferenceEffects, nil
 	}
-	snap, err := snapshotter.Take(ctx, conn)
+	r.shifted.mu.Lock()
+	if r.shifted.runs == nil {
+		r.shifted.runs = map[time.Duration]*shiftedRef{}
+	}
+	run := r.shifted.runs[shift]
+	if run == nil {
+		run = &shiftedRef{}
+		r.shifted.runs[shift] = run
+	}
+	r.shifted.mu.Unlock()
+	run.once.Do(func() {
+		run.state, run.effects, run.err = r.referenceShifted(ctx, shift)
+	})
+	if run.err != nil {
+		return nil, nil, run.err
+	}
+	if run.state == nil {
+		return res.Reference, res.ReferenceEffects, nil
+	}
+	return run.state, run.effects, nil
+}
+
+// referenceShifted is a clean run after the clock moved by shift; nil
+// state when the job fails then.
+func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*assert.Snapshot, []assert.Effect, error) {
+	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+		return nil, nil, err
 	}
-	return snap, nil
+	defer func() { _ = r.giveBack(context.WithoutCancel(ctx), db) }()
+	ex, err := r.clean(ctx, db, shift)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ex.CleanFailure != "" {
+		return nil, nil, nil
+	}
+	snap, err := ex.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, ex.effects.Effects(), nil
+}
+
+// takeShard returns the schedules of this machine's shard, and records in
+// res which shard ran. Unsharded, it returns scheds.
+func takeShard(scheds []faults.Schedule, res *Result) ([]faults.Schedule, error) {
+	sh, err := shardSetting()
+	if err != nil || sh == nil {
+		return scheds, err
+	}
+	sh.Schedules = len(scheds)
+	var mine []faults.Schedule
+	for i, s := range scheds {
+		if !slices.Contains(sh.Faults, s.Fault) {
+			sh.Faults = append(sh.Faults, s.Fault)
+		}
+		if sh.Has(i) {
+			mine = append(mine, s)
+		}
+	}
+	res.Shard = sh
+	return mine, nil
+}
+
+// place is the Index of the k-th scenario of res: its place among the
+// whole check's schedules.
+func place(res *Result, k int) int {
+	if res.Shard == nil {
+		return k
+	}
+	return res.Shard.Place(k)
+}
+
+// progress counts a Run's scenarios as they finish.
+type progress struct {
+	total, done atomic.Int64
+}
+
+type progressKey struct{}
+
+// progressOf returns the progress counter in ctx, if any.
+func progressOf(ctx context.Context) *progress {
+	p, _ := ctx.Value(progressKey{}).(*progress)
+	return p
+}
+
+// Checks that turn a check that would test nothing into an error: each of
+// these used to pass in silence.
+
+// errNoFaults: an empty, non-nil Config.Faults would run no scenario.
+var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run")
+
+// checkTookSteps refuses a check in which the handler took no step at
+// all: not on its clean run, not in any scenario. No statement reached
+// PostgreSQL through the delivery and no effect went through its fakes, so
+// no fault had anywhere to strike and no difference could show. An error,
+// not a finding: the job may well be idempotent, but twice cannot tell. (A
+// handler that acts only on a redelivery took steps, and one whose retry
+// fails or panics has a finding: neither passes in silence.)
+func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error {
+	if len(clean) > 0 {
+		return nil
+	}
+	for _, s := range scenarios {
+		if s.Verdict != Idempotent {
+			return nil // a finding (a retry that panics, say) is not silent
+		}
+		for _, d := range s.Deliveries {
+			if len(d.Steps) > 0 {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("[twice] job %q took no step, on its clean run or in any scenario: no statement reached PostgreSQL through the Delivery's DB, SQL() or DSN and no effect went through d.Mail(), d.Payments() or d.Effect, so there was nothing to break or compare; give the handler the Delivery's connections and fakes", job)
+}
+
+// checkSchedule refuses a schedule whose crash or lost reply falls past the
+// last step of the job's clean run, or whose effect fault acts on a step
+// that is no effect call there: that fault would never happen and the
+// scenario would pass as if it had.
+func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
+	steps := len(clean)
+	for _, d := range s.Deliveries {
+		switch d.Fault {
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
+		default:
+			continue
+		}
+		if d.At > steps {
+			n := fmt.Sprintf("%d steps", steps)
+			if steps == 1 {
+				n = "1 step"
+			}
+			hint := fmt.Sprintf("use a step from 1 to %d (or !crash alone for after the last step)", steps)
+			if d.Fault.OnEffect() {
+				hint = effectStepsHint(clean)
+			}
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+		}
+		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+		}
+	}
+	return nil
+}
+
+// effectStepsHint names the steps an effect fault can act on.
+func effectStepsHint(clean []faults.Step) string {
+	var at []string
+	for i, st := range clean {
+		if st.IsEffect() {
+			at = append(at, strconv.Itoa(i+1))
+		}
+	}
+	if len(at) == 0 {
+		return "the job makes no effect call on a clean run, so no effect fault applies"
+	}
+	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
+}
+
+// checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns
+// entries that name no table or column of the clean run's snapshot: a
+// typo would leave the intended table compared, or hide nothing while the
+// user believes it does. A column is "table.column" or "column" (only the
+// first for SequenceColumns); a path into a json or jsonb column
+// ("table.column.key") counts when its column is one.
+func checkIgnored(cfg Config, ref *assert.Snapshot) error {
+	tables := map[string]bool{}
+	columns := map[string]string{} // "table.column" and "column" -> type
+	for _, t := range ref.Tables {
+		tables[t.Name] = true
+		for _, c := range t.Columns {
+			columns[t.Name+"."+c.Name] = c.Type
+			columns[c.Name] = c.Type
+		}
+	}
+	var bad []string
+	for _, t := range cfg.IgnoreTables {
+		if !tables[t] {
+			bad = append(bad, fmt.Sprintf("IgnoreTables: no table %q", t))
+		}
+	}
+	for _, c := range cfg.IgnoreColumns {
+		if !knownColumn(c, columns) {
+			bad = append(bad, fmt.Sprintf("IgnoreColumns: no column %q", c))
+		}
+	}
+	for _, c := range cfg.SequenceColumns {
+		if _, ok := columns[c]; !ok || !strings.Contains(c, ".") {
+			bad = append(bad, fmt.Sprintf("SequenceColumns: no column %q (name it \"table.column\")", c))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	have := "it has no table"
+	if len(tables) > 0 {
+		have = "its tables are " + strings.Join(slices.Sorted(maps.Keys(tables)), ", ")
+	}
+	return fmt.Errorf("[twice] Config names what the database does not have after a clean run (%s); %s", strings.Join(bad, "; "), have)
+}
+
+// knownColumn reports whether c names a column, or a path inside a json or
+// jsonb one.
+func knownColumn(c string, columns map[string]string) bool {
+	if _, ok := columns[c]; ok {
+		return true
+	}
+	for i := len(c) - 1; i > 0; i-- {
+		if c[i] != '.' {
+			continue
+		}
+		if typ, ok := columns[c[:i]]; ok && (typ == "json" || typ == "jsonb") {
+			return true
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package harness
+package execute
 
 import (
 	"fmt"
@@ -24,7 +24,7 @@ type cancelPolicy struct {
 
 // cancelPolicyOf is the queue's CancelAfter with a queue, else the
 // visibility timeout when Config.CancelAtVisibilityTimeout asks for it.
-func (r *runner) cancelPolicyOf() cancelPolicy {
+func (r *Executor) cancelPolicyOf() cancelPolicy {
 	if r.job.Queue != nil {
 		return cancelPolicy{after: r.job.Queue.Rules().CancelAfter, by: "by the queue"}
 	}

@@ -1,4 +1,4 @@
-package harness
+package execute
 
 import (
 	"fmt"
@@ -22,7 +22,7 @@ type straggler struct {
 }
 
 // linger notes a goroutine that outlived its scenario.
-func (r *runner) linger(what string, returned <-chan struct{}) {
+func (r *Executor) linger(what string, returned <-chan struct{}) {
 	r.stragglers.mu.Lock()
 	defer r.stragglers.mu.Unlock()
 	r.stragglers.list = append(r.stragglers.list, straggler{what: what, returned: returned})
@@ -33,7 +33,7 @@ const maxStragglersNamed = 5
 
 // stillRunning is the note about the goroutines that have not returned by
 // now, or "" when every one has.
-func (r *runner) stillRunning() string {
+func (r *Executor) stillRunning() string {
 	r.stragglers.mu.Lock()
 	defer r.stragglers.mu.Unlock()
 	var names []string
@@ -59,12 +59,4 @@ func (r *runner) stillRunning() string {
 		"Their context is cancelled and their connections and effects are refused, so nothing they do is recorded; "+
 		"a handler that ignores its context (a database client retrying with backoff) keeps its goroutine alive",
 		n, word, strings.Join(names, ", "))
-}
-
-// logStragglers logs res's note about goroutines still running, if any.
-func logStragglers(t tb, res *Result) {
-	t.Helper()
-	if res.stragglers != "" {
-		t.Logf("%s", res.stragglers)
-	}
 }

@@ -1,4 +1,4 @@
-package harness
+package execute
 
 import (
 	"cmp"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
@@ -39,10 +40,10 @@ var backendsStarted, deliveryConnects atomic.Int64
 // (run) touches its fields; hooks and handler goroutines talk to it through
 // events.
 type execution struct {
-	r      *runner
+	r      *Executor
 	sched  faults.Schedule
 	db     *freshdb.Database
-	clock  *clock
+	clock  Clock
 	events eventQueue
 
 	deliveries []*deliveryRun
@@ -55,7 +56,7 @@ type execution struct {
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
 	holder, watch *stepRequest
-	effects       *effects.Log
+	newWorker     func() (Handler, error) // Input.NewWorker
 
 	ctx      context.Context     // the scenario's; for work started from events
 	failure  error               // an internal error raised while handling an event
@@ -67,19 +68,19 @@ type execution struct {
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
-	kind DeliveryKind
+	kind queue.DeliveryKind
 
 	// begun once the clock moved (and, with a Queue, the queue was
 	// asked); settling while Ack or Nack runs; held while it waits for
 	// deliveries cancelled for running too long to react (cancel.go).
 	begun, settling, held bool
-	queued                any       // Fetched.Job
+	queued                any       // queue.Fetched.Job
 	clockStart            time.Time // the harness clock when it started
 	overdue               bool      // past the cancel policy's time: to be cancelled
 	cancelled             bool      // its context was cancelled (cancel.go)
 	cancelSeq             int       // requested when it was cancelled
 	cancelledAt           time.Time // wall time of the cancel
-	settledAs             Settlement
+	settledAs             queue.Settlement
 
 	started, ended bool // ended: returned, or died
 	dead           bool // its worker died: return value ignored, worker gone
@@ -90,7 +91,7 @@ type deliveryRun struct {
 	returned       chan struct{}      // closed when the handler's goroutine returns
 	proxy          *wireproxy.Proxy
 	pool           *pgxpool.Pool
-	sqlDB          *deliverySQL // Delivery.SQL's, opened by the handler
+	sqlDB          *DeliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -193,15 +194,10 @@ func (q *eventQueue) drain() []event {
 // With retries, once every scheduled delivery has ended the queue does what
 // a queue does: each job whose last delivery failed is delivered once more,
 // cleanly, after the visibility timeout. The job must complete then.
-func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
-	clock := newClock(r.cfg.clockStart())
-	log, err := effects.NewLog(clock.Now, r.cfg.Providers)
-	if err != nil {
-		return nil, err
-	}
+func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
+	db, sched, retries := in.DB, in.Schedule, in.Retries
 	e := &execution{
-		r: r, sched: sched, db: db, clock: clock, ctx: ctx,
-		effects:  log,
+		r: r, sched: sched, db: db, clock: in.Clock, ctx: ctx, newWorker: in.NewWorker,
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
 		backends: r.backends.of(db.Name),
@@ -468,9 +464,9 @@ func (e *execution) startReady(ctx context.Context) error {
 }
 
 // kindOf says why the queue hands d's job out.
-func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
+func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
 	if d.outcome.QueueRetry {
-		return DeliveryQueueRetry
+		return queue.DeliveryRetry
 	}
 	var prev *deliveryRun
 	for _, o := range e.deliveries[:d.n-1] {
@@ -480,15 +476,15 @@ func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
 	}
 	switch {
 	case prev == nil && d.spec.Job == 1:
-		return DeliveryFirst
+		return queue.DeliveryFirst
 	case prev == nil:
-		return DeliveryProducerCopy
+		return queue.DeliveryProducerCopy
 	case d.spec.Advance >= e.r.redriveAfter():
-		return DeliveryRedrive
+		return queue.DeliveryRedrive
 	case prev.spec.Fault == faults.KindLostAck:
-		return DeliveryLostAckRedelivery
+		return queue.DeliveryLostAckRedelivery
 	}
-	return DeliveryRedelivery
+	return queue.DeliveryRedelivery
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {
@@ -497,7 +493,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	h, ok := e.workers[d.spec.Worker]
 	if !ok {
 		var err error
-		if h, err = e.r.newWorker(); err != nil {
+		if h, err = e.newWorker(); err != nil {
 			d.outcome.Err = err.Error()
 			d.ended = true
 			return nil
@@ -545,29 +541,29 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	}
 	d.sqlDB = newDeliverySQL(d.spec.Label(), cfg.ConnConfig.Copy())
 	d.startedAt = time.Now()
-	d.deadline = d.startedAt.Add(e.r.cfg.deliveryTimeout())
+	d.deadline = d.startedAt.Add(e.r.cfg.DeliveryTimeout)
 	d.ctx, d.cancel = context.WithCancel(ctx)
 	d.returned = make(chan struct{})
 	hctx := d.ctx
-	delivery := &Delivery{JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), clock: e.clock, sqlDB: d.sqlDB,
-		fx: e.effects.Clients(d.spec.Label(), d.outcome.JobID, d.spec.Attempt, effectStepper{e: e, d: d})}
+	env := Env{Spec: d.spec, JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), SQL: d.sqlDB,
+		Effects: effectStepper{e: e, d: d}}
 	go func() {
 		defer close(d.returned)
 		start := time.Now()
-		err := callHandler(hctx, h, delivery)
+		err := callHandler(hctx, h, env)
 		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
 	}()
 	return nil
 }
 
 // callHandler runs h, turning a panic into an error with the stack.
-func callHandler(ctx context.Context, h Handler, d *Delivery) (err error) {
+func callHandler(ctx context.Context, h Handler, env Env) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return h(ctx, d)
+	return h(ctx, env)
 }
 
 func (e *execution) handle(ev event) {
@@ -903,7 +899,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		if now.After(d.deadline) {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
-			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.deliveryTimeout(), d.where())
+			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.DeliveryTimeout, d.where())
 			e.die(d, "")
 			d.outcome.Err = msg
 			continue

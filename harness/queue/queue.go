@@ -1,4 +1,8 @@
-package harness
+// Package queue is the seam between the harness and a job queue: the
+// Queue interface an adapter (adapters/river) implements, and the values
+// its operations take and answer. A Job without a Queue is delivered by
+// the harness's own model of a queue.
+package queue
 
 import (
 	"context"
@@ -30,23 +34,23 @@ type Queue interface {
 	// any delivery: the original job (op.Job 1), then each producer
 	// copy, in order. A queue that refuses a copy as a duplicate (a
 	// unique job, a task ID) says so, and the copy is never delivered.
-	Enqueue(ctx context.Context, op QueueOp) (Enqueued, error)
+	Enqueue(ctx context.Context, op Op) (Enqueued, error)
 	// Fetch hands the job out for one delivery of kind op.Kind, or says
 	// why it would not: the job is already completed, another attempt
 	// still holds it, it was deleted.
-	Fetch(ctx context.Context, op QueueOp) (Fetched, error)
+	Fetch(ctx context.Context, op Op) (Fetched, error)
 	// Ack records a delivery whose handler returned nil.
-	Ack(ctx context.Context, op QueueOp) (Settled, error)
+	Ack(ctx context.Context, op Op) (Settled, error)
 	// Nack records a delivery whose handler returned err: a retry, a
 	// snooze, a cancellation, as the queue reads err.
-	Nack(ctx context.Context, op QueueOp, err error) (Settled, error)
+	Nack(ctx context.Context, op Op, err error) (Settled, error)
 	// Rules says when the queue hands out a job that was not acked, when
 	// it cancels a delivery, and which tables and rows are its own.
-	Rules() QueueRules
+	Rules() Rules
 }
 
-// QueueOp is what a Queue operation works on.
-type QueueOp struct {
+// Op is what a Queue operation works on.
+type Op struct {
 	// Conn is the harness's own connection to the scenario's database.
 	// Statements on it are not steps and take no faults.
 	Conn *pgx.Conn
@@ -137,15 +141,15 @@ func (s Settlement) String() string {
 	return fmt.Sprintf("Settlement(%d)", int(s))
 }
 
-// finished reports whether the job needs no further delivery.
-func (s Settlement) finished() bool { return s == Completed || s == Cancelled || s == Discarded }
+// Finished reports whether the job needs no further delivery.
+func (s Settlement) Finished() bool { return s == Completed || s == Cancelled || s == Discarded }
 
-// complete reports whether the job counts as done: completed, or given
+// Complete reports whether the job counts as done: completed, or given
 // up by the handler on purpose.
-func (s Settlement) complete() bool { return s == Completed || s == Cancelled }
+func (s Settlement) Complete() bool { return s == Completed || s == Cancelled }
 
-// QueueRules are a queue's timing and its own tables.
-type QueueRules struct {
+// Rules are a queue's timing and its own tables.
+type Rules struct {
 	// Redeliver is how long after a delivery started, on the harness
 	// clock, the queue hands out again a job that was not acked (River:
 	// its rescuer's RescueStuckJobsAfter, 1h by default). It replaces
@@ -198,5 +202,5 @@ const (
 	DeliveryLostAckRedelivery = record.LostAckRedelivery // the ack of a success was lost
 	DeliveryProducerCopy      = record.ProducerCopy      // a producer copy under a new job ID
 	DeliveryRedrive           = record.Redrive           // a person redrove the job long after it died
-	DeliveryQueueRetry        = record.QueueRetry        // the queue's retry after a failure or a snooze
+	DeliveryRetry             = record.QueueRetry        // the queue's retry after a failure or a snooze
 )

@@ -1,4 +1,4 @@
-package harness
+package execute
 
 import (
 	"context"
@@ -67,6 +67,6 @@ func (p *backendPools) close() {
 // giveBack gives db back after a scenario or a clean run, sparing from its
 // reset the backends its deliveries left idle. Every execution on db has
 // ended by then, so those backends are idle and reset (DISCARD ALL).
-func (r *runner) giveBack(ctx context.Context, db *freshdb.Database) error {
+func (r *Executor) giveBack(ctx context.Context, db *freshdb.Database) error {
 	return db.DropSparing(ctx, r.backends.idle(db.Name))
 }

@@ -1,0 +1,299 @@
+// Package execute runs one schedule on one database: it starts the
+// schedule's deliveries when it says, grants their steps one at a time,
+// in its order, through each delivery's wire proxy, injects its faults,
+// drives the job's queue, and says what every delivery did.
+//
+// It knows nothing of testing and nothing of the harness's API: the
+// harness hands it an Input whose NewWorker hook turns what the executor
+// gives a delivery (Env) into a *harness.Delivery and calls the user's
+// handler with it, and judges the Output.
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/pgserver"
+	"github.com/runtwice/twice/internal/record"
+)
+
+// Job is what the executor knows of the job under test.
+type Job struct {
+	// Name is the job's, for messages.
+	Name string
+	// Queue is the job's queue; nil is the executor's own model of one:
+	// every delivery is handed out, a success is acked, a failure retried
+	// after Settings.VisibilityTimeout.
+	Queue queue.Queue
+}
+
+// Settings are a check's: the same for every schedule it runs.
+type Settings struct {
+	Job Job
+	// Server is asked whether a step that has not returned waits on a
+	// lock.
+	Server *pgserver.Server
+	// DeliveryTimeout bounds each delivery, in real time.
+	DeliveryTimeout time.Duration
+	// VisibilityTimeout is how far the clock moves before the queue
+	// hands out again a job that was not acked.
+	VisibilityTimeout time.Duration
+	// RedriveAfter is how far the clock must move before a delivery for
+	// it to be a redrive.
+	RedriveAfter time.Duration
+	// CancelAtVisibilityTimeout cancels a delivery's context once the
+	// visibility timeout has passed while it runs (see cancel.go); a
+	// Queue's own Rules.CancelAfter takes its place.
+	CancelAtVisibilityTimeout bool
+}
+
+// Executor runs the schedules of one check, one Run each, and keeps what
+// outlives one schedule: the server backends deliveries gave back, the
+// connection that asks the server about locks, the handler goroutines it
+// did not wait for. Close it when the check is over.
+type Executor struct {
+	job Job
+	cfg Settings
+
+	adminMu sync.Mutex
+	admin   *pgx.Conn // asks the server about locks; opened on first use
+
+	stragglers stragglers   // handler goroutines not waited for; see linger.go
+	backends   backendPools // server backends kept per database; see backends.go
+}
+
+// New returns an Executor for a check with settings s.
+func New(s Settings) *Executor {
+	return &Executor{job: s.Job, cfg: s}
+}
+
+// Input is one schedule to run, on one database.
+type Input struct {
+	Schedule faults.Schedule
+	DB       *freshdb.Database
+	// Retries lets the queue do what a queue does once every scheduled
+	// delivery has ended: each job whose last delivery failed is
+	// delivered once more, cleanly (with a Queue, for a few rounds).
+	Retries bool
+	// Clock is the scenario's time, which the executor moves where the
+	// schedule says time passes; the handler's Delivery and the effect
+	// fakes read the same one.
+	Clock Clock
+	// NewWorker builds a worker: it is called for every worker number of
+	// the schedule that has none alive, and is how the harness turns an
+	// Env into the *harness.Delivery a user's handler receives. An error
+	// fails the delivery.
+	NewWorker func() (Handler, error)
+}
+
+// Clock is a scenario's time.
+type Clock interface {
+	Now() time.Time
+	Advance(d time.Duration)
+}
+
+// Handler runs one delivery; a worker built by Input.NewWorker.
+type Handler func(ctx context.Context, env Env) error
+
+// Env is what the executor gives one delivery: the harness builds a
+// *harness.Delivery of it.
+type Env struct {
+	// Spec is the delivery as the schedule has it ("j1a2w2").
+	Spec faults.Delivery
+	// JobID and Attempt are the queue's.
+	JobID   string
+	Attempt int
+	Kind    queue.DeliveryKind
+	// Queued is the queue's own record of the job, from Fetch.
+	Queued any
+	// DB and DSN reach the scenario's database through the delivery's
+	// wire proxy; SQL is its *sql.DB, opened on first use.
+	DB  *pgxpool.Pool
+	DSN string
+	SQL *DeliverySQL
+	// Effects makes the delivery's effect calls steps of the schedule.
+	Effects effects.Steps
+}
+
+// DeliveryOutcome is what one delivery did, as a result records it.
+type DeliveryOutcome = record.DeliveryOutcome
+
+// Output is what one schedule's execution did.
+type Output struct {
+	// Deliveries is what each delivery did, in the schedule's order and
+	// then the queue's retries, each with the steps it completed.
+	Deliveries []DeliveryOutcome
+	// Asked is, per delivery, the steps it was granted in the order it
+	// asked for them (its completed steps are in completion order, which
+	// a lock wait can change); Started says whether it was handed out.
+	Asked   [][]faults.Step
+	Started []bool
+	// Order holds the delivery numbers in the order steps were granted.
+	Order []int
+	// LockWaits counts the granted steps the server said wait on a lock.
+	LockWaits int
+	// Incomplete says, one line per job, why a job did not complete.
+	Incomplete []string
+	// CleanFailure says why a clean run failed (an error the queue did
+	// not read as a snooze or a cancellation, or a job left incomplete),
+	// or is empty.
+	CleanFailure string
+	// JobStart is how far the clock had moved when the job effectively
+	// started: at the first delivery that committed something or made an
+	// effect. A clean run started that late is what the scenario must
+	// match.
+	JobStart time.Duration
+	// Overlapped says some deliveries ran at once.
+	Overlapped bool
+	// Faulted holds the labels of the deliveries a crash, an ambiguous
+	// fault or an effect fault hit in the middle of their run.
+	Faulted map[string]bool
+
+	ex *execution
+}
+
+// Run executes in.Schedule on in.DB. An error is the executor's own
+// breakage (a query that failed, a queue operation that failed, the
+// server gone), never a finding.
+func (r *Executor) Run(ctx context.Context, in Input) (*Output, error) {
+	e, err := r.execute(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Incomplete: e.incomplete(), CleanFailure: e.cleanFailure(),
+		JobStart: e.jobStart(), Overlapped: e.overlapped(), Faulted: e.faulted(), ex: e}
+	for _, d := range e.deliveries {
+		o := d.outcome
+		o.Steps = d.steps
+		out.Deliveries = append(out.Deliveries, o)
+		out.Asked = append(out.Asked, d.asked)
+		out.Started = append(out.Started, d.started)
+	}
+	return out, nil
+}
+
+// Snapshot reads the scenario's tables once the execution is over,
+// without the queue's own tables and rows.
+func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
+	return o.ex.snapshot(ctx)
+}
+
+// Close ends the kept backends and the connection that asks about locks.
+func (r *Executor) Close(ctx context.Context) {
+	r.backends.close()
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if r.admin != nil {
+		_ = r.admin.Close(ctx)
+		r.admin = nil
+	}
+}
+
+// GiveBack gives db back after a scenario or a clean run, sparing from
+// its reset the server backends its deliveries left idle.
+func (r *Executor) GiveBack(ctx context.Context, db *freshdb.Database) error {
+	return r.giveBack(ctx, db)
+}
+
+// StillRunning is the note about handler goroutines of ended deliveries
+// that have not returned by now, or "" when every one has.
+func (r *Executor) StillRunning() string { return r.stillRunning() }
+
+// BackendCounts are the server backends the deliveries' proxies started
+// and the connections deliveries made, so far in this process.
+func BackendCounts() (started, connects int64) {
+	return backendsStarted.Load(), deliveryConnects.Load()
+}
+
+func (r *Executor) visibilityTimeout() time.Duration { return r.cfg.VisibilityTimeout }
+
+func (r *Executor) redriveAfter() time.Duration { return r.cfg.RedriveAfter }
+
+// waitsOnLock asks the server whether backend pid waits for a lock another
+// backend holds.
+func (r *Executor) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
+	r.adminMu.Lock()
+	defer r.adminMu.Unlock()
+	if r.admin == nil {
+		conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))
+		if err != nil && serverWentAway(err) {
+			return false, fmt.Errorf("[twice] internal: %w: connecting to ask it about locks: %w", ErrServerWentAway, err)
+		}
+		if err != nil {
+			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
+		}
+		r.admin = conn
+	}
+	var waits bool
+	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
+	if err != nil && serverWentAway(err) {
+		// The server terminates this session first when it shuts down
+		// (57P01), often before the delivery sees anything.
+		return false, fmt.Errorf("[twice] internal: %w: asking whether backend %d waits on a lock: %w", ErrServerWentAway, pid, err)
+	}
+	if err != nil {
+		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
+	}
+	return waits, nil
+}
+
+// ErrServerWentAway marks the errors of a check that ran into the
+// server stopping: the check could not run, and the job is not to blame.
+var ErrServerWentAway = errors.New("the PostgreSQL server went away")
+
+// serverWentAway reports whether err, from connecting to the server, says
+// the server is gone or going: refused, reset, no socket, or shutting down
+// (SQLSTATE class 57P). Other server errors (too many clients, a bad
+// password) and cancellations are not.
+func serverWentAway(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return strings.HasPrefix(pgErr.Code, "57P")
+	}
+	return true
+}
+
+func jobID(n int) string { return fmt.Sprintf("twice-job-%d", n) }
+
+// snapshotters holds one assert.Snapshotter per template database, so
+// the catalog is read once for all the databases made from it (and again
+// after a handler's DDL, which the Snapshotter notices).
+var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
+
+// snapshot reads the scenario's tables, on the harness's kept connection to
+// the database when there is one (warm caches, one round trip), otherwise
+// on a new one.
+func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
+	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
+	snapshotter := s.(*assert.Snapshotter)
+	conn := db.KeptConn()
+	if conn == nil {
+		var err error
+		conn, err = pgx.Connect(ctx, db.ConnString)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
+		}
+		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	}
+	snap, err := snapshotter.Take(ctx, conn)
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+	}
+	return snap, nil
+}
