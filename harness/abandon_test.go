@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/recordtb"
@@ -115,7 +116,7 @@ func TestDeadWorkerIsNotWaitedFor(t *testing.T) {
 			require.NotNil(t, res, "the check did not run: %v", rec.Errors())
 			require.Len(t, res.Scenarios, 1)
 			sc := res.Scenarios[0]
-			assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+			assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 			assert.Empty(t, rec.Errors())
 			require.Len(t, sc.Deliveries, 2, "no queue retry: the redelivery completed the job")
 			first := sc.Deliveries[0]

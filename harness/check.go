@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -53,9 +54,9 @@ func check(t tb, job Job, cfg Config) *Result {
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
 	switch res.Status {
-	case record.Finding:
+	case result.StatusFinding:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
-	case record.ExpectedFinding:
+	case result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))
 	default:
 		if cfg.ExpectFinding != "" && res.Shard != nil {
@@ -79,7 +80,7 @@ func check(t tb, job Job, cfg Config) *Result {
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: err.Error(),
-		Result: &record.Result{Job: job.Name, Status: record.InternalError}}
+		Result: &result.Result{Job: job.Name, Status: result.StatusInternalError}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%v", werr)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -25,7 +26,7 @@ const keptEvidenceEnv = "TWICE_HARNESS_TEST_KEPT_EVIDENCE"
 // failEvidence runs the helper, whose check fails, in a child process
 // with env, and returns the failed scenario of the record it wrote. The
 // child has exited when it returns: whatever died with it is gone.
-func failEvidence(t *testing.T, env ...string) record.Scenario {
+func failEvidence(t *testing.T, env ...string) result.Scenario {
 	t.Helper()
 	sc, _ := failEvidenceIn(t, nil, env...)
 	return sc
@@ -34,7 +35,7 @@ func failEvidence(t *testing.T, env ...string) record.Scenario {
 // failEvidenceIn is failEvidence with the child started through wrap (a
 // command that ends by running its arguments, or nil), and also returns
 // what the child printed.
-func failEvidenceIn(t *testing.T, wrap []string, env ...string) (record.Scenario, string) {
+func failEvidenceIn(t *testing.T, wrap []string, env ...string) (result.Scenario, string) {
 	t.Helper()
 	dir := t.TempDir()
 	argv := append(append([]string{}, wrap...), os.Args[0], "-test.run=^TestHelperKeptEvidence$", "-test.v")
@@ -53,7 +54,7 @@ func failEvidenceIn(t *testing.T, wrap []string, env ...string) (record.Scenario
 		}
 	}
 	t.Fatalf("no scenario names a kept database: %+v", recs[0].Result.Scenarios)
-	return record.Scenario{}, ""
+	return result.Scenario{}, ""
 }
 
 // logRows reads the log table of database on srv.

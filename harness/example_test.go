@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 )
@@ -85,7 +86,7 @@ func ExampleCheck() {
 			CREATE TABLE points_ledger (order_id bigint PRIMARY KEY, customer_id bigint NOT NULL, points int NOT NULL);
 			INSERT INTO customers VALUES (77, 120);`)},
 	})
-	if res != nil && res.Status == harness.StatusPassed {
+	if res != nil && res.Status == result.StatusIdempotent {
 		t.Logf("%d scenarios, all idempotent", len(res.Scenarios))
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
@@ -66,7 +67,7 @@ type execution struct {
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
-	kind DeliveryKind
+	kind result.DeliveryKind
 
 	// begun once the clock moved (and, with a Queue, the queue was
 	// asked); settling while Ack or Nack runs; held while it waits for
@@ -104,8 +105,9 @@ type deliveryRun struct {
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
 	asked       []faults.Step        // granted steps, in the order it asked for them; see reduce.go
+	taken       []*stepRequest       // granted steps, in order, with their fates; see fate.go
 
-	outcome DeliveryOutcome
+	outcome result.DeliveryOutcome
 }
 
 type inflightStep struct {
@@ -126,6 +128,8 @@ type stepRequest struct {
 	ran    bool       // a held statement that ran: counted when it did,
 	stepAt int        // at this place of its delivery's steps
 	grant  chan wireproxy.Action
+	end    result.Fate // what became of it once granted; see fate.go
+	waited bool        // it waited on a lock another delivery held
 }
 
 // asStep is the step as a result records it.
@@ -351,7 +355,7 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
-		outcome: DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		outcome: result.DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
 	}
 	e.deliveries = append(e.deliveries, d)
 	return d
@@ -463,9 +467,9 @@ func (e *execution) startReady(ctx context.Context) error {
 }
 
 // kindOf says why the queue hands d's job out.
-func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
+func (e *execution) kindOf(d *deliveryRun) result.DeliveryKind {
 	if d.outcome.QueueRetry {
-		return DeliveryQueueRetry
+		return result.QueueRetry
 	}
 	var prev *deliveryRun
 	for _, o := range e.deliveries[:d.n-1] {
@@ -475,15 +479,15 @@ func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
 	}
 	switch {
 	case prev == nil && d.spec.Job == 1:
-		return DeliveryFirst
+		return result.FirstDelivery
 	case prev == nil:
-		return DeliveryProducerCopy
+		return result.ProducerCopy
 	case d.spec.Advance >= e.r.redriveAfter():
-		return DeliveryRedrive
+		return result.Redrive
 	case prev.spec.Fault == faults.KindLostAck:
-		return DeliveryLostAckRedelivery
+		return result.LostAckRedelivery
 	}
-	return DeliveryRedelivery
+	return result.Redelivery
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {
@@ -597,12 +601,12 @@ func (e *execution) handle(ev event) {
 			// but durable when it wrote.
 			d.lostReply = nil
 			d.durable = d.durable || req.step.CommitPoint
-			d.outcome.Faulted = new(req.asStep())
 			e.watchEnded(req)
 			return
 		}
 		e.watchEnded(req)
 		delete(d.inflight, req)
+		req.finished()
 		if req.ran {
 			d.steps[req.stepAt] = req.asStep() // counted when it ran
 		} else {
@@ -787,6 +791,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	d.pending = d.pending[1:]
 	e.granted = append(e.granted, d.n)
 	d.asked = append(d.asked, req.asStep())
+	d.taken = append(d.taken, req)
 	if e.holder != nil && e.watch == nil && d != e.holder.d {
 		e.watch = req
 	}
@@ -794,7 +799,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 		switch {
 		case d.spec.Fault == faults.KindCrash:
 			d.midJobFault = true
-			d.outcome.Faulted = new(req.asStep())
+			req.end = result.CrashedBefore
 			req.grant <- wireproxy.Crash
 			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
 			e.watchEnded(req)
@@ -804,13 +809,14 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// hears back: a crash right after an effect.
 			d.dieAfter = req
 			d.midJobFault = true
+			req.end = result.CrashedAfter
 		case d.spec.Fault == faults.KindAmbiguous:
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
 			// drops; the handler's own error path runs, it may connect
 			// again and retry, and its return value counts. Whether the
 			// step wrote is known once the server has answered (After).
-			d.outcome.Faulted = new(req.asStep())
+			req.end = result.ReplyLost
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
 			d.lostReply = req
 			d.bySQL[req.step.Index] = req
@@ -822,10 +828,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			call := render.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
-				req.fate = effectReplyLost
+				req.fate, req.end = effectReplyLost, result.TimedOut
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
 			} else {
-				req.fate = effectRefused
+				req.fate, req.end = effectRefused, result.Refused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
 		case d.spec.Fault.OnEffect():
@@ -915,7 +921,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 				return err
 			}
 			if waits {
-				f.blocked = true
+				f.blocked, f.req.waited = true, true
 				e.lockWaits++
 				e.watchEnded(f.req)
 			}

@@ -19,6 +19,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/record"
@@ -134,9 +135,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: line, Result: &res.Result})
 	logStragglers(t, res)
 	switch {
-	case res.Status == record.Flaky || res.Status == record.Finding:
+	case res.Status == result.StatusFlaky || res.Status == result.StatusFinding:
 		t.Errorf("%s", x.message(line))
-	case res.Status == record.ExpectedFinding:
+	case res.Status == result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "" && res.Shard != nil:
 		t.Logf("[twice] job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
@@ -198,7 +199,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
-	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]Scenario{}}
+	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]result.Scenario{}}
 	x := &Exploration{Result: res}
 	switch {
 	case isReplay:
@@ -233,13 +234,13 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Duration = x.Duration
 	switch {
 	case x.Flaky:
-		res.Status = record.Flaky
+		res.Status = result.StatusFlaky
 	case x.Failed() && cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
+		res.Status = result.StatusExpectedFinding
 	case x.Failed():
-		res.Status = record.Finding
+		res.Status = result.StatusFinding
 	default:
-		res.Status = record.Passed
+		res.Status = result.StatusIdempotent
 	}
 	return x, nil
 }
@@ -253,14 +254,14 @@ type explorer struct {
 	name string
 
 	mu       sync.Mutex
-	cache    map[string]Scenario // outcome by schedule text: a schedule drawn again is not rerun
+	cache    map[string]result.Scenario // outcome by schedule text: a schedule drawn again is not rerun
 	executed int
 
 	drawn     int
 	found     *faults.Schedule // the first failing schedule
 	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
 	shrinking bool
-	flakyRuns []Scenario // every run of found, when they disagreed
+	flakyRuns []result.Scenario // every run of found, when they disagreed
 	stop      bool       // the property passes without running anything
 	err       error      // breakage met inside the property
 }
@@ -278,7 +279,7 @@ func (e *explorer) fromList(ctx context.Context, x *Exploration, scheds []faults
 		return err
 	}
 	for i, sc := range outs {
-		if sc.Verdict != Idempotent {
+		if sc.Verdict != result.Idempotent {
 			e.found, e.last = &scheds[i], &scheds[i]
 			x.Found = scheds[i].String()
 			return nil
@@ -330,7 +331,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 		return
 	}
 	for i, sc := range outs {
-		if sc.Verdict == Idempotent {
+		if sc.Verdict == result.Idempotent {
 			continue
 		}
 		s := scheds[i]
@@ -343,7 +344,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 				e.err, e.stop = err, true
 				return
 			}
-			if all := append([]Scenario{sc}, runs...); flaky(all) {
+			if all := append([]result.Scenario{sc}, runs...); flaky(all) {
 				// rapid, seeing the failure vanish, does not shrink it.
 				e.last, e.stop, e.flakyRuns = &s, true, all
 				return
@@ -368,7 +369,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 			return err
 		}
 		e.mu.Lock()
-		runs = append([]Scenario{e.cache[x.Minimal]}, more...)
+		runs = append([]result.Scenario{e.cache[x.Minimal]}, more...)
 		e.mu.Unlock()
 		dbs = append([]*freshdb.Database{nil}, moreDBs...)
 	}
@@ -399,12 +400,12 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 
 // runAll runs the schedules not run before, in parallel, and returns
 // every schedule's scenario.
-func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scenario, error) {
+func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, error) {
 	var todo []faults.Schedule
 	e.mu.Lock()
 	for _, s := range scheds {
 		if _, ok := e.cache[s.String()]; !ok {
-			e.cache[s.String()] = Scenario{} // claimed; filled below
+			e.cache[s.String()] = result.Scenario{} // claimed; filled below
 			todo = append(todo, s)
 		}
 	}
@@ -424,7 +425,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 	for i, s := range todo {
 		e.cache[s.String()] = outs[i]
 	}
-	out := make([]Scenario, len(scheds))
+	out := make([]result.Scenario, len(scheds))
 	for i, s := range scheds {
 		out[i] = e.cache[s.String()]
 	}
@@ -432,7 +433,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 }
 
 // rerun runs s n times, dropping every database.
-func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scenario, error) {
+func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]result.Scenario, error) {
 	runs, dbs, err := e.runKeeping(ctx, s, n)
 	for _, db := range dbs {
 		if db != nil {
@@ -444,7 +445,7 @@ func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scena
 
 // runKeeping runs s n times and returns, per run, its scenario and the
 // database a failed run kept.
-func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]Scenario, []*freshdb.Database, error) {
+func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]result.Scenario, []*freshdb.Database, error) {
 	scheds := make([]faults.Schedule, n)
 	for i := range scheds {
 		scheds[i] = s
@@ -453,8 +454,8 @@ func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]
 }
 
 // parallel runs scheds, Config.Parallel at a time.
-func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Scenario, []*freshdb.Database, error) {
-	outs := make([]Scenario, len(scheds))
+func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, []*freshdb.Database, error) {
+	outs := make([]result.Scenario, len(scheds))
 	dbs := make([]*freshdb.Database, len(scheds))
 	errs := make([]error, len(scheds))
 	limit := make(chan struct{}, e.r.parallel())
@@ -472,7 +473,7 @@ func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Sc
 }
 
 // flaky reports whether runs of one schedule disagree on the verdict.
-func flaky(runs []Scenario) bool {
+func flaky(runs []result.Scenario) bool {
 	for _, r := range runs[1:] {
 		if r.Verdict != runs[0].Verdict {
 			return true
@@ -574,7 +575,7 @@ var seedOnce sync.Once
 // applySeed hands -twice.seed to rapid, once per test binary, as its
 // -rapid.seed, unless that was given too; shard i of several adds i-1, so
 // shards draw different schedules.
-func applySeed(shard *Shard) error {
+func applySeed(shard *result.ShardRun) error {
 	seed, err := seedSetting()
 	if err != nil || seed == 0 {
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/recordtb"
@@ -51,7 +52,7 @@ func TestExploreShrinks(t *testing.T) {
 	assert.NotZero(t, x.Seed)
 	require.Len(t, x.Result.Scenarios, 1)
 	sc := x.Result.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
 	assert.Equal(t, x.Minimal, sc.Schedule.String())
 	assert.NotEmpty(t, sc.Database, "the finding's database is kept as evidence")
 

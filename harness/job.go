@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Handler runs one delivery of a job. It returns nil when the job is done;
@@ -62,7 +64,7 @@ type Delivery struct {
 	// Kind is why the queue handed the job out this time: its first
 	// delivery, a redelivery after a crash or a lost ack, a producer
 	// copy, a redrive, the queue's retry.
-	Kind DeliveryKind
+	Kind result.DeliveryKind
 	// Queued is the queue's own record of the job as it handed it out,
 	// set by a queue adapter (River: *rivertype.JobRow); nil without one.
 	Queued any

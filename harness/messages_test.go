@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/examples/loyalty"
 	"github.com/runtwice/twice/examples/orderstatus"
@@ -79,7 +80,7 @@ func TestFindingMessages(t *testing.T) {
 			if len(errs) != 1 {
 				t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
 			}
-			if res.Idempotent() || res.Status != harness.StatusFinding {
+			if res.Idempotent() || res.Status != result.StatusFinding {
 				t.Errorf("Status = %q, Idempotent() = %v; want a finding", res.Status, res.Idempotent())
 			}
 			if !strings.HasPrefix(errs[0], "[twice] not idempotent: ") {

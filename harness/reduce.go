@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
 
@@ -21,13 +21,6 @@ import (
 // one at a position the reduction moved is not local (or missing), it
 // runs the orders the reduction left out as well: the verdict is never
 // weaker than without the reduction.
-
-// Reduction and Divergence say what the reduction did to a concurrent
-// fault; Result.Reductions holds them.
-type (
-	Reduction  = record.Reduction
-	Divergence = record.Divergence
-)
 
 // askedSteps keeps, by schedule text, what a scenario's first two
 // deliveries did: the steps each asked for, in that order (a delivery's
@@ -99,7 +92,7 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *R
 		refusedAt := next
 		prunedAt := refusedAt + len(refused)
 		next = prunedAt + len(pruned)
-		red := Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
+		red := result.Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
 		checked := ran
 		if len(refused) > 0 {
 			handed, err := r.handedOut(ctx, ran, res)
@@ -201,10 +194,10 @@ func without(all, some []faults.Schedule) []faults.Schedule {
 // steps k and, before it, k-1 local, and a step k+1 after it (a
 // delivery's end, with its connections closed and, with a queue, its ack,
 // is not something the reduction may move). nil when both did.
-func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *Divergence {
+func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *result.Divergence {
 	for d, steps := range asked {
-		at := func(k int) *Divergence {
-			div := &Divergence{Schedule: sched, Delivery: d + 1, Step: k}
+		at := func(k int) *result.Divergence {
+			div := &result.Divergence{Schedule: sched, Delivery: d + 1, At: k}
 			if k <= len(steps) {
 				div.Took = new(steps[k-1])
 			}
@@ -240,7 +233,7 @@ func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
 		p.total.Add(int64(len(scheds)))
 	}
 	out := &Result{Result: res.Result}
-	out.Scenarios = make([]Scenario, len(scheds))
+	out.Scenarios = make([]result.Scenario, len(scheds))
 	err := r.scenarios(ctx, scheds, out)
 	for i := range out.Scenarios {
 		out.Scenarios[i].Index = places[i]
@@ -283,12 +276,12 @@ func reductionLines(res *Result) []string {
 		line := fmt.Sprintf("%s: %d %s run, %d left out as equivalent to one run", red.Fault,
 			orders, render.Plural(orders, "interleaving"), pruned)
 		if d := red.Diverged; d != nil {
-			what := fmt.Sprintf("took no step %d", d.Step)
+			what := fmt.Sprintf("took no step %d", d.At)
 			switch {
 			case d.Took != nil && faults.Local(*d.Took):
-				what = fmt.Sprintf("ended right after step %d (%s)", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("ended right after step %d (%s)", d.At, render.OneLine(render.Step(*d.Took)))
 			case d.Took != nil:
-				what = fmt.Sprintf("took step %d: %s", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("took step %d: %s", d.At, render.OneLine(render.Step(*d.Took)))
 			}
 			line = fmt.Sprintf("%s: delivery %d of %s %s, not the local step the reduction assumed there, so the %d %s left out ran too",
 				red.Fault, d.Delivery, d.Schedule, what, pruned, render.Plural(pruned, "interleaving"))

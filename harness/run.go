@@ -14,11 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/internal/record"
 )
 
 // heeded leaves out of the volatile "table.column"s those of tables and
@@ -76,7 +76,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if scheds, err = takeShard(scheds, res); err != nil {
 		return nil, err
 	}
-	res.Scenarios = make([]Scenario, len(scheds))
+	res.Scenarios = make([]result.Scenario, len(scheds))
 	if p := progressOf(ctx); p != nil {
 		p.total.Store(int64(len(scheds)))
 	}
@@ -91,13 +91,13 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	res.stragglers = r.stillRunning()
 	res.Duration = time.Since(start)
-	res.Status = record.Passed
+	res.Status = result.StatusIdempotent
 	switch {
 	case res.Idempotent():
 	case cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
+		res.Status = result.StatusExpectedFinding
 	default:
-		res.Status = record.Finding
+		res.Status = result.StatusFinding
 	}
 	return res, nil
 }
@@ -140,7 +140,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			r.close(context.WithoutCancel(ctx))
 		}
 	}()
-	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
+	res := &Result{Result: result.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
 	// Two clean runs, each on a database of its own; the second only
 	// tells noise from state. They run one after the other: side by
@@ -419,9 +419,9 @@ func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Dur
 
 // scenario executes sched on a fresh database. It returns the database when
 // it is kept as evidence of a failure.
-func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
+func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (result.Scenario, *freshdb.Database, error) {
 	start := time.Now()
-	sc := Scenario{Fault: sched.Fault, Schedule: sched, Verdict: Idempotent}
+	sc := result.Scenario{Fault: sched.Fault, Schedule: sched, Verdict: result.Idempotent}
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return sc, nil, err
@@ -438,11 +438,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
 		out := d.outcome
-		out.Steps = slices.Clone(d.steps)
+		out.Steps = d.stepsTaken()
 		sc.Deliveries = append(sc.Deliveries, out)
 	}
 	for _, why := range ex.incomplete() {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.DidNotComplete, Detail: why})
 	}
 	snap, err := ex.snapshot(ctx)
 	if err != nil {
@@ -464,7 +464,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	for _, d := range sc.StateDiff {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.effects()
 	dups, missing := effectWindows(ex.overlapped(), ex.faulted(), sc.Effects)
@@ -477,13 +477,13 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		MissingUnavoidable:    missing,
 	})
 	if sc.EffectDiff != nil {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {
 		return sc, nil, r.giveBack(ctx, db)
 	}
-	sc.Verdict = NotIdempotent
+	sc.Verdict = result.NotIdempotent
 	sc.Database = db.DisplayConnString()
 	return sc, db, nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 )
 
@@ -43,26 +44,21 @@ import (
 // report --merge joins the shards' reports into one.
 const ShardEnv = record.ShardEnv
 
-// Shard is the share of a check's schedules one shard ran: shard Index of
-// Count, the schedules whose Scenario.Index modulo Count is Index-1;
-// Schedules counts the whole check's, and Faults names its faults.
-type Shard = record.Shard
-
 func init() {
 	flag.String("twice.shard", "", "twice: run only shard `i/n` of every check's schedules (1/3, 2/3, 3/3); empty runs all (env "+ShardEnv+")")
 }
 
 // shardSetting is -twice.shard or TWICE_SHARD; nil when unset.
-func shardSetting() (*Shard, error) {
+func shardSetting() (*result.ShardRun, error) {
 	text := setting("twice.shard", ShardEnv)
 	if text == "" {
 		return nil, nil
 	}
-	s, err := record.ParseShard(text)
+	s, err := result.ParseShard(text)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] -twice.shard or %s: %w", ShardEnv, err)
 	}
-	return &s, nil
+	return &result.ShardRun{Shard: s}, nil
 }
 
 // takeShard returns the schedules of this machine's shard, and records in
@@ -98,7 +94,7 @@ func place(res *Result, k int) int {
 // exploreShard cuts an exploration down to this machine's shard, nil
 // when unsharded: its share of the budget checks and of the saved
 // schedules.
-func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *Shard, error) {
+func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *result.ShardRun, error) {
 	sh, err := shardSetting()
 	if err != nil || sh == nil {
 		return checks, saved, nil, err

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/render"
@@ -26,12 +27,12 @@ var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario wou
 // not a finding: the job may well be idempotent, but twice cannot tell. (A
 // handler that acts only on a redelivery took steps, and one whose retry
 // fails or panics has a finding: neither passes in silence.)
-func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error {
+func checkTookSteps(job string, clean []faults.Step, scenarios []result.Scenario) error {
 	if len(clean) > 0 {
 		return nil
 	}
 	for _, s := range scenarios {
-		if s.Verdict != Idempotent {
+		if s.Verdict != result.Idempotent {
 			return nil // a finding (a retry that panics, say) is not silent
 		}
 		for _, d := range s.Deliveries {
