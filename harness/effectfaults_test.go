@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	twiceassert "github.com/runtwice/twice/assert"
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // What a handler saw from its effect calls once one failed, per attempt:

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // A job that adds to a balance on every delivery is not idempotent: both

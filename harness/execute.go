@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"

@@ -19,8 +19,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
@@ -262,8 +262,8 @@ type explorer struct {
 	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
 	shrinking bool
 	flakyRuns []result.Scenario // every run of found, when they disagreed
-	stop      bool       // the property passes without running anything
-	err       error      // breakage met inside the property
+	stop      bool              // the property passes without running anything
+	err       error             // breakage met inside the property
 }
 
 // batch is how many schedules one rapid check draws; they run in

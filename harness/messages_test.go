@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/examples/loyalty"
 	"github.com/runtwice/twice/examples/orderstatus"
 	"github.com/runtwice/twice/examples/processedjobs"
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/golden"
 	"github.com/runtwice/twice/internal/recordtb"
 )

@@ -187,4 +187,3 @@ type QueueRules struct {
 	// (Result.Reductions). Zero tries every order.
 	OneDeliveryAtATime bool
 }
-

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // After an ambiguous commit the delivery lives on, as a worker does after
@@ -95,7 +95,7 @@ func TestRetryAfterAmbiguousCommit(t *testing.T) {
 			assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: "commit", CommitPoint: true}, Fate: result.ReplyLost}, first.Faulted())
 			assert.Empty(t, first.Err, "the retry on a new connection succeeded and the delivery returned nil")
 			var steps []string
-			for _, s := range first.Steps {
+			for _, s := range first.Completed() {
 				steps = append(steps, s.SQL)
 			}
 			assert.Equal(t, tc.steps, steps, "the first attempt's steps but the lost COMMIT, then the retry's on a new connection")

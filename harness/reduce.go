@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 )
 

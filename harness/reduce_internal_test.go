@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 )
 
 func TestDiverged(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	twiceassert "github.com/runtwice/twice/assert"
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Cancelling a subscription twice changes nothing at the provider: with

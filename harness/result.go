@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/evidence"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 )
 

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 )
 
