@@ -630,7 +630,7 @@ func (e *execution) handle(ev event) {
 			return
 		}
 		if d.spec.Fault == faults.KindLostAck && ev.err == nil {
-			d.outcome.Fault = "returned nil, but its ack was lost"
+			d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
 			e.end(d)
 			return
 		}

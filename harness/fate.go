@@ -26,6 +26,13 @@ func fateOf(req *stepRequest) result.Fate {
 	return req.end
 }
 
+// recorded is what d did, as its scenario's result holds it.
+func (d *deliveryRun) recorded() result.DeliveryOutcome {
+	out := d.outcome
+	out.Steps, out.Died = d.stepsTaken(), d.dead
+	return out
+}
+
 // stepsTaken are the steps d was granted, in order, with their fates:
 // DeliveryOutcome.Steps.
 func (d *deliveryRun) stepsTaken() []result.StepTaken {

@@ -437,9 +437,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	r.asked.note(sched, ex)
 	sc.LockWaits = ex.lockWaits
 	for _, d := range ex.deliveries {
-		out := d.outcome
-		out.Steps = d.stepsTaken()
-		sc.Deliveries = append(sc.Deliveries, out)
+		sc.Deliveries = append(sc.Deliveries, d.recorded())
 	}
 	for _, why := range ex.incomplete() {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.DidNotComplete, Detail: why})

@@ -281,6 +281,14 @@ type DeliveryOutcome struct {
 	// without its commit held: "step 2 ran as it is: VACUUM cannot run
 	// inside a transaction block"; empty when every hold took.
 	Unheld string `json:",omitempty"`
+	// Died is true when the delivery's worker died: it crashed (before a
+	// step, right after an effect, or after its last step before the
+	// ack) or hung past harness.Config.DeliveryTimeout. Its return value
+	// was ignored and the worker discarded.
+	Died bool `json:",omitempty"`
+	// AckLost is true when the handler returned nil and its ack never
+	// reached the queue (a lost-ack fault); the worker lived on.
+	AckLost bool `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
