@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,12 +64,13 @@ type Exploration struct {
 	// runs once; reruns and saved schedules are not counted).
 	Checks, Executed int
 	// Replayed lists the saved schedule files run before drawing, and
-	// Replay is the -twice.replay schedule when one was given instead.
+	// Replay is the -twice.replay schedule when one was given instead,
+	// else nil.
 	Replayed []string
-	Replay   string
+	Replay   *faults.Schedule
 	// Found is the first failing schedule, as drawn or saved; Minimal is
-	// the one it was shrunk to. Both are empty when nothing failed.
-	Found, Minimal string
+	// the one it was shrunk to. Both are nil when nothing failed.
+	Found, Minimal *faults.Schedule
 	// FoundAfter is how many schedules had been drawn when Found failed.
 	FoundAfter int
 	// Seed is rapid's seed for the draws that found the failure, 0 when
@@ -91,7 +91,7 @@ type Exploration struct {
 
 // Failed reports whether exploration found a schedule that failed, every
 // time or flakily.
-func (x *Exploration) Failed() bool { return x.Minimal != "" }
+func (x *Exploration) Failed() bool { return x.Minimal != nil }
 
 // Explore checks job with schedules drawn by rapid (faults.Generate)
 // rather than a fixed matrix: schedules that stack faults, such as a
@@ -129,7 +129,7 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	res := x.Result
 	line := rerunLine(t.Name())
 	if x.Failed() {
-		line = replayLine(t.Name(), x.Minimal)
+		line = replayLine(t.Name(), x.Minimal.String())
 		x.ReplayLine = line
 	}
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: line, Result: &res.Result})
@@ -203,7 +203,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	x := &Exploration{Result: res}
 	switch {
 	case isReplay:
-		x.Replay = replay.String()
+		x.Replay = &replay
 		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil && (shard == nil || shard.Has(0)) {
 			// A replay is a list of one schedule, dealt to shard 1.
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
@@ -224,8 +224,8 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if err != nil {
 		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 	}
-	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(record.DirEnv) == "" && opts.Dir != "" {
-		if x.SavedTo, err = save(opts.Dir, job.Name, x.Minimal); err != nil {
+	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, *x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(record.DirEnv) == "" && opts.Dir != "" {
+		if x.SavedTo, err = save(opts.Dir, job.Name, *x.Minimal); err != nil {
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
 	}
@@ -281,7 +281,7 @@ func (e *explorer) fromList(ctx context.Context, x *Exploration, scheds []faults
 	for i, sc := range outs {
 		if sc.Verdict != result.Idempotent {
 			e.found, e.last = &scheds[i], &scheds[i]
-			x.Found = scheds[i].String()
+			x.Found = &scheds[i]
 			return nil
 		}
 	}
@@ -295,13 +295,14 @@ func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) erro
 	for e.drawn < checks && !e.stop && e.found == nil {
 		before := e.drawn
 		rt := &rapidTB{name: e.name}
-		existed := rapidDirs()
+		files := rapidFiles()
 		rapid.Check(rt, func(t *rapid.T) { e.property(ctx, t, gen, checks, x) })
-		if rt.seed != 0 && e.found != nil {
-			x.Seed = rt.seed
-		}
-		if err := rt.removeFailFile(existed); err != nil {
+		seed, err := files.takeNew()
+		if err != nil {
 			return err
+		}
+		if seed != 0 && e.found != nil {
+			x.Seed = seed
 		}
 		if e.drawn == before {
 			break
@@ -338,7 +339,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 		if !e.shrinking {
 			e.shrinking = true
 			e.found = &s
-			x.Found, x.FoundAfter = s.String(), e.drawn
+			x.Found, x.FoundAfter = &s, e.drawn
 			runs, err := e.rerun(ctx, s, e.opts.reruns())
 			if err != nil {
 				e.err, e.stop = err, true
@@ -360,7 +361,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 // already found flaky before shrinking is not run again.
 func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 	s := *e.last
-	x.Minimal = s.String()
+	x.Minimal = &s
 	runs := e.flakyRuns
 	var dbs []*freshdb.Database
 	if runs == nil {
@@ -369,7 +370,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 			return err
 		}
 		e.mu.Lock()
-		runs = append([]result.Scenario{e.cache[x.Minimal]}, more...)
+		runs = append([]result.Scenario{e.cache[s.String()]}, more...)
 		e.mu.Unlock()
 		dbs = append([]*freshdb.Database{nil}, moreDBs...)
 	}
@@ -482,29 +483,30 @@ func flaky(runs []result.Scenario) bool {
 	return false
 }
 
-// message is the finding, as render.ExplorationFinding writes it.
+// message is the finding, as render.ExplorationFinding writes it: the
+// schedules become text here, at the edge.
 func (x *Exploration) message(replay string) string {
+	text := func(s *faults.Schedule) string {
+		if s == nil {
+			return ""
+		}
+		return s.String()
+	}
 	return render.ExplorationFinding(render.Exploration{
-		Result: &x.Result.Result, Flaky: x.Flaky, Replay: x.Replay, Found: x.Found, Minimal: x.Minimal,
+		Result: &x.Result.Result, Flaky: x.Flaky, Replay: text(x.Replay), Found: text(x.Found), Minimal: text(x.Minimal),
 		FoundAfter: x.FoundAfter, Seed: x.Seed, SavedTo: x.SavedTo,
 	}, replay)
 }
 
-// rapidTB is the test rapid sees: it records rapid's report, from which
-// Explore takes the seed, instead of failing the real test with it.
+// rapidTB is the test rapid sees: it notes that rapid failed instead of
+// failing the real test with rapid's report; the seed comes from the
+// fail file rapid writes (rapidfail.go).
 type rapidTB struct {
 	name string
 
-	mu       sync.Mutex
-	failed   bool
-	seed     uint64
-	failFile string
+	mu     sync.Mutex
+	failed bool
 }
-
-var (
-	rapidSeed     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
-	rapidFailFile = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
-)
 
 func (r *rapidTB) Helper()      {}
 func (r *rapidTB) Name() string { return r.name }
@@ -527,54 +529,19 @@ func (r *rapidTB) Failed() bool {
 	return r.failed
 }
 
-func (r *rapidTB) Errorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+func (r *rapidTB) Errorf(string, ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failed = true
-	if m := rapidSeed.FindStringSubmatch(msg); m != nil {
-		r.seed, _ = strconv.ParseUint(m[1], 10, 64)
-	}
-	if m := rapidFailFile.FindStringSubmatch(msg); m != nil {
-		r.failFile = m[1]
-	}
-}
-
-// removeFailFile removes the file rapid saved its failing bitstream in,
-// and the directories rapid made for it that are left empty: Explore saves
-// the schedule instead, which stays valid when the generator changes.
-func (r *rapidTB) removeFailFile(existed map[string]bool) error {
-	if r.failFile == "" {
-		return nil
-	}
-	if err := os.Remove(r.failFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("[twice] internal: removing rapid's fail file: %w", err)
-	}
-	for dir := filepath.Dir(r.failFile); dir != "." && !existed[dir]; dir = filepath.Dir(dir) {
-		if os.Remove(dir) != nil {
-			break // not empty
-		}
-	}
-	return nil
-}
-
-// rapidDirs reports which of the directories rapid writes fail files
-// under exist.
-func rapidDirs() map[string]bool {
-	existed := map[string]bool{}
-	for _, dir := range []string{"testdata", filepath.Join("testdata", "rapid")} {
-		if _, err := os.Stat(dir); err == nil {
-			existed[dir] = true
-		}
-	}
-	return existed
 }
 
 var seedOnce sync.Once
 
 // applySeed hands -twice.seed to rapid, once per test binary, as its
 // -rapid.seed, unless that was given too; shard i of several adds i-1, so
-// shards draw different schedules.
+// shards draw different schedules. It sets rapid's flag because rapid
+// has no other way in: rapid.Check takes its seed only from -rapid.seed
+// or RAPID_SEED, and reads RAPID_SEED once, when the test binary starts.
 func applySeed(shard *result.ShardRun) error {
 	seed, err := seedSetting()
 	if err != nil || seed == 0 {
@@ -641,7 +608,8 @@ func schedulesOf(saved []savedSchedule) []faults.Schedule {
 	return out
 }
 
-func containsSchedule(saved []savedSchedule, text string) bool {
+func containsSchedule(saved []savedSchedule, sched faults.Schedule) bool {
+	text := sched.String()
 	for _, s := range saved {
 		if s.sched.String() == text {
 			return true
@@ -650,9 +618,10 @@ func containsSchedule(saved []savedSchedule, text string) bool {
 	return false
 }
 
-// save writes sched to dir in a file named by its hash, and returns the
-// file's name.
-func save(dir, job, sched string) (string, error) {
+// save writes sched to dir in a file named by its text's hash, and
+// returns the file's name.
+func save(dir, job string, s faults.Schedule) (string, error) {
+	sched := s.String()
 	sum := sha256.Sum256([]byte(sched))
 	name := filepath.Join(dir, hex.EncodeToString(sum[:6])+".schedule")
 	text := fmt.Sprintf("# twice: job %q is not idempotent under this schedule; Explore replays it before drawing new ones.\n%s\n", job, sched)
