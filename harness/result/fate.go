@@ -65,7 +65,11 @@ func (f Fate) Completed() bool {
 
 // StepTaken is one step a delivery was granted, and its fate.
 type StepTaken struct {
+	// Step is the statement or effect call, as the delivery asked for
+	// it: for a step whose reply was lost, CommitPoint says whether the
+	// server wrote.
 	faults.Step
+	// Fate is what became of it.
 	Fate Fate
 }
 
@@ -110,6 +114,7 @@ func NewError(err error) *Error {
 	return &Error{Message: err.Error(), err: err}
 }
 
+// Error returns Message.
 func (e *Error) Error() string { return e.Message }
 
 // Unwrap returns the error NewError wrapped; nil in a result read back
