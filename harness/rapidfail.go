@@ -80,7 +80,7 @@ func failFileSeed(f string) (uint64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("[twice] internal: reading rapid's fail file: %w", err)
 	}
-	defer file.Close()
+	defer func() { _ = file.Close() }() // read only: nothing to lose
 	sc := bufio.NewScanner(file)
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20) // the comments hold the failing test's output
 	for sc.Scan() {
