@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -116,7 +117,7 @@ func TestDeadWorkerIsNotWaitedFor(t *testing.T) {
 			require.NotNil(t, res, "the check did not run: %v", rec.Errors())
 			require.Len(t, res.Scenarios, 1)
 			sc := res.Scenarios[0]
-			assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+			assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 			assert.Empty(t, rec.Errors())
 			require.Len(t, sc.Deliveries, 2, "no queue retry: the redelivery completed the job")
 			first := sc.Deliveries[0]

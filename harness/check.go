@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -84,13 +85,13 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	res.stragglers = r.x.StillRunning()
 	res.Duration = time.Since(start)
-	res.Status = record.Passed
+	res.Status = result.StatusIdempotent
 	switch {
 	case res.Idempotent():
 	case cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
+		res.Status = result.StatusExpectedFinding
 	default:
-		res.Status = record.Finding
+		res.Status = result.StatusFinding
 	}
 	return res, nil
 }
@@ -125,9 +126,9 @@ func check(t tb, job Job, cfg Config) *Result {
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
 	switch res.Status {
-	case record.Finding:
+	case result.StatusFinding:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
-	case record.ExpectedFinding:
+	case result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))
 	default:
 		if cfg.ExpectFinding != "" && res.Shard != nil {
@@ -151,7 +152,7 @@ func check(t tb, job Job, cfg Config) *Result {
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: err.Error(),
-		Result: &record.Result{Job: job.Name, Status: record.InternalError}}
+		Result: &result.Result{Job: job.Name, Status: result.StatusInternalError}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%v", werr)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 const accountsSchema = `
@@ -40,7 +41,7 @@ func TestRedriveFindsMovedTimestamp(t *testing.T) {
 	assert.Empty(t, res.Volatile, "d.Now() is the same in both clean runs")
 	var found []string
 	for _, sc := range res.Scenarios {
-		if sc.Verdict == harness.NotIdempotent {
+		if sc.Verdict == result.NotIdempotent {
 			found = append(found, sc.Schedule.String())
 			require.Len(t, sc.StateDiff, 1, sc.Schedule.String())
 			assert.Contains(t, sc.StateDiff[0].Diff, "2026-01-04 09:00:00", "the redrive's time, 72h after the start")
@@ -58,7 +59,7 @@ func TestRedrivePassesKeptTimestamp(t *testing.T) {
 	res := runRedrive(t, job)
 	require.Len(t, res.Scenarios, 2)
 	for _, sc := range res.Scenarios {
-		assert.Equal(t, harness.Idempotent, sc.Verdict, "%s: %v", sc.Schedule, sc.Problems)
+		assert.Equal(t, result.Idempotent, sc.Verdict, "%s: %v", sc.Schedule, sc.Problems)
 	}
 }
 

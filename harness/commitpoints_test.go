@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // writersSchema writes in the ways a statement's text does not show, or
@@ -73,9 +74,9 @@ func TestAmbiguousCommitWhereTheServerWrote(t *testing.T) {
 			require.Len(t, res.Scenarios, 1)
 			sc := res.Scenarios[0]
 			assert.Equal(t, "j1a1w1!ambiguous:2 > +30s j1a2w2", sc.Schedule.String())
-			assert.Equal(t, &faults.Step{SQL: tc.write, CommitPoint: true, Autocommit: true}, sc.Deliveries[0].Faulted)
+			assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: tc.write, CommitPoint: true, Autocommit: true}, Fate: result.ReplyLost}, sc.Deliveries[0].Faulted())
 			assert.NotEmpty(t, sc.Deliveries[0].Err, "the handler saw its connection drop")
-			assert.Equal(t, harness.Idempotent, sc.Verdict, "every write here is idempotent: %+v", sc.StateDiff)
+			assert.Equal(t, result.Idempotent, sc.Verdict, "every write here is idempotent: %+v", sc.StateDiff)
 			var found bool
 			for _, tbl := range res.Reference.Tables {
 				if tbl.Name == tc.table {

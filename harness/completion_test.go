@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // When two deliveries of a job overlap, the one the queue handed out last
@@ -56,12 +57,12 @@ func TestCompletionRuleForOverlappingDeliveries(t *testing.T) {
 			require.GreaterOrEqual(t, len(sc.Order), 4)
 			assert.Equal(t, []int{1, 2, 2, 1}, sc.Order[:4], "the deliveries overlapped: order %v", sc.Order)
 			for _, p := range sc.Problems {
-				assert.NotEqual(t, harness.ProblemDidNotComplete, p.Kind, "the queue's retry completed it")
+				assert.NotEqual(t, result.DidNotComplete, p.Kind, "the queue's retry completed it")
 			}
 			if !tt.wantRetry {
 				assert.Len(t, sc.Deliveries, 2, "no retry: the later delivery's success completed the job")
 				assert.NotEmpty(t, sc.Deliveries[0].Err)
-				assert.Equal(t, harness.Idempotent, sc.Verdict)
+				assert.Equal(t, result.Idempotent, sc.Verdict)
 				return
 			}
 			require.Len(t, sc.Deliveries, 3, "the later delivery's failure makes the queue retry")

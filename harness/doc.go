@@ -31,6 +31,12 @@
 // if it succeeded the job is done, if it failed the queue retries it. That
 // is SQS's rule, where only the latest receipt handle acks a message.
 //
+// What a check learned is a value of package result (harness/result),
+// documented there: the check's result.Status, each result.Scenario with
+// its problems, diffs and deliveries, and for every step a delivery was
+// granted the result.Fate the executor recorded where it happened. The
+// twice runner reads the same values back from the files Check writes.
+//
 // # Steps and faults
 //
 // Every delivery reaches PostgreSQL through a wire-protocol proxy of its

@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // What a handler saw from its effect calls once one failed, per attempt:
@@ -79,13 +80,14 @@ func TestEffectLostReply(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "as an HTTP client's timeout is")
 	assert.NoError(t, saw.of(1)[1], "the retry with the same key gets the stored answer")
 
-	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 	require.Len(t, sc.Deliveries, 1, "the delivery lived on and completed: no retry from the queue")
 	d := sc.Deliveries[0]
 	assert.Equal(t, "lost the answer to step 1, which the provider made; the call timed out: effect: payment key=order-9812 destination=acct_77 amount=500 currency=eur", d.Fault)
 	assert.Empty(t, d.Err)
-	assert.Nil(t, d.Faulted, "the call completed at the provider: it is among the steps")
-	assert.Len(t, d.Steps, 3, "both calls and the insert")
+	require.Len(t, d.Steps, 3, "both calls and the insert")
+	assert.Equal(t, result.TimedOut, d.Steps[0].Fate, "the call completed at the provider, and its answer was lost")
+	assert.Equal(t, d.Steps[0], *d.Faulted())
 
 	require.Len(t, sc.Effects, 2)
 	assert.True(t, sc.Effects[0].Happened(), "the provider made the payment")
@@ -101,7 +103,7 @@ func TestEffectLostReplyQueueRetry(t *testing.T) {
 	var saw sawCalls
 	job := harness.Job{Name: "pay", Handler: payThenLog(&saw, false)}
 	sc := replay(t, job, "j1a1w1!lostreply:1").Scenarios[0]
-	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 	require.Len(t, sc.Deliveries, 2)
 	assert.Contains(t, sc.Deliveries[0].Err, "the call timed out")
 	assert.True(t, sc.Deliveries[1].QueueRetry)
@@ -126,7 +128,7 @@ func TestEffectFailed(t *testing.T) {
 	assert.NotErrorIs(t, saw.of(1)[0], context.DeadlineExceeded)
 	assert.Contains(t, fault.Error(), "503")
 
-	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 	require.Len(t, sc.Deliveries, 2, "the delivery failed and the queue retried it")
 	assert.Equal(t, "had step 1 refused by the provider before it was made (a 503): effect: payment key=order-9812 destination=acct_77 amount=500 currency=eur", sc.Deliveries[0].Fault)
 	require.Len(t, sc.Effects, 2)
@@ -234,11 +236,11 @@ func TestLostReplyMakesADuplicateUnavoidable(t *testing.T) {
 	atLeastOnce := replay(t, job, "j1a1w1!lostreply:1", func(c *harness.Config) {
 		c.EffectPolicies = map[string]twiceassert.Policy{"email": twiceassert.AtLeastOnce}
 	}).Scenarios[0]
-	assert.Equal(t, harness.Idempotent, atLeastOnce.Verdict, "%+v", atLeastOnce.EffectDiff)
+	assert.Equal(t, result.Idempotent, atLeastOnce.Verdict, "%+v", atLeastOnce.EffectDiff)
 	assert.Len(t, atLeastOnce.Effects, 2, "sent, then sent again by the queue's retry")
 
 	exactlyOnce := replay(t, job, "j1a1w1!lostreply:1").Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, exactlyOnce.Verdict)
+	assert.Equal(t, result.NotIdempotent, exactlyOnce.Verdict)
 	require.NotNil(t, exactlyOnce.EffectDiff)
 	assert.Equal(t, 1, exactlyOnce.EffectDiff.Extra)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // A Delivery the harness did not make has no fakes: every way in says so
@@ -50,11 +51,11 @@ func TestProvidersSetThePaymentKeyWindow(t *testing.T) {
 	tests := []struct {
 		name    string
 		window  time.Duration
-		verdict harness.Verdict
+		verdict result.Verdict
 		paid    int
 	}{
-		{"Stripe's 24h", 0, harness.NotIdempotent, 2},
-		{"a week", 7 * 24 * time.Hour, harness.Idempotent, 1},
+		{"Stripe's 24h", 0, result.NotIdempotent, 2},
+		{"a week", 7 * 24 * time.Hour, result.Idempotent, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
 )
@@ -25,7 +26,7 @@ const keptEvidenceEnv = "TWICE_HARNESS_TEST_KEPT_EVIDENCE"
 // failEvidence runs the helper, whose check fails, in a child process
 // with env, and returns the failed scenario of the record it wrote. The
 // child has exited when it returns: whatever died with it is gone.
-func failEvidence(t *testing.T, env ...string) record.Scenario {
+func failEvidence(t *testing.T, env ...string) result.Scenario {
 	t.Helper()
 	sc, _ := failEvidenceIn(t, nil, env...)
 	return sc
@@ -34,7 +35,7 @@ func failEvidence(t *testing.T, env ...string) record.Scenario {
 // failEvidenceIn is failEvidence with the child started through wrap (a
 // command that ends by running its arguments, or nil), and also returns
 // what the child printed.
-func failEvidenceIn(t *testing.T, wrap []string, env ...string) (record.Scenario, string) {
+func failEvidenceIn(t *testing.T, wrap []string, env ...string) (result.Scenario, string) {
 	t.Helper()
 	dir := t.TempDir()
 	argv := append(append([]string{}, wrap...), os.Args[0], "-test.run=^TestHelperKeptEvidence$", "-test.v")
@@ -53,7 +54,7 @@ func failEvidenceIn(t *testing.T, wrap []string, env ...string) (record.Scenario
 		}
 	}
 	t.Fatalf("no scenario names a kept database: %+v", recs[0].Result.Scenarios)
-	return record.Scenario{}, ""
+	return result.Scenario{}, ""
 }
 
 // logRows reads the log table of database on srv.
@@ -183,9 +184,11 @@ func TestKeptEvidenceDumpFails(t *testing.T) {
 	sc, out := failEvidenceIn(t, wrap, append(env, "TWICE_POSTGRES=local")...)
 	assert.FileExists(t, fakeRan, "the failing pg_dump did not run")
 	assert.Empty(t, sc.Dump)
-	assert.Contains(t, sc.DumpError, "dumping database twice_kept_")
-	assert.Contains(t, sc.DumpError, "/pg_dump failed: exit status 1\npg_dump: error: aborting because of server version mismatch")
-	assert.Contains(t, out, "while the test binary runs; it could not be dumped, so it is lost when the test binary exits (its server stops with it): dumping database twice_kept_")
+	require.NotNil(t, sc.DumpError)
+	assert.Contains(t, sc.DumpError.Message, "dumping database twice_kept_")
+	assert.Contains(t, sc.DumpError.Message, "/pg_dump failed: exit status 1\npg_dump: error: aborting because of server version mismatch")
+	// The log carries the error as the dump gave it, not trimmed.
+	assert.Contains(t, out, "while the test binary runs; it could not be dumped, so it is lost when the test binary exits (its server stops with it): "+strings.SplitN(sc.DumpError.Message, "\n", 2)[0])
 	assert.NotContains(t, out, "restore it with")
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // A job that adds to a balance on every delivery is not idempotent: both
@@ -85,7 +86,7 @@ func ExampleCheck() {
 			CREATE TABLE points_ledger (order_id bigint PRIMARY KEY, customer_id bigint NOT NULL, points int NOT NULL);
 			INSERT INTO customers VALUES (77, 120);`)},
 	})
-	if res != nil && res.Status == harness.StatusPassed {
+	if res != nil && res.Status == result.StatusIdempotent {
 		t.Logf("%d scenarios, all idempotent", len(res.Scenarios))
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -63,12 +63,13 @@ type Exploration struct {
 	// runs once; reruns and saved schedules are not counted).
 	Checks, Executed int
 	// Replayed lists the saved schedule files run before drawing, and
-	// Replay is the -twice.replay schedule when one was given instead.
+	// Replay is the -twice.replay schedule when one was given instead,
+	// else nil.
 	Replayed []string
-	Replay   string
+	Replay   *faults.Schedule
 	// Found is the first failing schedule, as drawn or saved; Minimal is
-	// the one it was shrunk to. Both are empty when nothing failed.
-	Found, Minimal string
+	// the one it was shrunk to. Both are nil when nothing failed.
+	Found, Minimal *faults.Schedule
 	// FoundAfter is how many schedules had been drawn when Found failed.
 	FoundAfter int
 	// Seed is rapid's seed for the draws that found the failure, 0 when
@@ -89,7 +90,7 @@ type Exploration struct {
 
 // Failed reports whether exploration found a schedule that failed, every
 // time or flakily.
-func (x *Exploration) Failed() bool { return x.Minimal != "" }
+func (x *Exploration) Failed() bool { return x.Minimal != nil }
 
 // Explore checks job with schedules drawn by rapid (faults.Generate)
 // rather than a fixed matrix: schedules that stack faults, such as a
@@ -127,15 +128,15 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	res := x.Result
 	line := rerunLine(t.Name())
 	if x.Failed() {
-		line = replayLine(t.Name(), x.Minimal)
+		line = replayLine(t.Name(), x.Minimal.String())
 		x.ReplayLine = line
 	}
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: line, Result: &res.Result})
 	logStragglers(t, res)
 	switch {
-	case res.Status == record.Flaky || res.Status == record.Finding:
+	case res.Status == result.StatusFlaky || res.Status == result.StatusFinding:
 		t.Errorf("%s", x.message(line))
-	case res.Status == record.ExpectedFinding:
+	case res.Status == result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "" && res.Shard != nil:
 		t.Logf("[twice] job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
@@ -198,11 +199,11 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
-	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]Scenario{}}
+	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]result.Scenario{}}
 	x := &Exploration{Result: res}
 	switch {
 	case isReplay:
-		x.Replay = replay.String()
+		x.Replay = &replay
 		if err = checkSchedule(job.Name, plan.Steps, replay); err == nil && (shard == nil || shard.Has(0)) {
 			// A replay is a list of one schedule, dealt to shard 1.
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
@@ -223,8 +224,8 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if err != nil {
 		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 	}
-	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(record.DirEnv) == "" && opts.Dir != "" {
-		if x.SavedTo, err = save(opts.Dir, job.Name, x.Minimal); err != nil {
+	if x.Failed() && !x.Flaky && !isReplay && !containsSchedule(saved, *x.Minimal) && cfg.ExpectFinding == "" && os.Getenv(record.DirEnv) == "" && opts.Dir != "" {
+		if x.SavedTo, err = save(opts.Dir, job.Name, *x.Minimal); err != nil {
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
 	}
@@ -233,13 +234,13 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Duration = x.Duration
 	switch {
 	case x.Flaky:
-		res.Status = record.Flaky
+		res.Status = result.StatusFlaky
 	case x.Failed() && cfg.ExpectFinding != "":
-		res.Status = record.ExpectedFinding
+		res.Status = result.StatusExpectedFinding
 	case x.Failed():
-		res.Status = record.Finding
+		res.Status = result.StatusFinding
 	default:
-		res.Status = record.Passed
+		res.Status = result.StatusIdempotent
 	}
 	return x, nil
 }
@@ -253,16 +254,16 @@ type explorer struct {
 	name string
 
 	mu       sync.Mutex
-	cache    map[string]Scenario // outcome by schedule text: a schedule drawn again is not rerun
+	cache    map[string]result.Scenario // outcome by schedule text: a schedule drawn again is not rerun
 	executed int
 
 	drawn     int
 	found     *faults.Schedule // the first failing schedule
 	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
 	shrinking bool
-	flakyRuns []Scenario // every run of found, when they disagreed
-	stop      bool       // the property passes without running anything
-	err       error      // breakage met inside the property
+	flakyRuns []result.Scenario // every run of found, when they disagreed
+	stop      bool              // the property passes without running anything
+	err       error             // breakage met inside the property
 }
 
 // batch is how many schedules one rapid check draws; they run in
@@ -278,9 +279,9 @@ func (e *explorer) fromList(ctx context.Context, x *Exploration, scheds []faults
 		return err
 	}
 	for i, sc := range outs {
-		if sc.Verdict != Idempotent {
+		if sc.Verdict != result.Idempotent {
 			e.found, e.last = &scheds[i], &scheds[i]
-			x.Found = scheds[i].String()
+			x.Found = &scheds[i]
 			return nil
 		}
 	}
@@ -294,13 +295,14 @@ func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) erro
 	for e.drawn < checks && !e.stop && e.found == nil {
 		before := e.drawn
 		rt := &rapidTB{name: e.name}
-		existed := rapidDirs()
+		files := rapidFiles()
 		rapid.Check(rt, func(t *rapid.T) { e.property(ctx, t, gen, checks, x) })
-		if rt.seed != 0 && e.found != nil {
-			x.Seed = rt.seed
-		}
-		if err := rt.removeFailFile(existed); err != nil {
+		seed, err := files.takeNew()
+		if err != nil {
 			return err
+		}
+		if seed != 0 && e.found != nil {
+			x.Seed = seed
 		}
 		if e.drawn == before {
 			break
@@ -330,20 +332,20 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 		return
 	}
 	for i, sc := range outs {
-		if sc.Verdict == Idempotent {
+		if sc.Verdict == result.Idempotent {
 			continue
 		}
 		s := scheds[i]
 		if !e.shrinking {
 			e.shrinking = true
 			e.found = &s
-			x.Found, x.FoundAfter = s.String(), e.drawn
+			x.Found, x.FoundAfter = &s, e.drawn
 			runs, err := e.rerun(ctx, s, e.opts.reruns())
 			if err != nil {
 				e.err, e.stop = err, true
 				return
 			}
-			if all := append([]Scenario{sc}, runs...); flaky(all) {
+			if all := append([]result.Scenario{sc}, runs...); flaky(all) {
 				// rapid, seeing the failure vanish, does not shrink it.
 				e.last, e.stop, e.flakyRuns = &s, true, all
 				return
@@ -360,7 +362,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 // run again.
 func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 	s := *e.last
-	x.Minimal = s.String()
+	x.Minimal = &s
 	runs := e.flakyRuns
 	var evidence *kept
 	if runs == nil {
@@ -369,7 +371,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 			return err
 		}
 		e.mu.Lock()
-		runs = append([]Scenario{e.cache[x.Minimal]}, more...)
+		runs = append([]result.Scenario{e.cache[s.String()]}, more...)
 		e.mu.Unlock()
 		if ev != nil {
 			ev.scenario++ // after the cached run, whose database is gone
@@ -395,12 +397,12 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 
 // runAll runs the schedules not run before, in parallel, and returns
 // every schedule's scenario.
-func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scenario, error) {
+func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, error) {
 	var todo []faults.Schedule
 	e.mu.Lock()
 	for _, s := range scheds {
 		if _, ok := e.cache[s.String()]; !ok {
-			e.cache[s.String()] = Scenario{} // claimed; filled below
+			e.cache[s.String()] = result.Scenario{} // claimed; filled below
 			todo = append(todo, s)
 		}
 	}
@@ -415,7 +417,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 	for i, s := range todo {
 		e.cache[s.String()] = outs[i]
 	}
-	out := make([]Scenario, len(scheds))
+	out := make([]result.Scenario, len(scheds))
 	for i, s := range scheds {
 		out[i] = e.cache[s.String()]
 	}
@@ -423,13 +425,13 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]Scen
 }
 
 // rerun runs s n times.
-func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]Scenario, error) {
+func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]result.Scenario, error) {
 	return e.run(ctx, repeat(s, n))
 }
 
 // run runs scheds through the scenario pool and gives the evidence back:
 // only conclude keeps a database.
-func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]Scenario, error) {
+func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, error) {
 	outs, evidence, err := e.r.scenarios(ctx, scheds, e.res)
 	if err == nil && evidence != nil {
 		err = e.r.giveBack(context.WithoutCancel(ctx), evidence.db)
@@ -447,7 +449,7 @@ func repeat(s faults.Schedule, n int) []faults.Schedule {
 }
 
 // flaky reports whether runs of one schedule disagree on the verdict.
-func flaky(runs []Scenario) bool {
+func flaky(runs []result.Scenario) bool {
 	for _, r := range runs[1:] {
 		if r.Verdict != runs[0].Verdict {
 			return true
@@ -456,29 +458,30 @@ func flaky(runs []Scenario) bool {
 	return false
 }
 
-// message is the finding, as render.ExplorationFinding writes it.
+// message is the finding, as render.ExplorationFinding writes it: the
+// schedules become text here, at the edge.
 func (x *Exploration) message(replay string) string {
+	text := func(s *faults.Schedule) string {
+		if s == nil {
+			return ""
+		}
+		return s.String()
+	}
 	return render.ExplorationFinding(render.Exploration{
-		Result: &x.Result.Result, Flaky: x.Flaky, Replay: x.Replay, Found: x.Found, Minimal: x.Minimal,
+		Result: &x.Result.Result, Flaky: x.Flaky, Replay: text(x.Replay), Found: text(x.Found), Minimal: text(x.Minimal),
 		FoundAfter: x.FoundAfter, Seed: x.Seed, SavedTo: x.SavedTo,
 	}, replay)
 }
 
-// rapidTB is the test rapid sees: it records rapid's report, from which
-// Explore takes the seed, instead of failing the real test with it.
+// rapidTB is the test rapid sees: it notes that rapid failed instead of
+// failing the real test with rapid's report; the seed comes from the
+// fail file rapid writes (rapidfail.go).
 type rapidTB struct {
 	name string
 
-	mu       sync.Mutex
-	failed   bool
-	seed     uint64
-	failFile string
+	mu     sync.Mutex
+	failed bool
 }
-
-var (
-	rapidSeed     = regexp.MustCompile(`-rapid\.seed=(\d+)`)
-	rapidFailFile = regexp.MustCompile(`-rapid\.failfile="([^"]+)"`)
-)
 
 func (r *rapidTB) Helper()      {}
 func (r *rapidTB) Name() string { return r.name }
@@ -501,55 +504,20 @@ func (r *rapidTB) Failed() bool {
 	return r.failed
 }
 
-func (r *rapidTB) Errorf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+func (r *rapidTB) Errorf(string, ...any) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.failed = true
-	if m := rapidSeed.FindStringSubmatch(msg); m != nil {
-		r.seed, _ = strconv.ParseUint(m[1], 10, 64)
-	}
-	if m := rapidFailFile.FindStringSubmatch(msg); m != nil {
-		r.failFile = m[1]
-	}
-}
-
-// removeFailFile removes the file rapid saved its failing bitstream in,
-// and the directories rapid made for it that are left empty: Explore saves
-// the schedule instead, which stays valid when the generator changes.
-func (r *rapidTB) removeFailFile(existed map[string]bool) error {
-	if r.failFile == "" {
-		return nil
-	}
-	if err := os.Remove(r.failFile); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("[twice] internal: removing rapid's fail file: %w", err)
-	}
-	for dir := filepath.Dir(r.failFile); dir != "." && !existed[dir]; dir = filepath.Dir(dir) {
-		if os.Remove(dir) != nil {
-			break // not empty
-		}
-	}
-	return nil
-}
-
-// rapidDirs reports which of the directories rapid writes fail files
-// under exist.
-func rapidDirs() map[string]bool {
-	existed := map[string]bool{}
-	for _, dir := range []string{"testdata", filepath.Join("testdata", "rapid")} {
-		if _, err := os.Stat(dir); err == nil {
-			existed[dir] = true
-		}
-	}
-	return existed
 }
 
 var seedOnce sync.Once
 
 // applySeed hands -twice.seed to rapid, once per test binary, as its
 // -rapid.seed, unless that was given too; shard i of several adds i-1, so
-// shards draw different schedules.
-func applySeed(shard *Shard) error {
+// shards draw different schedules. It sets rapid's flag because rapid
+// has no other way in: rapid.Check takes its seed only from -rapid.seed
+// or RAPID_SEED, and reads RAPID_SEED once, when the test binary starts.
+func applySeed(shard *result.ShardRun) error {
 	seed, err := seedSetting()
 	if err != nil || seed == 0 {
 		return err
@@ -615,7 +583,8 @@ func schedulesOf(saved []savedSchedule) []faults.Schedule {
 	return out
 }
 
-func containsSchedule(saved []savedSchedule, text string) bool {
+func containsSchedule(saved []savedSchedule, sched faults.Schedule) bool {
+	text := sched.String()
 	for _, s := range saved {
 		if s.sched.String() == text {
 			return true
@@ -624,9 +593,10 @@ func containsSchedule(saved []savedSchedule, text string) bool {
 	return false
 }
 
-// save writes sched to dir in a file named by its hash, and returns the
-// file's name.
-func save(dir, job, sched string) (string, error) {
+// save writes sched to dir in a file named by its text's hash, and
+// returns the file's name.
+func save(dir, job string, s faults.Schedule) (string, error) {
+	sched := s.String()
 	sum := sha256.Sum256([]byte(sched))
 	name := filepath.Join(dir, hex.EncodeToString(sum[:6])+".schedule")
 	text := fmt.Sprintf("# twice: job %q is not idempotent under this schedule; Explore replays it before drawing new ones.\n%s\n", job, sched)
@@ -642,7 +612,7 @@ func save(dir, job, sched string) (string, error) {
 // exploreShard cuts an exploration down to this machine's shard, nil
 // when unsharded: its share of the budget checks and of the saved
 // schedules.
-func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *Shard, error) {
+func exploreShard(checks int, saved []savedSchedule) (int, []savedSchedule, *result.ShardRun, error) {
 	sh, err := shardSetting()
 	if err != nil || sh == nil {
 		return checks, saved, nil, err

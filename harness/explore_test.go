@@ -14,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -28,7 +29,7 @@ var (
 func TestExploreIdempotentJob(t *testing.T) {
 	x, err := harness.ExploreRun(t.Context(), ledgerJob, ledgerConfig, harness.ExploreOptions{Checks: 30})
 	require.NoError(t, err)
-	assert.False(t, x.Failed(), "minimal %q", x.Minimal)
+	assert.False(t, x.Failed(), "minimal %v", x.Minimal)
 	assert.Equal(t, 30, x.Checks)
 	assert.Positive(t, x.Executed)
 	assert.LessOrEqual(t, x.Executed, 30, "a schedule drawn twice runs once")
@@ -47,12 +48,14 @@ func TestExploreShrinks(t *testing.T) {
 	assert.False(t, x.Flaky)
 	// Each is one step from passing: no fault, or a fault that leaves the
 	// increment undone.
-	assert.Contains(t, []string{"j1a1w1!crash", "j1a1w1!ambiguous:1", "j1a1w1 > j1a2w2"}, x.Minimal, "found %s", x.Found)
-	assert.NotZero(t, x.Seed)
+	assert.Contains(t, []string{"j1a1w1!crash", "j1a1w1!ambiguous:1", "j1a1w1 > j1a2w2"}, x.Minimal.String(), "found %s", x.Found)
+	assert.NotZero(t, x.Seed, "the seed, from the fail file rapid wrote")
+	left, _ := filepath.Glob(filepath.Join("testdata", "rapid", "*", "*.fail"))
+	assert.Empty(t, left, "rapid's fail file is removed; the schedule is saved instead")
 	require.Len(t, x.Result.Scenarios, 1)
 	sc := x.Result.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
-	assert.Equal(t, x.Minimal, sc.Schedule.String())
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
+	assert.Equal(t, x.Minimal.String(), sc.Schedule.String())
 	assert.NotEmpty(t, sc.Database, "the finding's database is kept as evidence")
 
 	// Saved, and replayed first the next time, without drawing.
@@ -60,13 +63,13 @@ func TestExploreShrinks(t *testing.T) {
 	assert.Equal(t, dir, filepath.Dir(x.SavedTo))
 	data, err := os.ReadFile(x.SavedTo)
 	require.NoError(t, err)
-	assert.True(t, strings.HasSuffix(string(data), "\n"+x.Minimal+"\n"), "saved file:\n%s", data)
+	assert.True(t, strings.HasSuffix(string(data), "\n"+x.Minimal.String()+"\n"), "saved file:\n%s", data)
 
 	again, err := harness.ExploreRun(t.Context(), hitJob, counterConfig(), harness.ExploreOptions{Dir: dir})
 	require.NoError(t, err)
 	t.Cleanup(func() { again.Result.DropDatabases(context.Background()) })
 	assert.Equal(t, []string{x.SavedTo}, again.Replayed)
-	assert.Equal(t, x.Minimal, again.Minimal)
+	assert.Equal(t, x.Minimal.String(), again.Minimal.String())
 	assert.Zero(t, again.Checks, "nothing is drawn when a saved schedule fails")
 	assert.Zero(t, again.Seed)
 	assert.Empty(t, again.SavedTo, "a saved schedule is not saved twice")
@@ -83,15 +86,15 @@ func TestExploreMessage(t *testing.T) {
 	msg := errs[0]
 	for _, want := range []string{
 		`[twice] not idempotent: job "hit": exploration drew `,
-		"explore (schedule " + x.Minimal + "):",
+		"explore (schedule " + x.Minimal.String() + "):",
 		`table "counters" after explore mismatch (-once +twice):`,
 		"seed: ",
 		"saved: " + x.SavedTo + " (the next go test replays it first)",
-		"rerun: go test -run '^TestExploreMessage$' ./harness -twice.replay='" + x.Minimal + "'",
+		"rerun: go test -run '^TestExploreMessage$' ./harness -twice.replay='" + x.Minimal.String() + "'",
 	} {
 		assert.Contains(t, msg, want)
 	}
-	assert.Equal(t, "go test -run '^TestExploreMessage$' ./harness -twice.replay='"+x.Minimal+"'", x.ReplayLine)
+	assert.Equal(t, "go test -run '^TestExploreMessage$' ./harness -twice.replay='"+x.Minimal.String()+"'", x.ReplayLine)
 }
 
 // coinJob is idempotent on a first delivery and, on a redelivery, adds a
@@ -120,12 +123,12 @@ func TestExploreFlaky(t *testing.T) {
 	errs := rec.Errors()
 	require.Len(t, errs, 1)
 	msg := errs[0]
-	assert.Contains(t, msg, `[twice] flaky: job "coin": schedule `+x.Minimal+" failed ")
+	assert.Contains(t, msg, `[twice] flaky: job "coin": schedule `+x.Minimal.String()+" failed ")
 	assert.Contains(t, msg, "of 11 runs, so it is not reported as a pass")
 	assert.Contains(t, msg, "run 1: not-idempotent: table \"counters\" differs from one clean run")
 	assert.Contains(t, msg, ": idempotent\n")
 	assert.Contains(t, msg, "the first failing run:\n")
-	assert.Contains(t, msg, "rerun: go test -run '^TestExploreFlaky$' ./harness -twice.replay='"+x.Minimal+"'")
+	assert.Contains(t, msg, "rerun: go test -run '^TestExploreFlaky$' ./harness -twice.replay='"+x.Minimal.String()+"'")
 }
 
 // With TWICE_REPLAY set, Explore and Check run exactly that schedule.
@@ -135,8 +138,9 @@ func TestReplay(t *testing.T) {
 	x, err := harness.ExploreRun(t.Context(), hitJob, counterConfig(), harness.ExploreOptions{Dir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { x.Result.DropDatabases(context.Background()) })
-	assert.Equal(t, "j1a1w1!lostack > +30s j1a2w1", x.Replay)
-	assert.Equal(t, x.Replay, x.Minimal)
+	require.NotNil(t, x.Replay)
+	assert.Equal(t, "j1a1w1!lostack > +30s j1a2w1", x.Replay.String())
+	assert.Equal(t, x.Replay.String(), x.Minimal.String())
 	assert.Equal(t, 1, x.Executed)
 	assert.Zero(t, x.Checks)
 	assert.Empty(t, x.SavedTo, "a replayed schedule is not saved")
@@ -227,7 +231,7 @@ func TestExploreExpectFindingButNone(t *testing.T) {
 func TestExploreRunsEveryKindOfSchedule(t *testing.T) {
 	x, err := harness.ExploreRun(t.Context(), ledgerJob, ledgerConfig, harness.ExploreOptions{Checks: 60, Limits: faults.Limits{Deliveries: 5, Jobs: 3}})
 	require.NoError(t, err)
-	assert.False(t, x.Failed(), "minimal %q", x.Minimal)
+	assert.False(t, x.Failed(), "minimal %v", x.Minimal)
 }
 
 // BenchmarkExplore explores the seed's correct ledger job with the default

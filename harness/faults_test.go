@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/pgserver"
 )
 
@@ -47,7 +48,7 @@ func replay(t *testing.T, job harness.Job, schedule string, tweak ...func(*harne
 }
 
 // rows returns the log of the scenario's kept database, "attempt:what".
-func rows(t *testing.T, sc harness.Scenario) []string {
+func rows(t *testing.T, sc result.Scenario) []string {
 	t.Helper()
 	require.NotEmpty(t, sc.Database, "scenario %s kept no database", sc.Schedule)
 	// The kept database is shown without its password: take the shared
@@ -90,8 +91,9 @@ func TestCrashAtStep(t *testing.T) {
 	assert.Equal(t, []faults.Step{{SQL: "INSERT INTO log VALUES ($1, 'a')", CommitPoint: true, Autocommit: true}, {SQL: "begin"}, {SQL: "INSERT INTO log VALUES ($1, 'b')"}, {SQL: "commit", CommitPoint: true}}, res.Steps)
 	assert.Equal(t, "crashed before step 3 reached the server: INSERT INTO log VALUES ($1, 'b')", sc.Deliveries[0].Fault)
 	assert.Empty(t, sc.Deliveries[0].Err, "a dead delivery's return value is ignored")
-	assert.Equal(t, &faults.Step{SQL: "INSERT INTO log VALUES ($1, 'b')"}, sc.Deliveries[0].Faulted, "the step the crash kept from the server")
-	assert.Len(t, sc.Deliveries[0].Steps, 2, "the crashed step is not among the completed ones")
+	assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: "INSERT INTO log VALUES ($1, 'b')"}, Fate: result.CrashedBefore}, sc.Deliveries[0].Faulted(), "the step the crash kept from the server")
+	assert.Equal(t, []result.Fate{result.Ran, result.Ran, result.CrashedBefore}, fates(sc.Deliveries[0]), "step 3 is its third, as Delivery.At names it")
+	assert.Len(t, sc.Deliveries[0].Completed(), 2, "the crashed step is not among the completed ones")
 	// Step 1 autocommitted and stays; the open transaction of steps 2-3
 	// rolled back; the redelivery ran whole.
 	assert.Equal(t, []string{"1:a", "2:a", "2:b"}, rows(t, sc))
@@ -128,11 +130,11 @@ func TestLostAck(t *testing.T) {
 	}}
 	cfg := func(c *harness.Config) { c.Setup = []harness.Setup{harness.SQL(stepsSchema)} }
 	same := replay(t, job, "j1a1w1!lostack > +30s j1a2w1", cfg).Scenarios[0]
-	assert.Equal(t, harness.Idempotent, same.Verdict, "the living worker remembers the job")
+	assert.Equal(t, result.Idempotent, same.Verdict, "the living worker remembers the job")
 	assert.Equal(t, "returned nil, but its ack was lost", same.Deliveries[0].Fault)
 
 	other := replay(t, job, "j1a1w1!lostack > +30s j1a2w2", cfg).Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, other.Verdict, "another worker does not")
+	assert.Equal(t, result.NotIdempotent, other.Verdict, "another worker does not")
 	assert.Equal(t, []string{"1:a", "1:b", "2:a", "2:b"}, rows(t, other))
 }
 
@@ -149,8 +151,8 @@ func TestAmbiguousCommit(t *testing.T) {
 	sc := res.Scenarios[0]
 	assert.Equal(t, "step 4 was applied but its reply was lost: commit", sc.Deliveries[0].Fault)
 	assert.NotEmpty(t, sc.Deliveries[0].Err, "the delivery's own error path ran and its error counts")
-	assert.Equal(t, &faults.Step{SQL: "commit", CommitPoint: true}, sc.Deliveries[0].Faulted, "the applied step whose reply was lost")
-	assert.Nil(t, sc.Deliveries[1].Faulted)
+	assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: "commit", CommitPoint: true}, Fate: result.ReplyLost}, sc.Deliveries[0].Faulted(), "the applied step whose reply was lost")
+	assert.Nil(t, sc.Deliveries[1].Faulted())
 	err, _ := sawErr.Load(1)
 	assert.Error(t, err.(error))
 	assert.Equal(t, []string{"1:a", "1:b", "2:a", "2:b"}, rows(t, sc), "the first delivery's transaction committed")
@@ -191,7 +193,7 @@ func TestConcurrentDeliveryLockWait(t *testing.T) {
 	// d1 takes the lock, d2's FOR UPDATE waits for it, d1 goes on.
 	res := replay(t, job, "j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
 	sc := res.Scenarios[0]
-	assert.Equal(t, harness.Idempotent, sc.Verdict)
+	assert.Equal(t, result.Idempotent, sc.Verdict)
 	assert.Equal(t, 1, sc.LockWaits)
 	assert.Equal(t, []int{1, 1, 2, 2, 1, 1, 2, 2}, sc.Order)
 }
@@ -215,7 +217,7 @@ func TestConcurrentDeliveryDeadlock(t *testing.T) {
 	}}
 	res := replay(t, job, "j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,2")
 	sc := res.Scenarios[0]
-	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc)
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 	var deadlocked int
 	for _, d := range sc.Deliveries {
 		if d.Err != "" {
@@ -238,7 +240,7 @@ func TestHungHandler(t *testing.T) {
 	}}
 	res := replay(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.DeliveryTimeout = 2 * time.Second })
 	sc := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
 	assert.Equal(t, "handler did not return within 2s (Config.DeliveryTimeout); it was at step 1, which reached the server and had not finished: SELECT pg_sleep(600)", sc.Deliveries[1].Err)
 }
 
@@ -295,6 +297,15 @@ func TestHandlerPanicIsAFinding(t *testing.T) {
 		return nil
 	}}
 	sc := replay(t, job, "j1a1w1 > j1a2w2").Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
 	assert.Contains(t, sc.Deliveries[1].Err, "handler panicked: nil map")
+}
+
+// fates are the fates of o's steps, in order.
+func fates(o result.DeliveryOutcome) []result.Fate {
+	var out []result.Fate
+	for _, s := range o.Steps {
+		out = append(out, s.Fate)
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 )
 
@@ -64,11 +65,6 @@ const (
 // -twice.shard. twice report -shard i/n passes it to the tests, and twice
 // report --merge joins the shards' reports into one.
 const ShardEnv = record.ShardEnv
-
-// Shard is the share of a check's schedules one shard ran: shard Index of
-// Count, the schedules whose Scenario.Index modulo Count is Index-1;
-// Schedules counts the whole check's, and Faults names its faults.
-type Shard = record.Shard
 
 func init() {
 	flag.String("twice.replay", "", "twice: run exactly this schedule, in its text form, instead of the faults or the exploration (env "+ReplayEnv+")")
@@ -153,14 +149,14 @@ func withReplay(cfg Config) (Config, error) {
 }
 
 // shardSetting is -twice.shard or TWICE_SHARD; nil when unset.
-func shardSetting() (*Shard, error) {
+func shardSetting() (*result.ShardRun, error) {
 	text := setting("twice.shard", ShardEnv)
 	if text == "" {
 		return nil, nil
 	}
-	s, err := record.ParseShard(text)
+	s, err := result.ParseShard(text)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] -twice.shard or %s: %w", ShardEnv, err)
 	}
-	return &s, nil
+	return &result.ShardRun{Shard: s}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // The seed's ledger behind a plpgsql function, so the whole credit is one
@@ -63,9 +64,9 @@ func TestFunctionCallWithNoticeOnError(t *testing.T) {
 	assert.Equal(t, []faults.Step{{SQL: "SELECT credit_order($1, $2)", CommitPoint: true, Autocommit: true}}, res.Steps)
 	ambiguous := 0
 	for _, s := range res.Scenarios {
-		want := harness.Idempotent
+		want := result.Idempotent
 		if s.Fault == faults.NameAmbiguousCommit {
-			want = harness.NotIdempotent
+			want = result.NotIdempotent
 			ambiguous++
 			if len(s.StateDiff) != 0 || s.EffectDiff == nil || s.EffectDiff.Extra != 1 {
 				t.Errorf("ambiguous commit: want the state of one clean run and one extra email, got state %v effects %v", s.StateDiff, s.EffectDiff)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -54,7 +55,7 @@ func TestRunFindsIncrement(t *testing.T) {
 
 	require.Len(t, res.Scenarios, 2)
 	for _, s := range res.Scenarios {
-		assert.Equal(t, harness.NotIdempotent, s.Verdict, s.Fault)
+		assert.Equal(t, result.NotIdempotent, s.Verdict, s.Fault)
 		require.Len(t, s.StateDiff, 1, s.Fault)
 		assert.Equal(t, "counters", s.StateDiff[0].Table)
 	}
@@ -93,11 +94,11 @@ func TestRunFindsRetryThatAlwaysFails(t *testing.T) {
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	require.Len(t, res.Scenarios, 1)
 	s := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, s.Verdict)
+	assert.Equal(t, result.NotIdempotent, s.Verdict)
 	assert.Empty(t, s.StateDiff)
 	assert.Contains(t, s.Deliveries[1].Err, "23505")
 	require.Len(t, s.Problems, 1)
-	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
+	assert.Equal(t, result.DidNotComplete, s.Problems[0].Kind)
 }
 
 // Every worker the factory builds is fresh: an in-memory dedup map does not
@@ -139,13 +140,13 @@ func TestRunReportsHandlerPanicWithStack(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	s := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, s.Verdict)
+	assert.Equal(t, result.NotIdempotent, s.Verdict)
 	assert.Contains(t, s.Deliveries[1].Err, "handler panicked: boom")
 	assert.Contains(t, s.Deliveries[1].Err, "harness_test.go", "the stack names the handler")
 	require.Len(t, s.Deliveries, 3, "the queue retried the failed delivery")
 	assert.True(t, s.Deliveries[2].QueueRetry)
 	assert.Equal(t, 3, s.Deliveries[2].Attempt)
-	assert.Equal(t, harness.ProblemDidNotComplete, s.Problems[0].Kind)
+	assert.Equal(t, result.DidNotComplete, s.Problems[0].Kind)
 	assert.Contains(t, s.Problems[0].Detail, "job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // withNotes gives a check the notes table the tests of holds write.
@@ -42,7 +43,7 @@ func TestUnholdableStatementIsNamed(t *testing.T) {
 			sc := replay(t, job, tt.schedule, withNotes).Scenarios[0]
 			assert.Equal(t, tt.unheld, sc.Deliveries[0].Unheld)
 			assert.Empty(t, sc.Deliveries[1].Unheld)
-			assert.Equal(t, harness.Idempotent, sc.Verdict)
+			assert.Equal(t, result.Idempotent, sc.Verdict)
 		})
 	}
 }
@@ -68,6 +69,8 @@ func TestHoldWithNothingBeside(t *testing.T) {
 			assert.True(t, st.Autocommit && st.CommitPoint, "%s: an autocommit write", st.SQL)
 		}
 	}
+	assert.Equal(t, []result.Fate{result.Ran, result.CommitHeld}, fates(sc.Deliveries[0]), "delivery 1's second insert ran with its commit held")
+	assert.Equal(t, []result.Fate{result.Ran, result.Ran}, fates(sc.Deliveries[1]))
 	assert.True(t, strings.HasSuffix(sc.Schedule.String(), "order 1,2,2,1~"), sc.Schedule.String())
 }
 
@@ -81,6 +84,6 @@ func TestHoldBesideALostReply(t *testing.T) {
 		return err
 	}}
 	sc := replay(t, job, "j1a1w1!ambiguous:1 > j2a1w2@1:0 order 2~,1", withNotes).Scenarios[0]
-	assert.Equal(t, harness.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
 	assert.Empty(t, sc.Deliveries[1].Err, "the held delivery")
 }

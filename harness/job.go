@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 )
 
@@ -77,19 +78,6 @@ const (
 	Discarded = queue.Discarded
 )
 
-// DeliveryKind is why the queue handed a job out.
-type DeliveryKind = queue.DeliveryKind
-
-// Kinds of delivery.
-const (
-	DeliveryFirst             = queue.DeliveryFirst             // the job's first delivery
-	DeliveryRedelivery        = queue.DeliveryRedelivery        // an earlier delivery was not acked in time
-	DeliveryLostAckRedelivery = queue.DeliveryLostAckRedelivery // the ack of a success was lost
-	DeliveryProducerCopy      = queue.DeliveryProducerCopy      // a producer copy under a new job ID
-	DeliveryRedrive           = queue.DeliveryRedrive           // a person redrove the job long after it died
-	DeliveryQueueRetry        = queue.DeliveryRetry             // the queue's retry after a failure or a snooze
-)
-
 // Delivery is one invocation of the handler, as a queue makes it. Each
 // delivery has its own database connections.
 type Delivery struct {
@@ -102,7 +90,7 @@ type Delivery struct {
 	// Kind is why the queue handed the job out this time: its first
 	// delivery, a redelivery after a crash or a lost ack, a producer
 	// copy, a redrive, the queue's retry.
-	Kind DeliveryKind
+	Kind result.DeliveryKind
 	// Queued is the queue's own record of the job as it handed it out,
 	// set by a queue adapter (River: *rivertype.JobRow); nil without one.
 	Queued any

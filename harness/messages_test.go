@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/golden"
 	"github.com/runtwice/twice/internal/recordtb"
 )
@@ -80,7 +81,7 @@ func TestFindingMessages(t *testing.T) {
 			if len(errs) != 1 {
 				t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
 			}
-			if res.Idempotent() || res.Status != harness.StatusFinding {
+			if res.Idempotent() || res.Status != result.StatusFinding {
 				t.Errorf("Status = %q, Idempotent() = %v; want a finding", res.Status, res.Idempotent())
 			}
 			if !strings.HasPrefix(errs[0], "[twice] not idempotent: ") {

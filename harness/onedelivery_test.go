@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -92,9 +93,9 @@ func TestQueueOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 }
 
 // scheduleVerdicts maps each scenario's schedule to its verdict.
-func scheduleVerdicts(t *testing.T, res *harness.Result) map[string]harness.Verdict {
+func scheduleVerdicts(t *testing.T, res *harness.Result) map[string]result.Verdict {
 	t.Helper()
-	out := map[string]harness.Verdict{}
+	out := map[string]result.Verdict{}
 	for _, sc := range res.Scenarios {
 		_, dup := out[sc.Schedule.String()]
 		require.False(t, dup, "schedule %s ran twice", sc.Schedule)
@@ -148,7 +149,7 @@ func TestQueueOneDeliveryAtATimeIsSharded(t *testing.T) {
 			job := harness.Job{Name: "sharded", Queue: tt.queue, Handler: rewardOnce}
 			type ran struct {
 				schedule string
-				verdict  harness.Verdict
+				verdict  result.Verdict
 			}
 			whole := runQueue(t, job, oneDeliveryConfig())
 			require.Equal(t, tt.handed, whole.Reductions[0].HandedOut != nil)
@@ -160,7 +161,7 @@ func TestQueueOneDeliveryAtATimeIsSharded(t *testing.T) {
 
 			got := map[int]ran{}
 			for i := 1; i <= 2; i++ {
-				t.Setenv(harness.ShardEnv, harness.Shard{Index: i, Count: 2}.String())
+				t.Setenv(harness.ShardEnv, result.Shard{Index: i, Count: 2}.String())
 				res := runQueue(t, job, oneDeliveryConfig())
 				require.Equal(t, tt.handed, res.Reductions[0].HandedOut != nil, "shard %d/2", i)
 				for _, sc := range res.Scenarios {

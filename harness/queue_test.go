@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // tableQueue is a small queue kept in a table, as Postgres-backed queues
@@ -118,7 +119,7 @@ func TestQueueBookkeepingIsNotSteps(t *testing.T) {
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameCrashBeforeAck {
 			require.Len(t, s.Deliveries, 2)
-			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
 			assert.Equal(t, time.Hour, s.Schedule.Deliveries[1].Advance, "the queue's redelivery time replaces the visibility timeout")
 		}
 	}
@@ -176,7 +177,7 @@ func TestQueueDiscardIsIncomplete(t *testing.T) {
 		if _, err := d.DB.Exec(ctx, `UPDATE rewards SET points = 50 WHERE order_id = 1`); err != nil {
 			return err
 		}
-		if d.Kind != harness.DeliveryFirst {
+		if d.Kind != result.FirstDelivery {
 			return errors.New("the order is gone")
 		}
 		return nil
@@ -286,14 +287,14 @@ func TestCancelAtVisibilityTimeout(t *testing.T) {
 				switch {
 				case committed:
 					assert.Empty(t, d1.Fault, s.Schedule.String())
-					assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s: both deliveries committed", s.Schedule)
+					assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: both deliveries committed", s.Schedule)
 				case cancel:
 					assert.Contains(t, d1.Fault, "context cancelled at the visibility timeout, 30s after it started", s.Schedule.String())
 					assert.Contains(t, d1.Err, "context canceled", s.Schedule.String())
-					assert.Equal(t, harness.Idempotent, s.Verdict, "%s: the first delivery rolled back", s.Schedule)
+					assert.Equal(t, result.Idempotent, s.Verdict, "%s: the first delivery rolled back", s.Schedule)
 				default:
 					assert.Empty(t, d1.Fault, s.Schedule.String())
-					assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s: the first delivery ran on", s.Schedule)
+					assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: the first delivery ran on", s.Schedule)
 				}
 			}
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // After an ambiguous commit the delivery lives on, as a worker does after
@@ -62,19 +63,19 @@ func TestRetryAfterAmbiguousCommit(t *testing.T) {
 		name    string
 		body    func(context.Context, pgx.Tx) error
 		steps   []string // the first delivery's completed steps
-		verdict harness.Verdict
+		verdict result.Verdict
 	}{
 		{
 			"pgx retry loop with a processed mark", creditOnce,
 			// The lost COMMIT is none; the retry finds the mark.
 			[]string{"begin", "INSERT INTO processed VALUES (9812) ON CONFLICT DO NOTHING", "UPDATE counter SET n = n + 1",
 				"begin", "INSERT INTO processed VALUES (9812) ON CONFLICT DO NOTHING", "commit"},
-			harness.Idempotent,
+			result.Idempotent,
 		},
 		{
 			"pgx retry loop that increments", creditBlindly,
 			[]string{"begin", "UPDATE counter SET n = n + 1", "begin", "UPDATE counter SET n = n + 1", "commit"},
-			harness.NotIdempotent,
+			result.NotIdempotent,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,14 +92,14 @@ func TestRetryAfterAmbiguousCommit(t *testing.T) {
 			sc := res.Scenarios[0]
 			assert.Equal(t, tc.verdict, sc.Verdict, "state diff %v", sc.StateDiff)
 			first := sc.Deliveries[0]
-			assert.Equal(t, &faults.Step{SQL: "commit", CommitPoint: true}, first.Faulted)
+			assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: "commit", CommitPoint: true}, Fate: result.ReplyLost}, first.Faulted())
 			assert.Empty(t, first.Err, "the retry on a new connection succeeded and the delivery returned nil")
 			var steps []string
-			for _, s := range first.Steps {
+			for _, s := range first.Completed() {
 				steps = append(steps, s.SQL)
 			}
 			assert.Equal(t, tc.steps, steps, "the first attempt's steps but the lost COMMIT, then the retry's on a new connection")
-			if tc.verdict == harness.NotIdempotent {
+			if tc.verdict == result.NotIdempotent {
 				require.Len(t, sc.StateDiff, 1)
 				assert.Equal(t, "counter", sc.StateDiff[0].Table)
 			}
@@ -144,7 +145,7 @@ func TestDatabaseSQLRetryOnBadConn(t *testing.T) {
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	require.Len(t, res.Scenarios, 2)
 	for _, sc := range res.Scenarios {
-		assert.Equal(t, harness.Idempotent, sc.Verdict, "%s: %v", sc.Schedule, sc.StateDiff)
+		assert.Equal(t, result.Idempotent, sc.Verdict, "%s: %v", sc.Schedule, sc.StateDiff)
 	}
 	first := res.Scenarios[0].Deliveries[0]
 	assert.Equal(t, "step 4 was applied but its reply was lost: commit", first.Fault)

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 )
 
@@ -19,13 +19,6 @@ import (
 // one at a position the reduction moved is not local (or missing), it
 // runs the orders the reduction left out as well: the verdict is never
 // weaker than without the reduction.
-
-// Reduction and Divergence say what the reduction did to a concurrent
-// fault; Result.Reductions holds them.
-type (
-	Reduction  = record.Reduction
-	Divergence = record.Divergence
-)
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned, how many orders it left out, and runs them after
@@ -59,7 +52,7 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *R
 		refusedAt := next
 		prunedAt := refusedAt + len(refused)
 		next = prunedAt + len(pruned)
-		red := Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
+		red := result.Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
 		checked := ran
 		if len(refused) > 0 {
 			handed, err := r.handedOut(ctx, ran, res)
@@ -161,10 +154,10 @@ func without(all, some []faults.Schedule) []faults.Schedule {
 // steps k and, before it, k-1 local, and a step k+1 after it (a
 // delivery's end, with its connections closed and, with a queue, its ack,
 // is not something the reduction may move). nil when both did.
-func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *Divergence {
+func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *result.Divergence {
 	for d, steps := range asked {
-		at := func(k int) *Divergence {
-			div := &Divergence{Schedule: sched, Delivery: d + 1, Step: k}
+		at := func(k int) *result.Divergence {
+			div := &result.Divergence{Schedule: sched, Delivery: d + 1, At: k}
 			if k <= len(steps) {
 				div.Took = new(steps[k-1])
 			}
@@ -243,12 +236,12 @@ func reductionLines(res *Result) []string {
 		line := fmt.Sprintf("%s: %d %s run, %d left out as equivalent to one run", red.Fault,
 			orders, render.Plural(orders, "interleaving"), pruned)
 		if d := red.Diverged; d != nil {
-			what := fmt.Sprintf("took no step %d", d.Step)
+			what := fmt.Sprintf("took no step %d", d.At)
 			switch {
 			case d.Took != nil && faults.Local(*d.Took):
-				what = fmt.Sprintf("ended right after step %d (%s)", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("ended right after step %d (%s)", d.At, render.OneLine(render.Step(*d.Took)))
 			case d.Took != nil:
-				what = fmt.Sprintf("took step %d: %s", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("took step %d: %s", d.At, render.OneLine(render.Step(*d.Took)))
 			}
 			line = fmt.Sprintf("%s: delivery %d of %s %s, not the local step the reduction assumed there, so the %d %s left out ran too",
 				red.Fault, d.Delivery, d.Schedule, what, pruned, render.Plural(pruned, "interleaving"))

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 )
 
 func TestDiverged(t *testing.T) {
@@ -22,22 +23,22 @@ func TestDiverged(t *testing.T) {
 	tests := []struct {
 		name  string
 		asked [2][]faults.Step
-		want  *Divergence
+		want  *result.Divergence
 	}{
 		{"both as the clean run", [2][]faults.Step{clean, clean}, nil},
 		{"other local steps are as good", [2][]faults.Step{clean, st("START TRANSACTION", "SAVEPOINT a", "SELECT 1")}, nil},
 		{"a read where the clean run set", [2][]faults.Step{clean, st("BEGIN", "SELECT 1", "COMMIT")},
-			&Divergence{Schedule: sched, Delivery: 2, Step: 2, Took: &faults.Step{SQL: "SELECT 1"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "SELECT 1"}}},
 		{"the first delivery is checked too", [2][]faults.Step{st("SELECT 1"), clean},
-			&Divergence{Schedule: sched, Delivery: 1, Step: 1, Took: &faults.Step{SQL: "SELECT 1"}}},
+			&result.Divergence{Schedule: sched, Delivery: 1, At: 1, Took: &faults.Step{SQL: "SELECT 1"}}},
 		{"no step where the reduction moved one", [2][]faults.Step{clean, nil},
-			&Divergence{Schedule: sched, Delivery: 2, Step: 1}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 1}},
 		{"an end right after the first", [2][]faults.Step{clean, st("BEGIN")},
-			&Divergence{Schedule: sched, Delivery: 2, Step: 1, Took: &faults.Step{SQL: "BEGIN"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 1, Took: &faults.Step{SQL: "BEGIN"}}},
 		{"an end right after a moved step", [2][]faults.Step{clean, st("BEGIN", "SET x = 2")},
-			&Divergence{Schedule: sched, Delivery: 2, Step: 2, Took: &faults.Step{SQL: "SET x = 2"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "SET x = 2"}}},
 		{"an effect call is never local", [2][]faults.Step{clean, {{SQL: "BEGIN"}, {SQL: "email to=a", Effect: "email"}, {SQL: "COMMIT"}}},
-			&Divergence{Schedule: sched, Delivery: 2, Step: 2, Took: &faults.Step{SQL: "email to=a", Effect: "email"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "email to=a", Effect: "email"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

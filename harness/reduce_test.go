@@ -13,6 +13,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -73,7 +74,7 @@ func TestReductionStillFindsTheRaceInTheMiddle(t *testing.T) {
 	require.False(t, res.Idempotent(), "the race between the check and the write must be found")
 	for _, sc := range res.Failed() {
 		// Each failing order has both checks before the first commit.
-		assert.Contains(t, sc.Problems, harness.Problem{Kind: harness.ProblemStateDiffers, Table: "customers"}, "%s", sc.Schedule)
+		assert.Contains(t, sc.Problems, result.Problem{Kind: result.StateDiffers, Table: "customers"}, "%s", sc.Schedule)
 	}
 	// The orders run are normal forms: no free step of delivery 2 right
 	// before a step of delivery 1.
@@ -126,7 +127,7 @@ func TestReducedOrdersEndAsThePrunedOnes(t *testing.T) {
 	reduced, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { reduced.DropDatabases(context.Background()) })
-	byOrder := map[string]harness.Scenario{}
+	byOrder := map[string]result.Scenario{}
 	for _, sc := range reduced.Scenarios {
 		byOrder[fmt.Sprint(sc.Schedule.Order)] = sc
 	}
@@ -186,7 +187,7 @@ func TestReductionFallsBackWhenTheSecondDeliveryDiverges(t *testing.T) {
 	red := res.Reductions[0]
 	require.NotNil(t, red.Diverged, "attempt 2 took a SELECT where the clean run took SET LOCAL")
 	assert.Equal(t, 2, red.Diverged.Delivery)
-	assert.Equal(t, 2, red.Diverged.Step)
+	assert.Equal(t, 2, red.Diverged.At)
 	require.NotNil(t, red.Diverged.Took)
 	assert.Equal(t, "SELECT count(*) FROM log", red.Diverged.Took.SQL)
 
@@ -241,7 +242,7 @@ func TestReductionFallbackIsSharded(t *testing.T) {
 	}
 	type ran struct {
 		schedule string
-		verdict  harness.Verdict
+		verdict  result.Verdict
 	}
 	whole, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
@@ -255,7 +256,7 @@ func TestReductionFallbackIsSharded(t *testing.T) {
 
 	got := map[int]ran{}
 	for i := 1; i <= 2; i++ {
-		t.Setenv(harness.ShardEnv, harness.Shard{Index: i, Count: 2}.String())
+		t.Setenv(harness.ShardEnv, result.Shard{Index: i, Count: 2}.String())
 		res, err := harness.Run(t.Context(), job, cfg)
 		require.NoError(t, err)
 		t.Cleanup(func() { res.DropDatabases(context.Background()) })

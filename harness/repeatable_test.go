@@ -10,6 +10,7 @@ import (
 	twiceassert "github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Cancelling a subscription twice changes nothing at the provider: with
@@ -22,10 +23,10 @@ func TestRepeatableEffectPolicy(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		policies map[string]twiceassert.Policy
-		want     harness.Verdict
+		want     result.Verdict
 	}{
-		{"exactly once by default", nil, harness.NotIdempotent},
-		{"repeatable", map[string]twiceassert.Policy{"cancel": twiceassert.Repeatable}, harness.Idempotent},
+		{"exactly once by default", nil, result.NotIdempotent},
+		{"repeatable", map[string]twiceassert.Policy{"cancel": twiceassert.Repeatable}, result.Idempotent},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, err := harness.Run(t.Context(), job, harness.Config{

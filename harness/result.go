@@ -6,75 +6,24 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/evidence"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
 
-// The result types are shared with the twice runner, which reads them
-// from the records Check writes; they are declared in one place so the two
-// cannot drift apart.
-
-// Verdict is a scenario's outcome: Idempotent or NotIdempotent.
-type Verdict = record.Verdict
-
-// Verdicts.
-const (
-	// Idempotent: the scenario ended in the reference state and the job
-	// completed.
-	Idempotent = record.Idempotent
-	// NotIdempotent: the state or effects differ from the reference, or
-	// the job could not complete.
-	NotIdempotent = record.NotIdempotent
-)
-
-// Status is a whole check's outcome.
-type Status = record.Status
-
-// Statuses of a check.
-const (
-	StatusPassed          = record.Passed          // every scenario idempotent
-	StatusFinding         = record.Finding         // some scenario is not
-	StatusExpectedFinding = record.ExpectedFinding // ... as Config.ExpectFinding says
-	StatusFlaky           = record.Flaky           // a schedule gave different verdicts on different runs
-	StatusInternalError   = record.InternalError   // the check itself could not run
-)
-
-// Problem is one reason a scenario is not idempotent; ProblemKind says
-// which.
-type (
-	Problem     = record.Problem
-	ProblemKind = record.ProblemKind
-)
-
-// Kinds of problem.
-const (
-	ProblemStateDiffers   = record.StateDiffers   // a table differs (Problem.Table)
-	ProblemEffectsDiffer  = record.EffectsDiffer  // effects break their policies
-	ProblemDidNotComplete = record.DidNotComplete // the job's last delivery failed
-	ProblemNotDelivered   = record.NotDelivered   // the queue never delivered the job
-	ProblemInternal       = record.Internal       // the harness broke
-)
-
-// Scenario is one schedule executed on one fresh database: its
-// faults.Schedule, verdict, problems, diffs, effects, deliveries and the
-// interleaving as it happened.
-type Scenario = record.Scenario
-
-// DeliveryOutcome is what one delivery of a scenario did.
-type DeliveryOutcome = record.DeliveryOutcome
-
-// Result is everything Run learned about a job: the job's name and the
-// check's Status, the reference state, effects and steps, the volatile
-// columns left out, every Scenario, and what the reduction of the
-// concurrent faults' interleavings left out, Reductions (see the embedded
-// record.Result's fields). Idempotent and Failed summarise the scenarios.
-// When the check ran as one shard of several (ShardEnv), Shard says which,
-// and Scenarios holds only that shard's, possibly none.
+// Result is everything Run learned about a job: a result.Result, whose
+// fields (the check's Status, the reference, every Scenario and its
+// deliveries) are documented in package result, with the databases
+// Run kept as evidence of failed scenarios. Those are live databases on
+// the test's server, not values a result file can hold, which is why
+// Result wraps result.Result rather than being one: DropDatabases drops
+// them. When the check ran as one shard of several (ShardEnv),
+// Result.Shard says which, and Scenarios holds only that shard's,
+// possibly none.
 type Result struct {
-	record.Result
+	result.Result
 
 	kept []kept
 	// stragglers notes handler goroutines still running when the check
@@ -136,8 +85,8 @@ func (r *Result) keepDatabases(ctx context.Context) []string {
 		}
 		live := fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q while the test binary runs", s.Fault, s.Schedule, s.Database)
 		if err := srv.Dump(ctx, k.db.Name, evidence.DumpFile(k.db.Name)); err != nil {
-			s.DumpError = strings.TrimPrefix(err.Error(), "[twice] ")
-			lines = append(lines, live+"; it could not be dumped, so it is lost when the test binary exits (its server stops with it): "+s.DumpError)
+			s.DumpError = result.NewError(err)
+			lines = append(lines, fmt.Sprintf("%s; it could not be dumped, so it is lost when the test binary exits (its server stops with it): %v", live, err))
 			continue
 		}
 		s.Dump = evidence.DumpFile(k.db.Name)

@@ -19,10 +19,10 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
 
@@ -92,7 +92,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			r.close(context.WithoutCancel(ctx))
 		}
 	}()
-	res := &Result{Result: record.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
+	res := &Result{Result: result.Result{Job: job.Name, ExpectFinding: cfg.ExpectFinding}}
 
 	// Two clean runs, each on a database of its own; the second only
 	// tells noise from state. They run one after the other: side by
@@ -152,10 +152,10 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 // and that error alone is returned (with the evidence given back): an
 // error is the harness's own breakage, and the ones it causes in the
 // cancelled scenarios would only bury it.
-func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) ([]Scenario, *kept, error) {
+func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *Result) ([]result.Scenario, *kept, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	out := make([]Scenario, len(scheds))
+	out := make([]result.Scenario, len(scheds))
 	var mu sync.Mutex // guards evidence
 	var evidence *kept
 	next := make(chan int)
@@ -355,7 +355,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
 	}
 	snap, err := ex.Snapshot(ctx)
-	return snap, d.Steps, ex.effects.Effects(), err
+	return snap, d.Completed(), ex.effects.Effects(), err
 }
 
 // clean runs the job once, cleanly, its clock started shift after
@@ -406,9 +406,9 @@ func newDelivery(env execute.Env, clk *clock, log *effects.Log) *Delivery {
 
 // scenario executes sched on a fresh database. It returns the database when
 // it is kept as evidence of a failure.
-func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (Scenario, *freshdb.Database, error) {
+func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Result) (result.Scenario, *freshdb.Database, error) {
 	start := time.Now()
-	sc := Scenario{Fault: sched.Fault, Schedule: sched, Verdict: Idempotent}
+	sc := result.Scenario{Fault: sched.Fault, Schedule: sched, Verdict: result.Idempotent}
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return sc, nil, err
@@ -423,12 +423,9 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	sc.Order = slices.Clone(ex.Order)
 	r.asked.note(sched, ex)
 	sc.LockWaits = ex.LockWaits
-	for _, d := range ex.Deliveries {
-		d.Steps = slices.Clone(d.Steps)
-		sc.Deliveries = append(sc.Deliveries, d)
-	}
+	sc.Deliveries = append(sc.Deliveries, ex.Deliveries...)
 	for _, why := range ex.Incomplete {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.DidNotComplete, Detail: why})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.DidNotComplete, Detail: why})
 	}
 	snap, err := ex.Snapshot(ctx)
 	if err != nil {
@@ -450,7 +447,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	for _, d := range sc.StateDiff {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.StateDiffers, Table: d.Table})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.StateDiffers, Table: d.Table})
 	}
 	sc.Effects = ex.effects.Effects()
 	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
@@ -463,13 +460,13 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		MissingUnavoidable:    missing,
 	})
 	if sc.EffectDiff != nil {
-		sc.Problems = append(sc.Problems, Problem{Kind: record.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
+		sc.Problems = append(sc.Problems, result.Problem{Kind: result.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
 	}
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {
 		return sc, nil, r.giveBack(ctx, db)
 	}
-	sc.Verdict = NotIdempotent
+	sc.Verdict = result.NotIdempotent
 	sc.Database = db.DisplayConnString()
 	return sc, db, nil
 }
@@ -596,12 +593,12 @@ var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario wou
 // not a finding: the job may well be idempotent, but twice cannot tell. (A
 // handler that acts only on a redelivery took steps, and one whose retry
 // fails or panics has a finding: neither passes in silence.)
-func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error {
+func checkTookSteps(job string, clean []faults.Step, scenarios []result.Scenario) error {
 	if len(clean) > 0 {
 		return nil
 	}
 	for _, s := range scenarios {
-		if s.Verdict != Idempotent {
+		if s.Verdict != result.Idempotent {
 			return nil // a finding (a retry that panics, say) is not silent
 		}
 		for _, d := range s.Deliveries {

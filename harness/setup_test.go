@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // verifyJob marks user 1 verified: idempotent, and it fails when the
@@ -46,7 +47,7 @@ func requireIdempotent(t *testing.T, res *harness.Result, err error) {
 	t.Helper()
 	require.NoError(t, err)
 	require.Len(t, res.Scenarios, 1)
-	assert.Equal(t, harness.Idempotent, res.Scenarios[0].Verdict)
+	assert.Equal(t, result.Idempotent, res.Scenarios[0].Verdict)
 }
 
 // The ways in a setup func gets: a pool (River, tern), a *sql.DB

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -33,7 +34,7 @@ type outcome struct {
 	Index    int
 	Fault    faults.Name
 	Schedule string
-	Verdict  harness.Verdict
+	Verdict  result.Verdict
 }
 
 func outcomes(res *harness.Result) []outcome {
@@ -62,7 +63,7 @@ func TestShardsRunEveryScheduleOnce(t *testing.T) {
 		got := make([]outcome, len(want))
 		seen := make([]int, len(want))
 		for i := 1; i <= n; i++ {
-			t.Setenv(harness.ShardEnv, harness.Shard{Index: i, Count: n}.String())
+			t.Setenv(harness.ShardEnv, result.Shard{Index: i, Count: n}.String())
 			res, err := harness.Run(t.Context(), job, cfg)
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
@@ -94,8 +95,8 @@ func TestShardWithoutSchedulesPasses(t *testing.T) {
 	res := harness.Check(t, job, cfg)
 	require.NotNil(t, res)
 	assert.Empty(t, res.Scenarios)
-	assert.Equal(t, harness.StatusPassed, res.Status)
-	assert.Equal(t, &harness.Shard{Index: 2, Count: 3, Schedules: 1, Faults: []faults.Name{faults.NameRunTwice}}, res.Shard)
+	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, &result.ShardRun{Shard: result.Shard{Index: 2, Count: 3}, Schedules: 1, Faults: []faults.Name{faults.NameRunTwice}}, res.Shard)
 	assert.Equal(t, `[twice] ok: job "hit": 0 scenarios in shard 2/3 (of 1), none differs from one clean run`, res.String())
 }
 
@@ -119,12 +120,12 @@ func TestShardExploresItsShare(t *testing.T) {
 	t.Setenv(harness.ChecksEnv, "")
 	total := 0
 	for i, want := range []int{3, 2, 2} {
-		t.Setenv(harness.ShardEnv, harness.Shard{Index: i + 1, Count: 3}.String())
+		t.Setenv(harness.ShardEnv, result.Shard{Index: i + 1, Count: 3}.String())
 		x, err := harness.ExploreRun(t.Context(), job, counterConfig(), harness.ExploreOptions{Checks: 7})
 		require.NoError(t, err)
 		assert.False(t, x.Failed())
 		assert.Equal(t, want, x.Checks, "shard %d/3 of 7 draws", i+1)
-		assert.Equal(t, &harness.Shard{Index: i + 1, Count: 3}, x.Result.Shard)
+		assert.Equal(t, &result.ShardRun{Shard: result.Shard{Index: i + 1, Count: 3}}, x.Result.Shard)
 		total += x.Checks
 	}
 	assert.Equal(t, 7, total)
@@ -184,7 +185,7 @@ func BenchmarkShards(b *testing.B) {
 		scenarios = n
 		lo, hi := time.Duration(1<<62), time.Duration(0)
 		for i := 1; i <= 3; i++ {
-			d, m := run(harness.Shard{Index: i, Count: 3}.String())
+			d, m := run(result.Shard{Index: i, Count: 3}.String())
 			lo, hi, most = min(lo, d), max(hi, d), max(most, m)
 		}
 		slowest += hi

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 const docsSchema = `
@@ -47,7 +48,7 @@ WHERE id = 1`)}
 	res := runDocs(t, job, "j1a1w1 > j1a2w2", nil)
 	assert.Equal(t, []string{"docs.payload.meta.token"}, res.Volatile)
 	sc := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, sc.Verdict)
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
 	require.Len(t, sc.StateDiff, 1)
 	assert.Contains(t, sc.StateDiff[0].Diff, `"n":`)
 	assert.NotContains(t, sc.StateDiff[0].Diff, `"token"`, "the volatile key is left out of the printed rows too")
@@ -60,9 +61,9 @@ func TestIgnoreColumnsPath(t *testing.T) {
 UPDATE docs SET payload = jsonb_set(jsonb_set(payload, '{n}', '1'), '{meta,attempt}', to_jsonb($1::int))
 WHERE id = 1`, func(d *harness.Delivery) any { return d.Attempt })}
 	res := runDocs(t, job, "j1a1w1 > j1a2w2", nil)
-	assert.Equal(t, harness.NotIdempotent, res.Scenarios[0].Verdict, "the attempt differs unless ignored")
+	assert.Equal(t, result.NotIdempotent, res.Scenarios[0].Verdict, "the attempt differs unless ignored")
 	res = runDocs(t, job, "j1a1w1 > j1a2w2", func(c *harness.Config) { c.IgnoreColumns = []string{"docs.payload.meta.attempt"} })
-	assert.Equal(t, harness.Idempotent, res.Scenarios[0].Verdict, "%v", res.Scenarios[0].Problems)
+	assert.Equal(t, result.Idempotent, res.Scenarios[0].Verdict, "%v", res.Scenarios[0].Problems)
 }
 
 // An effect payload the same: a random request ID inside it is volatile

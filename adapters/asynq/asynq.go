@@ -58,6 +58,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // asynq's timing, as v0.26.0 runs it.
@@ -508,7 +509,7 @@ func (q *queue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched,
 		if err := q.recoverTx(ctx, tx, r, op.Now); err != nil {
 			return harness.Fetched{}, fmt.Errorf("recovering task %s: %w", r.id, err)
 		}
-		if op.Kind == harness.DeliveryRedrive {
+		if op.Kind == result.Redrive {
 			switch r.state {
 			case "completed":
 				return harness.Fetched{Done: true, Reason: fmt.Sprintf("asynq task %s is completed, so nobody runs it again", r.id)}, nil

@@ -71,6 +71,7 @@ import (
 	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Schema is gue v5.8.0's migrations/schema.sql, as gue's README asks
@@ -295,7 +296,7 @@ func scanJob(row pgx.Row) (*gue.Job, error) {
 func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
 	var out harness.Fetched
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
-		if op.Kind == harness.DeliveryRedrive {
+		if op.Kind == result.Redrive {
 			// A person redrives a job still in the queue: it runs now.
 			if _, err := tx.Exec(ctx, `UPDATE gue_jobs SET run_at = $2 WHERE job_id = $1 AND run_at > $2`, op.JobID, op.Now); err != nil {
 				return fmt.Errorf("redriving gue job %s: %w", op.JobID, err)

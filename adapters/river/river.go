@@ -63,6 +63,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // River's defaults, which the check models unless an Option says
@@ -323,7 +324,7 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 			id, op.Now, rescue, q.opts.rescueAfter); err != nil {
 			return harness.Fetched{}, fmt.Errorf("rescuing job %d: %w", id, err)
 		}
-		if op.Kind == harness.DeliveryRedrive {
+		if op.Kind == result.Redrive {
 			// A person redrives a job that failed or is stuck; one River
 			// shows completed has nothing to redrive.
 			row, err := c.JobGetTx(ctx, tx, id)

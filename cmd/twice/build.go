@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/report"
@@ -74,7 +74,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 // its record says so, whatever go test printed.
 func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 	for _, rec := range recs {
-		if rec.Result.Status != record.InternalError {
+		if rec.Result.Status != result.StatusInternalError {
 			continue
 		}
 		pkg := b.importPath(rec.Dir)
@@ -267,10 +267,10 @@ func (b *builder) job(recs []record.Record) report.Job {
 
 	// Verdicts of each schedule over every run: mixed ones are flaky.
 	type sched struct{ fault, schedule string }
-	verdicts := map[sched]map[record.Verdict]bool{}
-	first := map[sched]record.Scenario{}
+	verdicts := map[sched]map[result.Verdict]bool{}
+	first := map[sched]result.Scenario{}
 	var order []sched
-	statuses := map[record.Status]bool{}
+	statuses := map[result.Status]bool{}
 	for _, rec := range recs {
 		statuses[rec.Result.Status] = true
 		for i, s := range rec.Result.Scenarios {
@@ -281,11 +281,11 @@ func (b *builder) job(recs []record.Record) report.Job {
 			}
 			k := sched{string(s.Fault), s.Schedule.String()}
 			if verdicts[k] == nil {
-				verdicts[k] = map[record.Verdict]bool{}
+				verdicts[k] = map[result.Verdict]bool{}
 				order = append(order, k)
 			}
 			verdicts[k][s.Verdict] = true
-			if _, ok := first[k]; !ok || (s.Verdict != record.Idempotent && first[k].Verdict == record.Idempotent) {
+			if _, ok := first[k]; !ok || (s.Verdict != result.Idempotent && first[k].Verdict == result.Idempotent) {
 				first[k] = s
 			}
 		}
@@ -294,11 +294,11 @@ func (b *builder) job(recs []record.Record) report.Job {
 
 	findingStatus := report.StatusFinding
 	switch {
-	case statuses[record.Flaky]:
+	case statuses[result.StatusFlaky]:
 		findingStatus = report.StatusFlaky
-	case statuses[record.ExpectedFinding]:
+	case statuses[result.StatusExpectedFinding]:
 		findingStatus, j.Expected = report.StatusExpected, res.ExpectFinding
-	case statuses[record.Finding] && j.TestPassed:
+	case statuses[result.StatusFinding] && j.TestPassed:
 		// Check reported the finding to a stand-in for the test (a
 		// golden-message test), and the test itself passed.
 		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"
@@ -319,7 +319,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 			faultOrder = append(faultOrder, string(f))
 		}
 	}
-	var failed []record.Scenario
+	var failed []result.Scenario
 	for _, k := range order {
 		c, ok := cells[k.fault]
 		if !ok {
@@ -329,7 +329,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 		}
 		c.Scenarios++
 		s := first[k]
-		if s.Verdict == record.Idempotent && !flaky(k) {
+		if s.Verdict == result.Idempotent && !flaky(k) {
 			continue
 		}
 		c.Failed++
@@ -362,62 +362,6 @@ func steps(in []faults.Step) []report.Step {
 		out = append(out, report.Step{Text: s.SQL, Effect: s.Effect})
 	}
 	return out
-}
-
-// deliverySteps are the steps delivery o took, in order, the one its
-// fault hit in its place and marked. A record without Faulted (written by
-// an older twice) names the clean run's step there.
-func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step {
-	out := steps(o.Steps)
-	for _, k := range o.Held {
-		if k >= 1 && k <= len(out) {
-			out[k-1].Fault = report.StepHeld
-		}
-	}
-	at := o.Delivery.At
-	if at < 1 {
-		return out
-	}
-	switch o.Delivery.Fault {
-	case faults.KindCrash, faults.KindAmbiguous:
-	case faults.KindEffectLostReply, faults.KindEffectFailed:
-		// The call completed as a step and the delivery lived on: mark it
-		// in place, when the step there is the effect call it hit.
-		if o.Faulted == nil && at <= len(out) && out[at-1].Effect != "" {
-			out[at-1].Fault = report.StepTimedOut
-			if o.Delivery.Fault == faults.KindEffectFailed {
-				out[at-1].Fault = report.StepRefused
-			}
-		}
-		return out
-	default:
-		return out
-	}
-	mark := report.StepCrashed
-	if o.Delivery.Fault == faults.KindAmbiguous {
-		mark = report.StepReplyLost
-	}
-	effectHit := at <= len(out) && out[at-1].Effect != "" && (at > len(clean) || clean[at-1].IsEffect())
-	if o.Faulted == nil && o.Delivery.Fault == faults.KindAmbiguous && effectHit {
-		// An ambiguous effect call completed, so it is among the steps:
-		// the provider made it, and the worker died before it heard back.
-		out[at-1].Fault = mark
-		return out
-	}
-	var hit faults.Step
-	switch {
-	case o.Faulted != nil:
-		hit = *o.Faulted
-	case at <= len(clean):
-		hit = clean[at-1]
-	default:
-		return out
-	}
-	if at-1 > len(out) {
-		return out // steps are missing before it: there is no place to put it
-	}
-	st := report.Step{Text: hit.SQL, Effect: hit.Effect, Fault: mark}
-	return slices.Insert(out, at-1, st)
 }
 
 var goFileLine = regexp.MustCompile(`^[\w.-]+\.go:\d+: `)
@@ -454,18 +398,25 @@ func (b *builder) relDir(dir string) string {
 	return "./" + filepath.ToSlash(rel)
 }
 
-func (b *builder) finding(rec record.Record, s record.Scenario, status report.Status) report.Finding {
+func (b *builder) finding(rec record.Record, s result.Scenario, status report.Status) report.Finding {
 	diff := sha256.Sum256([]byte(render.Difference(s)))
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
-		Order: s.Order, Database: s.Database, Dump: s.Dump, DumpError: s.DumpError,
+		Order: s.Order, Database: s.Database, Dump: s.Dump,
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
+	}
+	if s.DumpError != nil {
+		f.DumpError = s.DumpError.Message
 	}
 	for _, o := range s.Deliveries {
 		sd := o.Delivery
+		var taken []report.Step
+		for _, st := range o.Steps {
+			taken = append(taken, report.Step{Text: st.SQL, Effect: st.Effect, Fate: st.Fate})
+		}
 		f.Deliveries = append(f.Deliveries, report.Delivery{
-			Label: sd.Label(), Steps: deliverySteps(o, rec.Result.Steps), Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
+			Label: sd.Label(), Steps: taken, Died: o.Died, AckLost: o.AckLost, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
 			Kind: string(o.Kind), NotDelivered: o.NotDelivered, Settled: o.Settled, Unheld: o.Unheld,
 			Job: sd.Job, Attempt: sd.Attempt, Worker: sd.Worker,
 			Advance: report.Ms(sd.Advance), With: sd.With, After: sd.After, At: sd.At,

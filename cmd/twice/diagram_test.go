@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -37,7 +37,7 @@ func diagramRecords(t *testing.T) []record.Record {
 type diagramStep struct {
 	worker string // W1
 	n      int    // the delivery's step number
-	kind   string // "sql", "effect" or "crash" (the step it died before)
+	kind   string // "sql", "effect" or "died" (the step it died before)
 	lost   bool   // applied, or made, but the answer never came back
 	held   bool   // its commit waited while the other delivery's step ran
 	text   string // the statement, folded; empty for an effect
@@ -82,7 +82,7 @@ func drawnSteps(d report.Diagram) []diagramStep {
 			out = append(out, s)
 		case report.Crash:
 			if m := diesBefore.FindStringSubmatch(e.Text); m != nil {
-				s := diagramStep{worker: e.From, kind: "crash", text: m[2]}
+				s := diagramStep{worker: e.From, kind: "died", text: m[2]}
 				fmt.Sscan(m[1], &s.n)
 				out = append(out, s)
 			}
@@ -92,44 +92,27 @@ func drawnSteps(d report.Diagram) []diagramStep {
 }
 
 // recordSteps are the steps of s in the order they ran, from the record
-// alone: Order says whose turn each step was, each delivery's Steps and
-// Faulted what it ran, its Delivery what the fault did.
-func recordSteps(s record.Scenario, clean []faults.Step) []diagramStep {
+// alone: Order says whose turn each step was, each delivery's Steps what
+// it ran and the fate the harness recorded for it.
+func recordSteps(s result.Scenario) []diagramStep {
 	var out []diagramStep
 	taken := map[int]int{}
 	for _, o := range s.Order {
 		d := s.Deliveries[o-1]
 		taken[o]++
 		k := taken[o]
-		spec := d.Delivery
-		hit := spec.At == k && (spec.Fault == faults.KindCrash || spec.Fault == faults.KindAmbiguous)
-		var st faults.Step
-		idx := k - 1
-		if d.Faulted != nil && spec.At < k {
-			idx-- // the faulted step is not among Steps
-		}
-		switch {
-		case hit && d.Faulted != nil:
-			st = *d.Faulted
-		case idx < len(d.Steps):
-			st = d.Steps[idx]
-		default:
-			st = clean[k-1]
-		}
-		ds := diagramStep{worker: fmt.Sprintf("W%d", spec.Worker), n: k, kind: "sql", held: slices.Contains(d.Held, k)}
+		st := d.Steps[k-1]
+		ds := diagramStep{worker: fmt.Sprintf("W%d", d.Delivery.Worker), n: k, kind: "sql", held: st.Fate == result.CommitHeld}
 		if st.IsEffect() {
 			ds.kind = "effect"
 		} else {
 			ds.text = strings.Join(strings.Fields(st.SQL), " ")
 		}
-		switch {
-		case hit && spec.Fault == faults.KindCrash:
-			ds.kind, ds.text = "crash", strings.Join(strings.Fields(st.SQL), " ")
-		case hit:
-			ds.lost = true
-		case spec.At == k && spec.Fault == faults.KindEffectLostReply && st.IsEffect():
-			// The provider made it and its answer was lost; the worker
-			// lived on.
+		switch st.Fate {
+		case result.CrashedBefore:
+			ds.kind, ds.text = "died", strings.Join(strings.Fields(st.SQL), " ")
+		case result.ReplyLost, result.CrashedAfter, result.TimedOut:
+			// Applied, or made, and the answer never came back.
 			ds.lost = true
 		}
 		out = append(out, ds)
@@ -146,7 +129,7 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 	for _, rec := range diagramRecords(t) {
 		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
 		j := b.job([]record.Record{rec})
-		scenarios := map[string]record.Scenario{}
+		scenarios := map[string]result.Scenario{}
 		for _, s := range rec.Result.Scenarios {
 			scenarios[s.Schedule.String()] = s
 		}
@@ -156,7 +139,7 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 				t.Fatalf("%s: finding %s has no scenario", rec.Test, f.Schedule)
 			}
 			got := drawnSteps(report.BuildDiagram(j, f))
-			want := recordSteps(s, rec.Result.Steps)
+			want := recordSteps(s)
 			for i := range want {
 				if i < len(got) && strings.HasSuffix(got[i].text, "…") {
 					// The diagram cuts a long statement; compare what it shows.
@@ -171,8 +154,8 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 			}
 			for _, st := range want {
 				switch {
-				case st.kind == "crash":
-					seen["crash"]++
+				case st.kind == "died":
+					seen["death before a step"]++
 				case st.lost && st.kind == "sql":
 					seen["ambiguous statement"]++
 				case st.lost && st.kind == "effect":
@@ -184,7 +167,7 @@ func TestDiagramStepsMatchRecords(t *testing.T) {
 		}
 	}
 	// The fixtures must hold the cases this test is for.
-	for _, k := range []string{"crash", "ambiguous statement", "effect answer lost", "held commit"} {
+	for _, k := range []string{"death before a step", "ambiguous statement", "effect answer lost", "held commit"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s in the fixtures' findings", k)
 		}
@@ -206,9 +189,9 @@ func TestReportStepsKeepTheFaultedStep(t *testing.T) {
 		}
 		var got []string
 		for _, s := range j.Findings[0].Deliveries[0].Steps {
-			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fault))
+			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fate))
 		}
-		want := []string{"|begin|", "|INSERT|", "|UPDATE|", "|commit|" + report.StepReplyLost, "email|email|"}
+		want := []string{"|begin|ran", "|INSERT|ran", "|UPDATE|ran", "|commit|" + string(result.ReplyLost), "email|email|ran"}
 		if !slices.Equal(got, want) {
 			t.Errorf("steps of j1a1w1 = %q, want %q", got, want)
 		}
@@ -233,9 +216,9 @@ func TestReportShowsAnEffectsLostAnswer(t *testing.T) {
 		f := j.Findings[0]
 		var got []string
 		for _, s := range f.Deliveries[0].Steps {
-			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fault))
+			got = append(got, fmt.Sprintf("%s|%s|%s", s.Effect, strings.Fields(s.Text)[0], s.Fate))
 		}
-		want := []string{"|SELECT|", "payment|payment|" + report.StepTimedOut, "|UPDATE|", "email|email|"}
+		want := []string{"|SELECT|ran", "payment|payment|" + string(result.TimedOut), "|UPDATE|ran", "email|email|ran"}
 		if !slices.Equal(got, want) {
 			t.Errorf("steps of j1a1w1 = %q, want %q", got, want)
 		}
@@ -276,7 +259,7 @@ func TestEffectDiffShowsOwnValues(t *testing.T) {
 		}
 		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
 		j := b.job([]record.Record{rec})
-		scenarios := map[string]record.Scenario{}
+		scenarios := map[string]result.Scenario{}
 		for _, s := range rec.Result.Scenarios {
 			scenarios[s.Schedule.String()] = s
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -31,9 +32,9 @@ func flakyFixture(t *testing.T) *report.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &record.Result{Job: "coin", Status: record.Flaky, Scenarios: []record.Scenario{
-		{Fault: "explore", Schedule: sched, Verdict: record.Idempotent},
-		{Fault: "explore", Schedule: sched, Verdict: record.NotIdempotent, Problems: []record.Problem{{Kind: record.DidNotComplete, Detail: "job twice-job-1"}}},
+	res := &result.Result{Job: "coin", Status: result.StatusFlaky, Scenarios: []result.Scenario{
+		{Fault: "explore", Schedule: sched, Verdict: result.Idempotent},
+		{Fault: "explore", Schedule: sched, Verdict: result.NotIdempotent, Problems: []result.Problem{{Kind: result.DidNotComplete, Detail: "job twice-job-1"}}},
 	}}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/flaky", Test: "TestExploreFlaky", Rerun: "go test -run '^TestExploreFlaky$' .", Written: time.Now(), Result: res}}
 	r := &report.Report{Command: "go test -json ./..."}
@@ -107,7 +108,7 @@ func TestInternalErrorRecordExitsBroken(t *testing.T) {
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/broken", Test: "TestHit", Written: time.Now(),
 		Error:  `[twice] internal: go-cmp panicked comparing table "counters"; check Options.CmpOptions: comparer broke`,
-		Result: &record.Result{Job: "hit", Status: record.InternalError}}}
+		Result: &result.Result{Job: "hit", Status: result.StatusInternalError}}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/broken": pkg}, cwd: "/src"}).build(r, recs)
 	r.Finish()

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -38,7 +39,7 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, env, nil
 	}
-	s, err := record.ParseShard(text)
+	s, err := result.ParseShard(text)
 	if err != nil {
 		return nil, nil, fmt.Errorf("[twice] %s: %w", source, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/examples/bounces"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -69,7 +70,7 @@ func TestRecordInTurnPasses(t *testing.T) {
 	inTurn, overlapped := 0, 0
 	for _, s := range res.Scenarios {
 		switch {
-		case s.Verdict == harness.Idempotent:
+		case s.Verdict == result.Idempotent:
 		case len(s.Schedule.Holds) > 0:
 			overlapped++
 		default:

@@ -8,6 +8,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // payments is the job's Payer on twice's payment fake; the customer
@@ -60,9 +61,9 @@ func TestGiveUpOnTimeout(t *testing.T) {
 	}
 	lostReplies := 0
 	for _, s := range res.Scenarios {
-		want := harness.Idempotent
+		want := result.Idempotent
 		if s.Fault == faults.NameEffectLostReply {
-			want = harness.NotIdempotent
+			want = result.NotIdempotent
 			lostReplies++
 		}
 		if s.Verdict != want {

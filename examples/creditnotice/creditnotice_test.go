@@ -8,6 +8,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // The job gets the delivery's pool and its mail fake where production
@@ -33,9 +34,9 @@ func TestRewardWithNotice(t *testing.T) {
 		ExpectFinding: "an ambiguous commit sends a false 'could not credit' email",
 	})
 	for _, s := range res.Scenarios {
-		want := harness.Idempotent
+		want := result.Idempotent
 		if s.Fault == faults.NameAmbiguousCommit {
-			want = harness.NotIdempotent
+			want = result.NotIdempotent
 		}
 		if s.Verdict != want {
 			t.Errorf("scenario %s (%s) = %s, want %s", s.Fault, s.Schedule, s.Verdict, want)

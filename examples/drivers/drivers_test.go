@@ -20,6 +20,7 @@ import (
 	"github.com/runtwice/twice/examples/drivers"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 const customerID, orderID = 77, 9812
@@ -185,8 +186,8 @@ func TestDriverMatrix(t *testing.T) {
 				if res == nil {
 					return // Check said why
 				}
-				if res.Status != harness.StatusPassed {
-					t.Errorf("Status = %s, want %s", res.Status, harness.StatusPassed)
+				if res.Status != result.StatusIdempotent {
+					t.Errorf("Status = %s, want %s", res.Status, result.StatusIdempotent)
 				}
 				wantSteps(t, res, "insert into points_ledger", "update customers")
 				waits := 0
@@ -204,8 +205,8 @@ func TestDriverMatrix(t *testing.T) {
 				if res == nil {
 					return // Check said why
 				}
-				if res.Status != harness.StatusExpectedFinding {
-					t.Errorf("Status = %s, want %s", res.Status, harness.StatusExpectedFinding)
+				if res.Status != result.StatusExpectedFinding {
+					t.Errorf("Status = %s, want %s", res.Status, result.StatusExpectedFinding)
 				}
 				wantSteps(t, res, "update customers")
 				for _, s := range res.Scenarios {

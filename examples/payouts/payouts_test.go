@@ -9,6 +9,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -57,7 +58,7 @@ func TestWithJobKey(t *testing.T) {
 		if s.Fault == faults.NameRedrive {
 			continue
 		}
-		if s.Verdict != harness.Idempotent {
+		if s.Verdict != result.Idempotent {
 			t.Errorf("scenario %s (%s) = %s, want only redrives to fail", s.Fault, s.Schedule, s.Verdict)
 		}
 	}

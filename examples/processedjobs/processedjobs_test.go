@@ -7,6 +7,7 @@ import (
 	"github.com/runtwice/twice/examples/processedjobs"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -45,9 +46,9 @@ func TestByJobID(t *testing.T) {
 	cfg.ExpectFinding = "a producer retry carries a new job ID"
 	res := harness.Check(t, byJobID, cfg)
 	for _, s := range res.Scenarios {
-		want := harness.Idempotent
+		want := result.Idempotent
 		if s.Fault == faults.NameProducerRetry || s.Fault == faults.NameConcurrentProducerRetry {
-			want = harness.NotIdempotent
+			want = result.NotIdempotent
 		}
 		if s.Verdict != want {
 			t.Errorf("scenario %s: Verdict = %s, want %s", s.Fault, s.Verdict, want)

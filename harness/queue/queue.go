@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Queue is a job queue's own bookkeeping: putting the job in the queue,
@@ -63,7 +63,7 @@ type Op struct {
 	// JobID is the ID Enqueue returned; empty in Enqueue.
 	JobID string
 	// Kind is why the job is handed out; set in Fetch, Ack and Nack.
-	Kind DeliveryKind
+	Kind result.DeliveryKind
 	// Queued is what Fetch returned as Fetched.Job for this delivery; set
 	// in Ack and Nack.
 	Queued any
@@ -191,16 +191,3 @@ type Rules struct {
 	// (Result.Reductions). Zero tries every order.
 	OneDeliveryAtATime bool
 }
-
-// DeliveryKind is why the queue handed a job out.
-type DeliveryKind = record.DeliveryKind
-
-// Kinds of delivery.
-const (
-	DeliveryFirst             = record.First             // the job's first delivery
-	DeliveryRedelivery        = record.Redelivery        // an earlier delivery was not acked in time
-	DeliveryLostAckRedelivery = record.LostAckRedelivery // the ack of a success was lost
-	DeliveryProducerCopy      = record.ProducerCopy      // a producer copy under a new job ID
-	DeliveryRedrive           = record.Redrive           // a person redrove the job long after it died
-	DeliveryRetry             = record.QueueRetry        // the queue's retry after a failure or a snooze
-)

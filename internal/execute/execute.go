@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
@@ -68,7 +69,7 @@ type execution struct {
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
-	kind queue.DeliveryKind
+	kind result.DeliveryKind
 
 	// begun once the clock moved (and, with a Queue, the queue was
 	// asked); settling while Ack or Nack runs; held while it waits for
@@ -106,8 +107,9 @@ type deliveryRun struct {
 	done        int                  // steps completed
 	steps       []faults.Step        // completed steps, in completion order
 	asked       []faults.Step        // granted steps, in the order it asked for them; see reduce.go
+	taken       []*stepRequest       // granted steps, in order, with their fates; see fate.go
 
-	outcome DeliveryOutcome
+	outcome result.DeliveryOutcome
 }
 
 type inflightStep struct {
@@ -128,6 +130,8 @@ type stepRequest struct {
 	ran    bool         // a held statement that ran: counted when it did,
 	stepAt int          // at this place of its delivery's steps
 	grant  chan wireproxy.Action
+	end    result.Fate // what became of it once granted; see fate.go
+	waited bool        // it waited on a lock another delivery held
 }
 
 // asStep is the step as a result records it.
@@ -352,7 +356,7 @@ func (e *execution) add(spec faults.Delivery) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
-		outcome: DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
+		outcome: result.DeliveryOutcome{Delivery: spec, JobID: jobID(spec.Job), Attempt: spec.Attempt, Worker: spec.Worker},
 	}
 	e.deliveries = append(e.deliveries, d)
 	return d
@@ -464,9 +468,9 @@ func (e *execution) startReady(ctx context.Context) error {
 }
 
 // kindOf says why the queue hands d's job out.
-func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
+func (e *execution) kindOf(d *deliveryRun) result.DeliveryKind {
 	if d.outcome.QueueRetry {
-		return queue.DeliveryRetry
+		return result.QueueRetry
 	}
 	var prev *deliveryRun
 	for _, o := range e.deliveries[:d.n-1] {
@@ -476,15 +480,15 @@ func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
 	}
 	switch {
 	case prev == nil && d.spec.Job == 1:
-		return queue.DeliveryFirst
+		return result.FirstDelivery
 	case prev == nil:
-		return queue.DeliveryProducerCopy
+		return result.ProducerCopy
 	case d.spec.Advance >= e.r.redriveAfter():
-		return queue.DeliveryRedrive
+		return result.Redrive
 	case prev.spec.Fault == faults.KindLostAck:
-		return queue.DeliveryLostAckRedelivery
+		return result.LostAckRedelivery
 	}
-	return queue.DeliveryRedelivery
+	return result.Redelivery
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {
@@ -598,12 +602,12 @@ func (e *execution) handle(ev event) {
 			// but durable when it wrote.
 			d.lostReply = nil
 			d.durable = d.durable || req.step.CommitPoint
-			d.outcome.Faulted = new(req.asStep())
 			e.watchEnded(req)
 			return
 		}
 		e.watchEnded(req)
 		delete(d.inflight, req)
+		req.finished()
 		if req.ran {
 			d.steps[req.stepAt] = req.asStep() // counted when it ran
 		} else {
@@ -627,7 +631,7 @@ func (e *execution) handle(ev event) {
 			return
 		}
 		if d.spec.Fault == faults.KindLostAck && ev.err == nil {
-			d.outcome.Fault = "returned nil, but its ack was lost"
+			d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
 			e.end(d)
 			return
 		}
@@ -788,6 +792,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	d.pending = d.pending[1:]
 	e.granted = append(e.granted, d.n)
 	d.asked = append(d.asked, req.asStep())
+	d.taken = append(d.taken, req)
 	if e.holder != nil && e.watch == nil && d != e.holder.d {
 		e.watch = req
 	}
@@ -795,7 +800,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 		switch {
 		case d.spec.Fault == faults.KindCrash:
 			d.midJobFault = true
-			d.outcome.Faulted = new(req.asStep())
+			req.end = result.CrashedBefore
 			req.grant <- wireproxy.Crash
 			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
 			e.watchEnded(req)
@@ -805,13 +810,14 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// hears back: a crash right after an effect.
 			d.dieAfter = req
 			d.midJobFault = true
+			req.end = result.CrashedAfter
 		case d.spec.Fault == faults.KindAmbiguous:
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
 			// drops; the handler's own error path runs, it may connect
 			// again and retry, and its return value counts. Whether the
 			// step wrote is known once the server has answered (After).
-			d.outcome.Faulted = new(req.asStep())
+			req.end = result.ReplyLost
 			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
 			d.lostReply = req
 			d.bySQL[req.step.Index] = req
@@ -823,10 +829,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			call := render.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
-				req.fate = effects.ReplyLost
+				req.fate, req.end = effects.ReplyLost, result.TimedOut
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
 			} else {
-				req.fate = effects.Refused
+				req.fate, req.end = effects.Refused, result.Refused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
 		case d.spec.Fault.OnEffect():
@@ -916,7 +922,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 				return err
 			}
 			if waits {
-				f.blocked = true
+				f.blocked, f.req.waited = true, true
 				e.lockWaits++
 				e.watchEnded(f.req)
 			}

@@ -25,9 +25,9 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/internal/record"
 )
 
 // Job is what the executor knows of the job under test.
@@ -116,7 +116,7 @@ type Env struct {
 	// JobID and Attempt are the queue's.
 	JobID   string
 	Attempt int
-	Kind    queue.DeliveryKind
+	Kind    result.DeliveryKind
 	// Queued is the queue's own record of the job, from Fetch.
 	Queued any
 	// DB and DSN reach the scenario's database through the delivery's
@@ -129,7 +129,7 @@ type Env struct {
 }
 
 // DeliveryOutcome is what one delivery did, as a result records it.
-type DeliveryOutcome = record.DeliveryOutcome
+type DeliveryOutcome = result.DeliveryOutcome
 
 // Output is what one schedule's execution did.
 type Output struct {
@@ -176,9 +176,7 @@ func (r *Executor) Run(ctx context.Context, in Input) (*Output, error) {
 	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Incomplete: e.incomplete(), CleanFailure: e.cleanFailure(),
 		JobStart: e.jobStart(), Overlapped: e.overlapped(), Faulted: e.faulted(), ex: e}
 	for _, d := range e.deliveries {
-		o := d.outcome
-		o.Steps = d.steps
-		out.Deliveries = append(out.Deliveries, o)
+		out.Deliveries = append(out.Deliveries, d.recorded())
 		out.Asked = append(out.Asked, d.asked)
 		out.Started = append(out.Started, d.started)
 	}

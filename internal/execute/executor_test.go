@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -106,10 +106,10 @@ func TestRunWithoutHarness(t *testing.T) {
 		t.Fatalf("workers = %d, deliveries = %d, want 2 and 2", workers, len(envs))
 	}
 	for i, want := range []struct {
-		kind    queue.DeliveryKind
+		kind    result.DeliveryKind
 		attempt int
 		at      time.Time
-	}{{queue.DeliveryFirst, 1, start}, {queue.DeliveryRedelivery, 2, start.Add(30 * time.Second)}} {
+	}{{result.FirstDelivery, 1, start}, {result.Redelivery, 2, start.Add(30 * time.Second)}} {
 		if e := envs[i]; e.Kind != want.kind || e.Attempt != want.attempt || e.JobID == "" || e.DSN == "" || e.SQL == nil || e.Effects == nil {
 			t.Errorf("delivery %d got Env{Kind: %q, Attempt: %d, JobID: %q, DSN: %q}, want kind %q, attempt %d and every field set",
 				i+1, e.Kind, e.Attempt, e.JobID, e.DSN, want.kind, want.attempt)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
@@ -48,7 +49,7 @@ func (e *execution) held(d *deliveryRun, s wireproxy.Step) {
 	}
 	req.step.CommitPoint = req.step.CommitPoint || s.CommitPoint
 	req.ran, req.stepAt = true, len(d.steps)
-	d.outcome.Held = append(d.outcome.Held, req.seq)
+	req.end = result.CommitHeld
 	f.held = true
 	d.done++
 	d.steps = append(d.steps, req.asStep())

@@ -1,3 +1,11 @@
+// Package record is the file envelope between a check and the twice
+// runner: harness.Check writes its result.Result as a Record into
+// $TWICE_REPORT_DIR, and cmd/twice reads it back. The result values are
+// declared, with their documentation, in harness/result; this package
+// holds only the envelope, its environment variables and the files.
+//
+// The package imports neither harness nor any PostgreSQL provider, so the
+// runner that reads records links neither.
 package record
 
 import (
@@ -11,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // DirEnv names the directory where Check writes each result for the
@@ -21,9 +31,15 @@ const DirEnv = "TWICE_REPORT_DIR"
 // a check to run instead of its faults (harness.ReplayEnv).
 const ReplayEnv = "TWICE_REPLAY"
 
+// ShardEnv holds the shard a test binary runs, "i/n" (harness's
+// -twice.shard flag; twice report -shard sets it for the tests).
+const ShardEnv = "TWICE_SHARD"
+
 // Version is the version of the Record format. 2: typed schedules,
-// steps, problems and the check's status.
-const Version = 2
+// steps, problems and the check's status. 3: the result package's
+// values: each step a delivery took with its fate, the report's status
+// words.
+const Version = 3
 
 // Record is what Check writes for the runner: one file per check, JSON.
 type Record struct {
@@ -36,11 +52,12 @@ type Record struct {
 	Rerun string `json:"rerun"`
 	// Written is when the record was written.
 	Written time.Time `json:"written"`
-	// Error is what ended a check whose Result.Status is InternalError.
+	// Error is what ended a check whose Result.Status is
+	// result.StatusInternalError.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
 	// the job's name and the status.
-	Result *Result `json:"result"`
+	Result *result.Result `json:"result"`
 }
 
 var (

@@ -10,11 +10,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 )
 
 // A record comes back as it was written: the schedule through its text
-// form, steps, problems and the status as values.
+// form, steps with their fates, problems and the status as values.
 func TestWriteReadRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(record.DirEnv, dir)
@@ -22,14 +23,21 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &record.Result{
-		Job: "pay", Status: record.Finding,
+	res := &result.Result{
+		Job: "pay", Status: result.StatusFinding,
 		Steps: []faults.Step{{SQL: "UPDATE t SET n = n + 1", CommitPoint: true}, {SQL: "payment key=k amount=5", Effect: "payment", Key: "k"}},
-		Scenarios: []record.Scenario{{
-			Fault: faults.NameCrashMidJob, Schedule: sched, Verdict: record.NotIdempotent,
-			Problems:   []record.Problem{{Kind: record.StateDiffers, Table: "t"}, {Kind: record.DidNotComplete, Detail: "job twice-job-1: ..."}},
-			Deliveries: []record.DeliveryOutcome{{Delivery: sched.Deliveries[0], JobID: "twice-job-1", Attempt: 1, Worker: 1}},
-			Order:      []int{1, 2},
+		Scenarios: []result.Scenario{{
+			Fault: faults.NameCrashMidJob, Schedule: sched, Verdict: result.NotIdempotent,
+			Problems: []result.Problem{{Kind: result.StateDiffers, Table: "t"}, {Kind: result.DidNotComplete, Detail: "job twice-job-1: ..."}},
+			Deliveries: []result.DeliveryOutcome{{
+				Delivery: sched.Deliveries[0], JobID: "twice-job-1", Attempt: 1, Worker: 1,
+				Steps: []result.StepTaken{
+					{Step: faults.Step{SQL: "UPDATE t SET n = n + 1", CommitPoint: true}, Fate: result.Ran},
+					{Step: faults.Step{SQL: "payment key=k amount=5", Effect: "payment", Key: "k"}, Fate: result.CrashedBefore},
+				},
+			}},
+			Order:     []int{1, 2},
+			DumpError: result.NewError(os.ErrPermission),
 		}},
 	}
 	if err := record.Write(record.Record{Test: "TestPay", Rerun: "go test -run '^TestPay$' .", Result: res}); err != nil {
@@ -46,7 +54,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 	if len(recs) != 1 {
 		t.Fatalf("read %d records, want 1", len(recs))
 	}
-	if diff := cmp.Diff(res, recs[0].Result, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(faults.Schedule{}, "Fault")); diff != "" {
+	if diff := cmp.Diff(res, recs[0].Result, cmpopts.EquateEmpty(), cmpopts.IgnoreUnexported(result.Error{}), cmpopts.IgnoreFields(faults.Schedule{}, "Fault")); diff != "" {
 		t.Errorf("record mismatch (-wrote +read):\n%s", diff)
 	}
 }
@@ -62,7 +70,7 @@ func TestReadRefusesOtherVersion(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error for a version 1 record")
 	}
-	if want := "has record version 1, this twice reads 2"; !strings.Contains(err.Error(), want) {
+	if want := "has record version 1, this twice reads 3"; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q lacks %q", err, want)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Step shows a step on one line: a statement with its white space folded
@@ -58,17 +58,17 @@ func Plural(n int, word string) string {
 
 // Problem is one problem in words: "table \"orders\" differs from one
 // clean run", "the job did not complete: ...".
-func Problem(p record.Problem) string {
+func Problem(p result.Problem) string {
 	switch p.Kind {
-	case record.StateDiffers:
+	case result.StateDiffers:
 		return fmt.Sprintf("table %q differs from one clean run", p.Table)
-	case record.EffectsDiffer:
+	case result.EffectsDiffer:
 		return fmt.Sprintf("effects differ from one clean run: %d missing, %d extra", p.Missing, p.Extra)
-	case record.DidNotComplete:
+	case result.DidNotComplete:
 		return "the job did not complete: " + p.Detail
-	case record.NotDelivered:
+	case result.NotDelivered:
 		return "the job was never delivered: " + p.Detail
-	case record.Internal:
+	case result.Internal:
 		return "[twice] internal: " + p.Detail
 	}
 	return fmt.Sprintf("%s: %s", p.Kind, p.Detail)
@@ -76,10 +76,10 @@ func Problem(p record.Problem) string {
 
 // Problems are the lines of s's problems that its diffs do not show: a
 // table that differs is shown by its diff, effects by the effect diff.
-func Problems(s record.Scenario) []string {
+func Problems(s result.Scenario) []string {
 	var out []string
 	for _, p := range s.Problems {
-		if p.Kind != record.StateDiffers {
+		if p.Kind != result.StateDiffers {
 			out = append(out, FirstLine(Problem(p)))
 		}
 	}
@@ -89,7 +89,7 @@ func Problems(s record.Scenario) []string {
 // Difference is what makes two scenarios' findings the same: their
 // problems and diffs, not their schedules, deliveries or the fault named
 // in a diff's header.
-func Difference(s record.Scenario) string {
+func Difference(s result.Scenario) string {
 	var b strings.Builder
 	for _, p := range Problems(s) {
 		fmt.Fprintf(&b, "%s\n", p)
@@ -109,7 +109,7 @@ func Difference(s record.Scenario) string {
 }
 
 // diffs writes s's problems and diffs.
-func diffs(b *strings.Builder, s record.Scenario) {
+func diffs(b *strings.Builder, s result.Scenario) {
 	for _, p := range Problems(s) {
 		fmt.Fprintf(b, "  %s\n", p)
 	}
@@ -127,7 +127,7 @@ type Group []int
 
 // Groups gathers scenarios with the same Difference, in the order each
 // difference first appeared.
-func Groups(scenarios []record.Scenario) []Group {
+func Groups(scenarios []result.Scenario) []Group {
 	var out []Group
 	at := map[string]int{}
 	for i, s := range scenarios {
@@ -144,13 +144,13 @@ func Groups(scenarios []record.Scenario) []Group {
 
 // Name is a scenario as a reader finds it: "crash-before-ack (schedule
 // j1a1w1!crash > +30s j1a2w2)".
-func Name(s record.Scenario) string {
+func Name(s result.Scenario) string {
 	return fmt.Sprintf("%s (schedule %s)", s.Fault, s.Schedule)
 }
 
 // Deliveries are the lines saying what went wrong in each of s's
 // deliveries, by design or by the handler.
-func Deliveries(s record.Scenario) []string {
+func Deliveries(s result.Scenario) []string {
 	var out []string
 	for _, d := range s.Deliveries {
 		label := d.Delivery.Label()
@@ -179,7 +179,7 @@ const maxListed = 3
 // difference: the first scenario that showed it with its deliveries, the
 // difference, then the other schedules that gave the same, one line per
 // fault. The volatile columns follow.
-func Findings(b *strings.Builder, res *record.Result, failed []record.Scenario) {
+func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) {
 	for _, g := range Groups(failed) {
 		first := failed[g[0]]
 		fmt.Fprintf(b, "\n%s:\n", Name(first))
@@ -220,7 +220,7 @@ func Findings(b *strings.Builder, res *record.Result, failed []record.Scenario) 
 
 // Finding is the message Check fails a test with: every failed scenario
 // of res, grouped by difference, then the line that reruns the test.
-func Finding(res *record.Result, rerun string) string {
+func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
 	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
@@ -232,7 +232,7 @@ func Finding(res *record.Result, rerun string) string {
 
 // InShard says, after a count of res's scenarios, which shard they are
 // when the check ran as one shard of several: " in shard 2/3 (of 40)".
-func InShard(res *record.Result) string {
+func InShard(res *result.Result) string {
 	switch {
 	case res.Shard == nil:
 		return ""
@@ -244,7 +244,7 @@ func InShard(res *record.Result) string {
 
 // Exploration is what Explore found, for its message.
 type Exploration struct {
-	Result *record.Result
+	Result *result.Result
 	// Flaky, Replay, Found, Minimal, FoundAfter, Seed and SavedTo are
 	// harness.Exploration's fields of the same names.
 	Flaky                  bool

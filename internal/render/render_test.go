@@ -6,19 +6,19 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
 )
 
-func scenario(t *testing.T, fault faults.Name, sched string, diff string) record.Scenario {
+func scenario(t *testing.T, fault faults.Name, sched string, diff string) result.Scenario {
 	t.Helper()
 	s, err := faults.Parse(sched)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return record.Scenario{
-		Fault: fault, Schedule: s, Verdict: record.NotIdempotent,
-		Problems:  []record.Problem{{Kind: record.StateDiffers, Table: "t"}},
+	return result.Scenario{
+		Fault: fault, Schedule: s, Verdict: result.NotIdempotent,
+		Problems:  []result.Problem{{Kind: result.StateDiffers, Table: "t"}},
 		StateDiff: []assert.TableDiff{{Label: string(fault), Table: "t", Diff: diff}},
 	}
 }
@@ -28,7 +28,7 @@ func scenario(t *testing.T, fault faults.Name, sched string, diff string) record
 // per fault.
 func TestFindingGroupsSameDifference(t *testing.T) {
 	double := "  - n: 1\n  + n: 2\n"
-	res := &record.Result{Job: "hit", Scenarios: []record.Scenario{
+	res := &result.Result{Job: "hit", Scenarios: []result.Scenario{
 		scenario(t, faults.NameRunTwice, "j1a1w1 > j1a2w2", double),
 		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 1,2", double),
 		scenario(t, faults.NameConcurrentDelivery, "j1a1w1 > j1a2w2@1:0 order 2,1", double),

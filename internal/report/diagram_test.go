@@ -7,6 +7,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -123,8 +125,8 @@ func TestDiagramAmbiguousEffect(t *testing.T) {
 	f := report.Finding{
 		Order: []int{1, 1, 2, 2},
 		Deliveries: []report.Delivery{
-			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "ambiguous", At: 2,
-				Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email", Fault: report.StepReplyLost}}},
+			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindAmbiguous.String(), At: 2,
+				Steps: []report.Step{{Text: "begin"}, {Text: "email to=a@b", Effect: "email", Fate: result.CrashedAfter}}},
 			{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Steps: j.Steps},
 		},
 		Effects: []report.Effect{{Kind: "email", Text: "email to=a@b", Delivery: "j1a1w1"}, {Kind: "email", Text: "email to=a@b", Delivery: "j1a2w2"}},
@@ -163,8 +165,8 @@ func TestDiagramEffectFaults(t *testing.T) {
 	}{
 		{"lost reply", report.Finding{
 			Order: []int{1, 1, 1},
-			Deliveries: []report.Delivery{{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "lostreply", At: 1,
-				Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fault: report.StepTimedOut}, {Text: "payment key=k", Effect: "payment"}, {Text: "insert"}}}},
+			Deliveries: []report.Delivery{{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply.String(), At: 1,
+				Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fate: result.TimedOut}, {Text: "payment key=k", Effect: "payment"}, {Text: "insert"}}}},
 			Effects: []report.Effect{
 				{Kind: "payment", Text: "payment key=k", Delivery: "j1a1w1", Result: "py_1", ReplyLost: true},
 				{Kind: "payment", Text: "payment key=k", Delivery: "j1a1w1", Result: "py_1", Replayed: true},
@@ -182,8 +184,8 @@ func TestDiagramEffectFaults(t *testing.T) {
 		{"refused", report.Finding{
 			Order: []int{1, 2, 2},
 			Deliveries: []report.Delivery{
-				{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: "failed", At: 1, Err: "[twice] payment provider: 503 service unavailable",
-					Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fault: report.StepRefused}}},
+				{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed.String(), At: 1, Err: "[twice] payment provider: 503 service unavailable",
+					Steps: []report.Step{{Text: "payment key=k", Effect: "payment", Fate: result.Refused}}},
 				{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Advance: 30_000, QueueRetry: true, Steps: j.Steps},
 			},
 			Effects: []report.Effect{

@@ -319,7 +319,7 @@ func Worse(a, b Status) Status {
 func sameSteps(a, b []Step) bool {
 	return slices.EqualFunc(a, b, func(x, y Step) bool {
 		if x.Effect != "" || y.Effect != "" {
-			return x.Effect == y.Effect && x.Fault == y.Fault
+			return x.Effect == y.Effect && x.Fate == y.Fate
 		}
 		return x == y
 	})

@@ -8,28 +8,34 @@ package report
 import (
 	"fmt"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // SchemaVersion is the version of the report.json format. It changes only
-// when a field is removed or changes meaning; new fields keep it.
-const SchemaVersion = 2
+// when a field is removed or changes meaning; new fields keep it. 3: a
+// delivery's steps carry their fate (Step.Fate, every step the delivery
+// was granted) where 2 marked the faulted one (Step.Fault).
+const SchemaVersion = 3
 
-// Status is the outcome of a job, of one matrix cell, or of a scenario.
-type Status string
+// Status is the outcome of a job, of one matrix cell, or of a finding, in
+// the words of a check's result.Status; a job whose check could not run
+// is a Problem, not a status.
+type Status = result.Status
 
 // Statuses, from best to worst for a reader.
 const (
 	// StatusIdempotent: every scenario ended in the clean run's state
 	// and effects, and the job completed.
-	StatusIdempotent Status = "idempotent"
+	StatusIdempotent = result.StatusIdempotent
 	// StatusExpected: not idempotent, as the test says it should be
 	// (Config.ExpectFinding, or a test that asserts the finding itself).
-	StatusExpected Status = "expected-finding"
+	StatusExpected = result.StatusExpectedFinding
 	// StatusFlaky: the same schedule gave different verdicts on
 	// different runs.
-	StatusFlaky Status = "flaky"
+	StatusFlaky = result.StatusFlaky
 	// StatusFinding: not idempotent, and nothing said it would be.
-	StatusFinding Status = "finding"
+	StatusFinding = result.StatusFinding
 )
 
 // Report is one run of twice report. Its JSON form is report.json.
@@ -246,14 +252,21 @@ type Delivery struct {
 	// that one had taken After steps.
 	With  int `json:"with,omitempty"`
 	After int `json:"after,omitempty"`
-	// Fault is what the schedule did to it: "crash", "ambiguous",
-	// "lostack", "lostreply", "failed" or empty; At the step it acted on (0
-	// for a crash after the last step).
+	// Fault is what the schedule did to it, a faults.Kind in its text
+	// form (what follows "!" in a schedule), or empty; At the step it
+	// acted on (0 for a crash after the last step).
 	Fault string `json:"fault,omitempty"`
 	At    int    `json:"at,omitempty"`
-	// Steps are the steps it took, in the order it took them: those it
-	// completed, and the one its fault hit, marked (Step.Fault).
+	// Steps are the steps it was granted, in the order it took them, each
+	// with its fate (Step.Fate): Steps[k-1] is its step k, the one At
+	// names.
 	Steps []Step `json:"steps,omitempty"`
+	// Died is true when its worker died (a crash, or a hang past the
+	// delivery timeout): its return value was ignored.
+	Died bool `json:"died,omitempty"`
+	// AckLost is true when it returned nil and its ack never reached the
+	// queue.
+	AckLost bool `json:"ack_lost,omitempty"`
 	// Outcome says what went wrong, as the harness saw it: "crashed
 	// before step 3 reached the server: INSERT ...".
 	Outcome string `json:"outcome,omitempty"`
@@ -283,28 +296,12 @@ type Step struct {
 	// Effect is the effect's kind ("email") for an effect call, empty for
 	// a statement.
 	Effect string `json:"effect,omitempty"`
-	// Fault marks the step of a delivery the schedule's fault hit:
-	// StepCrashed (the worker died before it reached the server or the
-	// provider: it never ran), StepReplyLost (it was applied, or the
-	// effect made, but the worker never heard the answer and died),
-	// StepTimedOut (the provider made the effect, its answer was lost, and
-	// the handler's call returned a timeout error while it lived on) or
-	// StepRefused (the provider refused the effect call before making it,
-	// a 503, and the handler lived on), or StepHeld (an autocommit
-	// statement whose commit the schedule held while another delivery's
-	// next step ran). Empty for a step that went as asked, and in
-	// Job.Steps.
-	Fault string `json:"fault,omitempty"`
+	// Fate is what became of a delivery's step, as the harness recorded
+	// it (result.Fate): "ran", "waited-on-lock", "commit-held",
+	// "crashed-before", "reply-lost", "crashed-after", "timed-out",
+	// "refused" or "unfinished". Empty in Job.Steps, the clean run's.
+	Fate result.Fate `json:"fate,omitempty"`
 }
-
-// Marks of a delivery's step (Step.Fault).
-const (
-	StepCrashed   = "crashed"
-	StepReplyLost = "reply-lost"
-	StepTimedOut  = "timed-out"
-	StepRefused   = "refused"
-	StepHeld      = "commit-held"
-)
 
 // Effect is one call to a system outside the database.
 type Effect struct {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Diagram is a finding's schedule as a sequence diagram: the queue, the
@@ -47,9 +49,10 @@ type Event struct {
 
 // BuildDiagram draws finding f of job j. The steps of each delivery come
 // from the interleaving the harness recorded (Finding.Order) and are
-// labelled with the steps the delivery took (Delivery.Steps, the one its
-// fault hit marked), or, in records without them, with the clean run's
-// steps (Job.Steps). Effects are the scenario's own.
+// labelled with the steps the delivery was granted, each with the fate
+// the harness recorded (Delivery.Steps): the diagram draws what happened
+// and works nothing out from the schedule. Effects are the scenario's
+// own.
 func BuildDiagram(j Job, f Finding) Diagram {
 	b := &diagramBuilder{job: j, f: f, ids: map[string]string{}, effects: map[string][]Effect{}}
 	b.participant("Q", "Queue")
@@ -182,28 +185,11 @@ func (b *diagramBuilder) step(d, k int) {
 	del := b.f.Deliveries[d]
 	w := b.worker(d)
 	step := Step{Text: fmt.Sprintf("step %d", k)}
-	switch {
-	case k <= len(del.Steps):
+	if k <= len(del.Steps) {
 		step = del.Steps[k-1] // what this delivery really ran
-	case k <= len(b.job.Steps):
-		step = b.job.Steps[k-1]
-	}
-	if k > len(del.Steps) && del.At == k {
-		// A record without the delivery's steps: the fault hit the
-		// clean run's step k.
-		switch del.Fault {
-		case "crash":
-			step.Fault = StepCrashed
-		case "ambiguous":
-			step.Fault = StepReplyLost
-		case "lostreply":
-			step.Fault = StepTimedOut
-		case "failed":
-			step.Fault = StepRefused
-		}
 	}
 	label := step.Text
-	if step.Fault == StepCrashed {
+	if step.Fate == result.CrashedBefore {
 		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, oneLine(label)))
 		return
 	}
@@ -217,10 +203,10 @@ func (b *diagramBuilder) step(d, k int) {
 		p := b.provider(kind)
 		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, text))
 		switch {
-		case step.Fault == StepReplyLost:
+		case step.Fate == result.CrashedAfter:
 			b.add(Lost, p, w, "done, but the answer is lost")
 			b.add(Crash, w, "", fmt.Sprintf("dies before it hears back from step %d", k))
-		case step.Fault == StepTimedOut || (got != nil && got.ReplyLost):
+		case step.Fate == result.TimedOut || (got != nil && got.ReplyLost):
 			// The provider's side: it made the effect. The handler's side:
 			// an error, and it lives on.
 			done := "done"
@@ -229,7 +215,7 @@ func (b *diagramBuilder) step(d, k int) {
 			}
 			b.add(Lost, p, w, done+", but the answer is lost")
 			b.add(Note, w, "", "timeout error; goes on")
-		case step.Fault == StepRefused:
+		case step.Fate == result.Refused:
 			b.add(Reply, p, w, "503, refused: not done")
 		case got == nil:
 		case got.Err != "":
@@ -244,19 +230,24 @@ func (b *diagramBuilder) step(d, k int) {
 		return
 	}
 	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, oneLine(label)))
-	if step.Fault == StepHeld {
+	switch step.Fate {
+	case result.CommitHeld:
 		b.add(Note, w, "", fmt.Sprintf("commit held: step %d has run, and commits once the other delivery's next step has run or waits for it", k))
-	}
-	if step.Fault == StepReplyLost {
+	case result.WaitedOnLock:
+		b.add(Note, w, "", fmt.Sprintf("step %d waits on a lock the other delivery holds", k))
+	case result.ReplyLost:
 		b.add(Lost, "DB", w, fmt.Sprintf("step %d applied, but the reply is lost", k))
+	case result.Unfinished:
+		b.add(Note, w, "", fmt.Sprintf("step %d has not finished when the delivery ends", k))
 	}
 }
 
-// died reports whether delivery del died at a step: a crash, or an
-// ambiguous effect call whose answer it never heard.
-func died(del Delivery) bool {
+// diedAtStep reports whether delivery del died at one of its steps: before
+// it, or right after an effect whose answer it never heard. The diagram
+// drew its death there.
+func diedAtStep(del Delivery) bool {
 	for _, s := range del.Steps {
-		if s.Fault == StepCrashed || (s.Fault == StepReplyLost && s.Effect != "") {
+		if s.Fate == result.CrashedBefore || s.Fate == result.CrashedAfter {
 			return true
 		}
 	}
@@ -274,13 +265,13 @@ func (b *diagramBuilder) end(d int) {
 	}
 	b.effects[del.Label] = nil
 	switch {
-	case del.Fault == "crash" && del.At == 0:
-		b.add(Crash, w, "", "dies after its last step, before the ack")
-	case del.Fault == "crash" || died(del):
-	case del.Fault == "lostack":
+	case diedAtStep(del):
+	case del.AckLost:
 		b.add(Lost, w, "Q", "ack, lost on the way")
 	case del.Err != "":
 		b.add(Call, w, "Q", "fails: "+oneLine(del.Err))
+	case del.Died:
+		b.add(Crash, w, "", "dies after its last step, before the ack")
 	default:
 		b.add(Call, w, "Q", "ack")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/adapters/gue/example/loyalty"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var cfg = harness.Config{Setup: []harness.Setup{twicegue.Setup(), harness.SQL(loyalty.Schema)}}
@@ -46,7 +47,7 @@ func ledger() harness.Job {
 func failedFaults(res *harness.Result) []faults.Name {
 	var out []faults.Name
 	for _, s := range res.Scenarios {
-		if s.Verdict != harness.Idempotent && !slices.Contains(out, s.Fault) {
+		if s.Verdict != result.Idempotent && !slices.Contains(out, s.Fault) {
 			out = append(out, s.Fault)
 		}
 	}
@@ -103,15 +104,15 @@ func TestLedgerFoundByACrashBeforeDone(t *testing.T) {
 	require.Contains(t, failedFaults(res), faults.NameCrashMidJob, "%s", res)
 	var atCommit bool
 	for _, s := range res.Scenarios {
-		if s.Fault != faults.NameCrashMidJob || s.Verdict == harness.Idempotent {
+		if s.Fault != faults.NameCrashMidJob || s.Verdict == result.Idempotent {
 			continue
 		}
-		f := s.Deliveries[0].Faulted
+		f := s.Deliveries[0].Faulted()
 		require.NotNil(t, f, "%s", s.Schedule)
 		if firstWord(f.SQL) == "commit" {
 			atCommit = true
 			require.GreaterOrEqual(t, len(s.Deliveries), 2)
-			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
 			assert.Empty(t, s.Deliveries[1].NotDelivered, "gue hands the job out again once the dead attempt's lock is gone")
 		}
 	}
@@ -128,7 +129,7 @@ func TestAmbiguousDoneCommit(t *testing.T) {
 	var seen bool
 	for _, s := range res.Scenarios {
 		d := s.Deliveries[0]
-		if d.Faulted == nil || firstWord(d.Faulted.SQL) != "commit" {
+		if f := d.Faulted(); f == nil || firstWord(f.SQL) != "commit" {
 			continue
 		}
 		seen = true

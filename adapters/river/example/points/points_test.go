@@ -21,6 +21,7 @@ import (
 	"github.com/runtwice/twice/adapters/river/example/points"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/pgserver"
 )
 
@@ -37,7 +38,7 @@ func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 func failedFaults(res *harness.Result) []faults.Name {
 	var out []faults.Name
 	for _, s := range res.Scenarios {
-		if s.Verdict != harness.Idempotent && !containsName(out, s.Fault) {
+		if s.Verdict != result.Idempotent && !containsName(out, s.Fault) {
 			out = append(out, s.Fault)
 		}
 	}
@@ -170,7 +171,7 @@ func TestLedgerCrashBeforeCompletion(t *testing.T) {
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameCrashBeforeAck {
 			require.Len(t, s.Deliveries, 2)
-			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
 		}
 	}
 }
@@ -228,7 +229,7 @@ func TestUniqueJobCopyIsNotDelivered(t *testing.T) {
 	for _, s := range res.Scenarios {
 		require.Len(t, s.Deliveries, 2)
 		assert.Contains(t, s.Deliveries[1].NotDelivered, "duplicate")
-		assert.Equal(t, harness.DeliveryProducerCopy, s.Deliveries[1].Kind)
+		assert.Equal(t, result.ProducerCopy, s.Deliveries[1].Kind)
 		assert.Empty(t, s.Deliveries[1].Steps)
 	}
 }
@@ -381,7 +382,7 @@ func TestExploreRiverWorker(t *testing.T) {
 // verdict.
 func TestRewardConcurrentDeliveryRunsOneOrder(t *testing.T) {
 	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), cfg)
-	var concurrent []harness.Scenario
+	var concurrent []result.Scenario
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameConcurrentDelivery {
 			concurrent = append(concurrent, s)
@@ -390,7 +391,7 @@ func TestRewardConcurrentDeliveryRunsOneOrder(t *testing.T) {
 	require.Len(t, concurrent, 1, "%s", res)
 	require.Len(t, concurrent[0].Deliveries, 2)
 	assert.Contains(t, concurrent[0].Deliveries[1].NotDelivered, "is running (attempt 1)")
-	var red *harness.Reduction
+	var red *result.Reduction
 	for i := range res.Reductions {
 		if res.Reductions[i].Fault == faults.NameConcurrentDelivery {
 			red = &res.Reductions[i]

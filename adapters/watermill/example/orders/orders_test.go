@@ -16,6 +16,7 @@ import (
 	twiceassert "github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var placed = mustJSON(orders.OrderPlaced{OrderID: 9812})
@@ -69,8 +70,8 @@ func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 }
 
 // verdicts maps each scenario's schedule to its verdict.
-func verdicts(res *harness.Result) map[string]harness.Verdict {
-	out := map[string]harness.Verdict{}
+func verdicts(res *harness.Result) map[string]result.Verdict {
+	out := map[string]result.Verdict{}
 	for _, s := range res.Scenarios {
 		out[s.Schedule.String()] = s.Verdict
 	}
@@ -91,7 +92,7 @@ func TestInboxHandlerProducerRetry(t *testing.T) {
 		harness.Config{Faults: []faults.Fault{faults.ProducerRetry()}})
 	require.Len(t, res.Scenarios, 1)
 	s := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s", res)
+	assert.Equal(t, result.NotIdempotent, s.Verdict, "%s", res)
 	require.Len(t, s.Deliveries, 2)
 	assert.NotEqual(t, s.Deliveries[0].JobID, s.Deliveries[1].JobID)
 }
@@ -104,10 +105,10 @@ func TestDeduplicatorAfterCrash(t *testing.T) {
 	res := run(t, twicewatermill.Job("award-points", placed, nil, handler(false), twicewatermill.Middleware(deduplicator)),
 		harness.Config{Faults: []faults.Fault{faults.CrashBeforeAck(), faults.LostAck()}})
 	got := verdicts(res)
-	assert.Equal(t, map[string]harness.Verdict{
-		"j1a1w1!crash > +30s j1a2w2":   harness.NotIdempotent,
-		"j1a1w1!lostack > +30s j1a2w1": harness.Idempotent,
-		"j1a1w1!lostack > +30s j1a2w2": harness.NotIdempotent,
+	assert.Equal(t, map[string]result.Verdict{
+		"j1a1w1!crash > +30s j1a2w2":   result.NotIdempotent,
+		"j1a1w1!lostack > +30s j1a2w1": result.Idempotent,
+		"j1a1w1!lostack > +30s j1a2w2": result.NotIdempotent,
 	}, got, "%s", res)
 }
 
@@ -121,10 +122,10 @@ func TestDeduplicatorAfterFailedDelivery(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		opts    []twicewatermill.Option
-		verdict harness.Verdict
+		verdict result.Verdict
 	}{
-		{"deduplicator", []twicewatermill.Option{twicewatermill.Middleware(deduplicator)}, harness.NotIdempotent},
-		{"none", nil, harness.Idempotent},
+		{"deduplicator", []twicewatermill.Option{twicewatermill.Middleware(deduplicator)}, result.NotIdempotent},
+		{"none", nil, result.Idempotent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, twicewatermill.Job("award-points", placed, nil, handler(true), tc.opts...),
@@ -156,7 +157,7 @@ func TestPublishedMessagesAreEffects(t *testing.T) {
 	assert.Equal(t, []string{`{"topic":"points","payload":"{\"order_id\":9812,\"points\":50}"}`}, published)
 	require.NotEmpty(t, exact.Scenarios)
 	for _, s := range exact.Scenarios {
-		assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s: %s", s.Schedule, exact)
+		assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: %s", s.Schedule, exact)
 		require.NotNil(t, s.EffectDiff, "%s", s.Schedule)
 		assert.Empty(t, s.StateDiff, "%s", s.Schedule)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/adapters/watermill/example/orders"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 func sqlHandler(inTx bool) func(*harness.Delivery) message.HandlerFunc {
@@ -42,7 +43,7 @@ func TestSQLHandlerOwnTx(t *testing.T) {
 		harness.Config{Faults: sqlFaults})
 	found := map[faults.Name]bool{}
 	for _, s := range res.Scenarios {
-		if s.Verdict == harness.NotIdempotent {
+		if s.Verdict == result.NotIdempotent {
 			found[s.Fault] = true
 		}
 	}
@@ -90,7 +91,7 @@ func TestSQLNackKeepsTheFailedTrysWrites(t *testing.T) {
 	}, twicewatermill.SQL("orders", "points")), harness.Config{Faults: []faults.Fault{faults.EffectFailures()}})
 	require.Len(t, res.Scenarios, 1)
 	s := res.Scenarios[0]
-	assert.Equal(t, harness.NotIdempotent, s.Verdict, "%s", res)
+	assert.Equal(t, result.NotIdempotent, s.Verdict, "%s", res)
 	var tables []string
 	for _, d := range s.StateDiff {
 		tables = append(tables, d.Table)

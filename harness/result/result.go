@@ -1,12 +1,14 @@
-// Package record is the typed result of a check and the protocol between
-// a check and the twice runner: harness fills a Result, Check writes it as
-// a Record into $TWICE_REPORT_DIR, and cmd/twice reads it back. Nothing
-// here is text meant to be parsed again: problems, steps and statuses are
-// values, and words are made from them only by internal/render.
+// Package result holds what a twice check learns about a job, as values:
+// the Result that harness.Check, harness.Run and harness.Explore return,
+// its Scenarios, each delivery's DeliveryOutcome and the fate of every
+// step a delivery took (StepTaken, Fate). The twice runner reads the same
+// values back from the files a check writes, so every surface (a test's
+// failure message, report.json, the HTML report's diagrams) reads one
+// fact, and nothing parses text made from it.
 //
-// The package imports neither harness nor any PostgreSQL provider, so the
-// runner that reads records links neither.
-package record
+// The package imports nothing from harness: a program that only reads
+// results (cmd/twice) links no PostgreSQL provider.
+package result
 
 import (
 	"time"
@@ -15,24 +17,27 @@ import (
 	"github.com/runtwice/twice/faults"
 )
 
-// Status is the outcome of a whole check.
+// Status is the outcome of a whole check. The twice runner's report uses
+// the same words for a job, a matrix cell and a finding.
 type Status string
 
 // Statuses of a check.
 const (
-	// Passed: every scenario was idempotent.
-	Passed Status = "passed"
-	// Finding: some scenario was not idempotent, and nothing said so
-	// before.
-	Finding Status = "finding"
-	// ExpectedFinding: some scenario was not idempotent, as
-	// Config.ExpectFinding says.
-	ExpectedFinding Status = "expected-finding"
-	// Flaky: one schedule gave different verdicts on different runs.
-	Flaky Status = "flaky"
-	// InternalError: the check itself could not run (no PostgreSQL, a
-	// broken setup, a comparer that panics); it says nothing of the job.
-	InternalError Status = "internal-error"
+	// StatusIdempotent: every scenario was idempotent.
+	StatusIdempotent Status = "idempotent"
+	// StatusFinding: some scenario was not idempotent, and nothing said
+	// so before.
+	StatusFinding Status = "finding"
+	// StatusExpectedFinding: some scenario was not idempotent, as
+	// harness.Config.ExpectFinding says.
+	StatusExpectedFinding Status = "expected-finding"
+	// StatusFlaky: one schedule gave different verdicts on different
+	// runs.
+	StatusFlaky Status = "flaky"
+	// StatusInternalError: the check itself could not run (no
+	// PostgreSQL, a broken setup, a comparer that panics); it says
+	// nothing of the job.
+	StatusInternalError Status = "internal-error"
 )
 
 // Verdict is one scenario's outcome.
@@ -109,7 +114,7 @@ type Result struct {
 	Scenarios []Scenario
 	// Shard is the share of the check's schedules this run executed
 	// when it ran as one shard of several (-twice.shard), else nil.
-	Shard *Shard `json:",omitempty"`
+	Shard *ShardRun `json:",omitempty"`
 
 	// Reductions say, for each concurrent fault whose interleavings the
 	// partial-order reduction thinned, how many orders it left out and
@@ -134,22 +139,6 @@ func (r *Result) Failed() []Scenario {
 		}
 	}
 	return out
-}
-
-// Shard is the share of a check's schedules one shard ran: the
-// schedules whose Index modulo Count is Index-1.
-type Shard struct {
-	// Index is the shard's number, 1 to Count.
-	Index int
-	// Count is how many shards the check's schedules were split into.
-	Count int
-	// Schedules counts the check's schedules, every shard's together; 0
-	// for an exploration, whose shards draw their own.
-	Schedules int `json:",omitempty"`
-	// Faults are the faults of the whole check, each once, in the order
-	// of their first schedule: a shard's report lists the faults it ran
-	// no schedule of, so shards' reports merge in the unsharded order.
-	Faults []faults.Name `json:",omitempty"`
 }
 
 // Reduction is what the partial-order reduction did to one concurrent
@@ -189,10 +178,10 @@ type Reduction struct {
 type Divergence struct {
 	// Schedule is the scenario's schedule.
 	Schedule faults.Schedule
-	// Delivery is the delivery, 1-based, as in Schedule.Order; Step the
+	// Delivery is the delivery, 1-based, as in Schedule.Order; At the
 	// position, 1-based, among the steps it asked for.
 	Delivery int
-	Step     int
+	At       int
 	// Took is the step it took there; nil when it took none.
 	Took *faults.Step `json:",omitempty"`
 }
@@ -238,8 +227,9 @@ type Scenario struct {
 	Dump string `json:",omitempty"`
 	// DumpError says why the kept database could not be dumped when its
 	// server dies with the test binary: the evidence is then lost once
-	// the test has exited, and Database no longer answers.
-	DumpError string `json:",omitempty"`
+	// the test has exited, and Database no longer answers. nil when it
+	// was dumped, or needed no dump.
+	DumpError *Error `json:",omitempty"`
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
 	Duration time.Duration
@@ -255,7 +245,8 @@ type DeliveryOutcome struct {
 	JobID   string
 	Attempt int
 	Worker  int
-	// Fault says what went wrong by design: "crashed before step 3
+	// Fault says in words what went wrong by design (the step it hit
+	// carries the same fact as a value, StepTaken.Fate): "crashed before step 3
 	// reached the server: INSERT ...", "returned nil, but its ack was
 	// lost", "lost the answer to step 2, which the provider made; the
 	// call timed out: ...". A delivery an effect fault hit lives on, so
@@ -264,17 +255,12 @@ type DeliveryOutcome struct {
 	// Err is the error the handler returned, or empty. A delivery that
 	// crashed has none: its return value is ignored.
 	Err string
-	// Steps are the steps the delivery completed, in order; a redelivery
-	// that found the job done takes fewer than the clean run.
-	Steps []faults.Step
-	// Faulted is the step the schedule's fault hit when it is not among
-	// Steps: the one a crash kept from the server or provider, or the
-	// statement an ambiguous fault applied without a reply. It is step
-	// Delivery.At of the delivery and holds its place in Order. nil when
-	// no fault hit such a step: an ambiguous effect call, and an effect
-	// call whose answer was lost or that the provider refused, completed
-	// as a step, so they are in Steps.
-	Faulted *faults.Step `json:",omitempty"`
+	// Steps are the steps the delivery was granted, in the order it asked
+	// for them, each with its fate: Steps[k-1] is its step k (the place
+	// Delivery.At names), and the delivery's entries of Scenario.Order
+	// are these, in order. A redelivery that found the job done takes
+	// fewer than the clean run.
+	Steps []StepTaken `json:",omitempty"`
 	// QueueRetry marks the clean redelivery the queue made because the
 	// job's last scheduled delivery failed (or, with a queue adapter,
 	// because the queue still held the job: a retry, a snooze).
@@ -295,9 +281,14 @@ type DeliveryOutcome struct {
 	// without its commit held: "step 2 ran as it is: VACUUM cannot run
 	// inside a transaction block"; empty when every hold took.
 	Unheld string `json:",omitempty"`
-	// Held are the delivery's steps (1-based) whose commit the schedule
-	// held while another delivery's step ran (Schedule.Holds).
-	Held []int `json:",omitempty"`
+	// Died is true when the delivery's worker died: it crashed (before a
+	// step, right after an effect, or after its last step before the
+	// ack) or hung past harness.Config.DeliveryTimeout. Its return value
+	// was ignored and the worker discarded.
+	Died bool `json:",omitempty"`
+	// AckLost is true when the handler returned nil and its ack never
+	// reached the queue (a lost-ack fault); the worker lived on.
+	AckLost bool `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
@@ -307,8 +298,8 @@ type DeliveryKind string
 
 // Kinds of delivery.
 const (
-	// First: the job's first delivery.
-	First DeliveryKind = "first"
+	// FirstDelivery: the job's first delivery.
+	FirstDelivery DeliveryKind = "first"
 	// Redelivery: the job was handed out again because an earlier
 	// delivery was not acked in time: its worker died, or it outlived the
 	// queue's visibility timeout.

@@ -1,23 +1,23 @@
-package record_test
+package result_test
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/harness/result"
 )
 
 func TestParseShard(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
-		want       record.Shard
+		want       result.Shard
 		err        string // a part of the error, "" for none
 	}{
-		{name: "first", text: "1/3", want: record.Shard{Index: 1, Count: 3}},
-		{name: "last", text: "3/3", want: record.Shard{Index: 3, Count: 3}},
-		{name: "one of one", text: "1/1", want: record.Shard{Index: 1, Count: 1}},
-		{name: "spaces around", text: " 2/5 ", want: record.Shard{Index: 2, Count: 5}},
+		{name: "first", text: "1/3", want: result.Shard{Index: 1, Count: 3}},
+		{name: "last", text: "3/3", want: result.Shard{Index: 3, Count: 3}},
+		{name: "one of one", text: "1/1", want: result.Shard{Index: 1, Count: 1}},
+		{name: "spaces around", text: " 2/5 ", want: result.Shard{Index: 2, Count: 5}},
 		{name: "counted from 0", text: "0/3", err: `"0/3" names shard 0 of 3; shards count from 1 to n: want 1/3 to 3/3`},
 		{name: "past the last", text: "4/3", err: `"4/3" names shard 4 of 3; shards count from 1 to n: want 1/3 to 3/3`},
 		{name: "no shards", text: "2/0", err: `"2/0" splits the checks into 0 shards; want i/n with n at least 1, like 2/3`},
@@ -28,7 +28,7 @@ func TestParseShard(t *testing.T) {
 		{name: "three parts", text: "1/2/3", err: `"1/2/3" is not a shard`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := record.ParseShard(tc.text)
+			got, err := result.ParseShard(tc.text)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("ParseShard(%q) = %v, %v; want an error containing %q", tc.text, got, err, tc.err)
@@ -54,7 +54,7 @@ func TestShardsPartitionSchedules(t *testing.T) {
 			owners := make([]int, total)
 			sizes := make([]int, n)
 			for i := 1; i <= n; i++ {
-				sh := record.Shard{Index: i, Count: n}
+				sh := result.Shard{Index: i, Count: n}
 				var places []int
 				for k := 0; sh.Place(k) < total; k++ {
 					places = append(places, sh.Place(k))

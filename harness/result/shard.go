@@ -1,18 +1,26 @@
-package record
+package result
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/runtwice/twice/faults"
 )
 
-// ShardEnv holds the shard a test binary runs, "i/n" (harness's
-// -twice.shard flag; twice report -shard sets it for the tests).
-const ShardEnv = "TWICE_SHARD"
+// Shard names one shard of a check split across machines: shard Index of
+// Count, counted from 1 as CI matrices number their jobs (1/3, 2/3, 3/3).
+// Its text form is "i/n" (harness.ShardEnv, -twice.shard, twice report
+// -shard).
+type Shard struct {
+	// Index is the shard's number, 1 to Count.
+	Index int
+	// Count is how many shards the check's schedules are split into.
+	Count int
+}
 
-// ParseShard reads a shard in its text form "i/n": shard i of n, counted
-// from 1, as CI matrices number their jobs (1/3, 2/3, 3/3). The error
-// says what is wrong with text, without naming where it came from.
+// ParseShard reads a shard in its text form "i/n". The error says what is
+// wrong with text, without naming where it came from.
 func ParseShard(text string) (Shard, error) {
 	is, ns, ok := strings.Cut(strings.TrimSpace(text), "/")
 	i, ierr := strconv.Atoi(is)
@@ -49,4 +57,17 @@ func (s Shard) Share(n int) int {
 		share++
 	}
 	return share
+}
+
+// ShardRun is what one shard of a check ran: the schedules whose Index
+// modulo Count is Index-1.
+type ShardRun struct {
+	Shard
+	// Schedules counts the check's schedules, every shard's together; 0
+	// for an exploration, whose shards draw their own.
+	Schedules int `json:",omitempty"`
+	// Faults are the faults of the whole check, each once, in the order
+	// of their first schedule: a shard's report lists the faults it ran
+	// no schedule of, so shards' reports merge in the unsharded order.
+	Faults []faults.Name `json:",omitempty"`
 }
