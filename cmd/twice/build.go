@@ -121,7 +121,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 		if t.result != "fail" || explained[p.importPath+"\x00"+name] || hasFailedSubtest(p, name) || isCrashed(t) {
 			continue
 		}
-		msg := twiceLine(t.output.String())
+		msg := failureLine(t.output.String())
 		if msg == "" {
 			msg = "see its output"
 		}
@@ -228,10 +228,12 @@ func hasFailedSubtest(p *packageRun, name string) bool {
 	return false
 }
 
-// twiceLine returns what a failed test said: its first "[twice]" message,
-// or else its first message (t.Error, t.Log lines: "file.go:12: ...").
-func twiceLine(output string) string {
-	first := ""
+// failureLine returns what a failed test that no finding explains said:
+// its first message of its own (t.Error, t.Fatal, t.Log lines:
+// "file.go:12: ..."), not the harness's "[twice]" lines, which say how its
+// checks went; or, when it said nothing else, the harness's last line.
+func failureLine(output string) string {
+	last := ""
 	for line := range strings.SplitSeq(output, "\n") {
 		l := strings.TrimSpace(line)
 		loc := goFileLine.FindString(l)
@@ -239,14 +241,12 @@ func twiceLine(output string) string {
 			continue
 		}
 		msg := l[len(loc):]
-		if strings.HasPrefix(msg, "[twice]") {
+		if !strings.HasPrefix(msg, "[twice]") {
 			return msg
 		}
-		if first == "" {
-			first = msg
-		}
+		last = msg
 	}
-	return first
+	return last
 }
 
 // job merges the records of one check (several with go test -count).
