@@ -191,7 +191,9 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemNoPackage, Package: m.pattern, Fatal: true,
 			Message: noPackageLine(m)})
 	}
-	testArgs := append(append([]string{"test", "-json"}, g.args()...), list.found...)
+	// -x: go's trace of its compiles and links is all it says while it
+	// builds, and progress counts them.
+	testArgs := append(append([]string{"test", "-json", "-x"}, g.args()...), list.found...)
 	r.Command = "go " + strings.Join(testArgs, " ")
 	if len(list.found) == 0 {
 		return broken(r, started, ""), nil
@@ -216,7 +218,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err)), nil
 	}
 	runs := newTestRuns()
-	prog.start(list.total, rd.records())
+	prog.start(list.total, countDeps(goBin, g.tags, list.found), rd.records())
 	readErr := runs.read(stdoutPipe, prog.event)
 	sig, waitErr := child.wait()
 	prog.stop()
@@ -352,6 +354,20 @@ func listPackages(goBin, tags string, pkgs []string) packageList {
 		}
 	}
 	return out
+}
+
+// countDeps counts the packages the tests of pkgs depend on, themselves
+// and their test variants included: the most go test may have to compile.
+func countDeps(goBin, tags string, pkgs []string) int {
+	args := []string{"list", "-e", "-deps", "-test", "-f", "{{.ImportPath}}"}
+	if tags != "" {
+		args = append(args, "-tags="+tags)
+	}
+	out, err := exec.Command(goBin, append(args, pkgs...)...).Output()
+	if err != nil {
+		return 0
+	}
+	return strings.Count(string(out), "\n")
 }
 
 func appendStepSummary(path, md string) error {
