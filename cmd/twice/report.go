@@ -154,7 +154,14 @@ func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintf(stderr, "[twice] cannot append the summary to $GITHUB_STEP_SUMMARY (%s): %v\n", path, err)
 		}
 	}
-	for _, p := range r.Summary.Problems {
+	if none := r.WithoutCheck(); len(none) > 0 {
+		var names []string
+		for _, n := range none {
+			names = append(names, n.Package)
+		}
+		_, _ = fmt.Fprintf(stdout, "[twice] without a check (nothing to report for them): %s\n", strings.Join(names, ", "))
+	}
+	for _, p := range r.ShownProblems() {
 		_, _ = fmt.Fprintln(stdout, p.Message)
 		if p.Output != "" && (p.Fatal || p.Kind == report.ProblemTestFailed) {
 			_, _ = fmt.Fprintln(stdout, indentLines(p.Output, "    "))

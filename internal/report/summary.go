@@ -211,9 +211,9 @@ func dedupe(xs []string) []string {
 func statusWord(s Status) string {
 	switch s {
 	case StatusExpected:
-		return "expected finding"
+		return "known not idempotent (expected)"
 	case StatusFinding:
-		return "not idempotent"
+		return "not idempotent (a finding)"
 	}
 	return string(s)
 }
@@ -280,4 +280,49 @@ func (r *Report) PkgName(path string) string {
 		return path
 	}
 	return path[cut+1:]
+}
+
+// noCheck reports whether p only says a package has no check: tests
+// with no harness.Check, or no tests. That is not a problem: twice report
+// ./... runs every package, and only some have jobs.
+func noCheck(p Problem) bool {
+	return p.Kind == ProblemNoHarnessTests || p.Kind == ProblemNoTestFiles
+}
+
+// ShownProblems are the problems a reader must act on: everything but
+// the packages without a check (WithoutCheck).
+func (r *Report) ShownProblems() []Problem {
+	var out []Problem
+	for _, p := range r.Summary.Problems {
+		if !noCheck(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NoCheck is a package that ran no harness check, and why.
+type NoCheck struct {
+	Package string
+	Why     string
+}
+
+// WithoutCheck lists the packages that ran no harness check: listed as
+// such, apart from the problems.
+func (r *Report) WithoutCheck() []NoCheck {
+	tests := map[string]int{}
+	for _, p := range r.Packages {
+		tests[p.ImportPath] = p.Tests
+	}
+	var out []NoCheck
+	for _, p := range r.Summary.Problems {
+		switch p.Kind {
+		case ProblemNoTestFiles:
+			out = append(out, NoCheck{p.Package, "no test files"})
+		case ProblemNoHarnessTests:
+			n := tests[p.Package]
+			out = append(out, NoCheck{p.Package, fmt.Sprintf("%d %s ran, none calls harness.Check", n, plural(n, "test"))})
+		}
+	}
+	return out
 }
