@@ -27,8 +27,10 @@ func TestReplayExitCodes(t *testing.T) {
 			want: []string{`could not run its check of job "mark-shipped"`, `no table "order_audit"`, "nothing was replayed"},
 			not:  []string{"idempotent under"}},
 		{name: "failing test around a passing check", pkg: "./testdata/failaround", run: "^TestFailsAroundCheck$", code: 1,
-			want: []string{`job "mark-shipped" is idempotent under 'j1a1w1 > j1a2w2'`, "failed, and not with a finding of twice: the invoice total is 0, want 50"},
-			not:  []string{"holds the diff", "finding of twice: [twice] ok"}},
+			// The passing line is the user's test's, at its Check call.
+			want: []string{`job "mark-shipped" is idempotent under 'j1a1w1 > j1a2w2'`, "failed, and not with a finding of twice: the invoice total is 0, want 50",
+				`failaround_test.go:15: [twice] ok: job "mark-shipped"`},
+			not: []string{"holds the diff", "finding of twice: [twice] ok", "verbose.go:"}},
 		{name: "finding", pkg: "./testdata/unexpected", run: "^TestAddPoints$", code: 1,
 			want: []string{`job "add-points" is not idempotent under 'j1a1w1 > j1a2w2'; the diff is above`, `"points": int64(220)`}},
 	} {
