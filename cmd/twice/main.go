@@ -84,10 +84,12 @@
 // Kept lists the evidence failed checks left: databases renamed
 // twice_kept_<run ID>_<n> on the server of TWICE_DATABASE_URL, which no
 // cleanup drops, and the dump files of databases kept on a server that
-// stopped with its test (the local cluster, Docker), with the command that
-// restores each. -drop drops those databases and removes those files, or
-// only the ones named. Nothing not named like a kept database is listed
-// or touched.
+// stopped with its test (the local cluster, Docker), one directory per
+// run, with the command that restores each. It acts on one run's
+// evidence: the latest run's, or -run ID's (the 8 hex digits of
+// twice_kept_<ID>_<n>); -all on every run's. -drop drops those databases
+// and removes those files, or only the ones named. Nothing not named like
+// a kept database is listed or touched.
 package main
 
 import (
@@ -100,7 +102,7 @@ const usage = `usage:
   twice report [-o DIR] [-shard I/N] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
   twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
   twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
-  twice kept [-drop] [twice_kept_NAME...]
+  twice kept [-drop] [-run ID | -all] [twice_kept_NAME...]
 
 report runs the packages' harness checks (default ./...) and writes
 twice-report/{index.html,summary.md,junit.xml,report.json}.
@@ -111,7 +113,8 @@ failing tests, 2 the tool could not check (usage, no such package, build
 failure, a check that could not run, interrupted).
 replay reruns one schedule and prints its diff.
 kept lists the databases failed checks kept as evidence (on the server of
-TWICE_DATABASE_URL) and their dump files (local cluster); -drop removes them.
+TWICE_DATABASE_URL) and their dump files (local cluster), of the latest
+run (-run ID: another run's; -all: every run's); -drop removes them.
 `
 
 func main() {
