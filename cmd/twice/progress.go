@@ -18,7 +18,8 @@ import (
 // test binaries it linked, read from go test -x; then, on a terminal, one
 // line redrawn in place (packages done/total, jobs checked, elapsed, what
 // runs now); otherwise one plain line per finished package, and one every
-// 10 s while go builds, for CI logs.
+// 10 s while go builds (until the first test binary runs, and after it
+// whenever go built more), for CI logs.
 type progress struct {
 	out io.Writer
 	tty bool
@@ -73,6 +74,7 @@ func (p *progress) start(total, deps int, recDir string) {
 		}
 		t := time.NewTicker(every)
 		defer t.Stop()
+		var last [2]int // the build's counts at the last plain line
 		for {
 			select {
 			case <-p.stopTick:
@@ -83,9 +85,12 @@ func (p *progress) start(total, deps int, recDir string) {
 				case p.tty:
 					p.countJobs()
 					p.redraw()
-				case !p.started:
+				case !p.started || last != [2]int{p.compiled, p.linked}:
+					// Before the first test binary runs, and for as long
+					// as go goes on building the others.
 					_, _ = fmt.Fprintf(p.out, "[twice] building: %s (%s)\n", p.buildCounts(), elapsed(time.Since(p.begin)))
 				}
+				last = [2]int{p.compiled, p.linked}
 				p.mu.Unlock()
 			}
 		}
