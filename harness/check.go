@@ -277,7 +277,9 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 }
 
 // logPassed logs, under -v, the one line of a passing check.
+// Its line points at the user's Check call, not here.
 func logPassed(t tb, res *Result) {
+	t.Helper()
 	if verbose() {
 		t.Logf("[twice] ok: job %q: %d scenarios%s, none differs from one clean run (%s)", res.Job, len(res.Scenarios), render.InShard(&res.Result), res.Duration.Round(time.Millisecond))
 		for _, line := range reductionLines(res) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
@@ -121,7 +122,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 		if t.result != "fail" || explained[p.importPath+"\x00"+name] || hasFailedSubtest(p, name) || isCrashed(t) {
 			continue
 		}
-		msg := twiceLine(t.output.String())
+		msg := failureLine(t.output.String())
 		if msg == "" {
 			msg = "see its output"
 		}
@@ -228,10 +229,12 @@ func hasFailedSubtest(p *packageRun, name string) bool {
 	return false
 }
 
-// twiceLine returns what a failed test said: its first "[twice]" message,
-// or else its first message (t.Error, t.Log lines: "file.go:12: ...").
-func twiceLine(output string) string {
-	first := ""
+// failureLine returns what a failed test that no finding explains said:
+// its first message of its own (t.Error, t.Fatal, t.Log lines:
+// "file.go:12: ..."), not the harness's "[twice]" lines, which say how its
+// checks went; or, when it said nothing else, the harness's last line.
+func failureLine(output string) string {
+	last := ""
 	for line := range strings.SplitSeq(output, "\n") {
 		l := strings.TrimSpace(line)
 		loc := goFileLine.FindString(l)
@@ -239,14 +242,12 @@ func twiceLine(output string) string {
 			continue
 		}
 		msg := l[len(loc):]
-		if strings.HasPrefix(msg, "[twice]") {
+		if !strings.HasPrefix(msg, "[twice]") {
 			return msg
 		}
-		if first == "" {
-			first = msg
-		}
+		last = msg
 	}
-	return first
+	return last
 }
 
 // job merges the records of one check (several with go test -count).
@@ -341,11 +342,17 @@ func (b *builder) job(recs []record.Record) report.Job {
 		j.Findings = append(j.Findings, b.finding(base, s, status))
 		failed = append(failed, s)
 	}
-	// A difference already shown is named, not repeated.
-	for _, g := range render.Groups(failed) {
-		for _, i := range g[1:] {
-			j.Findings[i].SameAs = j.Findings[g[0]].Schedule
+	// A difference already shown is named, not repeated; differences
+	// alike but for the keys the handler drew (a random idempotency key
+	// per delivery) are one difference.
+	shown := map[string]int{}
+	for i, s := range failed {
+		k := groupKey(s, res.ReferenceEffects)
+		if first, ok := shown[k]; ok {
+			j.Findings[i].SameAs = j.Findings[first].Schedule
+			continue
 		}
+		shown[k] = i
 	}
 	j.Status = report.StatusIdempotent
 	for _, name := range faultOrder {
@@ -399,7 +406,7 @@ func (b *builder) relDir(dir string) string {
 }
 
 func (b *builder) finding(rec record.Record, s result.Scenario, status report.Status) report.Finding {
-	diff := sha256.Sum256([]byte(render.Difference(s)))
+	diff := sha256.Sum256([]byte(groupKey(s, rec.Result.ReferenceEffects)))
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
@@ -437,6 +444,34 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 		f.EffectDiff = s.EffectDiff.String()
 	}
 	return f
+}
+
+// groupKey is s's differences as render.Difference writes them, with
+// each effect key the clean run did not use replaced by its place among
+// the diff's new keys: two scenarios whose deliveries each drew a random
+// key, and differ in nothing else, differ alike. A key the clean run used
+// (one derived from the job, say) stays as it is, so findings that differ
+// in such keys stay apart.
+func groupKey(s result.Scenario, clean []assert.Effect) string {
+	d := render.Difference(s)
+	if s.EffectDiff == nil {
+		return d
+	}
+	known := map[string]bool{}
+	for _, e := range clean {
+		known[e.Key] = true
+	}
+	var pairs []string
+	seen := map[string]bool{}
+	for _, l := range s.EffectDiff.Lines {
+		k := l.Effect.Key
+		if k == "" || known[k] || seen[k] {
+			continue
+		}
+		seen[k] = true
+		pairs = append(pairs, k, fmt.Sprintf("<new key %d>", len(seen)))
+	}
+	return strings.NewReplacer(pairs...).Replace(d)
 }
 
 // replayCommand is the twice replay line for one schedule of one test.

@@ -273,8 +273,40 @@ func TestEffectDiffShowsOwnValues(t *testing.T) {
 					t.Errorf("%s: the effect diff lacks the scenario's key %s:\n%s", f.Schedule, e.Key, f.EffectDiff)
 				}
 			}
-			if f.SameAs != "" {
-				t.Errorf("%s: grouped with %s, though its keys differ", f.Schedule, f.SameAs)
+		}
+		return
+	}
+	t.Fatal("no record of TestWithRandomKey in testdata/diagrams")
+}
+
+// TestFindingsAlikeButForRandomKeysAreGrouped: payouts' job draws a
+// random idempotency key per delivery, so no two findings' effect diffs
+// are equal as text; alike but for those keys, they are shown once, as
+// state differences are, and the others name the one shown.
+func TestFindingsAlikeButForRandomKeysAreGrouped(t *testing.T) {
+	for _, rec := range diagramRecords(t) {
+		if rec.Test != "TestWithRandomKey" {
+			continue
+		}
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		shown := j.Shown()
+		t.Logf("%d findings, %d shown", len(j.Findings), len(shown))
+		if len(j.Findings) < 4 || len(shown) > 2 {
+			t.Errorf("%d findings, %d of them shown; want the ones alike but for their keys shown once", len(j.Findings), len(shown))
+		}
+		for _, f := range j.Findings {
+			if f.SameAs == "" {
+				continue
+			}
+			var first report.Finding
+			for _, g := range j.Findings {
+				if g.Schedule == f.SameAs {
+					first = g
+				}
+			}
+			if first.Difference != f.Difference {
+				t.Errorf("%s is named the same as %s, but their Difference ids are %s and %s", f.Schedule, f.SameAs, f.Difference, first.Difference)
 			}
 		}
 		return

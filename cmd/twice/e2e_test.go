@@ -75,7 +75,7 @@ func TestReportUnexpectedFindingExits1(t *testing.T) {
 	if want := `twice replay 'j1a1w1 > j1a2w2' ./testdata/unexpected -run '^TestAddPoints$'`; f.Replay != want {
 		t.Errorf("replay = %s, want %s", f.Replay, want)
 	}
-	if !strings.Contains(out, "[twice] not idempotent: 1 job: 1 not idempotent") {
+	if !strings.Contains(out, "[twice] not idempotent: 1 job: 0 idempotent, 0 known not idempotent (expected), 1 finding") {
 		t.Errorf("output lacks the headline:\n%s", out)
 	}
 }

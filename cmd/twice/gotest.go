@@ -120,6 +120,9 @@ func (r *testRuns) read(in io.Reader, onEvent func(testEvent)) error {
 func (r *testRuns) add(e testEvent) {
 	switch e.Action {
 	case "build-output", "build-fail":
+		if isTrace(e.Output) {
+			return
+		}
 		// "example.com/p [example.com/p.test]": the package under test.
 		path, _, _ := strings.Cut(e.ImportPath, " ")
 		b, ok := r.builds[path]

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -54,7 +55,8 @@ func TestKeptListsAndDrops(t *testing.T) {
 	}
 
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"kept"}, &stdout, &stderr); code != 0 {
+	// Two runs' evidence: -all acts on both.
+	if code := run([]string{"kept", "-all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("twice kept: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
@@ -70,7 +72,7 @@ func TestKeptListsAndDrops(t *testing.T) {
 	}
 
 	stdout.Reset()
-	if code := run([]string{"kept", "-drop"}, &stdout, &stderr); code != 0 {
+	if code := run([]string{"kept", "-drop", "-all"}, &stdout, &stderr); code != 0 {
 		t.Fatalf("twice kept -drop: exit %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 	var left []string
@@ -99,5 +101,53 @@ func TestKeptRefusesOtherNames(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), `"postgres" is not the name of a kept database`) {
 		t.Errorf("unexpected message: %s", stderr.String())
+	}
+}
+
+// TestKeptActsOnOneRun: dumps lie in a directory per run, and twice kept
+// lists and drops the latest run's only, unless told -run ID or -all: one
+// run's -drop leaves another's evidence.
+func TestKeptActsOnOneRun(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	t.Setenv("TWICE_DATABASE_URL", "")
+	older, newer := evidence.DumpFile("twice_kept_0000000a_1"), evidence.DumpFile("twice_kept_0000000b_1")
+	if filepath.Dir(older) == filepath.Dir(newer) {
+		t.Fatalf("two runs' dumps share a directory: %s, %s", older, newer)
+	}
+	for i, f := range []string{older, newer} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("SELECT 1;\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(time.Duration(i-2) * time.Hour)
+		if err := os.Chtimes(f, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"kept"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("twice kept: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, newer) || strings.Contains(out, older+"\t") || !strings.Contains(out, "-all") {
+		t.Errorf("twice kept does not list the latest run's dump alone, pointing at -all:\n%s", out)
+	}
+	stdout.Reset()
+	if code := run([]string{"kept", "-drop"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("twice kept -drop: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(newer); !os.IsNotExist(err) {
+		t.Errorf("-drop left the latest run's dump %s (%v)", newer, err)
+	}
+	if _, err := os.Stat(older); err != nil {
+		t.Errorf("-drop removed another run's dump %s: %v", older, err)
+	}
+	stdout.Reset()
+	if code := run([]string{"kept", "-drop", "-all"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("twice kept -drop -all: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if _, err := os.Stat(older); !os.IsNotExist(err) {
+		t.Errorf("-drop -all left %s (%v)", older, err)
 	}
 }

@@ -45,9 +45,18 @@
 //	0  every job is idempotent or an expected finding
 //	1  a job is not idempotent and nothing said it would be, a job is
 //	   flaky, or a test failed for another reason
-//	2  usage or infrastructure: no Go toolchain, a package that does not
-//	   compile, a test binary that crashed or timed out, the harness could
-//	   not run (no PostgreSQL), or no harness check ran at all
+//	2  the tool could not check: usage, no Go toolchain, a path that
+//	   matches no package, a package that does not compile, a test binary
+//	   that crashed or timed out, a check that could not run (a config
+//	   error, no PostgreSQL), no harness check ran at all, or a signal
+//
+// SIGINT or SIGTERM stops go test, its test binaries and their PostgreSQL,
+// removes the run's temporary files and exits 2 with a line saying so.
+// Each run keeps its files (the harness's records, go's build
+// directories) in a directory of its own under $TMPDIR, twice-run-*,
+// whose owner file names the twice process by PID and start time; a run
+// removes the directories of runs on this host that are no longer
+// running (a SIGKILLed twice cannot clean up), and nothing else.
 //
 // A package whose tests ran but called no harness.Check is a warning in
 // the report, not an error, so twice report ./... works on a module where
@@ -63,18 +72,24 @@
 //
 //	TWICE_REPLAY='<schedule>' go test -run TestX -count=1 -v [package]
 //
-// and exits with go test's status (0, or 1 when the schedule still
-// differs). The package defaults to the current directory.
+// and exits 0 when the job is idempotent under the schedule (or differs
+// as its test expects), 1 when it is not or the test failed for another
+// reason, 2 when nothing could be replayed: a path that matches no
+// package, a package that does not compile, a check that could not run,
+// a -run that matches no test checking a job. The package defaults to
+// the current directory.
 //
 // # twice kept
 //
 // Kept lists the evidence failed checks left: databases renamed
 // twice_kept_<run ID>_<n> on the server of TWICE_DATABASE_URL, which no
 // cleanup drops, and the dump files of databases kept on a server that
-// stopped with its test (the local cluster, Docker), with the command that
-// restores each. -drop drops those databases and removes those files, or
-// only the ones named. Nothing not named like a kept database is listed
-// or touched.
+// stopped with its test (the local cluster, Docker), one directory per
+// run, with the command that restores each. It acts on one run's
+// evidence: the latest run's, or -run ID's (the 8 hex digits of
+// twice_kept_<ID>_<n>); -all on every run's. -drop drops those databases
+// and removes those files, or only the ones named. Nothing not named like
+// a kept database is listed or touched.
 package main
 
 import (
@@ -87,17 +102,19 @@ const usage = `usage:
   twice report [-o DIR] [-shard I/N] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
   twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
   twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
-  twice kept [-drop] [twice_kept_NAME...]
+  twice kept [-drop] [-run ID | -all] [twice_kept_NAME...]
 
 report runs the packages' harness checks (default ./...) and writes
 twice-report/{index.html,summary.md,junit.xml,report.json}.
 -shard I/N runs shard I of N of every check's schedules; -merge joins the
 shards' reports into one.
-Exit codes: 0 idempotent or expected findings, 1 unexpected findings,
-2 usage or infrastructure errors.
+Exit codes: 0 idempotent or expected findings, 1 unexpected findings or
+failing tests, 2 the tool could not check (usage, no such package, build
+failure, a check that could not run, interrupted).
 replay reruns one schedule and prints its diff.
 kept lists the databases failed checks kept as evidence (on the server of
-TWICE_DATABASE_URL) and their dump files (local cluster); -drop removes them.
+TWICE_DATABASE_URL) and their dump files (local cluster), of the latest
+run (-run ID: another run's; -all: every run's); -drop removes them.
 `
 
 func main() {

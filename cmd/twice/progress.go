@@ -2,17 +2,24 @@ package main
 
 import (
 	"fmt"
-	"github.com/runtwice/twice/internal/render"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runtwice/twice/internal/render"
 )
 
-// progress shows how far go test is: on a terminal one line redrawn in
-// place (packages done/total, jobs checked, elapsed, what runs now);
-// otherwise one plain line per finished package, for CI logs.
+// progress shows how far go test is, from its first second: while go
+// builds, how many packages it compiled (of the most it may have to: the
+// dependencies of the tests, less what its build cache holds) and how many
+// test binaries it linked, read from go test -x; then, on a terminal, one
+// line redrawn in place (packages done/total, jobs checked, elapsed, what
+// runs now); otherwise one plain line per finished package, and one every
+// 10 s while go builds (until the first test binary runs, and after it
+// whenever go built more), for CI logs.
 type progress struct {
 	out io.Writer
 	tty bool
@@ -20,13 +27,21 @@ type progress struct {
 	mu       sync.Mutex
 	begin    time.Time
 	total    int
+	deps     int
 	done     int
 	recDir   string
 	jobs     int
+	compiled int
+	linked   int
+	started  bool // a test binary has started
 	running  map[string]bool
 	stopTick chan struct{}
 	ticked   sync.WaitGroup
 }
+
+// plainEvery is how often, away from a terminal, twice says that go is
+// still building.
+const plainEvery = 10 * time.Second
 
 func newProgress(out io.Writer) *progress {
 	return &progress{out: out, tty: isTerminal(out), running: map[string]bool{}}
@@ -43,32 +58,68 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func (p *progress) start(total int, recDir string) {
+func (p *progress) start(total, deps int, recDir string) {
 	p.mu.Lock()
-	p.begin, p.total, p.recDir = time.Now(), total, recDir
+	p.begin, p.total, p.deps, p.recDir = time.Now(), total, deps, recDir
 	p.mu.Unlock()
-	if !p.tty {
-		_, _ = fmt.Fprintf(p.out, "[twice] running the checks of %d %s\n", total, render.Plural(total, "package"))
-		return
-	}
+	_, _ = fmt.Fprintf(p.out, "[twice] building the tests of %d %s, then running their checks: go test compiles what its build cache lacks (up to %d packages; minutes when the cache is empty)\n",
+		total, render.Plural(total, "package"), deps)
 	p.stopTick = make(chan struct{})
 	p.ticked.Add(1)
 	go func() {
 		defer p.ticked.Done()
-		t := time.NewTicker(250 * time.Millisecond)
+		every := 250 * time.Millisecond
+		if !p.tty {
+			every = plainEvery
+		}
+		t := time.NewTicker(every)
 		defer t.Stop()
+		var last [2]int // the build's counts at the last plain line
 		for {
 			select {
 			case <-p.stopTick:
 				return
 			case <-t.C:
 				p.mu.Lock()
-				p.countJobs()
-				p.redraw()
+				switch {
+				case p.tty:
+					p.countJobs()
+					p.redraw()
+				case !p.started || last != [2]int{p.compiled, p.linked}:
+					// Before the first test binary runs, and for as long
+					// as go goes on building the others.
+					_, _ = fmt.Fprintf(p.out, "[twice] building: %s (%s)\n", p.buildCounts(), elapsed(time.Since(p.begin)))
+				}
+				last = [2]int{p.compiled, p.linked}
 				p.mu.Unlock()
 			}
 		}
 	}()
+}
+
+// buildCounts is how far go's build is: "12 of up to 456 packages
+// compiled, 1 test binary linked".
+func (p *progress) buildCounts() string {
+	s := fmt.Sprintf("%d of up to %d packages compiled", p.compiled, p.deps)
+	if p.linked > 0 {
+		binaries := "binaries"
+		if p.linked == 1 {
+			binaries = "binary"
+		}
+		s += fmt.Sprintf(", %d test %s linked", p.linked, binaries)
+	}
+	return s
+}
+
+// buildStep counts one compile or link go test -x says it runs.
+func (p *progress) buildStep(link bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if link {
+		p.linked++
+	} else {
+		p.compiled++
+	}
 }
 
 // countJobs counts the records the harness has written: jobs checked.
@@ -87,6 +138,15 @@ func (p *progress) countJobs() {
 }
 
 func (p *progress) event(e testEvent) {
+	if e.Action == "build-output" {
+		switch {
+		case compileStep.MatchString(e.Output):
+			p.buildStep(false)
+		case linkStep.MatchString(e.Output):
+			p.buildStep(true)
+		}
+		return
+	}
 	if e.Package == "" || e.Test != "" {
 		return
 	}
@@ -95,6 +155,12 @@ func (p *progress) event(e testEvent) {
 	switch e.Action {
 	case "start":
 		p.running[e.Package] = true
+		if !p.started {
+			p.started = true
+			if !p.tty {
+				_, _ = fmt.Fprintf(p.out, "[twice] the first test binary runs after %s (%s)\n", elapsed(time.Since(p.begin)), p.buildCounts())
+			}
+		}
 	case "pass", "fail", "skip":
 		delete(p.running, e.Package)
 		p.done++
@@ -115,6 +181,9 @@ func (p *progress) redraw() {
 		now = append(now, pkg)
 	}
 	line := fmt.Sprintf("[twice] %d/%d packages · %d jobs checked · %s", p.done, p.total, p.jobs, elapsed(time.Since(p.begin)))
+	if !p.started || p.linked < p.total {
+		line += " · building: " + p.buildCounts()
+	}
 	if len(now) == 1 {
 		line += " · " + now[0]
 	} else if len(now) > 1 {
@@ -124,11 +193,11 @@ func (p *progress) redraw() {
 }
 
 func (p *progress) stop() {
+	close(p.stopTick)
+	p.ticked.Wait()
 	if !p.tty {
 		return
 	}
-	close(p.stopTick)
-	p.ticked.Wait()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.countJobs()
@@ -140,3 +209,17 @@ func elapsed(d time.Duration) string {
 	d = d.Round(time.Second)
 	return fmt.Sprintf("%d:%02d", int(d.Minutes()), int(d.Seconds())%60)
 }
+
+// go test -x traces every command of its build, and with -json the
+// trace comes as build-output events like the compiler's errors: progress
+// counts the compiles and links, and isTrace keeps the trace out of a
+// package's build output.
+var (
+	compileStep = regexp.MustCompile(`(?m)^\S*/compile(\.exe)? .*-p \S+`)
+	linkStep    = regexp.MustCompile(`(?m)^(GOROOT='[^']*' )?\S*/link(\.exe)? -o \S+`)
+	traceStart  = regexp.MustCompile(`^(WORK=|mkdir |cat |cd |mv |rm |cp |echo |touch |ln |GOROOT=|TERM=|CGO_|gcc |clang |\$WORK|/\S*/pkg/tool/)`)
+)
+
+// isTrace reports whether one build-output event is go's -x trace of a
+// command rather than what a command printed.
+func isTrace(output string) bool { return traceStart.MatchString(output) }

@@ -2,6 +2,10 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -14,7 +18,9 @@ func TestProgressPlainLines(t *testing.T) {
 	if p.tty {
 		t.Fatal("a bytes.Buffer is taken for a terminal")
 	}
-	p.start(2, t.TempDir())
+	p.start(2, 40, t.TempDir())
+	p.buildStep(false)
+	p.buildStep(true)
 	p.event(testEvent{Action: "start", Package: "example.com/a"})
 	p.event(testEvent{Action: "run", Package: "example.com/a", Test: "TestX"})
 	p.event(testEvent{Action: "pass", Package: "example.com/a"})
@@ -22,7 +28,8 @@ func TestProgressPlainLines(t *testing.T) {
 	p.stop()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	want := []string{
-		"[twice] running the checks of 2 packages",
+		"[twice] building the tests of 2 packages, then running their checks: go test compiles what its build cache lacks (up to 40 packages; minutes when the cache is empty)",
+		"[twice] the first test binary runs after 0:00 (1 of up to 40 packages compiled, 1 test binary linked)",
 		"[twice] ok   example.com/a (1/2 packages, 0 jobs checked, 0:00)",
 		"[twice] FAIL example.com/b (2/2 packages, 0 jobs checked, 0:00)",
 	}
@@ -31,5 +38,36 @@ func TestProgressPlainLines(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "\r") || strings.Contains(out.String(), "\033[") {
 		t.Error("plain progress holds terminal control characters")
+	}
+}
+
+// TestProgressWhileBuilding: twice says it is building from its first
+// line, and how far go got by the time the first test binary runs. The
+// package's test is new to the build cache (a fresh constant), so go
+// compiles and links it however warm the cache is.
+func TestProgressWhileBuilding(t *testing.T) {
+	dir, err := os.MkdirTemp("testdata", "fresh-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	src := fmt.Sprintf("package fresh\n\nimport \"testing\"\n\nconst seed = %q\n\nfunc TestSeed(t *testing.T) {\n\tif seed == \"\" {\n\t\tt.Fatal(\"no seed\")\n\t}\n}\n", randomHex(t))
+	if err := os.WriteFile(filepath.Join(dir, "fresh_test.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	run([]string{"report", "-o", filepath.Join(t.TempDir(), "r"), "./" + filepath.ToSlash(dir)}, &stdout, &stderr)
+	lines := strings.Split(stderr.String(), "\n")
+	t.Logf("stderr:\n%s", stderr.String())
+	if !strings.HasPrefix(lines[0], "[twice] building the tests of 1 package") {
+		t.Errorf("the first line does not say twice is building: %q", lines[0])
+	}
+	built := regexp.MustCompile(`^\[twice\] the first test binary runs after \d+:\d\d \(([1-9]\d*) of up to \d+ packages compiled, 1 test binary linked\)$`)
+	found := false
+	for _, l := range lines {
+		found = found || built.MatchString(l)
+	}
+	if !found {
+		t.Errorf("no line says how many packages go compiled and linked before the test ran (want one matching %s)", built)
 	}
 }

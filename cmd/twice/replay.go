@@ -7,11 +7,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/report"
 )
 
 func replayCommandRun(args []string, stdout, stderr io.Writer) int {
@@ -51,35 +51,107 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, err)
 		return 2
 	}
+	list := listPackages(goBin, g.tags, []string{pkg})
+	if len(list.missing) > 0 {
+		_, _ = fmt.Fprintf(stderr, "%s; replay takes the package of the test that checks the job, as the report's replay line names it\n", noPackageLine(list.missing[0]))
+		return 2
+	}
 	testArgs := append(append([]string{"test"}, g.args()...), "-v", pkg)
 	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", record.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
-	// Each check that runs writes a record here: none means -run matched
-	// no test that checks a job, and nothing was replayed.
-	recDir, err := os.MkdirTemp("", "twice-replay-*")
+	// Each check that runs writes a record: none means -run matched no
+	// test that checks a job, and nothing was replayed. go test -json
+	// tells a build failure from a failing test; its output is what go
+	// test -v prints.
+	rd, err := newRunDir()
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] internal: cannot make a directory for the harness results: %v\n", err)
+		_, _ = fmt.Fprintln(stderr, err)
 		return 2
 	}
-	defer func() { _ = os.RemoveAll(recDir) }()
-	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), record.ReplayEnv+"="+schedule, record.DirEnv+"="+recDir), g.env...)
-	cmd.Stdout, cmd.Stderr = stdout, stderr
-	err = cmd.Run()
+	defer rd.remove()
+	jsonArgs := append(append([]string{"test", "-json"}, g.args()...), pkg)
+	cmd := exec.Command(goBin, jsonArgs...)
+	cmd.Env = append(append(os.Environ(), record.ReplayEnv+"="+schedule, record.DirEnv+"="+rd.records(), "GOTMPDIR="+rd.goTmp()), g.env...)
+	cmd.Stderr = stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "[twice] internal: %v\n", err)
+		return 2
+	}
+	child, err := startSupervised(cmd)
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "[twice] cannot run go test: %v\n", err)
+		return 2
+	}
+	runs := newTestRuns()
+	readErr := runs.read(pipe, func(e testEvent) {
+		if e.Action == "output" || e.Action == "build-output" {
+			_, _ = io.WriteString(stdout, e.Output)
+		}
+	})
+	sig, waitErr := child.wait()
+	// Lines that were not events: a go command error.
+	_, _ = io.WriteString(stdout, runs.stray.String())
+	if sig != nil {
+		_, _ = fmt.Fprintln(stderr, interruptedLine(sig, "nothing replayed"))
+		return 2
+	}
 	var exitErr *exec.ExitError
-	switch {
-	case err == nil:
-		if recs, _ := filepath.Glob(filepath.Join(recDir, "*.json")); len(recs) == 0 {
-			_, _ = fmt.Fprintf(stderr, "[twice] replay: -run %q matched no test of %s that checks a job (harness.Check or harness.Explore), so nothing was replayed\n", g.run, pkg)
+	if readErr != nil || (waitErr != nil && !errors.As(waitErr, &exitErr)) {
+		_, _ = fmt.Fprintf(stderr, "[twice] go test did not finish: %v\n", errors.Join(readErr, waitErr))
+		return 2
+	}
+	recs, err := record.Read(rd.records())
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return 2
+	}
+	cwd, _ := os.Getwd()
+	r := &report.Report{}
+	(&builder{runs: runs, dirs: list.dirs, cwd: cwd}).build(r, recs)
+	r.Finish()
+	return replayVerdict(r, pkg, g.run, schedule, waitErr != nil, stdout, stderr)
+}
+
+// replayVerdict says what the replay showed, in one sentence of its own
+// for each way it can end, and returns the exit code: 0 the job is
+// idempotent under the schedule (or differs as its test expects), 1 it is
+// not or the test failed, 2 nothing could be replayed.
+func replayVerdict(r *report.Report, pkg, run, schedule string, goTestFailed bool, stdout, stderr io.Writer) int {
+	for _, p := range r.Summary.Problems {
+		switch {
+		case p.Kind == report.ProblemBuildFailed:
+			_, _ = fmt.Fprintf(stderr, "[twice] replay: %s does not compile (the errors are above), so nothing was replayed\n", p.Package)
+			return 2
+		case p.Fatal:
+			_, _ = fmt.Fprintln(stderr, p.Message+"; nothing was replayed")
 			return 2
 		}
-		_, _ = fmt.Fprintln(stdout, "[twice] replay: the schedule ran and the test passed")
-		return 0
-	case errors.As(err, &exitErr) && exitErr.ExitCode() == 1:
-		_, _ = fmt.Fprintln(stdout, "[twice] replay: the test failed; its output above holds the diff")
-		return 1
-	case errors.As(err, &exitErr):
+	}
+	code := 0
+	for _, j := range r.Jobs {
+		switch j.Status {
+		case report.StatusFinding, report.StatusFlaky:
+			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q is not idempotent under %s; the diff is above\n", j.Name, shellQuote(schedule))
+			code = 1
+		case report.StatusExpected:
+			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q differs under %s, as its test expects (%s); the diff is above\n", j.Name, shellQuote(schedule), j.Expected)
+		default:
+			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q is idempotent under %s\n", j.Name, shellQuote(schedule))
+		}
+	}
+	for _, p := range r.Summary.Problems {
+		if p.Kind == report.ProblemTestFailed {
+			_, _ = fmt.Fprintln(stdout, p.Message)
+			code = 1
+		}
+	}
+	if len(r.Jobs) == 0 && code == 0 {
+		if goTestFailed {
+			_, _ = fmt.Fprintf(stderr, "[twice] replay: go test of %s failed before any check ran; see its output above\n", pkg)
+			return 1
+		}
+		_, _ = fmt.Fprintf(stderr, "[twice] replay: -run %q matched no test of %s that checks a job (harness.Check or harness.Explore), so nothing was replayed\n", run, pkg)
 		return 2
 	}
-	_, _ = fmt.Fprintf(stderr, "[twice] cannot run go test: %v\n", err)
-	return 2
+	return code
 }

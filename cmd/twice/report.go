@@ -133,7 +133,11 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		pkgs = []string{"./..."}
 	}
 	prog := newProgress(stderr)
-	r := runReport(g, pkgs, prog)
+	r, sig := runReport(g, pkgs, prog)
+	if sig != nil {
+		_, _ = fmt.Fprintln(stderr, interruptedLine(sig, "no report written"))
+		return report.ExitBroken
+	}
 	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
 	return writeReport(r, *out, stdout, stderr)
 }
@@ -150,7 +154,14 @@ func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintf(stderr, "[twice] cannot append the summary to $GITHUB_STEP_SUMMARY (%s): %v\n", path, err)
 		}
 	}
-	for _, p := range r.Summary.Problems {
+	if none := r.WithoutCheck(); len(none) > 0 {
+		var names []string
+		for _, n := range none {
+			names = append(names, n.Package)
+		}
+		_, _ = fmt.Fprintf(stdout, "[twice] without a check (nothing to report for them): %s\n", strings.Join(names, ", "))
+	}
+	for _, p := range r.ShownProblems() {
 		_, _ = fmt.Fprintln(stdout, p.Message)
 		if p.Output != "" && (p.Fatal || p.Kind == report.ProblemTestFailed) {
 			_, _ = fmt.Fprintln(stdout, indentLines(p.Output, "    "))
@@ -167,51 +178,66 @@ func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
 }
 
 // runReport runs go test and builds the report; every failure to run
-// ends up in the report as a problem.
-func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
+// ends up in the report as a problem. A signal that stops the run is
+// returned instead, with no report: what ran is cut short, and the run's
+// files are gone.
+func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os.Signal) {
 	started := time.Now()
 	host, _ := os.Hostname()
 	r := &report.Report{Started: started, Host: host}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return broken(r, started, "[twice] cannot read the working directory: "+err.Error())
+		return broken(r, started, "[twice] cannot read the working directory: "+err.Error()), nil
 	}
 	goBin, err := findGo()
 	if err != nil {
-		return broken(r, started, err.Error())
+		return broken(r, started, err.Error()), nil
 	}
-	testArgs := append(append([]string{"test", "-json"}, g.args()...), pkgs...)
+	list := listPackages(goBin, g.tags, pkgs)
+	for _, m := range list.missing {
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemNoPackage, Package: m.pattern, Fatal: true,
+			Message: noPackageLine(m)})
+	}
+	// -x: go's trace of its compiles and links is all it says while it
+	// builds, and progress counts them.
+	testArgs := append(append([]string{"test", "-json", "-x"}, g.args()...), list.found...)
 	r.Command = "go " + strings.Join(testArgs, " ")
-
-	dirs, total := listPackages(goBin, g.tags, pkgs)
-	recDir, err := os.MkdirTemp("", "twice-records-*")
-	if err != nil {
-		return broken(r, started, "[twice] internal: cannot make a directory for the harness results: "+err.Error())
+	if len(list.found) == 0 {
+		return broken(r, started, ""), nil
 	}
-	defer func() { _ = os.RemoveAll(recDir) }()
+
+	rd, err := newRunDir()
+	if err != nil {
+		return broken(r, started, err.Error()), nil
+	}
+	defer rd.remove()
 
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), record.DirEnv+"="+recDir), g.env...)
+	cmd.Env = append(append(os.Environ(), record.DirEnv+"="+rd.records(), "GOTMPDIR="+rd.goTmp()), g.env...)
 	var errBuf bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
 	stdoutPipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return broken(r, started, "[twice] internal: "+err.Error())
+		return broken(r, started, "[twice] internal: "+err.Error()), nil
 	}
-	if err := cmd.Start(); err != nil {
-		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err))
+	child, err := startSupervised(cmd)
+	if err != nil {
+		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err)), nil
 	}
 	runs := newTestRuns()
-	prog.start(total, recDir)
+	prog.start(list.total, countDeps(goBin, g.tags, list.found), rd.records())
 	readErr := runs.read(stdoutPipe, prog.event)
-	waitErr := cmd.Wait()
+	sig, waitErr := child.wait()
 	prog.stop()
+	if sig != nil {
+		return nil, sig
+	}
 
-	recs, err := record.Read(recDir)
+	recs, err := record.Read(rd.records())
 	if err != nil {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: err.Error()})
 	}
-	b := &builder{runs: runs, dirs: dirs, cwd: cwd}
+	b := &builder{runs: runs, dirs: list.dirs, cwd: cwd}
 	b.build(r, recs)
 
 	var exitErr *exec.ExitError
@@ -234,12 +260,15 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) *report.Report {
 	}
 	r.Duration = report.Ms(time.Since(started))
 	r.Finish()
-	return r
+	return r, nil
 }
 
 // broken is a report that could not run go test at all.
+// With msg empty, the problems are already in r.
 func broken(r *report.Report, started time.Time, msg string) *report.Report {
-	r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: msg})
+	if msg != "" {
+		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: msg})
+	}
 	r.Duration = report.Ms(time.Since(started))
 	r.Finish()
 	return r
@@ -268,31 +297,84 @@ func findGo() (string, error) {
 	return "", errors.New("[twice] no Go toolchain: the go command is not on PATH (nor in $GOROOT/bin); install Go from https://go.dev/dl and run twice again")
 }
 
-// listPackages maps the packages' directories to their import paths and
-// counts them, for progress. It is best effort: go test reports what go
-// list cannot.
-func listPackages(goBin, tags string, pkgs []string) (map[string]string, int) {
-	args := []string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}"}
+// packageList is what go list made of the patterns twice was given.
+type packageList struct {
+	// dirs maps a package directory to its import path.
+	dirs map[string]string
+	// found are the patterns that name packages, in order; total counts
+	// those packages, for progress.
+	found []string
+	total int
+	// missing are the patterns that name none.
+	missing []missingPattern
+}
+
+// missingPattern is a pattern that matches no package, with go's reason.
+type missingPattern struct{ pattern, reason string }
+
+func noPackageLine(m missingPattern) string {
+	return fmt.Sprintf("[twice] %s matches no package (%s): name the directories of packages as go test takes them, e.g. ./... or ./examples/loyalty", m.pattern, m.reason)
+}
+
+// listPackages asks go list what the patterns name. A pattern that names
+// no package is kept from go test, which would report it as a package
+// that does not compile. When go list itself fails, every pattern is
+// passed on: go test says what is wrong.
+func listPackages(goBin, tags string, pkgs []string) packageList {
+	out := packageList{dirs: map[string]string{}}
+	for _, pattern := range pkgs {
+		args := []string{"list", "-e", "-f", "{{.ImportPath}}\t{{.Dir}}\t{{with .Error}}{{.Err}}{{end}}"}
+		if tags != "" {
+			args = append(args, "-tags="+tags)
+		}
+		var stderr bytes.Buffer
+		cmd := exec.Command(goBin, append(args, pattern)...)
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		if err != nil {
+			out.found = append(out.found, pattern)
+			continue
+		}
+		n := 0
+		var reason string
+		for line := range strings.SplitSeq(strings.TrimRight(string(stdout), "\n"), "\n") {
+			f := strings.SplitN(line, "\t", 3)
+			if len(f) < 3 {
+				continue
+			}
+			path, dir, listErr := f[0], f[1], f[2]
+			if dir == "" && listErr != "" {
+				reason = listErr
+				continue
+			}
+			n++
+			out.dirs[dir] = path
+		}
+		switch {
+		case n > 0:
+			out.found = append(out.found, pattern)
+			out.total += n
+		case reason != "":
+			out.missing = append(out.missing, missingPattern{pattern, reason})
+		default:
+			out.missing = append(out.missing, missingPattern{pattern, strings.TrimSpace(strings.TrimPrefix(firstNonEmptyLine(stderr.String()), "go: warning: "))})
+		}
+	}
+	return out
+}
+
+// countDeps counts the packages the tests of pkgs depend on, themselves
+// and their test variants included: the most go test may have to compile.
+func countDeps(goBin, tags string, pkgs []string) int {
+	args := []string{"list", "-e", "-deps", "-test", "-f", "{{.ImportPath}}"}
 	if tags != "" {
 		args = append(args, "-tags="+tags)
 	}
 	out, err := exec.Command(goBin, append(args, pkgs...)...).Output()
-	dirs := map[string]string{}
 	if err != nil {
-		return dirs, 0
+		return 0
 	}
-	n := 0
-	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		path, dir, ok := strings.Cut(line, "\t")
-		if !ok {
-			continue
-		}
-		n++
-		if dir != "" {
-			dirs[dir] = path
-		}
-	}
-	return dirs, n
+	return strings.Count(string(out), "\n")
 }
 
 func appendStepSummary(path, md string) error {

@@ -33,8 +33,19 @@ func Dir() string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("twice-kept-%d", os.Geteuid()))
 }
 
-// DumpFile is the dump file of the kept database db.
-func DumpFile(db string) string { return filepath.Join(Dir(), db+".sql") }
+// RunOf is the run ID in a kept database's name: "89abcdef" for
+// twice_kept_89abcdef_3, or "" for a name that is not a kept database's.
+func RunOf(db string) string {
+	if !IsName(db) {
+		return ""
+	}
+	return db[len("twice_kept_") : len("twice_kept_")+8]
+}
+
+// DumpFile is the dump file of the kept database db, in the directory of
+// its run: Dir()/<run ID>/<db>.sql, so one run's evidence is listed and
+// removed without touching another's.
+func DumpFile(db string) string { return filepath.Join(Dir(), RunOf(db), db+".sql") }
 
 // RestoreCommand is the shell command that restores the dump of db into a
 // new database of the same name on the server psql and createdb reach

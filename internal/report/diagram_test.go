@@ -52,7 +52,7 @@ func TestTitleIsPlain(t *testing.T) {
 		s    report.Summary
 		want string
 	}{
-		{report.Summary{Jobs: 22, Idempotent: 20, ExpectedFinding: 2}, "All 22 jobs idempotent or expected"},
+		{report.Summary{Jobs: 22, Idempotent: 20, ExpectedFinding: 2}, "No findings: 20 idempotent, 2 known not idempotent (expected)"},
 		{report.Summary{Jobs: 3, Idempotent: 3}, "All 3 jobs idempotent"},
 		{report.Summary{Jobs: 1, Idempotent: 1}, "1 job idempotent"},
 		{report.Summary{}, "No job was checked"},

@@ -27,6 +27,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	"same":  sameAs,
 	"diff":  diffText,
 	"dline": deliveryLine,
+	"wrap":  wrapFault,
 	"lookup": func(j Job, fault string) *Cell {
 		if c, ok := j.Cell(fault); ok {
 			return &c
@@ -59,6 +60,13 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 	},
 }).Parse(pageHTML))
 
+// wrapFault lets a fault's name break after its hyphens, so the matrix's
+// columns are as narrow as its cells: every fault fits a 1280 px window.
+func wrapFault(name string) template.HTML {
+	parts := strings.Split(template.HTMLEscapeString(name), "-")
+	return template.HTML(strings.Join(parts, "-<wbr>")) //nolint:gosec // escaped above
+}
+
 // pageHTML is the page. The matrix's job column is sticky: with many
 // faults the table scrolls sideways and the job's name stays in view (its
 // status colour is opaque, so the cells scrolling under it do not show).
@@ -69,7 +77,7 @@ const pageHTML = `<!DOCTYPE html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>twice: idempotency report</title>
 <style>
-body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem; color: #1d2430; background: #fff; }
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5rem; color: #1d2430; background: #fff; }
 h1 { font-size: 1.5rem; margin: 0 0 .3rem; }
 h2 { font-size: 1.2rem; margin-top: 2rem; border-bottom: 1px solid #d6dbe3; padding-bottom: .2rem; }
 h3 { font-size: 1.05rem; margin-top: 1.5rem; }
@@ -77,9 +85,21 @@ code, pre { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monosp
 pre { background: #f5f7fa; border: 1px solid #d6dbe3; padding: .6rem .8rem; overflow-x: auto; }
 .headline { font-weight: 600; font-size: 1.05rem; }
 .meta { color: #5b6b7f; }
-table.matrix { border-collapse: collapse; margin-top: .5rem; }
-table.matrix th, table.matrix td { border: 1px solid #d6dbe3; padding: .3rem .5rem; text-align: center; white-space: nowrap; }
-table.matrix th.job, table.matrix td.job { text-align: left; }
+table.matrix { border-collapse: collapse; margin-top: .5rem; font-size: .8rem; }
+table.matrix th, table.matrix td { border: 1px solid #d6dbe3; padding: .25rem .3rem; text-align: center; white-space: nowrap; }
+table.matrix th.fault { white-space: normal; font-size: .72rem; min-width: 3rem; vertical-align: bottom; line-height: 1.15; }
+table.matrix th.job, table.matrix td.job { text-align: left; white-space: normal; min-width: 10rem; max-width: 13rem; overflow-wrap: anywhere; }
+table.matrix td.job .test { display: block; font-size: .75rem; color: #5b6b7f; }
+h2 .test { font-weight: normal; color: #5b6b7f; font-size: .95rem; }
+ul.tallies { list-style: none; padding: 0; margin: .6rem 0; display: flex; flex-wrap: wrap; gap: .5rem; }
+ul.tallies li { border: 1px solid #d6dbe3; border-radius: 4px; padding: .3rem .7rem; }
+ul.tallies li b { font-size: 1.2rem; margin-right: .2rem; }
+ul.tallies li.t-idempotent { background: #e3f4e6; color: #1e6b2f; }
+ul.tallies li.t-expected-finding { background: #fff1cc; color: #7a5a00; }
+ul.tallies li.t-finding { background: #fbe0e0; color: #9b1c1c; }
+ul.tallies li.t-flaky { background: #e8e3f7; color: #4b2f8f; }
+ul.tallies li.t-error { background: #f1e4e4; color: #6b1c1c; }
+ul.tallies li.zero { background: #fafafa; color: #8a96a6; }
 table.matrix th.name, table.matrix td.name { position: sticky; left: 0; z-index: 1; box-shadow: 1px 0 0 #d6dbe3; }
 table.matrix thead th { background: #eef2f7; font-weight: 600; font-size: .85rem; }
 td.idempotent { background: #e3f4e6; color: #1e6b2f; }
@@ -103,26 +123,33 @@ section.job { margin-top: 2rem; }
 <body>
 <h1>twice: idempotency report</h1>
 <p class="headline" id="headline">{{.Title}}</p>
-<p class="meta">{{.Counts}} · <code>{{.Command}}</code>{{.ShardNote}} · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
-{{if .Summary.Problems}}
+<ul class="tallies" id="tallies">{{range .Tallies}}<li class="t-{{.Class}}{{if not .N}} zero{{end}}"><b>{{.N}}</b> {{.What}}</li>{{end}}</ul>
+<p class="meta">{{.Summary.Jobs}} jobs · <code>{{.Command}}</code>{{.ShardNote}} · {{dur .Duration}} · {{.Started.UTC.Format "2006-01-02 15:04:05 UTC"}} · exit code {{.ExitCode}}</p>
+{{with .ShownProblems}}
 <h2>Problems</h2>
 <ul class="problems" id="problems">
-{{range .Summary.Problems}}<li class="{{problemClass .}}">{{.Message}}{{if .Output}}<pre>{{.Output}}</pre>{{end}}</li>
+{{range .}}<li class="{{problemClass .}}">{{.Message}}{{if .Output}}<pre>{{.Output}}</pre>{{end}}</li>
 {{end}}</ul>
 {{end}}
 {{if .Jobs}}
 <h2>Jobs × faults</h2>
 <div class="scroll"><table class="matrix" id="matrix">
-<thead><tr><th class="job name">job</th><th class="job">test</th>{{range .Faults}}<th>{{.}}</th>{{end}}</tr></thead>
+<thead><tr><th class="job name">job · test</th>{{range .Faults}}<th class="fault" title="{{.}}">{{wrap .}}</th>{{end}}</tr></thead>
 <tbody>
-{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job name {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}</td><td class="job" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
+{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job name {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}<span class="test" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</span></td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} ({{$j.Test}}) under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
 {{end}}</tbody>
 </table></div>
-<p class="legend"><span>✓ idempotent</span><span>◆ expected finding</span><span>~ flaky</span><span>✗ not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
+<p class="legend"><span>✓ idempotent</span><span>◆ known not idempotent (expected)</span><span>~ flaky</span><span>✗ finding: not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
+{{end}}
+{{with .WithoutCheck}}
+<h2>Packages without a check</h2>
+<ul class="nocheck" id="nocheck">
+{{range .}}<li><code>{{.Package}}</code>: {{.Why}}</li>
+{{end}}</ul>
 {{end}}
 {{range $ji, $j := .Jobs}}{{if .Findings}}
 <section class="job" id="{{anchor .Package .Test .Name}}">
-<h2>{{mark .Status}} {{.Name}}: {{word .Status}}</h2>
+<h2>{{mark .Status}} {{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{word .Status}}</h2>
 <p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
 {{if .Expected}}<p>Expected: {{.Expected}}</p>{{end}}
 {{if .Volatile}}<p class="meta">Left out as volatile (they differ between two clean runs): {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</p>{{end}}

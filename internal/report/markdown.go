@@ -12,10 +12,15 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# twice: idempotency report\n\n")
 	fmt.Fprintf(&b, "**%s**\n\n", mdEscape(r.Title()))
-	fmt.Fprintf(&b, "%s · `%s`%s · %s · exit code %d\n", mdEscape(r.Counts()), r.Command, r.ShardNote(), shortDuration(r.Duration), r.ExitCode)
-	if len(r.Summary.Problems) > 0 {
+	var tallies []string
+	for _, t := range r.Tallies() {
+		tallies = append(tallies, fmt.Sprintf("**%d** %s", t.N, mdEscape(t.What)))
+	}
+	fmt.Fprintf(&b, "%s\n\n", strings.Join(tallies, " · "))
+	fmt.Fprintf(&b, "%d %s · `%s`%s · %s · exit code %d\n", r.Summary.Jobs, plural(r.Summary.Jobs, "job"), r.Command, r.ShardNote(), shortDuration(r.Duration), r.ExitCode)
+	if shown := r.ShownProblems(); len(shown) > 0 {
 		b.WriteString("\n## Problems\n\n")
-		for _, p := range r.Summary.Problems {
+		for _, p := range shown {
 			mark := "⚠"
 			if p.Fatal || p.Kind == ProblemTestFailed {
 				mark = "✗"
@@ -47,13 +52,19 @@ func (r *Report) Markdown() string {
 			}
 			b.WriteString("\n")
 		}
-		b.WriteString("\n✓ idempotent · ◆ expected finding · ~ flaky · ✗ not idempotent · n/m: scenarios that differ / scenarios run\n")
+		b.WriteString("\n✓ idempotent · ◆ known not idempotent (expected) · ~ flaky · ✗ finding: not idempotent · n/m: scenarios that differ / scenarios run\n")
+	}
+	if none := r.WithoutCheck(); len(none) > 0 {
+		b.WriteString("\n## Packages without a check\n\n")
+		for _, n := range none {
+			fmt.Fprintf(&b, "- `%s`: %s\n", n.Package, mdEscape(n.Why))
+		}
 	}
 	for _, j := range r.Jobs {
 		if len(j.Findings) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n## %s %s: %s\n\n", statusMark(j.Status), mdEscape(j.Name), statusWord(j.Status))
+		fmt.Fprintf(&b, "\n## %s %s (%s %s): %s\n\n", statusMark(j.Status), mdEscape(j.Name), mdEscape(r.PkgName(j.Package)), mdEscape(j.Test), statusWord(j.Status))
 		fmt.Fprintf(&b, "`%s` %s · %d of %d scenarios differ from one clean run", j.Package, mdEscape(j.Test), j.Failed, j.Scenarios)
 		if j.Runs > 1 {
 			fmt.Fprintf(&b, " · %d runs", j.Runs)

@@ -90,6 +90,9 @@ type Summary struct {
 	ExpectedFinding int `json:"expected_findings"`
 	Flaky           int `json:"flaky"`
 	Finding         int `json:"findings"`
+	// Errors counts the checks that could not run (harness-error
+	// problems): a job with no verdict, which is not among Jobs.
+	Errors int `json:"errors"`
 	// Problems are the lines that are not a job's verdict: a package that
 	// did not compile, a test binary that crashed, a failing test that
 	// ran no check, a package without harness checks. Each starts with
@@ -100,7 +103,7 @@ type Summary struct {
 // Problem is one line about something other than a job's verdict.
 type Problem struct {
 	// Kind is "build-failed", "crashed", "harness-error", "test-failed",
-	// "no-harness-tests", "no-test-files" or "go-test".
+	// "no-harness-tests", "no-test-files", "no-package" or "go-test".
 	Kind string `json:"kind"`
 	// Package is the import path it concerns, if any; Test the test.
 	Package string `json:"package,omitempty"`

@@ -27,6 +27,8 @@ const (
 	ProblemNoHarnessTests = "no-harness-tests"
 	ProblemNoTestFiles    = "no-test-files"
 	ProblemGoTest         = "go-test"
+	// ProblemNoPackage: a pattern twice was given matches no package.
+	ProblemNoPackage = "no-package"
 )
 
 // Finish counts the jobs by status into r.Summary and sets r.ExitCode.
@@ -35,6 +37,7 @@ func (r *Report) Finish() {
 	r.Schema = SchemaVersion
 	s := &r.Summary
 	s.Jobs, s.Idempotent, s.ExpectedFinding, s.Flaky, s.Finding = len(r.Jobs), 0, 0, 0, 0
+	s.Errors = countKind(s.Problems, ProblemHarnessError)
 	for _, j := range r.Jobs {
 		switch j.Status {
 		case StatusIdempotent:
@@ -62,34 +65,34 @@ func (r *Report) Finish() {
 }
 
 // Title is the report's plain headline, for the pages a reader opens
-// (index.html, the Markdown summary): "All 22 jobs idempotent or
-// expected", "2 jobs not idempotent". Headline is the same as a log line.
+// (index.html, the Markdown summary): "No findings: 10 idempotent, 12
+// known not idempotent (expected)", "2 findings". A job known not to be
+// idempotent is never folded into "all idempotent": each kind of verdict
+// is counted apart. Headline is the same as a log line.
 func (r *Report) Title() string {
 	s := r.Summary
-	jobs := func(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "job")) }
 	switch r.ExitCode {
 	case ExitOK:
 		if s.Jobs == 0 {
 			return "No job was checked"
 		}
-		all := "All " + jobs(s.Jobs)
-		if s.Jobs == 1 {
-			all = "1 job"
+		if s.ExpectedFinding == 0 {
+			if s.Jobs == 1 {
+				return "1 job idempotent"
+			}
+			return fmt.Sprintf("All %d jobs idempotent", s.Jobs)
 		}
-		if s.ExpectedFinding > 0 {
-			return all + " idempotent or expected"
-		}
-		return all + " idempotent"
+		return fmt.Sprintf("No findings: %d idempotent, %d known not idempotent (expected)", s.Idempotent, s.ExpectedFinding)
 	case ExitFindings:
 		var parts []string
 		if s.Finding > 0 {
-			parts = append(parts, jobs(s.Finding)+" not idempotent")
+			parts = append(parts, fmt.Sprintf("%d %s not idempotent", s.Finding, plural(s.Finding, "job")))
 		}
 		if s.Flaky > 0 {
-			parts = append(parts, jobs(s.Flaky)+" flaky")
+			parts = append(parts, fmt.Sprintf("%d %s flaky", s.Flaky, plural(s.Flaky, "job")))
 		}
 		if n := countKind(s.Problems, ProblemTestFailed); n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s failed for another reason", n, plural(n, "test")))
+			parts = append(parts, fmt.Sprintf("%d %s failed, not with a finding of twice", n, plural(n, "test")))
 		}
 		return capitalize(strings.Join(parts, ", "))
 	}
@@ -105,25 +108,39 @@ func (r *Report) Title() string {
 	return "Not every job could be checked: " + strings.Join(dedupe(fatal), ", ")
 }
 
-// Counts is the jobs by status in one line: "22 jobs: 20 idempotent, 2
-// expected findings".
-func (r *Report) Counts() string {
+// Tally is one count of the headline: a kind of verdict, how many jobs
+// got it, and its status class for the page.
+type Tally struct {
+	N     int
+	What  string
+	Class string
+}
+
+// Tallies are the headline's counts, each kind of verdict apart and
+// always in this order, zeros included: idempotent, known not idempotent
+// (expected), findings, flaky, errors (checks that could not run).
+func (r *Report) Tallies() []Tally {
 	s := r.Summary
-	counts := []string{}
-	add := func(n int, what string) {
-		if n > 0 {
-			counts = append(counts, fmt.Sprintf("%d %s", n, what))
+	return []Tally{
+		{s.Idempotent, "idempotent", string(StatusIdempotent)},
+		{s.ExpectedFinding, "known not idempotent (expected)", string(StatusExpected)},
+		{s.Finding, plural(s.Finding, "finding"), string(StatusFinding)},
+		{s.Flaky, "flaky", string(StatusFlaky)},
+		{s.Errors, plural(s.Errors, "error"), "error"},
+	}
+}
+
+// Counts is the jobs by kind of verdict in one line: "22 jobs: 10
+// idempotent, 12 known not idempotent (expected), 0 findings". Flaky
+// jobs and errors are named when there are any.
+func (r *Report) Counts() string {
+	var counts []string
+	for i, t := range r.Tallies() {
+		if i < 3 || t.N > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", t.N, t.What))
 		}
 	}
-	add(s.Idempotent, "idempotent")
-	add(s.ExpectedFinding, "expected "+plural(s.ExpectedFinding, "finding"))
-	add(s.Flaky, "flaky")
-	add(s.Finding, "not idempotent")
-	jobs := fmt.Sprintf("%d %s", s.Jobs, plural(s.Jobs, "job"))
-	if len(counts) > 0 {
-		jobs += ": " + strings.Join(counts, ", ")
-	}
-	return jobs
+	return fmt.Sprintf("%d %s: %s", r.Summary.Jobs, plural(r.Summary.Jobs, "job"), strings.Join(counts, ", "))
 }
 
 func countKind(ps []Problem, kind string) int {
@@ -146,24 +163,14 @@ func capitalize(s string) string {
 // Headline is the report in one line: what twice says when it exits.
 func (r *Report) Headline() string {
 	s := r.Summary
-	counts := []string{}
-	add := func(n int, what string) {
-		if n > 0 {
-			counts = append(counts, fmt.Sprintf("%d %s", n, what))
-		}
-	}
-	add(s.Idempotent, "idempotent")
-	add(s.ExpectedFinding, "expected "+plural(s.ExpectedFinding, "finding"))
-	add(s.Flaky, "flaky")
-	add(s.Finding, "not idempotent")
-	jobs := fmt.Sprintf("%d %s", s.Jobs, plural(s.Jobs, "job"))
-	if len(counts) > 0 {
-		jobs += ": " + strings.Join(counts, ", ")
-	}
+	jobs := r.Counts()
 	switch r.ExitCode {
 	case ExitOK:
 		return "[twice] ok: " + jobs
 	case ExitFindings:
+		if s.Finding == 0 && s.Flaky == 0 {
+			return "[twice] a test failed, not with a finding of twice: " + jobs + failingTests(s.Problems)
+		}
 		return "[twice] not idempotent: " + jobs + failingTests(s.Problems)
 	}
 	var fatal []string
@@ -204,9 +211,9 @@ func dedupe(xs []string) []string {
 func statusWord(s Status) string {
 	switch s {
 	case StatusExpected:
-		return "expected finding"
+		return "known not idempotent (expected)"
 	case StatusFinding:
-		return "not idempotent"
+		return "not idempotent (a finding)"
 	}
 	return string(s)
 }
@@ -273,4 +280,49 @@ func (r *Report) PkgName(path string) string {
 		return path
 	}
 	return path[cut+1:]
+}
+
+// noCheck reports whether p only says a package has no check: tests
+// with no harness.Check, or no tests. That is not a problem: twice report
+// ./... runs every package, and only some have jobs.
+func noCheck(p Problem) bool {
+	return p.Kind == ProblemNoHarnessTests || p.Kind == ProblemNoTestFiles
+}
+
+// ShownProblems are the problems a reader must act on: everything but
+// the packages without a check (WithoutCheck).
+func (r *Report) ShownProblems() []Problem {
+	var out []Problem
+	for _, p := range r.Summary.Problems {
+		if !noCheck(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// NoCheck is a package that ran no harness check, and why.
+type NoCheck struct {
+	Package string
+	Why     string
+}
+
+// WithoutCheck lists the packages that ran no harness check: listed as
+// such, apart from the problems.
+func (r *Report) WithoutCheck() []NoCheck {
+	tests := map[string]int{}
+	for _, p := range r.Packages {
+		tests[p.ImportPath] = p.Tests
+	}
+	var out []NoCheck
+	for _, p := range r.Summary.Problems {
+		switch p.Kind {
+		case ProblemNoTestFiles:
+			out = append(out, NoCheck{p.Package, "no test files"})
+		case ProblemNoHarnessTests:
+			n := tests[p.Package]
+			out = append(out, NoCheck{p.Package, fmt.Sprintf("%d %s ran, none calls harness.Check", n, plural(n, "test"))})
+		}
+	}
+	return out
 }

@@ -1,0 +1,157 @@
+package report_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/report"
+)
+
+// everyFault is every column the matrix can have: the default faults,
+// exploration and replay.
+var everyFault = []faults.Name{
+	faults.NameRunTwice, faults.NameProducerRetry, faults.NameCrashBeforeAck, faults.NameLostAck,
+	faults.NameCrashMidJob, faults.NameAmbiguousCommit, faults.NameEffectLostReply, faults.NameEffectFailed,
+	faults.NameVisibilityTimeout, faults.NameConcurrentDelivery, faults.NameConcurrentProducerRetry,
+	faults.NameRedrive, faults.NameExplore, faults.NameReplay,
+}
+
+// widestReport is the fixture with a column for every fault and the
+// widest cells each can hold (n/m with two-digit counts), or the report
+// in $TWICE_REPORT_JSON (a real run's report.json) when that is set.
+func widestReport(t *testing.T) *report.Report {
+	t.Helper()
+	if path := os.Getenv("TWICE_REPORT_JSON"); path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r report.Report
+		if err := json.Unmarshal(data, &r); err != nil {
+			t.Fatal(err)
+		}
+		return &r
+	}
+	r := fixture(t)
+	r.Faults = nil
+	for _, f := range everyFault {
+		r.Faults = append(r.Faults, string(f))
+	}
+	for i := range r.Jobs {
+		j := &r.Jobs[i]
+		if i == 0 {
+			j.Name, j.Test = "payout-with-random-key-and-a-long-name", "TestPayoutWithRandomKeyAndALongName"
+		}
+		j.Cells = nil
+		for _, f := range r.Faults {
+			j.Cells = append(j.Cells, report.Cell{Fault: f, Status: report.StatusExpected, Scenarios: 24, Failed: 23})
+		}
+	}
+	return r
+}
+
+// TestMatrixFits1280 opens the report in headless chromium in a 1280 px
+// window: the page does not scroll sideways, the matrix does not either,
+// and every fault's column is on screen with its name whole. The
+// screenshot (PNG) is kept in $TWICE_ARTIFACTS, or the test's temp dir,
+// and logged.
+func TestMatrixFits1280(t *testing.T) {
+	exe := chromium(t)
+	r := widestReport(t)
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "index.html")
+	if err := os.WriteFile(page, html, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatalf("opening %s in %s: %v", page, exe, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#matrix"))); err != nil {
+		t.Fatal(err)
+	}
+	type layout struct {
+		Viewport    float64  `json:"viewport"`
+		PageScroll  float64  `json:"pageScroll"`
+		BoxScroll   float64  `json:"boxScroll"`
+		BoxWidth    float64  `json:"boxWidth"`
+		Columns     int      `json:"columns"`
+		OffScreen   []string `json:"offScreen"`
+		Clipped     []string `json:"clipped"`
+		TalliesSeen int      `json:"talliesSeen"`
+	}
+	l, err := chromedp.Run(ctx, chromedp.Evaluate[layout](`(() => {
+		const vw = document.documentElement.clientWidth, box = document.querySelector('.scroll');
+		const ths = [...document.querySelectorAll('#matrix th.fault')];
+		return {
+			viewport: vw, pageScroll: document.documentElement.scrollWidth,
+			boxScroll: box.scrollWidth, boxWidth: box.clientWidth, columns: ths.length,
+			offScreen: ths.filter(th => { const r = th.getBoundingClientRect(); return r.left < 0 || r.right > vw }).map(th => th.title),
+			clipped: ths.filter(th => th.scrollWidth > th.clientWidth + 1).map(th => th.title),
+			talliesSeen: [...document.querySelectorAll('#tallies li')].filter(li => li.getBoundingClientRect().right <= vw).length,
+		} })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	art := os.Getenv("TWICE_ARTIFACTS")
+	if art == "" {
+		art = dir
+	}
+	if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shotPath := filepath.Join(art, "report-1280.png")
+	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	topPath := filepath.Join(art, "report-1280-window.png")
+	if err := os.WriteFile(topPath, top, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots: %s (the window), %s (the page); layout %+v", topPath, shotPath, l)
+
+	if l.Columns != len(r.Faults) {
+		t.Errorf("the matrix has %d fault columns, want %d", l.Columns, len(r.Faults))
+	}
+	if l.PageScroll > l.Viewport {
+		t.Errorf("the page is %v px wide in a %v px window: it scrolls sideways", l.PageScroll, l.Viewport)
+	}
+	if l.BoxScroll > l.BoxWidth {
+		t.Errorf("the matrix is %v px wide in its %v px box: it scrolls sideways", l.BoxScroll, l.BoxWidth)
+	}
+	if len(l.OffScreen) > 0 {
+		t.Errorf("fault columns off screen at 1280 px: %q", l.OffScreen)
+	}
+	if len(l.Clipped) > 0 {
+		t.Errorf("fault names cut in their headers: %q", l.Clipped)
+	}
+	if l.TalliesSeen != 5 {
+		t.Errorf("%d of the headline's 5 counts are on screen", l.TalliesSeen)
+	}
+}
