@@ -15,8 +15,8 @@
 // Orders that differ only by swapping adjacent steps that cannot affect
 // each other end in the same state, so only one of each class runs (a
 // partial-order reduction): a step is free when it touches nothing the
-// other delivery can see or wait for (Local: BEGIN, SAVEPOINT, RELEASE,
-// SET) and it is its delivery's first step or follows a local one (see
+// other delivery can see or wait for (Step.Local: BEGIN, SAVEPOINT,
+// RELEASE, SET) and it is its delivery's first step or follows a local one (see
 // Free). The cap counts classes, so it covers more distinct behaviour.
 // Plan.Unreduced turns the reduction off; the harness does that for a
 // fault whose deliveries took other steps at the free positions than the
@@ -93,6 +93,24 @@ type Step struct {
 	// when it ended. Holding its commit (Schedule.Holds) lets another
 	// delivery's statement run on a snapshot taken before it committed.
 	Autocommit bool `json:",omitempty"`
+	// Local marks a statement that touches nothing another delivery can
+	// see or wait for, whatever runs around it, as the proxy read it:
+	// every statement in it starts a transaction (BEGIN, START
+	// TRANSACTION with any modes: the snapshot is taken at the next
+	// statement), sets or releases a savepoint, or sets a session or
+	// transaction setting (SET, SET LOCAL; not SET CONSTRAINTS, which
+	// runs deferred checks). Effect calls and every other statement are
+	// not local: a plain SELECT may call a function that writes or takes
+	// a lock (nextval, pg_advisory_lock, a user's function), and nothing
+	// short of asking the server could tell. The partial-order reduction
+	// moves local steps (see Free).
+	//
+	// One thing a BEGIN does fix is the transaction's timestamp (now()):
+	// a handler that compared the now() of two deliveries' transactions
+	// could tell apart orders the reduction treats as one. Such a
+	// comparison is a race with the wall clock in any case; twice's clock
+	// (Delivery.Now) does not move with steps.
+	Local bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency
 	// key, if any.

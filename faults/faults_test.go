@@ -104,7 +104,7 @@ func TestParseRejects(t *testing.T) {
 
 func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 	plan := faults.Plan{Steps: []faults.Step{
-		{SQL: "BEGIN"}, {SQL: "INSERT INTO ledger ..."}, {SQL: "COMMIT", CommitPoint: true},
+		{SQL: "BEGIN", Local: true}, {SQL: "INSERT INTO ledger ..."}, {SQL: "COMMIT", CommitPoint: true},
 	}}
 	var got []string
 	for _, f := range faults.Default() {
@@ -372,7 +372,7 @@ func TestOverlapsAreAllThatGrows(t *testing.T) {
 // copy, a job of its own, still runs every order.
 func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 	plan := faults.Plan{Steps: []faults.Step{
-		{SQL: "BEGIN"},
+		{SQL: "BEGIN", Local: true},
 		{SQL: "UPDATE accounts ..."},
 		{SQL: "COMMIT", CommitPoint: true},
 		{SQL: "INSERT INTO ledger ...", CommitPoint: true, Autocommit: true},

@@ -133,7 +133,7 @@ func (r *stepRequest) asStep() faults.Step {
 	if r.effect {
 		return r.call
 	}
-	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint, Autocommit: r.step.CommitPoint && !r.step.InTransaction}
+	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint, Autocommit: r.step.CommitPoint && !r.step.InTransaction, Local: r.step.Local}
 }
 
 type eventKind int

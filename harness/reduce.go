@@ -216,7 +216,7 @@ func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *Diver
 				continue
 			}
 			for _, p := range []int{k - 1, k} {
-				if p >= 1 && (p > len(steps) || !faults.Local(steps[p-1])) {
+				if p >= 1 && (p > len(steps) || !steps[p-1].Local) {
 					return at(p)
 				}
 			}
@@ -285,7 +285,7 @@ func reductionLines(res *Result) []string {
 		if d := red.Diverged; d != nil {
 			what := fmt.Sprintf("took no step %d", d.Step)
 			switch {
-			case d.Took != nil && faults.Local(*d.Took):
+			case d.Took != nil && d.Took.Local:
 				what = fmt.Sprintf("ended right after step %d (%s)", d.Step, render.OneLine(render.Step(*d.Took)))
 			case d.Took != nil:
 				what = fmt.Sprintf("took step %d: %s", d.Step, render.OneLine(render.Step(*d.Took)))
