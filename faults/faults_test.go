@@ -398,3 +398,27 @@ func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 		t.Errorf("concurrent-producer-retry changed (-every order +one delivery at a time):\n%s", diff)
 	}
 }
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{72 * time.Hour, "72h"},
+		{90 * time.Minute, "90m"},
+		{30 * time.Second, "30s"},
+		{0, "0s"},
+		{1500 * time.Millisecond, "1.5s"},
+		{250 * time.Millisecond, "250ms"},
+		{-2 * time.Hour, "-2h"},
+	}
+	for _, tt := range tests {
+		got := faults.FormatDuration(tt.d)
+		if got != tt.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != tt.d {
+			t.Errorf("time.ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.d)
+		}
+	}
+}

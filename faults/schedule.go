@@ -125,7 +125,7 @@ func (k Kind) OnEffect() bool { return k == KindEffectLostReply || k == KindEffe
 func (d Delivery) String() string {
 	var b strings.Builder
 	if d.Advance > 0 {
-		fmt.Fprintf(&b, "+%s ", formatDuration(d.Advance))
+		fmt.Fprintf(&b, "+%s ", FormatDuration(d.Advance))
 	}
 	fmt.Fprintf(&b, "j%da%dw%d", d.Job, d.Attempt, d.Worker)
 	if d.With > 0 {
@@ -343,13 +343,17 @@ func leadingNumber(s string) (int, string, error) {
 	return v, s[n:], err
 }
 
-// formatDuration writes whole hours, minutes or seconds the short way
-// ("72h", "30s") and anything else as time.Duration does.
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d as a schedule's text form writes a clock move,
+// the short way a reader would: whole hours as "72h", whole minutes as
+// "90m", whole seconds (zero too) as "30s", and anything finer as
+// time.Duration's String does ("1.5s", "250ms"). time.ParseDuration
+// reads every one back. Reports print their durations with it, so a
+// clock move reads the same in a schedule and beside it.
+func FormatDuration(d time.Duration) string {
 	switch {
-	case d%time.Hour == 0:
+	case d != 0 && d%time.Hour == 0:
 		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
+	case d != 0 && d%time.Minute == 0:
 		return fmt.Sprintf("%dm", d/time.Minute)
 	case d%time.Second == 0:
 		return fmt.Sprintf("%ds", d/time.Second)

@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -401,7 +402,7 @@ func (e *execution) incomplete() []string {
 	for _, d := range e.lastPerJob() {
 		if d.outcome.Err != "" {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, render.FirstLine(d.outcome.Err)))
+				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, text.FirstLine(d.outcome.Err)))
 		} else if d.dead {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s",
 				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, d.outcome.Fault))
@@ -611,7 +612,7 @@ func (e *execution) handle(ev event) {
 		}
 		d.durable = d.durable || (req.effect && req.fate != effectRefused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
-			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
 		}
 	case evReturned:
 		if d.ended {
@@ -796,7 +797,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			d.outcome.Faulted = new(req.asStep())
 			req.grant <- wireproxy.Crash
-			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, text.OneLine(req.step.SQL)))
 			e.watchEnded(req)
 			return
 		case d.spec.Fault == faults.KindAmbiguous && req.effect:
@@ -811,7 +812,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// again and retry, and its return value counts. Whether the
 			// step wrote is known once the server has answered (After).
 			d.outcome.Faulted = new(req.asStep())
-			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, text.OneLine(req.step.SQL))
 			d.lostReply = req
 			d.bySQL[req.step.Index] = req
 			req.grant <- wireproxy.Ambiguous
@@ -820,7 +821,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// The delivery lives on: the call returns an error and the
 			// handler decides what to make of it.
 			d.midJobFault = true
-			call := render.OneLine(req.step.SQL)
+			call := text.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
 				req.fate = effectReplyLost
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
@@ -830,7 +831,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			}
 		case d.spec.Fault.OnEffect():
 			// Another path than the clean run's: there is no call to act on.
-			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, render.OneLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
 		}
 	}
 	d.inflight[req] = &inflightStep{req: req}
@@ -1027,13 +1028,13 @@ func (d *deliveryRun) where() string {
 	}
 	switch {
 	case at != nil && at.effect:
-		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, render.OneLine(at.step.SQL))
+		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, text.OneLine(at.step.SQL))
 	case at != nil:
-		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, render.OneLine(at.step.SQL))
+		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, text.OneLine(at.step.SQL))
 	case d.done == 0:
 		return "it was in its own code before its first step reached the server"
 	default:
 		return fmt.Sprintf("it was in its own code after step %d finished (%s), before step %d reached the server",
-			d.done, render.OneLine(d.steps[len(d.steps)-1].SQL), d.done+1)
+			d.done, text.OneLine(d.steps[len(d.steps)-1].SQL), d.done+1)
 	}
 }

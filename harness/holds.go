@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -32,7 +32,7 @@ func (e *execution) canHold(d *deliveryRun, req *stepRequest) bool {
 		return true
 	}
 	if d.outcome.Unheld == "" {
-		d.outcome.Unheld = fmt.Sprintf("step %d ran as it is (%s): %s", req.seq, render.OneLine(req.step.SQL), why)
+		d.outcome.Unheld = fmt.Sprintf("step %d ran as it is (%s): %s", req.seq, text.OneLine(req.step.SQL), why)
 	}
 	return false
 }

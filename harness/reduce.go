@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // The concurrent faults run one interleaving of each class of equivalent
@@ -270,28 +271,28 @@ func reductionLines(res *Result) []string {
 		if red.Refused > 0 {
 			if red.HandedOut == nil {
 				out = append(out, fmt.Sprintf("%s: %d %s run, %d left out: the queue hands a job to one delivery at a time and refused the second delivery, so their order cannot matter",
-					red.Fault, red.Orders, render.Plural(red.Orders, "interleaving"), red.Pruned))
+					red.Fault, red.Orders, text.Plural(red.Orders, "interleaving"), red.Pruned))
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s: the queue handed out delivery 2 of %s although it hands a job to one delivery at a time (QueueRules.OneDeliveryAtATime), so the %d %s left out for that ran too",
-				red.Fault, *red.HandedOut, red.Refused, render.Plural(red.Refused, "interleaving")))
+				red.Fault, *red.HandedOut, red.Refused, text.Plural(red.Refused, "interleaving")))
 			orders += red.Refused
 			if pruned == 0 {
 				continue
 			}
 		}
 		line := fmt.Sprintf("%s: %d %s run, %d left out as equivalent to one run", red.Fault,
-			orders, render.Plural(orders, "interleaving"), pruned)
+			orders, text.Plural(orders, "interleaving"), pruned)
 		if d := red.Diverged; d != nil {
 			what := fmt.Sprintf("took no step %d", d.Step)
 			switch {
 			case d.Took != nil && d.Took.Local:
-				what = fmt.Sprintf("ended right after step %d (%s)", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("ended right after step %d (%s)", d.Step, text.OneLine(render.Step(*d.Took)))
 			case d.Took != nil:
-				what = fmt.Sprintf("took step %d: %s", d.Step, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("took step %d: %s", d.Step, text.OneLine(render.Step(*d.Took)))
 			}
 			line = fmt.Sprintf("%s: delivery %d of %s %s, not the local step the reduction assumed there, so the %d %s left out ran too",
-				red.Fault, d.Delivery, d.Schedule, what, pruned, render.Plural(pruned, "interleaving"))
+				red.Fault, d.Delivery, d.Schedule, what, pruned, text.Plural(pruned, "interleaving"))
 		}
 		out = append(out, line)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Checks that turn a check that would test nothing into an error: each of
@@ -67,7 +67,7 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
 		}
 		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
 		}
 	}
 	return nil
@@ -84,7 +84,7 @@ func effectStepsHint(clean []faults.Step) string {
 	if len(at) == 0 {
 		return "the job makes no effect call on a clean run, so no effect fault applies"
 	}
-	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
+	return fmt.Sprintf("its effect calls are %s %s", text.Plural(len(at), "step"), strings.Join(at, ", "))
 }
 
 // checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns

@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 	"io"
 	"os"
 	"strings"
@@ -48,7 +48,7 @@ func (p *progress) start(total int, recDir string) {
 	p.begin, p.total, p.recDir = time.Now(), total, recDir
 	p.mu.Unlock()
 	if !p.tty {
-		_, _ = fmt.Fprintf(p.out, "[twice] running the checks of %d %s\n", total, render.Plural(total, "package"))
+		_, _ = fmt.Fprintf(p.out, "[twice] running the checks of %d %s\n", total, text.Plural(total, "package"))
 		return
 	}
 	p.stopTick = make(chan struct{})

@@ -20,6 +20,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // ownerLabel marks twice's containers with "<pid> <start> <host>" of the
@@ -71,7 +73,7 @@ func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, unavailable("no Docker engine answered: %v", firstLine(r.err.Error()))
+			return nil, unavailable("no Docker engine answered: %v", text.FirstLine(r.err.Error()))
 		}
 		return r.cli, nil
 	case <-ctx.Done():
@@ -229,7 +231,7 @@ func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image st
 		_ = resp.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, firstLine(err.Error()))
+		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error()))
 	}
 	return nil
 }
@@ -293,9 +295,4 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

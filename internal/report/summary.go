@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"strings"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Exit codes of twice report.
@@ -66,7 +68,7 @@ func (r *Report) Finish() {
 // expected", "2 jobs not idempotent". Headline is the same as a log line.
 func (r *Report) Title() string {
 	s := r.Summary
-	jobs := func(n int) string { return fmt.Sprintf("%d %s", n, plural(n, "job")) }
+	jobs := func(n int) string { return fmt.Sprintf("%d %s", n, text.Plural(n, "job")) }
 	switch r.ExitCode {
 	case ExitOK:
 		if s.Jobs == 0 {
@@ -89,7 +91,7 @@ func (r *Report) Title() string {
 			parts = append(parts, jobs(s.Flaky)+" flaky")
 		}
 		if n := countKind(s.Problems, ProblemTestFailed); n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s failed for another reason", n, plural(n, "test")))
+			parts = append(parts, fmt.Sprintf("%d %s failed for another reason", n, text.Plural(n, "test")))
 		}
 		return capitalize(strings.Join(parts, ", "))
 	}
@@ -116,10 +118,10 @@ func (r *Report) Counts() string {
 		}
 	}
 	add(s.Idempotent, "idempotent")
-	add(s.ExpectedFinding, "expected "+plural(s.ExpectedFinding, "finding"))
+	add(s.ExpectedFinding, "expected "+text.Plural(s.ExpectedFinding, "finding"))
 	add(s.Flaky, "flaky")
 	add(s.Finding, "not idempotent")
-	jobs := fmt.Sprintf("%d %s", s.Jobs, plural(s.Jobs, "job"))
+	jobs := fmt.Sprintf("%d %s", s.Jobs, text.Plural(s.Jobs, "job"))
 	if len(counts) > 0 {
 		jobs += ": " + strings.Join(counts, ", ")
 	}
@@ -153,10 +155,10 @@ func (r *Report) Headline() string {
 		}
 	}
 	add(s.Idempotent, "idempotent")
-	add(s.ExpectedFinding, "expected "+plural(s.ExpectedFinding, "finding"))
+	add(s.ExpectedFinding, "expected "+text.Plural(s.ExpectedFinding, "finding"))
 	add(s.Flaky, "flaky")
 	add(s.Finding, "not idempotent")
-	jobs := fmt.Sprintf("%d %s", s.Jobs, plural(s.Jobs, "job"))
+	jobs := fmt.Sprintf("%d %s", s.Jobs, text.Plural(s.Jobs, "job"))
 	if len(counts) > 0 {
 		jobs += ": " + strings.Join(counts, ", ")
 	}
@@ -185,7 +187,7 @@ func failingTests(ps []Problem) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d failing %s", n, plural(n, "test"))
+	return fmt.Sprintf("; %d failing %s", n, text.Plural(n, "test"))
 }
 
 func dedupe(xs []string) []string {
