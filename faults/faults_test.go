@@ -40,6 +40,9 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 			{Job: 1, Attempt: 1, Worker: 1, Advance: 1500 * time.Millisecond}}}},
 		{"effect lost reply", "j1a1w1!lostreply:2", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 2}}}},
+		{"crash right after an effect", "j1a1w1!crashafter:2 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrashAfterEffect, At: 2},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
 		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed, At: 3},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
@@ -80,7 +83,8 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1!lostreply", "needs the step of its effect call"},
 		{"j1a1w1!failed", "needs the step of its effect call"},
 		{"j1a1w1!failed:0", "failed needs a step from 1"},
-		{"j1a1w1!timeout:2", "lostreply:N or failed:N"},
+		{"j1a1w1!timeout:2", "lostreply:N, failed:N or crashafter:N"},
+		{"j1a1w1!crashafter", "needs the step of its effect call"},
 		{"+soon j1a1w1", "not a positive duration"},
 		{"j1a1w1 > j1a2w2@3:1", "can only overlap a delivery started before it"},
 		{"j1a1w1 > j1a2w2@1", "want @delivery:steps"},

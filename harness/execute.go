@@ -800,11 +800,15 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, text.OneLine(req.step.SQL)))
 			e.watchEnded(req)
 			return
-		case d.spec.Fault == faults.KindAmbiguous && req.effect:
+		case d.spec.Fault == faults.KindCrashAfterEffect && req.effect:
 			// The provider accepts the call and the worker dies before it
-			// hears back: a crash right after an effect.
+			// hears back.
 			d.dieAfter = req
 			d.midJobFault = true
+		case d.spec.Fault == faults.KindAmbiguous && req.effect:
+			// Another path than the clean run's: there is no statement
+			// whose reply could be lost.
+			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is an effect call, not a statement: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
 		case d.spec.Fault == faults.KindAmbiguous:
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection

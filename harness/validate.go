@@ -51,7 +51,7 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	steps := len(clean)
 	for _, d := range s.Deliveries {
 		switch d.Fault {
-		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed, faults.KindCrashAfterEffect:
 		default:
 			continue
 		}
@@ -65,6 +65,9 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 				hint = effectStepsHint(clean)
 			}
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+		}
+		if d.Fault == faults.KindAmbiguous && d.At > 0 && clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d loses a statement's reply, but step %d of job %q's clean run is an effect call (%s), so the fault would never happen; for a worker that dies right after the provider accepted it, use %s!%s:%d", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), d.Label(), faults.KindCrashAfterEffect, d.At)
 		}
 		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))

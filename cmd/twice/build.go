@@ -380,7 +380,7 @@ func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step 
 		return out
 	}
 	switch o.Delivery.Fault {
-	case faults.KindCrash, faults.KindAmbiguous:
+	case faults.KindCrash, faults.KindAmbiguous, faults.KindCrashAfterEffect:
 	case faults.KindEffectLostReply, faults.KindEffectFailed:
 		// The call completed as a step and the delivery lived on: mark it
 		// in place, when the step there is the effect call it hit.
@@ -395,12 +395,12 @@ func deliverySteps(o record.DeliveryOutcome, clean []faults.Step) []report.Step 
 		return out
 	}
 	mark := report.StepCrashed
-	if o.Delivery.Fault == faults.KindAmbiguous {
+	if o.Delivery.Fault == faults.KindAmbiguous || o.Delivery.Fault == faults.KindCrashAfterEffect {
 		mark = report.StepReplyLost
 	}
 	effectHit := at <= len(out) && out[at-1].Effect != "" && (at > len(clean) || clean[at-1].IsEffect())
-	if o.Faulted == nil && o.Delivery.Fault == faults.KindAmbiguous && effectHit {
-		// An ambiguous effect call completed, so it is among the steps:
+	if o.Faulted == nil && o.Delivery.Fault == faults.KindCrashAfterEffect && effectHit {
+		// An effect call the worker died right after completed, so it is among the steps:
 		// the provider made it, and the worker died before it heard back.
 		out[at-1].Fault = mark
 		return out

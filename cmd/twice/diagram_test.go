@@ -102,7 +102,7 @@ func recordSteps(s record.Scenario, clean []faults.Step) []diagramStep {
 		taken[o]++
 		k := taken[o]
 		spec := d.Delivery
-		hit := spec.At == k && (spec.Fault == faults.KindCrash || spec.Fault == faults.KindAmbiguous)
+		hit := spec.At == k && (spec.Fault == faults.KindCrash || spec.Fault == faults.KindAmbiguous || spec.Fault == faults.KindCrashAfterEffect)
 		var st faults.Step
 		idx := k - 1
 		if d.Faulted != nil && spec.At < k {

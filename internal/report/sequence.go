@@ -196,7 +196,7 @@ func (b *diagramBuilder) step(d, k int) {
 		switch del.Fault {
 		case "crash":
 			step.Fault = StepCrashed
-		case "ambiguous":
+		case "ambiguous", "crashafter":
 			step.Fault = StepReplyLost
 		case "lostreply":
 			step.Fault = StepTimedOut
