@@ -188,3 +188,58 @@ func TestUnreducedPlan(t *testing.T) {
 		t.Errorf("unreduced: %d schedules, want 20", n)
 	}
 }
+
+// Expand splits a concurrent fault's schedules once: what runs, what the
+// queue's one delivery at a time would refuse, and what the reduction
+// prunes: what the fault without either runs beyond the rest.
+func TestExpandSplitsOnce(t *testing.T) {
+	clean := steps("BEGIN", "SELECT 1", "COMMIT")
+	clean[2].CommitPoint = true
+	clean = append(clean, faults.Step{SQL: "INSERT INTO t VALUES (1)", CommitPoint: true, Autocommit: true})
+	texts := func(ss []faults.Schedule) []string {
+		var out []string
+		for _, s := range ss {
+			if s.Fault != faults.NameConcurrentDelivery {
+				t.Errorf("%s: Fault = %q, want %q", s, s.Fault, faults.NameConcurrentDelivery)
+			}
+			out = append(out, s.String())
+		}
+		return out
+	}
+	plan := faults.Plan{Steps: clean, OneDeliveryAtATime: true}
+	e := faults.ConcurrentDelivery().Expand(plan)
+	if e.Fault != faults.NameConcurrentDelivery {
+		t.Errorf("Fault = %q", e.Fault)
+	}
+	if diff := cmp.Diff(texts(faults.ConcurrentDelivery().Schedules(plan)), texts(e.Run)); diff != "" {
+		t.Errorf("Run is not Schedules (-Schedules +Run):\n%s", diff)
+	}
+	if len(e.Run) != 1 || len(e.Refused) == 0 || len(e.Pruned) == 0 {
+		t.Fatalf("Run %d, Refused %d, Pruned %d schedules; want 1 and some of each", len(e.Run), len(e.Refused), len(e.Pruned))
+	}
+	whole := plan
+	whole.OneDeliveryAtATime = false
+	if diff := cmp.Diff(texts(faults.ConcurrentDelivery().Schedules(whole)), texts(append(e.Run, e.Refused...))); diff != "" {
+		t.Errorf("Run+Refused is not the fault handed out whole (-whole +Run+Refused):\n%s", diff)
+	}
+	unreduced := whole
+	unreduced.Unreduced = true
+	// Pruned is what the unreduced fault (a sample of it here: 70 orders
+	// are more than 24) runs beyond the rest.
+	ran := texts(append(e.Run, e.Refused...))
+	var want []string
+	for _, s := range texts(faults.ConcurrentDelivery().Schedules(unreduced)) {
+		if !slices.Contains(ran, s) {
+			want = append(want, s)
+		}
+	}
+	if diff := cmp.Diff(want, texts(e.Pruned)); diff != "" {
+		t.Errorf("Pruned is not the unreduced fault's other orders (-want +Pruned):\n%s", diff)
+	}
+	if p := faults.ConcurrentDelivery().Expand(unreduced).Pruned; len(p) != 0 {
+		t.Errorf("Unreduced prunes %v, want nothing", texts(p))
+	}
+	if e := faults.CrashAtEveryStep().Expand(plan); len(e.Run) != 4 || len(e.Refused)+len(e.Pruned) != 0 {
+		t.Errorf("crash-mid-job: Run %d, Refused %d, Pruned %d; want 4 and none left out", len(e.Run), len(e.Refused), len(e.Pruned))
+	}
+}

@@ -479,7 +479,9 @@ func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
 		return DeliveryFirst
 	case prev == nil:
 		return DeliveryProducerCopy
-	case d.spec.Advance >= e.r.redriveAfter():
+	case d.spec.Advance > e.r.visibilityTimeout():
+		// Past the point where the queue would have handed the job out
+		// itself: nobody but a person brings it back now.
 		return DeliveryRedrive
 	case prev.spec.Fault == faults.KindLostAck:
 		return DeliveryLostAckRedelivery

@@ -452,7 +452,7 @@ func (e *explorer) runKeeping(ctx context.Context, s faults.Schedule, n int) ([]
 	return e.parallel(ctx, scheds)
 }
 
-// parallel runs scheds, Config.Parallel at a time.
+// parallel runs scheds, -twice.parallel at a time.
 func (e *explorer) parallel(ctx context.Context, scheds []faults.Schedule) ([]Scenario, []*freshdb.Database, error) {
 	outs := make([]Scenario, len(scheds))
 	dbs := make([]*freshdb.Database, len(scheds))

@@ -69,16 +69,13 @@ func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
 }
 
 // confirmReductions records, for every fault of the check that the
-// reduction thinned, how many orders it left out, and runs them after
-// all, appended to res.Scenarios, when one of the fault's scenarios
-// broke what the reduction assumed: a delivery diverged from the steps
-// the partial-order reduction assumed, or a queue that hands a job to
-// one delivery at a time (plan.OneDeliveryAtATime) handed out the second.
-func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *Result) error {
-	whole := plan
-	whole.OneDeliveryAtATime = false
-	unreduced := whole
-	unreduced.Unreduced = true
+// reduction thinned (each expanded once, into expanded), how many orders
+// it left out, and runs them after all, appended to res.Scenarios, when
+// one of the fault's scenarios broke what the reduction assumed: a
+// delivery diverged from the steps the partial-order reduction assumed,
+// or a queue that hands a job to one delivery at a time
+// (plan.OneDeliveryAtATime) handed out the second.
+func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expanded []faults.Expansion, res *Result) error {
 	free := faults.Free(plan.Steps)
 	// The orders left out take places after the check's schedules, every
 	// reduced fault's in turn whether it falls back or not (first those
@@ -90,17 +87,15 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *R
 	if res.Shard != nil {
 		next = res.Shard.Schedules
 	}
-	for _, f := range r.cfg.faults() {
-		ran := f.Schedules(plan)
-		refused := without(f.Schedules(whole), ran)
-		pruned := without(f.Schedules(unreduced), append(slices.Clone(ran), refused...))
+	for _, f := range expanded {
+		ran, refused, pruned := f.Run, f.Refused, f.Pruned
 		if len(refused)+len(pruned) == 0 {
 			continue
 		}
 		refusedAt := next
 		prunedAt := refusedAt + len(refused)
 		next = prunedAt + len(pruned)
-		red := Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
+		red := Reduction{Fault: f.Fault, Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
 		checked := ran
 		if len(refused) > 0 {
 			handed, err := r.handedOut(ctx, ran, res)
@@ -177,21 +172,6 @@ func dealt(scheds []faults.Schedule, first int, res *Result) placed {
 	for j, s := range scheds {
 		if res.Shard == nil || res.Shard.Has(first+j) {
 			out.scheds, out.places = append(out.scheds, s), append(out.places, first+j)
-		}
-	}
-	return out
-}
-
-// without returns the schedules of all that are not in some, by text.
-func without(all, some []faults.Schedule) []faults.Schedule {
-	in := map[string]bool{}
-	for _, s := range some {
-		in[s.String()] = true
-	}
-	var out []faults.Schedule
-	for _, s := range all {
-		if !in[s.String()] {
-			out = append(out, s)
 		}
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/runtwice/twice/internal/record"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -29,6 +30,11 @@ const (
 	// keeping them as evidence (CI runs nobody will inspect). Flag
 	// -twice.keep.
 	KeepEnv = "TWICE_KEEP"
+	// ParallelEnv is how many scenarios a check runs at once, each on a
+	// database of its own; unset or 0 means GOMAXPROCS. It is the
+	// machine's setting, not the job's: a laptop and a CI runner differ.
+	// Flag -twice.parallel.
+	ParallelEnv = "TWICE_PARALLEL"
 )
 
 func init() {
@@ -36,6 +42,7 @@ func init() {
 	flag.Int("twice.checks", 0, "twice: how many schedules Explore draws; 0 means ExploreOptions.Checks, or 100 (env "+ChecksEnv+")")
 	flag.Bool("twice.keep", true, "twice: keep a failed check's databases as evidence; false drops them (env "+KeepEnv+")")
 	flag.Uint64("twice.seed", 0, "twice: the seed Explore hands rapid, as -rapid.seed; 0 means a random one (env "+SeedEnv+")")
+	flag.Int("twice.parallel", 0, "twice: how many scenarios a check runs at once; 0 means GOMAXPROCS (env "+ParallelEnv+")")
 }
 
 // setting returns the value of flag name when it was given on the command
@@ -84,6 +91,23 @@ func checksSetting() (int, error) {
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("[twice] -twice.checks or %s is %q; want a number of schedules, like 500", ChecksEnv, text)
+	}
+	return n, nil
+}
+
+// parallelSetting is -twice.parallel or TWICE_PARALLEL: how many
+// scenarios run at once, GOMAXPROCS when unset or 0.
+func parallelSetting() (int, error) {
+	text := setting("twice.parallel", ParallelEnv)
+	if text == "" {
+		return runtime.GOMAXPROCS(0), nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("[twice] -twice.parallel or %s is %q; want how many scenarios run at once, like 4, or 0 for GOMAXPROCS", ParallelEnv, text)
+	}
+	if n == 0 {
+		return runtime.GOMAXPROCS(0), nil
 	}
 	return n, nil
 }

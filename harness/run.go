@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,15 +60,23 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.close(context.WithoutCancel(ctx))
+	// Each fault is expanded once: what runs now, and what the
+	// reductions left out, to run if what they assumed did not hold.
 	var scheds []faults.Schedule
+	var expanded []faults.Expansion
 	for _, f := range cfg.faults() {
-		scheds = append(scheds, f.Schedules(plan)...)
+		e := f.Expand(plan)
+		expanded = append(expanded, e)
+		scheds = append(scheds, e.Run...)
 	}
 	if len(scheds) == 0 {
 		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
 	}
 	for _, s := range scheds {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
+			return nil, err
+		}
+		if err := checkRedrive(s, r.visibilityTimeout()); err != nil {
 			return nil, err
 		}
 	}
@@ -83,7 +90,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := r.scenarios(ctx, scheds, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
-	if err := r.confirmReductions(ctx, plan, res); err != nil {
+	if err := r.confirmReductions(ctx, plan, expanded, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
@@ -129,12 +136,19 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err != nil {
 		return nil, nil, plan, err
 	}
-	for _, f := range cfg.Faults {
+	for i, f := range cfg.Faults {
 		if f == nil {
 			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
 		}
+		if err := f.Validate(); err != nil {
+			return nil, nil, plan, fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err)
+		}
 	}
-	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	atOnce, err := parallelSetting()
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv, atOnce: atOnce}
 	defer func() {
 		if err != nil {
 			r.close(context.WithoutCancel(ctx))
@@ -185,7 +199,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	res.Steps = steps1
 
-	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings,
+	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
 		OneDeliveryAtATime: job.Queue != nil && job.Queue.Rules().OneDeliveryAtATime}
 	return r, res, plan, nil
 }
@@ -257,13 +271,13 @@ func (j Job) validate() error {
 
 // visibilityTimeout is when a job that was not acked is handed out again:
 // the queue's rule when it has one, else Config.VisibilityTimeout.
-// parallel is how many scenarios run at once: Config.Parallel, or one
+// parallel is how many scenarios run at once: -twice.parallel, or one
 // when the queue asks for that (QueueRules.OneScenarioAtATime).
 func (r *runner) parallel() int {
 	if r.job.Queue != nil && r.job.Queue.Rules().OneScenarioAtATime {
 		return 1
 	}
-	return r.cfg.parallel()
+	return r.atOnce
 }
 
 func (r *runner) visibilityTimeout() time.Duration {
@@ -275,17 +289,13 @@ func (r *runner) visibilityTimeout() time.Duration {
 	return r.cfg.visibilityTimeout()
 }
 
-// redriveAfter is how long after a crash the redrive fault hands the job
-// out again.
-func (r *runner) redriveAfter() time.Duration {
-	return cmp.Or(r.cfg.RedriveAfter, faults.DefaultRedriveAfter)
-}
-
 type runner struct {
 	job  Job
 	cfg  Config
 	tmpl *freshdb.Template
 	srv  *pgserver.Server
+	// atOnce is how many scenarios may run at once (-twice.parallel).
+	atOnce int
 
 	adminMu sync.Mutex
 	admin   *pgx.Conn // asks the server about locks; opened on first use

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
@@ -72,6 +73,20 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
 		}
+	}
+	return nil
+}
+
+// checkRedrive refuses a redrive that comes no later than the queue's
+// visibility timeout: the queue would have handed the job out again by
+// then, so the delivery would be a plain redelivery and no redrive would
+// be tested.
+func checkRedrive(s faults.Schedule, visibility time.Duration) error {
+	if s.Fault != faults.NameRedrive || len(s.Deliveries) == 0 {
+		return nil
+	}
+	if after := s.Deliveries[len(s.Deliveries)-1].Advance; after <= visibility {
+		return fmt.Errorf("[twice] faults.Redrive(%s): a redrive comes after the queue's visibility timeout (%s), when the queue would have handed the job out again itself; give a longer after, like faults.DefaultRedriveAfter (%s)", faults.FormatDuration(after), faults.FormatDuration(visibility), faults.FormatDuration(faults.DefaultRedriveAfter))
 	}
 	return nil
 }
