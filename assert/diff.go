@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Options tune DiffState. The zero value compares every column of every
@@ -311,24 +313,17 @@ func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filt
 	}
 	b.WriteString("  []map[string]any{\n")
 	if identical > 0 {
-		fmt.Fprintf(&b, "  \t... // %d identical %s\n", identical, plural(identical, "row"))
+		fmt.Fprintf(&b, "  \t... // %d identical %s\n", identical, text.Plural(identical, "row"))
 	}
 	for _, l := range body {
 		b.WriteString(l)
 		b.WriteString("\n")
 	}
 	if rest > 0 {
-		fmt.Fprintf(&b, "  \t... // %d more differing %s not shown\n", rest, plural(rest, "row"))
+		fmt.Fprintf(&b, "  \t... // %d more differing %s not shown\n", rest, text.Plural(rest, "row"))
 	}
 	b.WriteString("  }\n")
 	return b.String(), gaps, nil
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }
 
 func countRows(es []entry) int {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Effect is one call a handler made to a system outside the database (an
@@ -300,7 +302,7 @@ func (d *EffectDiff) String() string {
 	b.WriteString(" mismatch (-once +twice):")
 	for i, l := range d.Lines {
 		if i == maxShownEffects {
-			fmt.Fprintf(&b, "\n  ... and %d more %s", len(d.Lines)-i, plural(len(d.Lines)-i, "line"))
+			fmt.Fprintf(&b, "\n  ... and %d more %s", len(d.Lines)-i, text.Plural(len(d.Lines)-i, "line"))
 			break
 		}
 		fmt.Fprintf(&b, "\n%s %s (%s, attempt %d)", l.Op, l.Text, l.Effect.Delivery, l.Effect.Attempt)

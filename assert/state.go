@@ -3,6 +3,8 @@ package assert
 import (
 	"fmt"
 	"strings"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // TestingT is the part of testing.TB that StateEqual uses: *testing.T,
@@ -26,7 +28,7 @@ func (e *StateError) Error() string {
 	if e.Label != "" {
 		b.WriteString(" after " + e.Label)
 	}
-	fmt.Fprintf(&b, " differs from one clean run in %d %s", len(e.Diffs), plural(len(e.Diffs), "table"))
+	fmt.Fprintf(&b, " differs from one clean run in %d %s", len(e.Diffs), text.Plural(len(e.Diffs), "table"))
 	for _, d := range e.Diffs {
 		b.WriteString("\n")
 		b.WriteString(d.String())

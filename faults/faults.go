@@ -9,25 +9,30 @@
 // and executes each on a fresh database.
 //
 // The concurrent faults interleave two deliveries' steps in every order
-// while there are at most Plan.MaxInterleavings, a fixed sample beyond,
+// while there are at most MaxInterleavings (24), a fixed sample beyond,
 // and overlap their autocommit writes inside one statement: one
 // statement's commit is held while the other runs (Schedule.Holds).
 // Orders that differ only by swapping adjacent steps that cannot affect
 // each other end in the same state, so only one of each class runs (a
 // partial-order reduction): a step is free when it touches nothing the
-// other delivery can see or wait for (Local: BEGIN, SAVEPOINT, RELEASE,
-// SET) and it is its delivery's first step or follows a local one (see
+// other delivery can see or wait for (Step.Local: BEGIN, SAVEPOINT,
+// RELEASE, SET) and it is its delivery's first step or follows a local one (see
 // Free). The cap counts classes, so it covers more distinct behaviour.
-// Plan.Unreduced turns the reduction off; the harness does that for a
-// fault whose deliveries took other steps at the free positions than the
-// clean run did.
+// Plan.Unreduced turns the reduction off; the harness runs the orders it
+// left out (Expansion.Pruned) for a fault whose deliveries took other
+// steps at the free positions than the clean run did.
 //
 // Default is the matrix a plain harness.Check runs;
-// DefaultWithout(VisibilityTimeout) is that matrix minus one fault.
+// DefaultWithout(NameVisibilityTimeout) is that matrix minus one fault.
+// A constructor given an argument out of range (Redrive(0),
+// MaxInterleavings(0)) makes a fault whose Validate says so; the harness
+// refuses it before it runs anything.
 package faults
 
 import (
 	"cmp"
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -37,9 +42,35 @@ type Fault interface {
 	// Name is the fault's short name, used in reports: "crash-mid-job".
 	Name() Name
 	// Schedules expands the fault into the schedules to execute for a job
-	// whose clean run took p.Steps.
+	// whose clean run took p.Steps: Expand(p).Run.
 	Schedules(p Plan) []Schedule
+	// Expand expands the fault once into the schedules to execute and
+	// those a reduction left out, to run only if what it assumed did not
+	// hold (see Expansion).
+	Expand(p Plan) Expansion
+	// Validate reports why the fault cannot run: an argument of its
+	// constructor out of range. Such a fault expands to no schedule.
+	Validate() error
 	sealed()
+}
+
+// Expansion is a fault expanded for one plan, its schedules split by when
+// they run. Only the concurrent faults leave any out.
+type Expansion struct {
+	// Fault names the fault.
+	Fault Name
+	// Run are the schedules to execute.
+	Run []Schedule
+	// Refused are the schedules left out because the queue hands a job to
+	// one delivery at a time (Plan.OneDeliveryAtATime), so their second
+	// delivery would be refused and their order could not matter. Run
+	// them if the queue handed a second delivery out after all.
+	Refused []Schedule
+	// Pruned are the orders the partial-order reduction left out as
+	// equivalent to one in Run or Refused (see Free). Run them if a
+	// delivery took other steps at the free positions than the clean run
+	// did. Empty with Plan.Unreduced.
+	Pruned []Schedule
 }
 
 // Plan is what a fault is expanded from: the job's clean run and the
@@ -50,30 +81,25 @@ type Plan struct {
 	// VisibilityTimeout is how long the queue waits before it redelivers
 	// a job whose delivery did not ack; zero means 30s.
 	VisibilityTimeout time.Duration
-	// RedriveAfter is how long after a crash a human redrives the job;
-	// zero means 72h, past the payment providers' 24h key window.
+	// RedriveAfter is how far Generate moves the clock when it draws a
+	// redrive; zero means 72h, past the payment providers' 24h key
+	// window. The Redrive fault takes its own (Redrive(after)).
 	RedriveAfter time.Duration
-	// MaxInterleavings bounds the interleavings tried per concurrent
-	// fault: all of them while there are at most this many, a fixed
-	// sample beyond; zero means 24. Orders equivalent to one tried are
-	// not counted (see Unreduced).
-	MaxInterleavings int
 	// Unreduced turns off the partial-order reduction of the concurrent
 	// faults: they then try every order (or the sample), including
 	// orders that differ from another only in when a delivery ran a step
 	// that touches nothing the other can see (a BEGIN, a SET; see Free).
-	// The harness expands a fault again with it set when a delivery did
-	// not take the steps the reduction assumed.
+	// Without it the orders left out are Expansion.Pruned.
 	Unreduced bool
 	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
 	// a time: it refuses a delivery of a job another delivery holds until
 	// the visibility timeout has passed (harness.QueueRules). The second
 	// delivery of ConcurrentDelivery, which starts beside the first on an
 	// unmoved clock, is then never handed out, so every one of its orders
-	// runs the first delivery alone: it expands to its first order only.
-	// The harness expands it again without this when the queue handed the
-	// second delivery out after all. ConcurrentProducerRetry's copy has a
-	// job ID of its own and is not affected.
+	// runs the first delivery alone: it expands to its first order only,
+	// the rest in Expansion.Refused, which the harness runs when the queue
+	// handed the second delivery out after all. ConcurrentProducerRetry's
+	// copy has a job ID of its own and is not affected.
 	OneDeliveryAtATime bool
 }
 
@@ -93,6 +119,24 @@ type Step struct {
 	// when it ended. Holding its commit (Schedule.Holds) lets another
 	// delivery's statement run on a snapshot taken before it committed.
 	Autocommit bool `json:",omitempty"`
+	// Local marks a statement that touches nothing another delivery can
+	// see or wait for, whatever runs around it, as the proxy read it:
+	// every statement in it starts a transaction (BEGIN, START
+	// TRANSACTION with any modes: the snapshot is taken at the next
+	// statement), sets or releases a savepoint, or sets a session or
+	// transaction setting (SET, SET LOCAL; not SET CONSTRAINTS, which
+	// runs deferred checks). Effect calls and every other statement are
+	// not local: a plain SELECT may call a function that writes or takes
+	// a lock (nextval, pg_advisory_lock, a user's function), and nothing
+	// short of asking the server could tell. The partial-order reduction
+	// moves local steps (see Free).
+	//
+	// One thing a BEGIN does fix is the transaction's timestamp (now()):
+	// a handler that compared the now() of two deliveries' transactions
+	// could tell apart orders the reduction treats as one. Such a
+	// comparison is a race with the wall clock in any case; twice's clock
+	// (Delivery.Now) does not move with steps.
+	Local bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency
 	// key, if any.
@@ -115,7 +159,6 @@ func (p Plan) visibility() time.Duration {
 	return cmp.Or(p.VisibilityTimeout, DefaultVisibilityTimeout)
 }
 func (p Plan) redriveAfter() time.Duration { return cmp.Or(p.RedriveAfter, DefaultRedriveAfter) }
-func (p Plan) maxInterleavings() int       { return cmp.Or(p.MaxInterleavings, DefaultMaxInterleavings) }
 
 // Name names a fault; Schedule.Fault and harness.Scenario.Fault hold it.
 type Name string
@@ -142,26 +185,48 @@ const (
 )
 
 type fault struct {
-	name   Name
-	expand func(p Plan) []Schedule
+	name Name
+	// expand makes the schedules to run; a concurrent fault's expandAll
+	// also those it leaves out.
+	expand    func(p Plan) []Schedule
+	expandAll func(p Plan) Expansion
+	err       error // why the fault cannot run (Validate)
 }
 
-func (f fault) Name() Name { return f.name }
-func (f fault) Schedules(p Plan) []Schedule {
-	out := f.expand(p)
-	for i := range out {
-		out[i].Fault = f.name
+func (f fault) Name() Name                  { return f.name }
+func (f fault) Validate() error             { return f.err }
+func (f fault) Schedules(p Plan) []Schedule { return f.Expand(p).Run }
+
+func (f fault) Expand(p Plan) Expansion {
+	e := Expansion{Fault: f.name}
+	switch {
+	case f.err != nil:
+	case f.expandAll != nil:
+		e = f.expandAll(p)
+		e.Fault = f.name
+	default:
+		e.Run = f.expand(p)
 	}
-	return out
+	for _, ss := range [][]Schedule{e.Run, e.Refused, e.Pruned} {
+		for i := range ss {
+			ss[i].Fault = f.name
+		}
+	}
+	return e
 }
 func (fault) sealed() {}
+
+// invalid is a fault that cannot run, for the harness to refuse.
+func invalid(name Name, format string, args ...any) Fault {
+	return fault{name: name, err: fmt.Errorf(format, args...)}
+}
 
 func one(ds ...Delivery) []Schedule { return []Schedule{{Deliveries: ds}} }
 
 // RunTwice is the seed's cheapest check: the job completes, then the queue
 // delivers the same job ID again as attempt 2, on another worker.
 func RunTwice() Fault {
-	return fault{NameRunTwice, func(Plan) []Schedule {
+	return fault{name: NameRunTwice, expand: func(Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 1, Attempt: 2, Worker: 2})
 	}}
 }
@@ -170,7 +235,7 @@ func RunTwice() Fault {
 // copy completed, a second one with a new job ID and the same arguments
 // runs.
 func ProducerRetry() Fault {
-	return fault{NameProducerRetry, func(Plan) []Schedule {
+	return fault{name: NameProducerRetry, expand: func(Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2})
 	}}
 }
@@ -179,7 +244,7 @@ func ProducerRetry() Fault {
 // before its ack; the job is redelivered once the visibility timeout has
 // passed.
 func CrashBeforeAck() Fault {
-	return fault{NameCrashBeforeAck, func(p Plan) []Schedule {
+	return fault{name: NameCrashBeforeAck, expand: func(p Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash},
 			Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 	}}
@@ -189,7 +254,7 @@ func CrashBeforeAck() Fault {
 // its worker lives on. The redelivery, after the visibility timeout, goes
 // to the same worker in one schedule and to another worker in a second.
 func LostAck() Fault {
-	return fault{NameLostAck, func(p Plan) []Schedule {
+	return fault{name: NameLostAck, expand: func(p Plan) []Schedule {
 		first := Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindLostAck}
 		return []Schedule{
 			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 1, Advance: p.visibility()}}},
@@ -200,14 +265,18 @@ func LostAck() Fault {
 
 // CrashAt is a worker that dies just before step k of the job reaches the
 // server: its open transaction rolls back, its earlier commits stay. The
-// job is redelivered after the visibility timeout.
+// job is redelivered after the visibility timeout. Steps count from 1;
+// CrashBeforeAck is the crash after the last one.
 func CrashAt(k int) Fault {
-	return fault{NameCrashMidJob, func(p Plan) []Schedule { return crashAt(p, k) }}
+	if k < 1 {
+		return invalid(NameCrashMidJob, "faults.CrashAt(%d): steps count from 1; for a crash after the last step use faults.CrashBeforeAck()", k)
+	}
+	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule { return crashAt(p, k) }}
 }
 
 // CrashAtEveryStep is CrashAt for every step of the clean run.
 func CrashAtEveryStep() Fault {
-	return fault{NameCrashMidJob, func(p Plan) []Schedule {
+	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule {
 		var out []Schedule
 		for k := 1; k <= len(p.Steps); k++ {
 			out = append(out, crashAt(p, k)...)
@@ -226,13 +295,16 @@ func crashAt(p Plan, k int) []Schedule {
 // own error path runs, and the job is redelivered after the visibility
 // timeout.
 func AmbiguousCommitAt(k int) Fault {
-	return fault{NameAmbiguousCommit, func(p Plan) []Schedule { return ambiguousAt(p, k) }}
+	if k < 1 {
+		return invalid(NameAmbiguousCommit, "faults.AmbiguousCommitAt(%d): steps count from 1", k)
+	}
+	return fault{name: NameAmbiguousCommit, expand: func(p Plan) []Schedule { return ambiguousAt(p, k) }}
 }
 
 // AmbiguousCommits is AmbiguousCommitAt every commit point of the clean run:
 // each COMMIT and each statement outside a transaction that wrote.
 func AmbiguousCommits() Fault {
-	return fault{NameAmbiguousCommit, func(p Plan) []Schedule {
+	return fault{name: NameAmbiguousCommit, expand: func(p Plan) []Schedule {
 		var out []Schedule
 		for i, s := range p.Steps {
 			if s.CommitPoint {
@@ -256,13 +328,16 @@ func ambiguousAt(p Plan, k int) []Schedule {
 // that then fails is retried by the queue after the visibility timeout.
 // Step k must be an effect call of the clean run.
 func EffectLostReplyAt(k int) Fault {
-	return fault{NameEffectLostReply, func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
+	if k < 1 {
+		return invalid(NameEffectLostReply, "faults.EffectLostReplyAt(%d): steps count from 1", k)
+	}
+	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
 }
 
 // EffectLostReplies is EffectLostReplyAt every effect call of the clean
 // run.
 func EffectLostReplies() Fault {
-	return fault{NameEffectLostReply, func(p Plan) []Schedule { return atEveryEffect(p, KindEffectLostReply) }}
+	return fault{name: NameEffectLostReply, expand: func(p Plan) []Schedule { return atEveryEffect(p, KindEffectLostReply) }}
 }
 
 // EffectFailedAt is a provider that refuses effect call k before making
@@ -272,12 +347,15 @@ func EffectLostReplies() Fault {
 // on; one that then fails is retried by the queue after the visibility
 // timeout. Step k must be an effect call of the clean run.
 func EffectFailedAt(k int) Fault {
-	return fault{NameEffectFailed, func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
+	if k < 1 {
+		return invalid(NameEffectFailed, "faults.EffectFailedAt(%d): steps count from 1", k)
+	}
+	return fault{name: NameEffectFailed, expand: func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
 }
 
 // EffectFailures is EffectFailedAt every effect call of the clean run.
 func EffectFailures() Fault {
-	return fault{NameEffectFailed, func(p Plan) []Schedule { return atEveryEffect(p, KindEffectFailed) }}
+	return fault{name: NameEffectFailed, expand: func(p Plan) []Schedule { return atEveryEffect(p, KindEffectFailed) }}
 }
 
 func atEveryEffect(p Plan, k Kind) []Schedule {
@@ -302,7 +380,7 @@ func effectFault(k Kind, at int) []Schedule {
 // and a second delivery starts on another worker; it runs its steps, then
 // the first one goes on. One schedule per k from 1 to the number of steps.
 func VisibilityTimeout() Fault {
-	return fault{NameVisibilityTimeout, func(p Plan) []Schedule {
+	return fault{name: NameVisibilityTimeout, expand: func(p Plan) []Schedule {
 		n := len(p.Steps)
 		var out []Schedule
 		for k := 1; k <= n; k++ {
@@ -320,53 +398,114 @@ func VisibilityTimeout() Fault {
 
 // ConcurrentDelivery is the same job delivered to two workers at once
 // (attempts 1 and 2 of one job ID), their steps interleaved in every order
-// while there are few, a fixed sample beyond. Orders that differ only in
+// while there are at most 24 (MaxInterleavings), a fixed sample beyond.
+// Orders that differ only in
 // when a delivery ran a free step (a BEGIN, a SET; see Free) end alike,
 // so one of each such class is tried (see Plan.Unreduced). Each pair of
 // the clean run's autocommit writes also runs overlapped, the first with
 // its commit held while the second runs (see Schedule.Holds), so the race
 // inside one statement shows. For a queue that hands a job to one
 // delivery at a time (Plan.OneDeliveryAtATime) it is one order.
-func ConcurrentDelivery() Fault {
-	return fault{NameConcurrentDelivery, func(p Plan) []Schedule { return concurrent(p, 1) }}
+func ConcurrentDelivery(opts ...ConcurrentOption) Fault {
+	return concurrentFault(NameConcurrentDelivery, 1, opts)
 }
 
 // ConcurrentProducerRetry is the producer's two copies of the job (two
 // job IDs) delivered at once, interleaved as ConcurrentDelivery.
-func ConcurrentProducerRetry() Fault {
-	return fault{NameConcurrentProducerRetry, func(p Plan) []Schedule { return concurrent(p, 2) }}
+func ConcurrentProducerRetry(opts ...ConcurrentOption) Fault {
+	return concurrentFault(NameConcurrentProducerRetry, 2, opts)
 }
 
-func concurrent(p Plan, secondJob int) []Schedule {
+// A ConcurrentOption tunes ConcurrentDelivery or ConcurrentProducerRetry.
+type ConcurrentOption interface{ apply(*concurrency) }
+
+type concurrency struct {
+	maxInterleavings int
+	err              error
+}
+
+type maxInterleavings int
+
+func (m maxInterleavings) apply(c *concurrency) {
+	if m < 1 && c.err == nil {
+		c.err = fmt.Errorf("faults.MaxInterleavings(%d): a concurrent fault tries at least one interleaving", int(m))
+	}
+	c.maxInterleavings = int(m)
+}
+
+// MaxInterleavings bounds the interleavings a concurrent fault tries: all
+// of them while there are at most n, a fixed sample of n beyond; without
+// it, DefaultMaxInterleavings (24). Orders equivalent to one tried are not
+// counted (see Free), so the cap covers distinct behaviour. n below 1 is
+// refused.
+func MaxInterleavings(n int) ConcurrentOption { return maxInterleavings(n) }
+
+func concurrentFault(name Name, secondJob int, opts []ConcurrentOption) Fault {
+	c := concurrency{maxInterleavings: DefaultMaxInterleavings}
+	for _, o := range opts {
+		if o == nil {
+			return invalid(name, "faults.%s: a nil option", constructorOf(name))
+		}
+		o.apply(&c)
+	}
+	if c.err != nil {
+		return fault{name: name, err: c.err}
+	}
+	return fault{name: name, expandAll: func(p Plan) Expansion { return concurrent(p, secondJob, c.maxInterleavings) }}
+}
+
+func constructorOf(name Name) string {
+	if name == NameConcurrentProducerRetry {
+		return "ConcurrentProducerRetry"
+	}
+	return "ConcurrentDelivery"
+}
+
+// concurrent expands a concurrent fault once: the orders to run, those
+// the queue would refuse (one delivery at a time) and those the
+// partial-order reduction leaves out, told apart by their orders.
+func concurrent(p Plan, secondJob, max int) Expansion {
 	second := Delivery{Job: secondJob, Attempt: 2, Worker: 2, With: 1}
 	if secondJob != 1 {
 		second.Attempt = 1
 	}
-	var out []Schedule
-	n := len(p.Steps)
-	orders := interleavings(n, n, p.maxInterleavings())
-	if !p.Unreduced {
-		orders = reducedInterleavings(n, p.maxInterleavings(), freeIndependence(p.Steps))
+	deliveries := func() []Delivery { return []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second} }
+	of := func(orders [][]int) []Schedule {
+		var out []Schedule
+		for _, order := range orders {
+			out = append(out, Schedule{Deliveries: deliveries(), Order: order})
+		}
+		return out
 	}
+	n := len(p.Steps)
+	every := interleavings(n, n, max)
+	orders := every
+	var pruned [][]int
+	if !p.Unreduced {
+		orders = reducedInterleavings(n, max, freeIndependence(p.Steps))
+		kept := map[string]bool{}
+		for _, o := range orders {
+			kept[string(toBytes(o))] = true
+		}
+		for _, o := range every {
+			if !kept[string(toBytes(o))] {
+				pruned = append(pruned, o)
+			}
+		}
+	}
+	whole := of(orders)
+	for _, o := range overlappedStatements(p.Steps) {
+		o.Deliveries = deliveries()
+		whole = append(whole, o)
+	}
+	e := Expansion{Run: whole, Pruned: of(pruned)}
 	if secondJob == 1 && p.OneDeliveryAtATime {
 		// The queue refuses the second delivery whatever the order, and
 		// a held commit has no partner to wait for.
-		orders = orders[:min(len(orders), 1)]
+		run := min(len(orders), 1)
+		e.Run, e.Refused = whole[:run:run], whole[run:]
 	}
-	for _, order := range orders {
-		out = append(out, Schedule{
-			Deliveries: []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second},
-			Order:      order,
-		})
-	}
-	if secondJob == 1 && p.OneDeliveryAtATime {
-		return out
-	}
-	for _, o := range overlappedStatements(p.Steps) {
-		o.Deliveries = []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second}
-		out = append(out, o)
-	}
-	return out
+	return e
 }
 
 // maxOverlapWrites bounds the autocommit writes whose every pair is
@@ -410,13 +549,19 @@ func overlappedStatements(steps []Step) []Schedule {
 	return out
 }
 
-// Redrive is a job that died half-done and was redriven by a human days
-// later, past the window in which providers remember idempotency keys: the
-// first delivery crashes before step k (one schedule per step) or after its
-// last step, then the clock moves Plan.RedriveAfter (72h) and the job is
-// delivered again.
-func Redrive() Fault {
-	return fault{NameRedrive, func(p Plan) []Schedule {
+// Redrive is a job that died half-done and was redriven by a human after
+// a while, on the harness clock: the first delivery crashes before step k
+// (one schedule per step) or after its last step, then the clock moves
+// after and the job is delivered again. The default matrix's redrive is
+// Redrive(DefaultRedriveAfter), 72h: past the 24h window in which
+// payment providers remember idempotency keys. after must be positive,
+// and longer than the queue's visibility timeout, or the queue would have
+// handed the job out again itself (the harness refuses it then).
+func Redrive(after time.Duration) Fault {
+	if after <= 0 {
+		return invalid(NameRedrive, "faults.Redrive(%s): a redrive comes after the crash; give a positive duration, like faults.DefaultRedriveAfter (72h)", after)
+	}
+	return fault{name: NameRedrive, expand: func(p Plan) []Schedule {
 		var out []Schedule
 		for k := 1; k <= len(p.Steps)+1; k++ {
 			at := k
@@ -424,7 +569,7 @@ func Redrive() Fault {
 				at = 0 // after the last step
 			}
 			out = append(out, one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
-				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.redriveAfter()})...)
+				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})...)
 		}
 		return out
 	}}
@@ -435,41 +580,54 @@ func Redrive() Fault {
 // at every step, ambiguous commit at every commit point, a lost answer
 // and a refusal at every effect call, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, and a
-// redrive days after a crash at every step.
+// redrive days after a crash at every step (Redrive(DefaultRedriveAfter)).
 func Default() []Fault {
 	return []Fault{
 		RunTwice(), ProducerRetry(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
 		AmbiguousCommits(), EffectLostReplies(), EffectFailures(), VisibilityTimeout(),
-		ConcurrentDelivery(), ConcurrentProducerRetry(), Redrive(),
+		ConcurrentDelivery(), ConcurrentProducerRetry(), Redrive(DefaultRedriveAfter),
 	}
 }
 
-// DefaultWithout returns Default without the faults that the constructors
-// in drop make: DefaultWithout(VisibilityTimeout, Redrive) is the default
-// matrix minus visibility-timeout and redrive, in Default's order, with no
-// need to list the rest.
+// DefaultWithout returns Default without the faults named in drop:
+// DefaultWithout(NameVisibilityTimeout, NameRedrive) is the default
+// matrix minus visibility-timeout and redrive, in Default's order, with
+// no need to list the rest. To change one fault of the matrix, drop it
+// and append it built as wanted:
 //
-// Pass the constructors themselves, not their results. Only constructors
-// without arguments fit, and every one of them makes a fault of the
-// default matrix, so an exclusion cannot name a fault that is not there.
-// A nil constructor, or one that returns nil, excludes nothing.
-func DefaultWithout(drop ...func() Fault) []Fault {
+//	append(faults.DefaultWithout(faults.NameRedrive), faults.Redrive(7*24*time.Hour))
+//
+// A name of no fault of the default matrix (a typo, NameReplay) drops
+// nothing; it adds a fault whose Validate says so, which the harness
+// refuses before it runs anything.
+func DefaultWithout(drop ...Name) []Fault {
 	dropped := map[Name]bool{}
-	for _, mk := range drop {
-		if mk == nil {
-			continue
-		}
-		if f := mk(); f != nil {
-			dropped[f.Name()] = true
-		}
+	for _, n := range drop {
+		dropped[n] = true
 	}
 	var out []Fault
 	for _, f := range Default() {
-		if !dropped[f.Name()] {
-			out = append(out, f)
+		if dropped[f.Name()] {
+			delete(dropped, f.Name())
+			continue
+		}
+		out = append(out, f)
+	}
+	for _, n := range drop {
+		if dropped[n] {
+			delete(dropped, n)
+			out = append(out, invalid(n, "faults.DefaultWithout(%q): no fault of the default matrix is named so; its names are %s", n, defaultNames()))
 		}
 	}
 	return out
+}
+
+func defaultNames() string {
+	var names []string
+	for _, f := range Default() {
+		names = append(names, string(f.Name()))
+	}
+	return strings.Join(names, ", ")
 }
 
 // Replay runs exactly the schedule s, as printed in a finding or parsed by
@@ -479,7 +637,7 @@ func Replay(s Schedule) Fault {
 	if name == "" {
 		name = NameReplay
 	}
-	return fault{name, func(Plan) []Schedule {
+	return fault{name: name, expand: func(Plan) []Schedule {
 		c := s
 		c.Deliveries = append([]Delivery(nil), s.Deliveries...)
 		c.Order = append([]int(nil), s.Order...)

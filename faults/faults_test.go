@@ -40,6 +40,9 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 			{Job: 1, Attempt: 1, Worker: 1, Advance: 1500 * time.Millisecond}}}},
 		{"effect lost reply", "j1a1w1!lostreply:2", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 2}}}},
+		{"crash right after an effect", "j1a1w1!crashafter:2 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrashAfterEffect, At: 2},
+			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
 		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed, At: 3},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
@@ -80,7 +83,8 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1!lostreply", "needs the step of its effect call"},
 		{"j1a1w1!failed", "needs the step of its effect call"},
 		{"j1a1w1!failed:0", "failed needs a step from 1"},
-		{"j1a1w1!timeout:2", "lostreply:N or failed:N"},
+		{"j1a1w1!timeout:2", "lostreply:N, failed:N or crashafter:N"},
+		{"j1a1w1!crashafter", "needs the step of its effect call"},
 		{"+soon j1a1w1", "not a positive duration"},
 		{"j1a1w1 > j1a2w2@3:1", "can only overlap a delivery started before it"},
 		{"j1a1w1 > j1a2w2@1", "want @delivery:steps"},
@@ -104,7 +108,7 @@ func TestParseRejects(t *testing.T) {
 
 func TestDefaultExpandsFromTheCleanRun(t *testing.T) {
 	plan := faults.Plan{Steps: []faults.Step{
-		{SQL: "BEGIN"}, {SQL: "INSERT INTO ledger ..."}, {SQL: "COMMIT", CommitPoint: true},
+		{SQL: "BEGIN", Local: true}, {SQL: "INSERT INTO ledger ..."}, {SQL: "COMMIT", CommitPoint: true},
 	}}
 	var got []string
 	for _, f := range faults.Default() {
@@ -242,43 +246,122 @@ func TestDefaultWithout(t *testing.T) {
 	all := names(faults.Default())
 	tests := []struct {
 		name string
-		drop []func() faults.Fault
+		drop []faults.Name
 		want []string
 	}{
 		{"nothing dropped", nil, all},
-		{"the visibility timeout", []func() faults.Fault{faults.VisibilityTimeout},
+		{"the visibility timeout", []faults.Name{faults.NameVisibilityTimeout},
 			[]string{"run-twice", "producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
-		{"several, in any order, one twice", []func() faults.Fault{faults.Redrive, faults.RunTwice, faults.ConcurrentDelivery, faults.Redrive, faults.EffectFailures},
+		{"several, in any order, one twice", []faults.Name{faults.NameRedrive, faults.NameRunTwice, faults.NameConcurrentDelivery, faults.NameRedrive, faults.NameEffectFailed},
 			[]string{"producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "visibility-timeout", "concurrent-producer-retry"}},
-		{"a nil constructor and one that returns nil drop nothing", []func() faults.Fault{nil, func() faults.Fault { return nil }}, all},
-		{"every one", []func() faults.Fault{
-			faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
-			faults.AmbiguousCommits, faults.EffectLostReplies, faults.EffectFailures, faults.VisibilityTimeout,
-			faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
+		{"every one", []faults.Name{
+			faults.NameRunTwice, faults.NameProducerRetry, faults.NameCrashBeforeAck, faults.NameLostAck, faults.NameCrashMidJob,
+			faults.NameAmbiguousCommit, faults.NameEffectLostReply, faults.NameEffectFailed, faults.NameVisibilityTimeout,
+			faults.NameConcurrentDelivery, faults.NameConcurrentProducerRetry, faults.NameRedrive,
 		}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, names(faults.DefaultWithout(tt.drop...))); diff != "" {
+			got := faults.DefaultWithout(tt.drop...)
+			if diff := cmp.Diff(tt.want, names(got)); diff != "" {
 				t.Errorf("DefaultWithout mismatch (-want +got):\n%s", diff)
+			}
+			for _, f := range got {
+				if err := f.Validate(); err != nil {
+					t.Errorf("%s: Validate() = %v, want nil", f.Name(), err)
+				}
 			}
 		})
 	}
 }
 
-// DefaultWithout takes only constructors without arguments; each of them
-// must make a fault of the default matrix, or an exclusion could name a
-// fault that is not there and silently do nothing.
-func TestEveryConstructorWithoutArgumentsIsInTheDefault(t *testing.T) {
-	for _, mk := range []func() faults.Fault{
-		faults.RunTwice, faults.ProducerRetry, faults.CrashBeforeAck, faults.LostAck, faults.CrashAtEveryStep,
-		faults.AmbiguousCommits, faults.EffectLostReplies, faults.EffectFailures, faults.VisibilityTimeout,
-		faults.ConcurrentDelivery, faults.ConcurrentProducerRetry, faults.Redrive,
-	} {
-		name := mk().Name()
-		if got := len(faults.DefaultWithout(mk)); got != len(faults.Default())-1 {
-			t.Errorf("DefaultWithout(%s) has %d faults, want %d", name, got, len(faults.Default())-1)
+// A name of no default fault cannot drop anything: it comes back as a
+// fault the harness refuses, so a typo is not a silent no-op.
+func TestDefaultWithoutAnUnknownName(t *testing.T) {
+	got := faults.DefaultWithout(faults.NameReplay, faults.NameRedrive)
+	if len(got) != len(faults.Default()) {
+		t.Fatalf("%d faults, want %d: the default minus redrive, plus the refused name", len(got), len(faults.Default()))
+	}
+	last := got[len(got)-1]
+	err := last.Validate()
+	if last.Name() != faults.NameReplay || err == nil || !strings.Contains(err.Error(), `faults.DefaultWithout("replay"): no fault of the default matrix is named so`) {
+		t.Errorf("last fault = %s with Validate() = %v, want replay refused as no default fault", last.Name(), err)
+	}
+	if s := last.Schedules(faults.Plan{Steps: []faults.Step{{SQL: "UPDATE t SET n = 1", CommitPoint: true}}}); len(s) != 0 {
+		t.Errorf("a refused fault expands to %v, want nothing", s)
+	}
+}
+
+// Constructors given an argument out of range make a fault that says so
+// and expands to nothing, for the harness to refuse with the message.
+func TestConstructorsRefuseBadArguments(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{{SQL: "UPDATE t SET n = 1", CommitPoint: true}}}
+	tests := []struct {
+		fault faults.Fault
+		want  string
+	}{
+		{faults.Redrive(0), "faults.Redrive(0s): a redrive comes after the crash"},
+		{faults.Redrive(-time.Hour), "faults.Redrive(-1h0m0s): a redrive comes after the crash"},
+		{faults.ConcurrentDelivery(faults.MaxInterleavings(0)), "faults.MaxInterleavings(0): a concurrent fault tries at least one interleaving"},
+		{faults.ConcurrentProducerRetry(faults.MaxInterleavings(-3)), "faults.MaxInterleavings(-3)"},
+		{faults.ConcurrentDelivery(nil), "faults.ConcurrentDelivery: a nil option"},
+		{faults.CrashAt(0), "faults.CrashAt(0): steps count from 1; for a crash after the last step use faults.CrashBeforeAck()"},
+		{faults.AmbiguousCommitAt(-1), "faults.AmbiguousCommitAt(-1): steps count from 1"},
+		{faults.EffectLostReplyAt(0), "faults.EffectLostReplyAt(0)"},
+		{faults.EffectFailedAt(0), "faults.EffectFailedAt(0)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			err := tt.fault.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+			if s := tt.fault.Schedules(plan); len(s) != 0 {
+				t.Errorf("Schedules = %v, want none", s)
+			}
+		})
+	}
+	for _, f := range []faults.Fault{faults.Redrive(time.Minute), faults.ConcurrentDelivery(faults.MaxInterleavings(1)), faults.CrashAt(1)} {
+		if err := f.Validate(); err != nil {
+			t.Errorf("%s: Validate() = %v, want nil", f.Name(), err)
 		}
+	}
+}
+
+// Redrive(after) moves the clock by after before the redelivery.
+func TestRedriveAfter(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{{SQL: "UPDATE t SET n = 1", CommitPoint: true}}}
+	var got []string
+	for _, s := range faults.Redrive(7 * 24 * time.Hour).Schedules(plan) {
+		got = append(got, s.String())
+	}
+	want := []string{"j1a1w1!crash:1 > +168h j1a2w2", "j1a1w1!crash > +168h j1a2w2"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Redrive(168h) mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// MaxInterleavings caps the orders a concurrent fault runs; the orders
+// beyond the cap are neither run nor left for a fallback.
+func TestMaxInterleavings(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{{SQL: "SELECT 1"}, {SQL: "UPDATE t SET n = 1"}, {SQL: "SELECT 2"}}}
+	orders := func(f faults.Fault) int {
+		n := 0
+		for _, s := range f.Schedules(plan) {
+			if len(s.Holds) == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	if n := orders(faults.ConcurrentDelivery()); n != 20 {
+		t.Errorf("ConcurrentDelivery() runs %d orders, want all C(6,3) = 20 (under the default cap of 24)", n)
+	}
+	if n := orders(faults.ConcurrentDelivery(faults.MaxInterleavings(5))); n != 5 {
+		t.Errorf("ConcurrentDelivery(MaxInterleavings(5)) runs %d orders, want 5", n)
+	}
+	if n := orders(faults.ConcurrentProducerRetry(faults.MaxInterleavings(1))); n != 1 {
+		t.Errorf("ConcurrentProducerRetry(MaxInterleavings(1)) runs %d orders, want 1", n)
 	}
 }
 
@@ -372,7 +455,7 @@ func TestOverlapsAreAllThatGrows(t *testing.T) {
 // copy, a job of its own, still runs every order.
 func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 	plan := faults.Plan{Steps: []faults.Step{
-		{SQL: "BEGIN"},
+		{SQL: "BEGIN", Local: true},
 		{SQL: "UPDATE accounts ..."},
 		{SQL: "COMMIT", CommitPoint: true},
 		{SQL: "INSERT INTO ledger ...", CommitPoint: true, Autocommit: true},
@@ -396,5 +479,29 @@ func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 	}
 	if diff := cmp.Diff(copies, texts(faults.ConcurrentProducerRetry(), plan)); diff != "" {
 		t.Errorf("concurrent-producer-retry changed (-every order +one delivery at a time):\n%s", diff)
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{72 * time.Hour, "72h"},
+		{90 * time.Minute, "90m"},
+		{30 * time.Second, "30s"},
+		{0, "0s"},
+		{1500 * time.Millisecond, "1.5s"},
+		{250 * time.Millisecond, "250ms"},
+		{-2 * time.Hour, "-2h"},
+	}
+	for _, tt := range tests {
+		got := faults.FormatDuration(tt.d)
+		if got != tt.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", tt.d, got, tt.want)
+		}
+		if back, err := time.ParseDuration(got); err != nil || back != tt.d {
+			t.Errorf("time.ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.d)
+		}
 	}
 }

@@ -58,6 +58,9 @@ func Generate(p Plan, l Limits) *rapid.Generator[Schedule] {
 // faultChoices are the faults a delivery can draw, the simplest first:
 // rapid shrinks a choice toward the first. Those that need a commit point
 // or an effect call come last, so a plan without them cuts the list.
+// KindAmbiguous stands for a lost reply at a commit point or an effect
+// call: at an effect call it is drawn as KindCrashAfterEffect, so the
+// draws read the same either way.
 var faultChoices = []Kind{KindNone, KindCrash, KindLostAck, KindAmbiguous, KindEffectLostReply, KindEffectFailed}
 
 // choices are one delivery's draws. Every delivery draws all of them, in
@@ -156,6 +159,12 @@ func draw(t *rapid.T, p Plan, l Limits) Schedule {
 			alive = slices.DeleteFunc(alive, func(w int) bool { return w == d.Worker })
 		case KindAmbiguous:
 			d.At = ambiguous[c.ambiguousAt]
+			if p.Steps[d.At-1].IsEffect() {
+				// The provider makes it and the worker dies before it
+				// hears back.
+				d.Fault = KindCrashAfterEffect
+				alive = slices.DeleteFunc(alive, func(w int) bool { return w == d.Worker })
+			}
 		case KindEffectLostReply, KindEffectFailed:
 			d.At = effects[c.effectAt]
 		case KindLostAck:

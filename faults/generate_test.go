@@ -69,8 +69,13 @@ func TestGenerateDrawsValidSchedules(t *testing.T) {
 					t.Fatalf("%s: crash at step %d of %d", s, d.At, len(plan.Steps))
 				}
 			case faults.KindAmbiguous:
-				if !slices.Contains([]int{3, 4, 5}, d.At) {
-					t.Fatalf("%s: ambiguous at step %d, which is no commit point or effect", s, d.At)
+				if !slices.Contains([]int{3, 4}, d.At) {
+					t.Fatalf("%s: ambiguous at step %d, which is no commit point", s, d.At)
+				}
+			case faults.KindCrashAfterEffect:
+				lostAck[d.Worker] = false
+				if d.At != 5 {
+					t.Fatalf("%s: crash after an effect at step %d, which is no effect call", s, d.At)
 				}
 			case faults.KindEffectLostReply, faults.KindEffectFailed:
 				if d.At != 5 {

@@ -1,7 +1,5 @@
 package faults
 
-import "github.com/runtwice/twice/internal/wireproxy"
-
 // Partial-order reduction of the concurrent faults' interleavings.
 //
 // Two orders that differ only by swapping adjacent steps of the two
@@ -12,8 +10,8 @@ import "github.com/runtwice/twice/internal/wireproxy"
 // is independent of it.
 //
 // A step is independent of every step of the other delivery when it is
-// free: Local, and either its delivery's first step or right after
-// another Local step. The second condition matters because of how the
+// free: Step.Local, and either its delivery's first step or right
+// after another local step. The second condition matters because of how the
 // executor steers: a delivery whose previous step waits on a lock cannot
 // take its turn, so moving a Local step before the other delivery's
 // COMMIT that ends that wait would not run what the pruned order runs.
@@ -24,30 +22,15 @@ import "github.com/runtwice/twice/internal/wireproxy"
 // The harness checks every run order's actual steps at the free positions
 // and, when one differs, runs the pruned orders as well.
 
-// Local reports whether s, run by one delivery, touches nothing another
-// delivery can see or wait for, whatever runs around it: a statement that
-// starts a transaction (BEGIN, START TRANSACTION with any modes: the
-// snapshot is taken at the next statement), sets or releases a savepoint,
-// or sets a session or transaction setting (SET, SET LOCAL; not SET
-// CONSTRAINTS, which runs deferred checks). Effect calls and every other
-// statement are not local: a plain SELECT may call a function that
-// writes or takes a lock (nextval, pg_advisory_lock, a user's function),
-// and nothing short of asking the server could tell.
-//
-// One thing a BEGIN does fix is the transaction's timestamp (now()): a
-// handler that compared the now() of two deliveries' transactions could
-// tell apart orders the reduction treats as one. Such a comparison is a
-// race with the wall clock in any case; twice's clock (Delivery.Now) does
-// not move with steps.
-func Local(s Step) bool { return !s.IsEffect() && wireproxy.Local(s.SQL) }
-
 // Free reports, for each of steps, whether the reduction treats it as
 // independent of every step of another delivery running beside it: it
-// is Local, and it is the first step or follows a Local one.
+// is local (Step.Local), and it is the first step or follows a local
+// one. An effect call is never local, whatever its Local says.
 func Free(steps []Step) []bool {
+	local := func(s Step) bool { return s.Local && !s.IsEffect() }
 	out := make([]bool, len(steps))
 	for i, s := range steps {
-		out[i] = Local(s) && (i == 0 || Local(steps[i-1]))
+		out[i] = local(s) && (i == 0 || local(steps[i-1]))
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -18,9 +19,23 @@ func steps(sqls ...string) []faults.Step {
 			out = append(out, faults.Step{SQL: "email to=a@b", Effect: "email"})
 			continue
 		}
-		out = append(out, faults.Step{SQL: s})
+		out = append(out, faults.Step{SQL: s, Local: local(s)})
 	}
 	return out
+}
+
+// local is what the proxy reads as local, for the statements these tests
+// use (the proxy's own tests cover the rest).
+func local(sql string) bool {
+	if strings.HasPrefix(sql, "SET CONSTRAINTS") {
+		return false
+	}
+	for _, p := range []string{"BEGIN", "START TRANSACTION", "SAVEPOINT", "RELEASE", "SET "} {
+		if strings.HasPrefix(sql, p) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestFree(t *testing.T) {
@@ -31,8 +46,8 @@ func TestFree(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Free mismatch (-want +got):\n%s", diff)
 	}
-	if faults.Local(faults.Step{SQL: "BEGIN", Effect: "email"}) {
-		t.Error("an effect call whose text reads BEGIN is Local; want no effect call local")
+	if got := faults.Free([]faults.Step{{SQL: "BEGIN", Effect: "email", Local: true}}); got[0] {
+		t.Error("an effect call marked Local is free; want no effect call free")
 	}
 }
 
@@ -99,7 +114,7 @@ func TestReducedInterleavingsCoverEveryClass(t *testing.T) {
 			var ss []faults.Step
 			for k := range n {
 				if mask&(1<<k) != 0 {
-					ss = append(ss, faults.Step{SQL: "SET LOCAL x = 1"})
+					ss = append(ss, faults.Step{SQL: "SET LOCAL x = 1", Local: true})
 				} else {
 					ss = append(ss, faults.Step{SQL: "UPDATE t SET a = a + 1"})
 				}
@@ -140,7 +155,7 @@ func TestReducedSampleCoversTheUnreducedOne(t *testing.T) {
 		var ss []faults.Step
 		for k := range n {
 			if k == 0 || rng.IntN(3) == 0 {
-				ss = append(ss, faults.Step{SQL: "BEGIN"})
+				ss = append(ss, faults.Step{SQL: "BEGIN", Local: true})
 			} else {
 				ss = append(ss, faults.Step{SQL: "INSERT INTO t VALUES (1)"})
 			}
@@ -171,5 +186,60 @@ func TestUnreducedPlan(t *testing.T) {
 	plan.Unreduced = true
 	if n := len(faults.ConcurrentDelivery().Schedules(plan)); n != 20 {
 		t.Errorf("unreduced: %d schedules, want 20", n)
+	}
+}
+
+// Expand splits a concurrent fault's schedules once: what runs, what the
+// queue's one delivery at a time would refuse, and what the reduction
+// prunes: what the fault without either runs beyond the rest.
+func TestExpandSplitsOnce(t *testing.T) {
+	clean := steps("BEGIN", "SELECT 1", "COMMIT")
+	clean[2].CommitPoint = true
+	clean = append(clean, faults.Step{SQL: "INSERT INTO t VALUES (1)", CommitPoint: true, Autocommit: true})
+	texts := func(ss []faults.Schedule) []string {
+		var out []string
+		for _, s := range ss {
+			if s.Fault != faults.NameConcurrentDelivery {
+				t.Errorf("%s: Fault = %q, want %q", s, s.Fault, faults.NameConcurrentDelivery)
+			}
+			out = append(out, s.String())
+		}
+		return out
+	}
+	plan := faults.Plan{Steps: clean, OneDeliveryAtATime: true}
+	e := faults.ConcurrentDelivery().Expand(plan)
+	if e.Fault != faults.NameConcurrentDelivery {
+		t.Errorf("Fault = %q", e.Fault)
+	}
+	if diff := cmp.Diff(texts(faults.ConcurrentDelivery().Schedules(plan)), texts(e.Run)); diff != "" {
+		t.Errorf("Run is not Schedules (-Schedules +Run):\n%s", diff)
+	}
+	if len(e.Run) != 1 || len(e.Refused) == 0 || len(e.Pruned) == 0 {
+		t.Fatalf("Run %d, Refused %d, Pruned %d schedules; want 1 and some of each", len(e.Run), len(e.Refused), len(e.Pruned))
+	}
+	whole := plan
+	whole.OneDeliveryAtATime = false
+	if diff := cmp.Diff(texts(faults.ConcurrentDelivery().Schedules(whole)), texts(append(e.Run, e.Refused...))); diff != "" {
+		t.Errorf("Run+Refused is not the fault handed out whole (-whole +Run+Refused):\n%s", diff)
+	}
+	unreduced := whole
+	unreduced.Unreduced = true
+	// Pruned is what the unreduced fault (a sample of it here: 70 orders
+	// are more than 24) runs beyond the rest.
+	ran := texts(append(e.Run, e.Refused...))
+	var want []string
+	for _, s := range texts(faults.ConcurrentDelivery().Schedules(unreduced)) {
+		if !slices.Contains(ran, s) {
+			want = append(want, s)
+		}
+	}
+	if diff := cmp.Diff(want, texts(e.Pruned)); diff != "" {
+		t.Errorf("Pruned is not the unreduced fault's other orders (-want +Pruned):\n%s", diff)
+	}
+	if p := faults.ConcurrentDelivery().Expand(unreduced).Pruned; len(p) != 0 {
+		t.Errorf("Unreduced prunes %v, want nothing", texts(p))
+	}
+	if e := faults.CrashAtEveryStep().Expand(plan); len(e.Run) != 4 || len(e.Refused)+len(e.Pruned) != 0 {
+		t.Errorf("crash-mid-job: Run %d, Refused %d, Pruned %d; want 4 and none left out", len(e.Run), len(e.Refused), len(e.Pruned))
 	}
 }

@@ -61,9 +61,9 @@ type Delivery struct {
 	After int
 	// Fault is what goes wrong in this delivery, if anything.
 	Fault Kind
-	// At is the step KindCrash, KindAmbiguous, KindEffectLostReply and
-	// KindEffectFailed act on (1-based); for KindCrash, zero means after
-	// the last step, before the ack.
+	// At is the step KindCrash, KindAmbiguous, KindCrashAfterEffect,
+	// KindEffectLostReply and KindEffectFailed act on (1-based); for
+	// KindCrash, zero means after the last step, before the ack.
 	At int
 }
 
@@ -79,8 +79,10 @@ const (
 	// after its last step and before the ack. Its later statements and
 	// effects are refused, its return value ignored, its worker discarded.
 	KindCrash
-	// KindAmbiguous: the server applies step At but the reply never reaches
-	// the delivery; its connection drops and its own error path runs.
+	// KindAmbiguous: the server applies statement At (a COMMIT, or a
+	// statement that commits on its own) but the reply never reaches the
+	// delivery; its connection drops and its own error path runs. Step At
+	// must be a statement: for an effect call see KindCrashAfterEffect.
 	KindAmbiguous
 	// KindLostAck: the delivery completes and returns nil, but the ack never
 	// arrives; its worker lives on.
@@ -94,10 +96,16 @@ const (
 	// it, with a transient error (a 503); the call returns it and the
 	// delivery goes on. Nothing happened, and a retry may succeed.
 	KindEffectFailed
+	// KindCrashAfterEffect: the provider accepts effect call At and makes
+	// the effect, and the worker dies before the answer reaches it. As
+	// with KindCrash, its later statements and effects are refused, its
+	// return value ignored, its worker discarded: the effect happened and
+	// nothing the handler would have written after it did.
+	KindCrashAfterEffect
 )
 
 // String names the kind as a schedule writes it: "crash", "ambiguous",
-// "lostack", "lostreply", "failed", or "" for KindNone.
+// "lostack", "lostreply", "failed", "crashafter", or "" for KindNone.
 func (k Kind) String() string {
 	switch k {
 	case KindCrash:
@@ -110,22 +118,27 @@ func (k Kind) String() string {
 		return "lostreply"
 	case KindEffectFailed:
 		return "failed"
+	case KindCrashAfterEffect:
+		return "crashafter"
 	}
 	return ""
 }
 
 // OnEffect reports whether the kind acts only on an effect call:
-// KindEffectLostReply and KindEffectFailed.
-func (k Kind) OnEffect() bool { return k == KindEffectLostReply || k == KindEffectFailed }
+// KindEffectLostReply, KindEffectFailed and KindCrashAfterEffect.
+func (k Kind) OnEffect() bool {
+	return k == KindEffectLostReply || k == KindEffectFailed || k == KindCrashAfterEffect
+}
 
 // String renders the delivery: job, attempt and worker ("j1a2w2"), then
 // "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
 // ("!crash:3", "!crash", "!ambiguous:4", "!lostack", "!lostreply:2",
-// "!failed:2"); a clock move comes first ("+30s j1a2w2").
+// "!failed:2", "!crashafter:2"); a clock move comes first ("+30s
+// j1a2w2").
 func (d Delivery) String() string {
 	var b strings.Builder
 	if d.Advance > 0 {
-		fmt.Fprintf(&b, "+%s ", formatDuration(d.Advance))
+		fmt.Fprintf(&b, "+%s ", FormatDuration(d.Advance))
 	}
 	fmt.Fprintf(&b, "j%da%dw%d", d.Job, d.Attempt, d.Worker)
 	if d.With > 0 {
@@ -141,7 +154,7 @@ func (d Delivery) String() string {
 		fmt.Fprintf(&b, "!ambiguous:%d", d.At)
 	case KindLostAck:
 		b.WriteString("!lostack")
-	case KindEffectLostReply, KindEffectFailed:
+	case KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect:
 		fmt.Fprintf(&b, "!%s:%d", d.Fault, d.At)
 	}
 	return b.String()
@@ -173,8 +186,9 @@ func (s Schedule) String() string {
 }
 
 // Parse reads a schedule from the text form String writes, for example
-// "j1a1w1!crash:3 > +30s j1a2w2", "j1a1w1!lostreply:2" or
-// "j1a1w1 > j1a2w2@1:0 order 1,2,2,1".
+// "j1a1w1!crash:3 > +30s j1a2w2", "j1a1w1!lostreply:2",
+// "j1a1w1!crashafter:2 > +30s j1a2w2" or "j1a1w1 > j1a2w2@1:0 order
+// 1,2,2,1".
 func Parse(text string) (Schedule, error) {
 	var s Schedule
 	fail := func(format string, args ...any) (Schedule, error) {
@@ -245,7 +259,7 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("delivery %d (%s): an ambiguous commit needs its step", i+1, d)
 		case d.Fault.OnEffect() && d.At == 0:
 			return fmt.Errorf("delivery %d (%s): an effect fault needs the step of its effect call", i+1, d)
-		case d.Fault < KindNone || d.Fault > KindEffectFailed:
+		case d.Fault < KindNone || d.Fault > KindCrashAfterEffect:
 			return fmt.Errorf("delivery %d: unknown fault kind %d", i+1, int(d.Fault))
 		}
 	}
@@ -319,8 +333,10 @@ func parseDelivery(text string) (Delivery, error) {
 			d.Fault = KindEffectLostReply
 		case "failed":
 			d.Fault = KindEffectFailed
+		case "crashafter":
+			d.Fault = KindCrashAfterEffect
 		default:
-			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N or failed:N", text, kind)
+			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N, failed:N or crashafter:N", text, kind)
 		}
 		if hasAt {
 			if d.Fault == KindLostAck {
@@ -343,13 +359,17 @@ func leadingNumber(s string) (int, string, error) {
 	return v, s[n:], err
 }
 
-// formatDuration writes whole hours, minutes or seconds the short way
-// ("72h", "30s") and anything else as time.Duration does.
-func formatDuration(d time.Duration) string {
+// FormatDuration writes d as a schedule's text form writes a clock move,
+// the short way a reader would: whole hours as "72h", whole minutes as
+// "90m", whole seconds (zero too) as "30s", and anything finer as
+// time.Duration's String does ("1.5s", "250ms"). time.ParseDuration
+// reads every one back. Reports print their durations with it, so a
+// clock move reads the same in a schedule and beside it.
+func FormatDuration(d time.Duration) string {
 	switch {
-	case d%time.Hour == 0:
+	case d != 0 && d%time.Hour == 0:
 		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
+	case d != 0 && d%time.Minute == 0:
 		return fmt.Sprintf("%dm", d/time.Minute)
 	case d%time.Second == 0:
 		return fmt.Sprintf("%ds", d/time.Second)

@@ -64,10 +64,10 @@ func checkSharesBackend(t *testing.T, fault faults.Fault) (bool, string) {
 		mu.Unlock()
 		return nil
 	}}
+	t.Setenv(harness.ParallelEnv, "1")
 	res, err := harness.Run(t.Context(), job, harness.Config{
-		Setup:    []harness.Setup{harness.SQL(`CREATE TABLE t (id int)`)},
-		Faults:   []faults.Fault{fault},
-		Parallel: 1,
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE t (id int)`)},
+		Faults: []faults.Fault{fault},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,10 +120,10 @@ func mostUsesOfABackend(t *testing.T) (int, string) {
 		_, err := d.DB.Exec(ctx, "INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING")
 		return err
 	}}
+	t.Setenv(harness.ParallelEnv, "1")
 	res, err := harness.Run(t.Context(), job, harness.Config{
-		Setup:    []harness.Setup{harness.SQL(`CREATE TABLE t (id int PRIMARY KEY)`)},
-		Faults:   []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.LostAck()},
-		Parallel: 1,
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE t (id int PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.LostAck()},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -48,15 +48,23 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.close(context.WithoutCancel(ctx))
+	// Each fault is expanded once: what runs now, and what the
+	// reductions left out, to run if what they assumed did not hold.
 	var scheds []faults.Schedule
+	var expanded []faults.Expansion
 	for _, f := range cfg.faults() {
-		scheds = append(scheds, f.Schedules(plan)...)
+		e := f.Expand(plan)
+		expanded = append(expanded, e)
+		scheds = append(scheds, e.Run...)
 	}
 	if len(scheds) == 0 {
 		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
 	}
 	for _, s := range scheds {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
+			return nil, err
+		}
+		if err := checkRedrive(s, r.visibilityTimeout()); err != nil {
 			return nil, err
 		}
 	}
@@ -77,7 +85,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if evidence != nil {
 		res.kept = append(res.kept, *evidence)
 	}
-	if err := r.confirmReductions(ctx, plan, res); err != nil {
+	if err := r.confirmReductions(ctx, plan, expanded, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {

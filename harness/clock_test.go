@@ -24,7 +24,7 @@ func runRedrive(t *testing.T, job harness.Job) *harness.Result {
 	t.Helper()
 	cfg := harness.Config{
 		Setup:  []harness.Setup{harness.SQL(accountsSchema)},
-		Faults: []faults.Fault{faults.Redrive()},
+		Faults: []faults.Fault{faults.Redrive(faults.DefaultRedriveAfter)},
 	}
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)

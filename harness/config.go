@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"runtime"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,7 +22,11 @@ type Config struct {
 	// context is cancelled, and a Func that ignores that is abandoned.
 	SetupTimeout time.Duration
 	// Faults to run; nil runs faults.Default(). The default matrix minus
-	// some faults is faults.DefaultWithout(faults.VisibilityTimeout).
+	// some faults is faults.DefaultWithout(faults.NameVisibilityTimeout);
+	// a fault tuned, such as a later redrive or more interleavings, is
+	// one built by its constructor (faults.Redrive(7*24*time.Hour),
+	// faults.ConcurrentDelivery(faults.MaxInterleavings(100))). A fault
+	// whose constructor refused its argument fails the check at once.
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string
@@ -89,29 +92,13 @@ type Config struct {
 	// ClockStart is the harness clock's time when every scenario, and
 	// each clean reference run, starts; zero means 2026-01-01T09:00:00Z.
 	// The clock does not follow the wall clock: only faults move it (the
-	// visibility timeout before a redelivery, RedriveAfter before a
-	// redrive), so timestamps from Delivery.Now compare exactly with the
+	// visibility timeout before a redelivery, faults.Redrive's after
+	// before a redrive), so timestamps from Delivery.Now compare exactly with the
 	// clean run and a timestamp a redelivery moves is a finding. When the
 	// first deliveries died before committing anything or making an
 	// effect, the job counts as run from the next delivery's start, and
 	// the scenario is compared with a clean run started as late.
 	ClockStart time.Time
-	// RedriveAfter is how long after a crash the redrive fault delivers
-	// the job again, on the harness clock; zero means 72h.
-	RedriveAfter time.Duration
-	// Parallel is how many scenarios run at once, each on its own
-	// database; zero means GOMAXPROCS.
-	Parallel int
-	// MaxInterleavings bounds the interleavings tried per concurrent
-	// fault; zero means 24 (faults.Plan).
-	MaxInterleavings int
-}
-
-func (c Config) parallel() int {
-	if c.Parallel > 0 {
-		return c.Parallel
-	}
-	return runtime.GOMAXPROCS(0)
 }
 
 func (c Config) visibilityTimeout() time.Duration {

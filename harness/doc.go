@@ -152,8 +152,8 @@
 //
 // # Limits
 //
-// Run is safe to call from parallel tests; it runs Config.Parallel
-// scenarios at once. A handler must reach the database only through its
+// Run is safe to call from parallel tests; it runs -twice.parallel
+// (ParallelEnv, GOMAXPROCS by default) scenarios at once. A handler must reach the database only through its
 // Delivery (DB, SQL or DSN), must call external systems through the Delivery's
 // fakes, must read the time from Delivery.Now where faults should move it,
 // and must not keep connections past its return (they are closed). A

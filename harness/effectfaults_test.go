@@ -97,6 +97,38 @@ func TestEffectLostReply(t *testing.T) {
 	assert.Equal(t, "py_1", sc.Effects[1].Result)
 }
 
+// The provider takes the payment and the worker dies before it hears
+// back: the payment stays, the log row the first delivery would have
+// written next does not, and the redelivery's same key gets the stored
+// payment, so nothing moves twice.
+func TestCrashAfterEffect(t *testing.T) {
+	var saw sawCalls
+	job := harness.Job{Name: "pay", Handler: payThenLog(&saw, false)}
+	sc := replay(t, job, "j1a1w1!crashafter:1 > +30s j1a2w2").Scenarios[0]
+
+	assert.Empty(t, saw.of(1), "the dead delivery never saw its call return")
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
+	require.Len(t, sc.Deliveries, 2)
+	assert.Equal(t, "crashed right after step 1: effect: payment key=order-9812 destination=acct_77 amount=500 currency=eur", sc.Deliveries[0].Fault)
+	assert.Len(t, sc.Deliveries[0].Steps, 1, "the payment, and no insert after it")
+	require.Len(t, sc.Effects, 2)
+	assert.True(t, sc.Effects[0].Happened(), "the provider made the payment")
+	assert.True(t, sc.Effects[1].Replayed, "the redelivery got the stored payment")
+}
+
+// A lost reply is a statement's: on an effect call it is refused at once,
+// naming the kind that dies right after one.
+func TestAmbiguousOnAnEffectIsRefused(t *testing.T) {
+	var saw sawCalls
+	job := harness.Job{Name: "pay", Handler: payThenLog(&saw, false)}
+	s, err := faults.Parse("j1a1w1!ambiguous:1 > +30s j1a2w2")
+	require.NoError(t, err)
+	_, err = harness.Run(t.Context(), job, harness.Config{Setup: []harness.Setup{harness.SQL(stepsSchema)}, Faults: []faults.Fault{faults.Replay(s)}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `j1a1w1!ambiguous:1 loses a statement's reply, but step 1 of job "pay"'s clean run is an effect call`)
+	assert.Contains(t, err.Error(), "use j1a1w1!crashafter:1")
+}
+
 // Without a retry the handler fails, the queue redelivers, and the key
 // still saves it.
 func TestEffectLostReplyQueueRetry(t *testing.T) {

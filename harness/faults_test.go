@@ -88,7 +88,7 @@ func TestCrashAtStep(t *testing.T) {
 	res := replay(t, job, "j1a1w1!crash:3 > +30s j1a2w2")
 	sc := res.Scenarios[0]
 
-	assert.Equal(t, []faults.Step{{SQL: "INSERT INTO log VALUES ($1, 'a')", CommitPoint: true, Autocommit: true}, {SQL: "begin"}, {SQL: "INSERT INTO log VALUES ($1, 'b')"}, {SQL: "commit", CommitPoint: true}}, res.Steps)
+	assert.Equal(t, []faults.Step{{SQL: "INSERT INTO log VALUES ($1, 'a')", CommitPoint: true, Autocommit: true}, {SQL: "begin", Local: true}, {SQL: "INSERT INTO log VALUES ($1, 'b')"}, {SQL: "commit", CommitPoint: true}}, res.Steps)
 	assert.Equal(t, "crashed before step 3 reached the server: INSERT INTO log VALUES ($1, 'b')", sc.Deliveries[0].Fault)
 	assert.Empty(t, sc.Deliveries[0].Err, "a dead delivery's return value is ignored")
 	assert.Equal(t, &result.StepTaken{Step: faults.Step{SQL: "INSERT INTO log VALUES ($1, 'b')"}, Fate: result.CrashedBefore}, sc.Deliveries[0].Faulted(), "the step the crash kept from the server")

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -30,6 +31,11 @@ const (
 	// keeping them as evidence (CI runs nobody will inspect). Flag
 	// -twice.keep.
 	KeepEnv = "TWICE_KEEP"
+	// ParallelEnv is how many scenarios a check runs at once, each on a
+	// database of its own; unset or 0 means GOMAXPROCS. It is the
+	// machine's setting, not the job's: a laptop and a CI runner differ.
+	// Flag -twice.parallel.
+	ParallelEnv = "TWICE_PARALLEL"
 )
 
 // ShardEnv splits every check of a test binary across machines: set to
@@ -72,6 +78,7 @@ func init() {
 	flag.Bool("twice.keep", true, "twice: keep a failed check's databases as evidence; false drops them (env "+KeepEnv+")")
 	flag.Uint64("twice.seed", 0, "twice: the seed Explore hands rapid, as -rapid.seed; 0 means a random one (env "+SeedEnv+")")
 	flag.String("twice.shard", "", "twice: run only shard `i/n` of every check's schedules (1/3, 2/3, 3/3); empty runs all (env "+ShardEnv+")")
+	flag.Int("twice.parallel", 0, "twice: how many scenarios a check runs at once; 0 means GOMAXPROCS (env "+ParallelEnv+")")
 }
 
 // setting returns the value of flag name when it was given on the command
@@ -120,6 +127,23 @@ func checksSetting() (int, error) {
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("[twice] -twice.checks or %s is %q; want a number of schedules, like 500", ChecksEnv, text)
+	}
+	return n, nil
+}
+
+// parallelSetting is -twice.parallel or TWICE_PARALLEL: how many
+// scenarios run at once, GOMAXPROCS when unset or 0.
+func parallelSetting() (int, error) {
+	text := setting("twice.parallel", ParallelEnv)
+	if text == "" {
+		return runtime.GOMAXPROCS(0), nil
+	}
+	n, err := strconv.Atoi(text)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("[twice] -twice.parallel or %s is %q; want how many scenarios run at once, like 4, or 0 for GOMAXPROCS", ParallelEnv, text)
+	}
+	if n == 0 {
+		return runtime.GOMAXPROCS(0), nil
 	}
 	return n, nil
 }

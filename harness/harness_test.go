@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
@@ -169,6 +170,10 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"empty fault list", hit, withFaults(counterConfig()), "Config.Faults is empty, so no scenario would run"},
 		{"no scenario from the faults", harness.Job{Name: "read", Handler: exec(`SELECT n FROM counters`)}, withFaults(counterConfig(), faults.AmbiguousCommits()), `job "read": Config.Faults gave no scenario for its clean run of 1 steps`},
 		{"crash past the last step", hit, withFaults(counterConfig(), faults.CrashAt(3)), `j1a1w1!crash:3 acts on step 3, but job "hit" takes 1 step on a clean run`},
+		{"a fault its constructor refused", hit, withFaults(counterConfig(), faults.RunTwice(), faults.Redrive(0)), `Config.Faults[1] (redrive): faults.Redrive(0s): a redrive comes after the crash`},
+		{"an interleaving cap below one", hit, withFaults(counterConfig(), faults.ConcurrentDelivery(faults.MaxInterleavings(0))), `Config.Faults[0] (concurrent-delivery): faults.MaxInterleavings(0)`},
+		{"a name of no default fault", hit, withFaults(counterConfig(), faults.DefaultWithout("redrives")...), `faults.DefaultWithout("redrives"): no fault of the default matrix is named so`},
+		{"a redrive before the visibility timeout", hit, withFaults(counterConfig(), faults.Redrive(30*time.Second)), `faults.Redrive(30s): a redrive comes after the queue's visibility timeout (30s)`},
 		{"no step", harness.Job{Name: "x", Handler: ok}, counterConfig(), `job "x" took no step, on its clean run or in any scenario`},
 		{"unknown table", hit, ignoring(counterConfig(), []string{"counter"}, nil), `IgnoreTables: no table "counter"); its tables are counters, events`},
 		{"unknown column", hit, ignoring(counterConfig(), nil, []string{"counters.nn", "tokn", "events.token.x"}), `(IgnoreColumns: no column "counters.nn"; IgnoreColumns: no column "tokn"; IgnoreColumns: no column "events.token.x")`},
@@ -292,6 +297,35 @@ func TestVolatileLeavesOutIgnored(t *testing.T) {
 	assert.Empty(t, res.Volatile)
 }
 
+// -twice.parallel (TWICE_PARALLEL) says how many scenarios run at once;
+// junk or a negative number fails the check before it runs anything.
+func TestParallelSetting(t *testing.T) {
+	var running, most atomic.Int32
+	job := harness.Job{Name: "slow", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		_, err := d.DB.Exec(ctx, `SELECT pg_sleep(0.02); UPDATE counters SET n = n + 1`)
+		return err
+	}}
+	cfg := withFaults(counterConfig(), faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep())
+	cfg.ExpectFinding = "the counter counts every delivery"
+	t.Setenv(harness.ParallelEnv, "1")
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.GreaterOrEqual(t, len(res.Scenarios), 5)
+	assert.Equal(t, int32(1), most.Load(), "with TWICE_PARALLEL=1, deliveries of two scenarios ran at once")
+
+	for _, bad := range []string{"-1", "lots", "1.5"} {
+		t.Setenv(harness.ParallelEnv, bad)
+		_, err := harness.Run(t.Context(), job, cfg)
+		require.Error(t, err, "TWICE_PARALLEL=%s", bad)
+		assert.Contains(t, err.Error(), `[twice] -twice.parallel or TWICE_PARALLEL is "`+bad+`"; want how many scenarios run at once`)
+	}
+}
+
 // The two clean runs never overlap, even when scenarios may: side by side
 // their now() could fall on the same microsecond, and a column that
 // differs on every later run would pass for state (CI saw
@@ -307,8 +341,8 @@ func TestCleanRunsRunOneAfterTheOther(t *testing.T) {
 		_, err := d.DB.Exec(ctx, `SELECT pg_sleep(0.05); INSERT INTO events (job_id) VALUES ('x') ON CONFLICT DO NOTHING`)
 		return err
 	}}
+	t.Setenv(harness.ParallelEnv, "2")
 	cfg := counterConfig()
-	cfg.Parallel = 2
 	cfg.Faults = []faults.Fault{faults.RunTwice()}
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)

@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,14 +24,15 @@ func BenchmarkParallel(b *testing.B) {
 	var scenarios [2]int
 	for b.Loop() {
 		for i, p := range []int{1, 2} {
-			cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}, Parallel: p}
+			b.Setenv(harness.ParallelEnv, strconv.Itoa(p))
+			cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}}
 			start := time.Now()
 			res, err := harness.Run(ctx, job, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}
 			if !res.Idempotent() {
-				b.Fatalf("the ledger job was found not idempotent with Parallel %d: %v", p, res)
+				b.Fatalf("the ledger job was found not idempotent with -twice.parallel=%d: %v", p, res)
 			}
 			elapsed[i] += time.Since(start)
 			scenarios[i] += len(res.Scenarios) + 2 // and the two references

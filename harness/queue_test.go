@@ -302,7 +302,7 @@ func TestCancelAtVisibilityTimeout(t *testing.T) {
 }
 
 // A queue that asks for it has its scenarios and clean runs run one at a
-// time, whatever Config.Parallel says: no two deliveries of a check whose
+// time, whatever -twice.parallel says: no two deliveries of a check whose
 // faults never overlap them run at once.
 func TestQueueOneScenarioAtATime(t *testing.T) {
 	var running, most atomic.Int32
@@ -316,7 +316,7 @@ func TestQueueOneScenarioAtATime(t *testing.T) {
 			return err
 		}}
 	cfg := queueConfig(faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep())
-	cfg.Parallel = 4
+	t.Setenv(harness.ParallelEnv, "4")
 	res := runQueue(t, job, cfg)
 	require.GreaterOrEqual(t, len(res.Scenarios), 5)
 	assert.Equal(t, int32(1), most.Load(), "deliveries of the check ran at once")

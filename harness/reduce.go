@@ -8,6 +8,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // The concurrent faults run one interleaving of each class of equivalent
@@ -21,16 +22,13 @@ import (
 // weaker than without the reduction.
 
 // confirmReductions records, for every fault of the check that the
-// reduction thinned, how many orders it left out, and runs them after
-// all, appended to res.Scenarios, when one of the fault's scenarios
-// broke what the reduction assumed: a delivery diverged from the steps
-// the partial-order reduction assumed, or a queue that hands a job to
-// one delivery at a time (plan.OneDeliveryAtATime) handed out the second.
-func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *Result) error {
-	whole := plan
-	whole.OneDeliveryAtATime = false
-	unreduced := whole
-	unreduced.Unreduced = true
+// reduction thinned (each expanded once, into expanded), how many orders
+// it left out, and runs them after all, appended to res.Scenarios, when
+// one of the fault's scenarios broke what the reduction assumed: a
+// delivery diverged from the steps the partial-order reduction assumed,
+// or a queue that hands a job to one delivery at a time
+// (plan.OneDeliveryAtATime) handed out the second.
+func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expanded []faults.Expansion, res *Result) error {
 	free := faults.Free(plan.Steps)
 	// The orders left out take places after the check's schedules, every
 	// reduced fault's in turn whether it falls back or not (first those
@@ -42,17 +40,15 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, res *R
 	if res.Shard != nil {
 		next = res.Shard.Schedules
 	}
-	for _, f := range r.cfg.faults() {
-		ran := f.Schedules(plan)
-		refused := without(f.Schedules(whole), ran)
-		pruned := without(f.Schedules(unreduced), append(slices.Clone(ran), refused...))
+	for _, f := range expanded {
+		ran, refused, pruned := f.Run, f.Refused, f.Pruned
 		if len(refused)+len(pruned) == 0 {
 			continue
 		}
 		refusedAt := next
 		prunedAt := refusedAt + len(refused)
 		next = prunedAt + len(pruned)
-		red := result.Reduction{Fault: f.Name(), Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
+		red := result.Reduction{Fault: f.Fault, Orders: len(ran), Pruned: len(refused) + len(pruned), Refused: len(refused)}
 		checked := ran
 		if len(refused) > 0 {
 			handed, err := r.handedOut(ctx, ran, res)
@@ -134,21 +130,6 @@ func dealt(scheds []faults.Schedule, first int, res *Result) placed {
 	return out
 }
 
-// without returns the schedules of all that are not in some, by text.
-func without(all, some []faults.Schedule) []faults.Schedule {
-	in := map[string]bool{}
-	for _, s := range some {
-		in[s.String()] = true
-	}
-	var out []faults.Schedule
-	for _, s := range all {
-		if !in[s.String()] {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // diverged returns the first place where one of the two deliveries of
 // sched did not take what the reduction assumed of a free position k:
 // steps k and, before it, k-1 local, and a step k+1 after it (a
@@ -169,7 +150,7 @@ func diverged(sched faults.Schedule, free []bool, asked [2][]faults.Step) *resul
 				continue
 			}
 			for _, p := range []int{k - 1, k} {
-				if p >= 1 && (p > len(steps) || !faults.Local(steps[p-1])) {
+				if p >= 1 && (p > len(steps) || !steps[p-1].Local) {
 					return at(p)
 				}
 			}
@@ -223,28 +204,28 @@ func reductionLines(res *Result) []string {
 		if red.Refused > 0 {
 			if red.HandedOut == nil {
 				out = append(out, fmt.Sprintf("%s: %d %s run, %d left out: the queue hands a job to one delivery at a time and refused the second delivery, so their order cannot matter",
-					red.Fault, red.Orders, render.Plural(red.Orders, "interleaving"), red.Pruned))
+					red.Fault, red.Orders, text.Plural(red.Orders, "interleaving"), red.Pruned))
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s: the queue handed out delivery 2 of %s although it hands a job to one delivery at a time (QueueRules.OneDeliveryAtATime), so the %d %s left out for that ran too",
-				red.Fault, *red.HandedOut, red.Refused, render.Plural(red.Refused, "interleaving")))
+				red.Fault, *red.HandedOut, red.Refused, text.Plural(red.Refused, "interleaving")))
 			orders += red.Refused
 			if pruned == 0 {
 				continue
 			}
 		}
 		line := fmt.Sprintf("%s: %d %s run, %d left out as equivalent to one run", red.Fault,
-			orders, render.Plural(orders, "interleaving"), pruned)
+			orders, text.Plural(orders, "interleaving"), pruned)
 		if d := red.Diverged; d != nil {
 			what := fmt.Sprintf("took no step %d", d.At)
 			switch {
-			case d.Took != nil && faults.Local(*d.Took):
-				what = fmt.Sprintf("ended right after step %d (%s)", d.At, render.OneLine(render.Step(*d.Took)))
+			case d.Took != nil && d.Took.Local:
+				what = fmt.Sprintf("ended right after step %d (%s)", d.At, text.OneLine(render.Step(*d.Took)))
 			case d.Took != nil:
-				what = fmt.Sprintf("took step %d: %s", d.At, render.OneLine(render.Step(*d.Took)))
+				what = fmt.Sprintf("took step %d: %s", d.At, text.OneLine(render.Step(*d.Took)))
 			}
 			line = fmt.Sprintf("%s: delivery %d of %s %s, not the local step the reduction assumed there, so the %d %s left out ran too",
-				red.Fault, d.Delivery, d.Schedule, what, pruned, render.Plural(pruned, "interleaving"))
+				red.Fault, d.Delivery, d.Schedule, what, pruned, text.Plural(pruned, "interleaving"))
 		}
 		out = append(out, line)
 	}

@@ -7,13 +7,14 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/wireproxy"
 )
 
 func TestDiverged(t *testing.T) {
 	st := func(sqls ...string) []faults.Step {
 		var out []faults.Step
 		for _, s := range sqls {
-			out = append(out, faults.Step{SQL: s})
+			out = append(out, faults.Step{SQL: s, Local: wireproxy.Local(s)})
 		}
 		return out
 	}
@@ -34,10 +35,10 @@ func TestDiverged(t *testing.T) {
 		{"no step where the reduction moved one", [2][]faults.Step{clean, nil},
 			&result.Divergence{Schedule: sched, Delivery: 2, At: 1}},
 		{"an end right after the first", [2][]faults.Step{clean, st("BEGIN")},
-			&result.Divergence{Schedule: sched, Delivery: 2, At: 1, Took: &faults.Step{SQL: "BEGIN"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 1, Took: &faults.Step{SQL: "BEGIN", Local: true}}},
 		{"an end right after a moved step", [2][]faults.Step{clean, st("BEGIN", "SET x = 2")},
-			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "SET x = 2"}}},
-		{"an effect call is never local", [2][]faults.Step{clean, {{SQL: "BEGIN"}, {SQL: "email to=a", Effect: "email"}, {SQL: "COMMIT"}}},
+			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "SET x = 2", Local: true}}},
+		{"an effect call is never local", [2][]faults.Step{clean, {{SQL: "BEGIN", Local: true}, {SQL: "email to=a", Effect: "email"}, {SQL: "COMMIT"}}},
 			&result.Divergence{Schedule: sched, Delivery: 2, At: 2, Took: &faults.Step{SQL: "email to=a", Effect: "email"}}},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Result is everything Run learned about a job: a result.Result, whose
@@ -43,7 +44,7 @@ type kept struct {
 // grouped by difference, with its deliveries and diffs.
 func (r *Result) String() string {
 	if r.Idempotent() {
-		return fmt.Sprintf("[twice] ok: job %q: %d %s%s, none differs from one clean run", r.Job, len(r.Scenarios), render.Plural(len(r.Scenarios), "scenario"), render.InShard(&r.Result))
+		return fmt.Sprintf("[twice] ok: job %q: %d %s%s, none differs from one clean run", r.Job, len(r.Scenarios), text.Plural(len(r.Scenarios), "scenario"), render.InShard(&r.Result))
 	}
 	failed := r.Failed()
 	var b strings.Builder

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,7 +22,7 @@ import (
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // heeded leaves out of the volatile "table.column"s those of tables and
@@ -73,18 +72,24 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err != nil {
 		return nil, nil, plan, err
 	}
-	for _, f := range cfg.Faults {
+	for i, f := range cfg.Faults {
 		if f == nil {
 			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
 		}
+		if err := f.Validate(); err != nil {
+			return nil, nil, plan, fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err)
+		}
 	}
-	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	atOnce, err := parallelSetting()
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv, atOnce: atOnce}
 	r.x = execute.New(execute.Settings{
 		Job:                       execute.Job{Name: job.Name, Queue: job.Queue},
 		Server:                    srv,
 		DeliveryTimeout:           cfg.deliveryTimeout(),
 		VisibilityTimeout:         r.visibilityTimeout(),
-		RedriveAfter:              r.redriveAfter(),
 		CancelAtVisibilityTimeout: cfg.CancelAtVisibilityTimeout,
 	})
 	defer func() {
@@ -137,7 +142,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	res.Steps = steps1
 
-	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings,
+	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
 		OneDeliveryAtATime: job.Queue != nil && job.Queue.Rules().OneDeliveryAtATime}
 	return r, res, plan, nil
 }
@@ -220,13 +225,13 @@ func (j Job) validate() error {
 
 // visibilityTimeout is when a job that was not acked is handed out again:
 // the queue's rule when it has one, else Config.VisibilityTimeout.
-// parallel is how many scenarios run at once: Config.Parallel, or one
+// parallel is how many scenarios run at once: -twice.parallel, or one
 // when the queue asks for that (QueueRules.OneScenarioAtATime).
 func (r *runner) parallel() int {
 	if r.job.Queue != nil && r.job.Queue.Rules().OneScenarioAtATime {
 		return 1
 	}
-	return r.cfg.parallel()
+	return r.atOnce
 }
 
 func (r *runner) visibilityTimeout() time.Duration {
@@ -236,12 +241,6 @@ func (r *runner) visibilityTimeout() time.Duration {
 		}
 	}
 	return r.cfg.visibilityTimeout()
-}
-
-// redriveAfter is how long after a crash the redrive fault hands the job
-// out again.
-func (r *runner) redriveAfter() time.Duration {
-	return cmp.Or(r.cfg.RedriveAfter, faults.DefaultRedriveAfter)
 }
 
 // askedSteps keeps, by schedule text, what a scenario's first two
@@ -288,6 +287,8 @@ type runner struct {
 	tmpl *freshdb.Template
 	srv  *pgserver.Server
 	x    *execute.Executor // runs each schedule
+	// atOnce is how many scenarios may run at once (-twice.parallel).
+	atOnce int
 
 	shifted shiftedRefs // clean runs at a later clock; see referenceAt
 	asked   askedSteps  // steps of overlapping deliveries; see confirmReductions
@@ -618,7 +619,7 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	steps := len(clean)
 	for _, d := range s.Deliveries {
 		switch d.Fault {
-		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed, faults.KindCrashAfterEffect:
 		default:
 			continue
 		}
@@ -633,9 +634,26 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 			}
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
 		}
-		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+		if d.Fault == faults.KindAmbiguous && d.At > 0 && clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d loses a statement's reply, but step %d of job %q's clean run is an effect call (%s), so the fault would never happen; for a worker that dies right after the provider accepted it, use %s!%s:%d", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), d.Label(), faults.KindCrashAfterEffect, d.At)
 		}
+		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
+			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+		}
+	}
+	return nil
+}
+
+// checkRedrive refuses a redrive that comes no later than the queue's
+// visibility timeout: the queue would have handed the job out again by
+// then, so the delivery would be a plain redelivery and no redrive would
+// be tested.
+func checkRedrive(s faults.Schedule, visibility time.Duration) error {
+	if s.Fault != faults.NameRedrive || len(s.Deliveries) == 0 {
+		return nil
+	}
+	if after := s.Deliveries[len(s.Deliveries)-1].Advance; after <= visibility {
+		return fmt.Errorf("[twice] faults.Redrive(%s): a redrive comes after the queue's visibility timeout (%s), when the queue would have handed the job out again itself; give a longer after, like faults.DefaultRedriveAfter (%s)", faults.FormatDuration(after), faults.FormatDuration(visibility), faults.FormatDuration(faults.DefaultRedriveAfter))
 	}
 	return nil
 }
@@ -651,7 +669,7 @@ func effectStepsHint(clean []faults.Step) string {
 	if len(at) == 0 {
 		return "the job makes no effect call on a clean run, so no effect fault applies"
 	}
-	return fmt.Sprintf("its effect calls are %s %s", render.Plural(len(at), "step"), strings.Join(at, ", "))
+	return fmt.Sprintf("its effect calls are %s %s", text.Plural(len(at), "step"), strings.Join(at, ", "))
 }
 
 // checkIgnored refuses IgnoreTables, IgnoreColumns and SequenceColumns

@@ -415,7 +415,10 @@ func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc fu
 		case isReschedule(err, "discarding job"):
 			q.discarded.Store(d.JobID, discard{why: "the WorkFunc returned gue.ErrDiscardJob", onPurpose: true})
 		case !isReschedule(err, "rescheduling job") && q.opts.backoff(int(j.ErrorCount+1)) < 0:
-			q.discarded.Store(d.JobID, discard{why: "the backoff gave up after an error: " + firstLine(err.Error())})
+			// The error's first line: an adapter module may not lean on
+			// the root's internal packages, which change with it.
+			msg, _, _ := strings.Cut(err.Error(), "\n")
+			q.discarded.Store(d.JobID, discard{why: "the backoff gave up after an error: " + msg})
 		}
 	}
 	return workOne(ctx, j, wf, onError, where)
@@ -573,11 +576,6 @@ func errorDelay(workErr error, runAt, updatedAt, now time.Time) time.Duration {
 		return max(runAt.Sub(now), 0)
 	}
 	return max(runAt.Sub(updatedAt).Round(time.Millisecond), 0)
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 // isReschedule reports whether err is one of gue's reschedule errors

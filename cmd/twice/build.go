@@ -16,6 +16,7 @@ import (
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/report"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // builder turns records and go test events into a report.
@@ -81,7 +82,7 @@ func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 		pkg := b.importPath(rec.Dir)
 		p := report.Problem{
 			Kind: report.ProblemHarnessError, Package: pkg, Test: rec.Test, Fatal: true,
-			Message: fmt.Sprintf("[twice] %s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, render.FirstLine(rec.Error)),
+			Message: fmt.Sprintf("[twice] %s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, text.FirstLine(rec.Error)),
 		}
 		if t := b.test(pkg, rec.Test); t != nil {
 			p.Output = t.output.lastLines(30)
@@ -144,7 +145,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 	case p.result != "":
 		out = append(out, report.Problem{
 			Kind: report.ProblemNoHarnessTests, Package: p.importPath,
-			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), render.Plural(len(p.order), "test")),
+			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), text.Plural(len(p.order), "test")),
 		})
 	}
 	return out

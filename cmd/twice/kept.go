@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runtwice/twice/internal/evidence"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // keptCommand lists, and with -drop removes, the evidence failed checks
@@ -87,7 +87,7 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 		}
 		note := ""
 		if others > 0 {
-			note = fmt.Sprintf("; %d other %s kept evidence too: -run ID for one of them (%s), -all for every run", others, render.Plural(others, "run"), strings.Join(slices.DeleteFunc(slices.Clone(runs), func(r string) bool { return r == chosen }), ", "))
+			note = fmt.Sprintf("; %d other %s kept evidence too: -run ID for one of them (%s), -all for every run", others, text.Plural(others, "run"), strings.Join(slices.DeleteFunc(slices.Clone(runs), func(r string) bool { return r == chosen }), ", "))
 		}
 		_, _ = fmt.Fprintf(stdout, "[twice] %s: %s%s\n", what, chosen, note)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // progress shows how far go test is, from its first second: while go
@@ -63,7 +63,7 @@ func (p *progress) start(total, deps int, recDir string) {
 	p.begin, p.total, p.deps, p.recDir = time.Now(), total, deps, recDir
 	p.mu.Unlock()
 	_, _ = fmt.Fprintf(p.out, "[twice] building the tests of %d %s, then running their checks: go test compiles what its build cache lacks (up to %d packages; minutes when the cache is empty)\n",
-		total, render.Plural(total, "package"), deps)
+		total, text.Plural(total, "package"), deps)
 	p.stopTick = make(chan struct{})
 	p.ticked.Add(1)
 	go func() {

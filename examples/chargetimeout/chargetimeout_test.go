@@ -37,7 +37,7 @@ func checkout(d *harness.Delivery) chargetimeout.Checkout {
 // that the only difference between the two is the timeout.
 var config = harness.Config{
 	Setup:  []harness.Setup{harness.SQL(chargetimeout.Schema)},
-	Faults: faults.DefaultWithout(faults.Redrive),
+	Faults: faults.DefaultWithout(faults.NameRedrive),
 }
 
 var (

@@ -173,7 +173,7 @@ type Rules struct {
 	// jobs) are compared.
 	JobTable, JobIDColumn string
 	// OneScenarioAtATime runs the job's scenarios and its two clean runs
-	// one at a time, whatever Config.Parallel says. It is for a queue
+	// one at a time, whatever -twice.parallel says. It is for a queue
 	// that sees the transactions of every database on the server:
 	// watermill-sql hands out only messages older than every transaction
 	// open on it (pg_snapshot_xmin), so a scenario running beside another

@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -139,7 +140,7 @@ func (r *stepRequest) asStep() faults.Step {
 	if r.effect {
 		return r.call
 	}
-	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint, Autocommit: r.step.CommitPoint && !r.step.InTransaction}
+	return faults.Step{SQL: r.step.SQL, CommitPoint: r.step.CommitPoint, Autocommit: r.step.CommitPoint && !r.step.InTransaction, Local: r.step.Local}
 }
 
 type eventKind int
@@ -406,7 +407,7 @@ func (e *execution) incomplete() []string {
 	for _, d := range e.lastPerJob() {
 		if d.outcome.Err != "" {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, render.FirstLine(d.outcome.Err)))
+				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, text.FirstLine(d.outcome.Err)))
 		} else if d.dead {
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s",
 				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, d.outcome.Fault))
@@ -483,7 +484,9 @@ func (e *execution) kindOf(d *deliveryRun) result.DeliveryKind {
 		return result.FirstDelivery
 	case prev == nil:
 		return result.ProducerCopy
-	case d.spec.Advance >= e.r.redriveAfter():
+	case d.spec.Advance > e.r.visibilityTimeout():
+		// Past the point where the queue would have handed the job out
+		// itself: nobody but a person brings it back now.
 		return result.Redrive
 	case prev.spec.Fault == faults.KindLostAck:
 		return result.LostAckRedelivery
@@ -616,7 +619,7 @@ func (e *execution) handle(ev event) {
 		}
 		d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
 		if req == d.dieAfter && !d.ended {
-			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, render.OneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
 		}
 	case evReturned:
 		if d.ended {
@@ -802,15 +805,19 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			d.midJobFault = true
 			req.end = result.CrashedBefore
 			req.grant <- wireproxy.Crash
-			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, render.OneLine(req.step.SQL)))
+			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, text.OneLine(req.step.SQL)))
 			e.watchEnded(req)
 			return
-		case d.spec.Fault == faults.KindAmbiguous && req.effect:
+		case d.spec.Fault == faults.KindCrashAfterEffect && req.effect:
 			// The provider accepts the call and the worker dies before it
-			// hears back: a crash right after an effect.
+			// hears back.
 			d.dieAfter = req
 			d.midJobFault = true
 			req.end = result.CrashedAfter
+		case d.spec.Fault == faults.KindAmbiguous && req.effect:
+			// Another path than the clean run's: there is no statement
+			// whose reply could be lost.
+			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is an effect call, not a statement: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
 		case d.spec.Fault == faults.KindAmbiguous:
 			d.midJobFault = true
 			// The server applies it, the reply is lost, the connection
@@ -818,7 +825,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// again and retry, and its return value counts. Whether the
 			// step wrote is known once the server has answered (After).
 			req.end = result.ReplyLost
-			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, render.OneLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, text.OneLine(req.step.SQL))
 			d.lostReply = req
 			d.bySQL[req.step.Index] = req
 			req.grant <- wireproxy.Ambiguous
@@ -827,7 +834,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// The delivery lives on: the call returns an error and the
 			// handler decides what to make of it.
 			d.midJobFault = true
-			call := render.OneLine(req.step.SQL)
+			call := text.OneLine(req.step.SQL)
 			if d.spec.Fault == faults.KindEffectLostReply {
 				req.fate, req.end = effects.ReplyLost, result.TimedOut
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
@@ -837,7 +844,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			}
 		case d.spec.Fault.OnEffect():
 			// Another path than the clean run's: there is no call to act on.
-			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, render.OneLine(req.step.SQL))
+			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
 		}
 	}
 	d.inflight[req] = &inflightStep{req: req}
@@ -1034,13 +1041,13 @@ func (d *deliveryRun) where() string {
 	}
 	switch {
 	case at != nil && at.effect:
-		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, render.OneLine(at.step.SQL))
+		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, text.OneLine(at.step.SQL))
 	case at != nil:
-		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, render.OneLine(at.step.SQL))
+		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, text.OneLine(at.step.SQL))
 	case d.done == 0:
 		return "it was in its own code before its first step reached the server"
 	default:
 		return fmt.Sprintf("it was in its own code after step %d finished (%s), before step %d reached the server",
-			d.done, render.OneLine(d.steps[len(d.steps)-1].SQL), d.done+1)
+			d.done, text.OneLine(d.steps[len(d.steps)-1].SQL), d.done+1)
 	}
 }

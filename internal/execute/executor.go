@@ -51,9 +51,6 @@ type Settings struct {
 	// VisibilityTimeout is how far the clock moves before the queue
 	// hands out again a job that was not acked.
 	VisibilityTimeout time.Duration
-	// RedriveAfter is how far the clock must move before a delivery for
-	// it to be a redrive.
-	RedriveAfter time.Duration
 	// CancelAtVisibilityTimeout cancels a delivery's context once the
 	// visibility timeout has passed while it runs (see cancel.go); a
 	// Queue's own Rules.CancelAfter takes its place.
@@ -217,8 +214,6 @@ func BackendCounts() (started, connects int64) {
 }
 
 func (r *Executor) visibilityTimeout() time.Duration { return r.cfg.VisibilityTimeout }
-
-func (r *Executor) redriveAfter() time.Duration { return r.cfg.RedriveAfter }
 
 // waitsOnLock asks the server whether backend pid waits for a lock another
 // backend holds.

@@ -59,7 +59,7 @@ func TestRunWithoutHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := execute.New(execute.Settings{Job: execute.Job{Name: "visit"}, Server: srv,
-		DeliveryTimeout: 30 * time.Second, VisibilityTimeout: 30 * time.Second, RedriveAfter: 72 * time.Hour})
+		DeliveryTimeout: 30 * time.Second, VisibilityTimeout: 30 * time.Second})
 	t.Cleanup(func() { x.Close(context.Background()) })
 	db, err := tmpl.Fresh(ctx)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -33,7 +33,7 @@ func (e *execution) canHold(d *deliveryRun, req *stepRequest) bool {
 		return true
 	}
 	if d.outcome.Unheld == "" {
-		d.outcome.Unheld = fmt.Sprintf("step %d ran as it is (%s): %s", req.seq, render.OneLine(req.step.SQL), why)
+		d.outcome.Unheld = fmt.Sprintf("step %d ran as it is (%s): %s", req.seq, text.OneLine(req.step.SQL), why)
 	}
 	return false
 }

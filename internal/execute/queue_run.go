@@ -13,7 +13,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
-	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // queueRun drives a job's Queue through one execution: the harness's
@@ -325,7 +325,7 @@ func (q *queueRun) incomplete(e *execution) []string {
 			out = append(out, fmt.Sprintf("job %s: the queue never handed it out: %s", id, job.refused))
 		case delivered.outcome.Err != "":
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				id, delivered.spec.Label(), delivered.outcome.Attempt, render.FirstLine(delivered.outcome.Err)))
+				id, delivered.spec.Label(), delivered.outcome.Attempt, text.FirstLine(delivered.outcome.Err)))
 		case delivered.dead:
 			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s", id, delivered.spec.Label(), delivered.outcome.Attempt, delivered.outcome.Fault))
 		default:

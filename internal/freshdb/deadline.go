@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // DefaultStepTimeout is how long a setup step may run when Step.Timeout is
@@ -170,10 +172,7 @@ func (r *run) sessions(ctx context.Context, db string, self uint32) string {
 		if s.by != "{}" {
 			fmt.Fprintf(&b, ", blocked by pid %s", strings.Trim(s.by, "{}"))
 		}
-		if q := strings.Join(strings.Fields(s.q), " "); q != "" {
-			if r := []rune(q); len(r) > 200 {
-				q = string(r[:200]) + "…"
-			}
+		if q := text.OneLine(s.q); q != "" {
 			verb := "last query"
 			if s.state == "active" {
 				verb = "running"

@@ -1,6 +1,7 @@
 package pgserver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,12 +15,16 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
 	"github.com/testcontainers/testcontainers-go"
+	tcexec "github.com/testcontainers/testcontainers-go/exec"
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // ownerLabel marks twice's containers with "<pid> <start> <host>" of the
@@ -71,7 +76,7 @@ func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
 	select {
 	case r := <-done:
 		if r.err != nil {
-			return nil, unavailable("no Docker engine answered: %v", firstLine(r.err.Error()))
+			return nil, unavailable("no Docker engine answered: %v", text.FirstLine(r.err.Error()))
 		}
 		return r.cli, nil
 	case <-ctx.Done():
@@ -229,7 +234,7 @@ func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image st
 		_ = resp.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, firstLine(err.Error()))
+		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error()))
 	}
 	return nil
 }
@@ -295,7 +300,57 @@ func shortID(id string) string {
 	return id
 }
 
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
+// execer runs a command in a container, as testcontainers.Container does.
+type execer interface {
+	Exec(ctx context.Context, cmd []string, options ...tcexec.ProcessOption) (int, io.Reader, error)
+}
+
+// dumpInContainer runs pg_dump inside the server's container, over TCP to
+// the server there with the password in the exec's environment (never its
+// argv, which ps shows), and writes what it prints to tmp.
+func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) error {
+	where := fmt.Sprintf("pg_dump inside PostgreSQL container %s (image %s)", shortID(s.container), s.image)
+	if s.ctr == nil {
+		return fmt.Errorf("[twice] internal: dumping database %s with %s: no handle on the container", database, where)
+	}
+	cfg, err := pgconn.ParseConfig(s.base)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
+	}
+	conn := formatKeywordValue(map[string]string{
+		"host": "127.0.0.1", "port": "5432", "user": cfg.User, "dbname": database, "sslmode": "disable",
+	})
+	cmd := append(append([]string{"pg_dump"}, pgDumpArgs...), "-d", conn)
+	code, out, err := s.ctr.Exec(ctx, cmd, tcexec.WithEnv([]string{"PGPASSWORD=" + cfg.Password}))
+	if err != nil {
+		return fmt.Errorf("[twice] dumping database %s with %s failed: %w", database, where, err)
+	}
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
+	}
+	var stderr bytes.Buffer
+	_, copyErr := stdcopy.StdCopy(f, &stderr, out)
+	closeErr := f.Close()
+	switch {
+	case code != 0:
+		msg := strings.TrimSpace(string(tail(stderr.Bytes(), 2000)))
+		if msg == "" {
+			// The engine reports a command it could not start on stdout.
+			b, _ := os.ReadFile(tmp)
+			msg = strings.TrimSpace(string(tail(b, 2000)))
+		}
+		if msg == "" {
+			msg = "(it printed nothing)"
+		}
+		if code == 126 || code == 127 {
+			msg += "\nthe image has no runnable pg_dump on its PATH: set TWICE_POSTGRES_IMAGE to a PostgreSQL image that has one (the official postgres images do)"
+		}
+		return fmt.Errorf("[twice] dumping database %s with %s failed with exit code %d:\n%s", database, where, code, msg)
+	case copyErr != nil:
+		return fmt.Errorf("[twice] internal: dumping database %s with %s: reading its output: %w", database, where, copyErr)
+	case closeErr != nil:
+		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, closeErr)
+	}
+	return nil
 }

@@ -1,20 +1,13 @@
 package pgserver
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	tcexec "github.com/testcontainers/testcontainers-go/exec"
 )
 
 // dumpTimeout bounds one dump: a server or engine that stopped answering
@@ -72,61 +65,6 @@ func (s *Server) dumpOnHost(ctx context.Context, database, tmp string) error {
 	cmd := exec.CommandContext(ctx, bin, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("[twice] dumping database %s with %s failed: %w\n%s", database, bin, err, tail(out, 2000))
-	}
-	return nil
-}
-
-// execer runs a command in a container, as testcontainers.Container does.
-type execer interface {
-	Exec(ctx context.Context, cmd []string, options ...tcexec.ProcessOption) (int, io.Reader, error)
-}
-
-// dumpInContainer runs pg_dump inside the server's container, over TCP to
-// the server there with the password in the exec's environment (never its
-// argv, which ps shows), and writes what it prints to tmp.
-func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) error {
-	where := fmt.Sprintf("pg_dump inside PostgreSQL container %s (image %s)", shortID(s.container), s.image)
-	if s.ctr == nil {
-		return fmt.Errorf("[twice] internal: dumping database %s with %s: no handle on the container", database, where)
-	}
-	cfg, err := pgconn.ParseConfig(s.base)
-	if err != nil {
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
-	}
-	conn := formatKeywordValue(map[string]string{
-		"host": "127.0.0.1", "port": "5432", "user": cfg.User, "dbname": database, "sslmode": "disable",
-	})
-	cmd := append(append([]string{"pg_dump"}, pgDumpArgs...), "-d", conn)
-	code, out, err := s.ctr.Exec(ctx, cmd, tcexec.WithEnv([]string{"PGPASSWORD=" + cfg.Password}))
-	if err != nil {
-		return fmt.Errorf("[twice] dumping database %s with %s failed: %w", database, where, err)
-	}
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
-	}
-	var stderr bytes.Buffer
-	_, copyErr := stdcopy.StdCopy(f, &stderr, out)
-	closeErr := f.Close()
-	switch {
-	case code != 0:
-		msg := strings.TrimSpace(string(tail(stderr.Bytes(), 2000)))
-		if msg == "" {
-			// The engine reports a command it could not start on stdout.
-			b, _ := os.ReadFile(tmp)
-			msg = strings.TrimSpace(string(tail(b, 2000)))
-		}
-		if msg == "" {
-			msg = "(it printed nothing)"
-		}
-		if code == 126 || code == 127 {
-			msg += "\nthe image has no runnable pg_dump on its PATH: set TWICE_POSTGRES_IMAGE to a PostgreSQL image that has one (the official postgres images do)"
-		}
-		return fmt.Errorf("[twice] dumping database %s with %s failed with exit code %d:\n%s", database, where, code, msg)
-	case copyErr != nil:
-		return fmt.Errorf("[twice] internal: dumping database %s with %s: reading its output: %w", database, where, copyErr)
-	case closeErr != nil:
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, closeErr)
 	}
 	return nil
 }

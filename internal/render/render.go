@@ -12,15 +12,16 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Step shows a step on one line: a statement with its white space folded
 // and cut at 120 characters, an effect call as "effect: email to=...".
 func Step(s faults.Step) string {
 	if s.IsEffect() {
-		return "effect: " + OneLine(s.SQL)
+		return "effect: " + text.OneLine(s.SQL)
 	}
-	return OneLine(s.SQL)
+	return text.OneLine(s.SQL)
 }
 
 // TestPattern is the go test -run pattern that matches exactly the named
@@ -31,29 +32,6 @@ func TestPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
-}
-
-// OneLine folds white space and cuts s at 120 characters.
-func OneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 120 {
-		s = string(r[:117]) + "..."
-	}
-	return s
-}
-
-// FirstLine is s up to its first newline.
-func FirstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
-}
-
-// Plural is word for one, word+"s" otherwise.
-func Plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
 }
 
 // Problem is one problem in words: "table \"orders\" differs from one
@@ -80,7 +58,7 @@ func Problems(s result.Scenario) []string {
 	var out []string
 	for _, p := range s.Problems {
 		if p.Kind != result.StateDiffers {
-			out = append(out, FirstLine(Problem(p)))
+			out = append(out, text.FirstLine(Problem(p)))
 		}
 	}
 	return out
@@ -158,11 +136,11 @@ func Deliveries(s result.Scenario) []string {
 		case d.NotDelivered != "":
 			out = append(out, fmt.Sprintf("%s was not delivered: %s", label, d.NotDelivered))
 		case d.Fault != "" && d.Err != "":
-			out = append(out, fmt.Sprintf("%s %s, then returned an error: %s", label, d.Fault, FirstLine(d.Err)))
+			out = append(out, fmt.Sprintf("%s %s, then returned an error: %s", label, d.Fault, text.FirstLine(d.Err)))
 		case d.Fault != "":
 			out = append(out, fmt.Sprintf("%s %s", label, d.Fault))
 		case d.Err != "":
-			out = append(out, fmt.Sprintf("%s returned an error: %s", label, FirstLine(d.Err)))
+			out = append(out, fmt.Sprintf("%s returned an error: %s", label, text.FirstLine(d.Err)))
 		}
 		if d.Unheld != "" {
 			out = append(out, fmt.Sprintf("%s was not held where the schedule says: %s", label, d.Unheld))
@@ -188,7 +166,7 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 		}
 		diffs(b, first)
 		if len(g) > 1 {
-			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, Plural(len(g)-1, "schedule"))
+			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, text.Plural(len(g)-1, "schedule"))
 			var names []faults.Name
 			byFault := map[faults.Name][]string{}
 			for _, i := range g[1:] {

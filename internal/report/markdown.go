@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"strings"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Markdown renders the report for a CI job summary (GitHub's
@@ -17,7 +19,7 @@ func (r *Report) Markdown() string {
 		tallies = append(tallies, fmt.Sprintf("**%d** %s", t.N, mdEscape(t.What)))
 	}
 	fmt.Fprintf(&b, "%s\n\n", strings.Join(tallies, " · "))
-	fmt.Fprintf(&b, "%d %s · `%s`%s · %s · exit code %d\n", r.Summary.Jobs, plural(r.Summary.Jobs, "job"), r.Command, r.ShardNote(), shortDuration(r.Duration), r.ExitCode)
+	fmt.Fprintf(&b, "%d %s · `%s`%s · %s · exit code %d\n", r.Summary.Jobs, text.Plural(r.Summary.Jobs, "job"), r.Command, r.ShardNote(), shortDuration(r.Duration), r.ExitCode)
 	if shown := r.ShownProblems(); len(shown) > 0 {
 		b.WriteString("\n## Problems\n\n")
 		for _, p := range shown {
@@ -131,11 +133,11 @@ func whatWentWrong(d Delivery) string {
 	case d.NotDelivered != "":
 		return fmt.Sprintf("%s was not delivered: %s", d.Label, d.NotDelivered)
 	case d.Outcome != "" && d.Err != "":
-		return fmt.Sprintf("%s %s, then returned an error: %s", d.Label, d.Outcome, firstLine(d.Err))
+		return fmt.Sprintf("%s %s, then returned an error: %s", d.Label, d.Outcome, text.FirstLine(d.Err))
 	case d.Outcome != "":
 		return d.Label + " " + d.Outcome
 	case d.Err != "":
-		return fmt.Sprintf("%s returned an error: %s", d.Label, firstLine(d.Err))
+		return fmt.Sprintf("%s returned an error: %s", d.Label, text.FirstLine(d.Err))
 	}
 	return ""
 }
@@ -179,11 +181,6 @@ func sameAs(j Job, f Finding) []sameRef {
 		out = append(out, sameRef{Fault: fmt.Sprintf("and %d more", n-maxSameAs)})
 	}
 	return out
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }
 
 // fence wraps text in a code fence longer than any backtick run in it.

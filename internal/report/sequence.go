@@ -3,9 +3,11 @@ package report
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/runtwice/twice/harness/result"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Diagram is a finding's schedule as a sequence diagram: the queue, the
@@ -166,19 +168,19 @@ func (b *diagramBuilder) start(d int) {
 	if del.Advance > 0 {
 		b.add(Note, "Q", "", "clock +"+shortDuration(del.Advance))
 	}
-	var text string
+	var line string
 	switch {
 	case del.QueueRetry:
-		text = fmt.Sprintf("retry job %d, attempt %d", del.Job, del.Attempt)
+		line = fmt.Sprintf("retry job %d, attempt %d", del.Job, del.Attempt)
 	case del.Job > 1:
-		text = fmt.Sprintf("deliver job %d (a producer copy), attempt %d", del.Job, del.Attempt)
+		line = fmt.Sprintf("deliver job %d (a producer copy), attempt %d", del.Job, del.Attempt)
 	default:
-		text = fmt.Sprintf("deliver job %d, attempt %d", del.Job, del.Attempt)
+		line = fmt.Sprintf("deliver job %d, attempt %d", del.Job, del.Attempt)
 	}
 	if del.With > 0 {
-		text += fmt.Sprintf(", while %s has taken %d %s", b.f.Deliveries[del.With-1].Label, del.After, plural(del.After, "step"))
+		line += fmt.Sprintf(", while %s has taken %d %s", b.f.Deliveries[del.With-1].Label, del.After, text.Plural(del.After, "step"))
 	}
-	b.add(Call, "Q", b.worker(d), text)
+	b.add(Call, "Q", b.worker(d), line)
 }
 
 func (b *diagramBuilder) step(d, k int) {
@@ -190,18 +192,18 @@ func (b *diagramBuilder) step(d, k int) {
 	}
 	label := step.Text
 	if step.Fate == result.CrashedBefore {
-		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, oneLine(label)))
+		b.add(Crash, w, "", fmt.Sprintf("dies before step %d: %s", k, text.OneLine(label)))
 		return
 	}
 	if step.Effect != "" {
-		kind, text := step.Effect, label
+		kind, call := step.Effect, label
 		var got *Effect
 		if q := b.effects[del.Label]; len(q) > 0 {
 			got, b.effects[del.Label] = &q[0], q[1:]
-			kind, text = got.Kind, got.Text
+			kind, call = got.Kind, got.Text
 		}
 		p := b.provider(kind)
-		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, text))
+		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, call))
 		switch {
 		case step.Fate == result.CrashedAfter:
 			b.add(Lost, p, w, "done, but the answer is lost")
@@ -219,7 +221,7 @@ func (b *diagramBuilder) step(d, k int) {
 			b.add(Reply, p, w, "503, refused: not done")
 		case got == nil:
 		case got.Err != "":
-			b.add(Reply, p, w, "error: "+oneLine(got.Err))
+			b.add(Reply, p, w, "error: "+text.OneLine(got.Err))
 		case got.Replayed:
 			b.add(Reply, p, w, "stored answer, not done again")
 		case got.Result != "":
@@ -229,7 +231,7 @@ func (b *diagramBuilder) step(d, k int) {
 		}
 		return
 	}
-	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, oneLine(label)))
+	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, text.OneLine(label)))
 	switch step.Fate {
 	case result.CommitHeld:
 		b.add(Note, w, "", fmt.Sprintf("commit held: step %d has run, and commits once the other delivery's next step has run or waits for it", k))
@@ -269,7 +271,7 @@ func (b *diagramBuilder) end(d int) {
 	case del.AckLost:
 		b.add(Lost, w, "Q", "ack, lost on the way")
 	case del.Err != "":
-		b.add(Call, w, "Q", "fails: "+oneLine(del.Err))
+		b.add(Call, w, "Q", "fails: "+text.OneLine(del.Err))
 	case del.Died:
 		b.add(Crash, w, "", "dies after its last step, before the ack")
 	default:
@@ -277,31 +279,5 @@ func (b *diagramBuilder) end(d int) {
 	}
 }
 
-// oneLine folds white space and cuts text at 100 characters.
-func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > 100 {
-		s = string(r[:99]) + "…"
-	}
-	return s
-}
-
-func plural(n int, word string) string {
-	if n == 1 {
-		return word
-	}
-	return word + "s"
-}
-
-func shortDuration(m Millis) string {
-	d := m.Duration()
-	switch {
-	case d >= time.Hour && d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d >= time.Minute && d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	case d%time.Second == 0:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
-	return d.String()
-}
+// shortDuration writes m as a schedule writes a clock move.
+func shortDuration(m Millis) string { return faults.FormatDuration(m.Duration()) }

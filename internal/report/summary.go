@@ -3,6 +3,8 @@ package report
 import (
 	"fmt"
 	"strings"
+
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Exit codes of twice report.
@@ -86,13 +88,13 @@ func (r *Report) Title() string {
 	case ExitFindings:
 		var parts []string
 		if s.Finding > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s not idempotent", s.Finding, plural(s.Finding, "job")))
+			parts = append(parts, fmt.Sprintf("%d %s not idempotent", s.Finding, text.Plural(s.Finding, "job")))
 		}
 		if s.Flaky > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s flaky", s.Flaky, plural(s.Flaky, "job")))
+			parts = append(parts, fmt.Sprintf("%d %s flaky", s.Flaky, text.Plural(s.Flaky, "job")))
 		}
 		if n := countKind(s.Problems, ProblemTestFailed); n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s failed, not with a finding of twice", n, plural(n, "test")))
+			parts = append(parts, fmt.Sprintf("%d %s failed, not with a finding of twice", n, text.Plural(n, "test")))
 		}
 		return capitalize(strings.Join(parts, ", "))
 	}
@@ -124,9 +126,9 @@ func (r *Report) Tallies() []Tally {
 	return []Tally{
 		{s.Idempotent, "idempotent", string(StatusIdempotent)},
 		{s.ExpectedFinding, "known not idempotent (expected)", string(StatusExpected)},
-		{s.Finding, plural(s.Finding, "finding"), string(StatusFinding)},
+		{s.Finding, text.Plural(s.Finding, "finding"), string(StatusFinding)},
 		{s.Flaky, "flaky", string(StatusFlaky)},
-		{s.Errors, plural(s.Errors, "error"), "error"},
+		{s.Errors, text.Plural(s.Errors, "error"), "error"},
 	}
 }
 
@@ -140,7 +142,7 @@ func (r *Report) Counts() string {
 			counts = append(counts, fmt.Sprintf("%d %s", t.N, t.What))
 		}
 	}
-	return fmt.Sprintf("%d %s: %s", r.Summary.Jobs, plural(r.Summary.Jobs, "job"), strings.Join(counts, ", "))
+	return fmt.Sprintf("%d %s: %s", r.Summary.Jobs, text.Plural(r.Summary.Jobs, "job"), strings.Join(counts, ", "))
 }
 
 func countKind(ps []Problem, kind string) int {
@@ -192,7 +194,7 @@ func failingTests(ps []Problem) string {
 	if n == 0 {
 		return ""
 	}
-	return fmt.Sprintf("; %d failing %s", n, plural(n, "test"))
+	return fmt.Sprintf("; %d failing %s", n, text.Plural(n, "test"))
 }
 
 func dedupe(xs []string) []string {
@@ -321,7 +323,7 @@ func (r *Report) WithoutCheck() []NoCheck {
 			out = append(out, NoCheck{p.Package, "no test files"})
 		case ProblemNoHarnessTests:
 			n := tests[p.Package]
-			out = append(out, NoCheck{p.Package, fmt.Sprintf("%d %s ran, none calls harness.Check", n, plural(n, "test"))})
+			out = append(out, NoCheck{p.Package, fmt.Sprintf("%d %s ran, none calls harness.Check", n, text.Plural(n, "test"))})
 		}
 	}
 	return out

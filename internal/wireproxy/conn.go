@@ -346,6 +346,7 @@ func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, erro
 		SQL:           sql,
 		CommitPoint:   commitPoint(stmts, tx),
 		InTransaction: tx != 'I',
+		Local:         localStatements(stmts),
 		Unholdable:    unholdable(stmts, tx),
 	}
 	switch {

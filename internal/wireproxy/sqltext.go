@@ -328,8 +328,9 @@ func needsProbe(stmts []statement, tx byte) bool {
 // TRANSACTION SNAPSHOT (it needs the exporting transaction still open),
 // nor ROLLBACK TO SAVEPOINT (it releases the locks taken since). A string
 // with no statement is not local.
-func Local(sql string) bool {
-	stmts := splitSQL(sql)
+func Local(sql string) bool { return localStatements(splitSQL(sql)) }
+
+func localStatements(stmts []statement) bool {
 	for _, s := range stmts {
 		if !localStatement(s) {
 			return false

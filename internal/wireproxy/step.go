@@ -28,6 +28,9 @@ type Step struct {
 	// InTransaction is set when the step starts inside an explicit
 	// transaction (which a crash at this step rolls back).
 	InTransaction bool
+	// Local is set when every statement of the step touches nothing
+	// another session can see or wait for (see the package's Local).
+	Local bool
 	// Unholdable says why the step cannot be held (Hold), or is empty
 	// when it can: it runs inside a transaction block, it begins or ends
 	// one itself, or one of its statements cannot run inside one

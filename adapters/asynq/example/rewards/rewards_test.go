@@ -59,7 +59,7 @@ func TestRewardStepsAreTheHandlersOwn(t *testing.T) {
 // ack, lost ack, lease expiry under a running handler, redrive.
 func TestRewardRedeliveriesAreNoOps(t *testing.T) {
 	c := cfg
-	c.Faults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
+	c.Faults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 	res := run(t, twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward), c)
 	assert.True(t, res.Idempotent(), "%s", res)
 	var redelivered, notDelivered bool

@@ -163,7 +163,7 @@ func TestConcurrentDeliveryOneLocks(t *testing.T) {
 // out.)
 func TestRescheduleIsNotAFinding(t *testing.T) {
 	c := cfg
-	c.Faults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
+	c.Faults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 	due := time.Date(2026, 1, 1, 9, 5, 0, 0, time.UTC) // five minutes after the harness clock starts
 	res := run(t, twicegue.Job("reminder", twicegue.Spec[loyalty.ReminderArgs]{Type: loyalty.ReminderType, Args: loyalty.ReminderArgs{OrderID: 9812, DueAt: due}},
 		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Reminder{Now: d.Now}.Work }), c)

@@ -135,7 +135,7 @@ func TestRewardGuards(t *testing.T) {
 // twice: the job is not unique.
 func TestRewardDefaultTimeoutNeverOverlaps(t *testing.T) {
 	c := cfg
-	c.Faults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
+	c.Faults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 	res := run(t, twiceriver.Job("reward", points.RewardArgs{OrderID: 9812}, reward(points.NoGuard, false)), c)
 	assert.True(t, res.Idempotent(), "%s", res)
 	var cancelled, notDelivered bool

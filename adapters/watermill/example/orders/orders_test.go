@@ -82,7 +82,7 @@ func verdicts(res *harness.Result) map[string]result.Verdict {
 // the handler idempotent under every redelivery of the same message.
 func TestInboxHandler(t *testing.T) {
 	twicewatermill.Check(t, "award-points", placed, nil, handler(true),
-		config(harness.Config{Faults: faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)}))
+		config(harness.Config{Faults: faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)}))
 }
 
 // A producer's retry publishes the payload again under a new UUID, which

@@ -25,7 +25,7 @@ func sqlHandler(inTx bool) func(*harness.Delivery) message.HandlerFunc {
 
 // A producer copy is another message in the topic, which the consumer
 // group handles too: left out here.
-var sqlFaults = faults.DefaultWithout(faults.ProducerRetry, faults.ConcurrentProducerRetry)
+var sqlFaults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 
 // Written in watermill-sql's transaction, the points commit with the
 // consumer group's offset: every fault leaves them awarded once.
