@@ -54,23 +54,6 @@ type Config struct {
 	// has not returned by then fails its delivery, and the message names
 	// the step it was at.
 	DeliveryTimeout time.Duration
-	// VisibilityTimeout is the queue's: a delivery that did not ack is
-	// redelivered once this much time has passed on the harness clock.
-	// Zero means 30s.
-	VisibilityTimeout time.Duration
-	// CancelAtVisibilityTimeout cancels a delivery's context once the
-	// visibility timeout has passed on the harness clock while it still
-	// runs, before the job is handed out again, as asynq and River cancel
-	// a job at its deadline: a handler that honours its context then
-	// stops where it would in production (its open transaction rolls
-	// back), and one that ignores it goes on beside the redelivery. The
-	// context is cancelled where the handler waits on the harness (a step
-	// held for its turn, or one waiting on a lock); the redelivery starts
-	// once the handler returned or asked for another step, or after 2s.
-	// Off by default: the visibility-timeout fault then lets the first
-	// delivery run on, as a queue without deadlines does. A Queue's own
-	// QueueRules.CancelAfter takes its place.
-	CancelAtVisibilityTimeout bool
 	// EffectPolicies says, per effect kind ("email", "payment", or a kind
 	// given to Delivery.Effect), how often the effect may happen; a kind
 	// not named is exactly-once.
@@ -86,7 +69,7 @@ type Config struct {
 	// ClockStart is the harness clock's time when every scenario, and
 	// each clean reference run, starts; zero means 2026-01-01T09:00:00Z.
 	// The clock does not follow the wall clock: only faults move it (the
-	// visibility timeout before a redelivery, RedriveAfter before a
+	// queue's redelivery time before a redelivery, RedriveAfter before a
 	// redrive), so timestamps from Delivery.Now compare exactly with the
 	// clean run and a timestamp a redelivery moves is a finding. When the
 	// first deliveries died before committing anything or making an
@@ -109,13 +92,6 @@ func (c Config) parallel() int {
 		return c.Parallel
 	}
 	return runtime.GOMAXPROCS(0)
-}
-
-func (c Config) visibilityTimeout() time.Duration {
-	if c.VisibilityTimeout > 0 {
-		return c.VisibilityTimeout
-	}
-	return faults.DefaultVisibilityTimeout
 }
 
 func (c Config) clockStart() time.Time {

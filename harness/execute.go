@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/wireproxy"
@@ -66,19 +67,19 @@ type execution struct {
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
-	kind DeliveryKind
+	kind queue.DeliveryKind
 
 	// begun once the clock moved (and, with a Queue, the queue was
 	// asked); settling while Ack or Nack runs; held while it waits for
 	// deliveries cancelled for running too long to react (cancel.go).
 	begun, settling, held bool
-	queued                any       // Fetched.Job
+	queued                any       // queue.Fetched.Job
 	clockStart            time.Time // the harness clock when it started
 	overdue               bool      // past the cancel policy's time: to be cancelled
 	cancelled             bool      // its context was cancelled (cancel.go)
 	cancelSeq             int       // requested when it was cancelled
 	cancelledAt           time.Time // wall time of the cancel
-	settledAs             Settlement
+	settledAs             queue.Settlement
 
 	started, ended bool // ended: returned, or died
 	dead           bool // its worker died: return value ignored, worker gone
@@ -463,9 +464,9 @@ func (e *execution) startReady(ctx context.Context) error {
 }
 
 // kindOf says why the queue hands d's job out.
-func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
+func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
 	if d.outcome.QueueRetry {
-		return DeliveryQueueRetry
+		return queue.DeliveryRetry
 	}
 	var prev *deliveryRun
 	for _, o := range e.deliveries[:d.n-1] {
@@ -475,15 +476,15 @@ func (e *execution) kindOf(d *deliveryRun) DeliveryKind {
 	}
 	switch {
 	case prev == nil && d.spec.Job == 1:
-		return DeliveryFirst
+		return queue.DeliveryFirst
 	case prev == nil:
-		return DeliveryProducerCopy
+		return queue.DeliveryProducerCopy
 	case d.spec.Advance >= e.r.redriveAfter():
-		return DeliveryRedrive
+		return queue.DeliveryRedrive
 	case prev.spec.Fault == faults.KindLostAck:
-		return DeliveryLostAckRedelivery
+		return queue.DeliveryLostAckRedelivery
 	}
-	return DeliveryRedelivery
+	return queue.DeliveryRedelivery
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {

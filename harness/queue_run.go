@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/render"
 )
 
@@ -22,9 +23,9 @@ import (
 // waits on a lock a delivery holds (an ack behind the handler's open
 // transaction) never stops the loop.
 type queueRun struct {
-	q      Queue
+	q      queue.Queue
 	name   string // the job's
-	rules  QueueRules
+	rules  queue.Rules
 	conn   *pgx.Conn
 	pid    uint32
 	ctx    context.Context // operations run in it; cancelled by close
@@ -40,18 +41,18 @@ type queueRun struct {
 
 // queuedJob is what the queue said about one job of the schedule.
 type queuedJob struct {
-	enq     Enqueued
-	settled *Settled // the last Ack or Nack, in the order they ran
-	done    bool     // a Fetch said the job is finished
-	refused string   // the last Fetch's reason for not handing it out
+	enq     queue.Enqueued
+	settled *queue.Settled // the last Ack or Nack, in the order they ran
+	done    bool           // a Fetch said the job is finished
+	refused string         // the last Fetch's reason for not handing it out
 }
 
 // queueCall is one Queue operation of a delivery.
 type queueCall struct {
 	d    *deliveryRun
 	what string // "fetch", "ack", "nack"
-	run  func(ctx context.Context, op QueueOp) (any, error)
-	op   QueueOp
+	run  func(ctx context.Context, op queue.Op) (any, error)
+	op   queue.Op
 
 	answer any
 	err    error
@@ -64,7 +65,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
 	}
-	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.job.Queue.Rules(), conn: conn, pid: conn.PgConn().PID(),
+	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.rules, conn: conn, pid: conn.PgConn().PID(),
 		ops: make(chan struct{}, 1), jobs: map[int]*queuedJob{}}
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	var nums []int
@@ -75,7 +76,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 	}
 	slices.Sort(nums)
 	for _, n := range nums {
-		enq, err := q.call(ctx, "enqueue", QueueOp{Conn: conn, Now: e.clock.Now(), Job: n}, func(ctx context.Context, op QueueOp) (Enqueued, error) {
+		enq, err := q.call(ctx, "enqueue", queue.Op{Conn: conn, Now: e.clock.Now(), Job: n}, func(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 			return q.q.Enqueue(ctx, op)
 		})
 		if err != nil {
@@ -101,7 +102,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 // call runs a Queue method now, on the event loop: only Enqueue, before
 // any delivery runs, so nothing can hold a lock it waits on. A panic is an
 // error naming the method.
-func (q *queueRun) call(ctx context.Context, what string, op QueueOp, f func(context.Context, QueueOp) (Enqueued, error)) (out Enqueued, err error) {
+func (q *queueRun) call(ctx context.Context, what string, op queue.Op, f func(context.Context, queue.Op) (queue.Enqueued, error)) (out queue.Enqueued, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("[twice] job %q: its queue's %s of job %d panicked: %v", q.name, what, op.Job, p)
@@ -151,18 +152,18 @@ func (q *queueRun) holds() bool {
 
 func (q *queueRun) fetch(e *execution, d *deliveryRun) {
 	q.submit(e, &queueCall{d: d, what: "fetch",
-		op:  QueueOp{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind},
-		run: func(ctx context.Context, op QueueOp) (any, error) { return q.q.Fetch(ctx, op) }})
+		op:  queue.Op{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind},
+		run: func(ctx context.Context, op queue.Op) (any, error) { return q.q.Fetch(ctx, op) }})
 }
 
 // settle acks or nacks d, whose handler returned err.
 func (q *queueRun) settle(e *execution, d *deliveryRun, err error) {
 	d.settling = true
-	c := &queueCall{d: d, what: "ack", op: QueueOp{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind, Queued: d.queued},
-		run: func(ctx context.Context, op QueueOp) (any, error) { return q.q.Ack(ctx, op) }}
+	c := &queueCall{d: d, what: "ack", op: queue.Op{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind, Queued: d.queued},
+		run: func(ctx context.Context, op queue.Op) (any, error) { return q.q.Ack(ctx, op) }}
 	if err != nil {
 		c.what = "nack"
-		c.run = func(ctx context.Context, op QueueOp) (any, error) { return q.q.Nack(ctx, op, err) }
+		c.run = func(ctx context.Context, op queue.Op) (any, error) { return q.q.Nack(ctx, op, err) }
 	}
 	q.submit(e, c)
 }
@@ -210,7 +211,7 @@ func (q *queueRun) done(e *execution, ev event) {
 	}
 	job := q.jobs[d.spec.Job]
 	switch a := c.answer.(type) {
-	case Fetched:
+	case queue.Fetched:
 		if !a.Delivered {
 			job.done = job.done || a.Done
 			job.refused = a.Reason
@@ -225,7 +226,7 @@ func (q *queueRun) done(e *execution, ev event) {
 		if err := e.start(e.ctx, d); err != nil {
 			e.failure = err
 		}
-	case Settled:
+	case queue.Settled:
 		d.settling = false
 		job.settled = &a
 		d.settledAs = a.Outcome
@@ -269,7 +270,7 @@ func (q *queueRun) wake(e *execution) (time.Duration, bool) {
 
 // finished reports whether the queue holds job n as finished.
 func (j *queuedJob) finished() bool {
-	return j.enq.Duplicate || j.done || (j.settled != nil && j.settled.Outcome.finished())
+	return j.enq.Duplicate || j.done || (j.settled != nil && j.settled.Outcome.Finished())
 }
 
 // addRetries hands out again, on a fresh worker, every job the queue
@@ -307,7 +308,7 @@ func (q *queueRun) incomplete(e *execution) []string {
 	var out []string
 	for _, last := range e.lastPerJob() {
 		job := q.jobs[last.spec.Job]
-		if job.enq.Duplicate || job.done || (job.settled != nil && job.settled.Outcome.complete()) {
+		if job.enq.Duplicate || job.done || (job.settled != nil && job.settled.Outcome.Complete()) {
 			continue
 		}
 		var delivered *deliveryRun
@@ -318,7 +319,7 @@ func (q *queueRun) incomplete(e *execution) []string {
 		}
 		id := job.enq.JobID
 		switch {
-		case job.settled != nil && job.settled.Outcome == Discarded:
+		case job.settled != nil && job.settled.Outcome == queue.Discarded:
 			out = append(out, fmt.Sprintf("job %s: the queue discarded it (%s)", id, job.settled.Detail))
 		case delivered == nil:
 			out = append(out, fmt.Sprintf("job %s: the queue never handed it out: %s", id, job.refused))
@@ -378,7 +379,7 @@ func (e *execution) snapshot(ctx context.Context) (*assert.Snapshot, error) {
 // cancellation, or the job did not complete.
 func (e *execution) cleanFailure() string {
 	for _, d := range e.deliveries {
-		if d.outcome.Err != "" && d.settledAs != Snoozed && d.settledAs != Cancelled {
+		if d.outcome.Err != "" && d.settledAs != queue.Snoozed && d.settledAs != queue.Cancelled {
 			return d.outcome.Err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
@@ -111,7 +112,17 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err := job.validate(); err != nil {
 		return nil, nil, plan, err
 	}
-	var steps []freshdb.Step
+	q, rules, err := job.resolveQueue()
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	job.Queue = q
+	// The queue's schema comes first: the job's own setup may refer to
+	// it (a fixture job row, a trigger on the queue's table).
+	steps, err := queueSteps(job.Name, q)
+	if err != nil {
+		return nil, nil, plan, err
+	}
 	for _, s := range cfg.Setup {
 		if s.err != nil {
 			return nil, nil, plan, s.err
@@ -134,7 +145,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
 		}
 	}
-	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
+	r := &runner{job: job, cfg: cfg, rules: rules, tmpl: tmpl, srv: srv}
 	defer func() {
 		if err != nil {
 			r.close(context.WithoutCancel(ctx))
@@ -186,7 +197,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.Steps = steps1
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(), RedriveAfter: cfg.RedriveAfter, MaxInterleavings: cfg.MaxInterleavings,
-		OneDeliveryAtATime: job.Queue != nil && job.Queue.Rules().OneDeliveryAtATime}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime}
 	return r, res, plan, nil
 }
 
@@ -255,24 +266,19 @@ func (j Job) validate() error {
 	return nil
 }
 
-// visibilityTimeout is when a job that was not acked is handed out again:
-// the queue's rule when it has one, else Config.VisibilityTimeout.
 // parallel is how many scenarios run at once: Config.Parallel, or one
-// when the queue asks for that (QueueRules.OneScenarioAtATime).
+// when the queue asks for that (queue.Rules.OneScenarioAtATime).
 func (r *runner) parallel() int {
-	if r.job.Queue != nil && r.job.Queue.Rules().OneScenarioAtATime {
+	if r.rules.OneScenarioAtATime {
 		return 1
 	}
 	return r.cfg.parallel()
 }
 
+// visibilityTimeout is when a job that was not acked is handed out again:
+// the queue's rule (queue.Model's for a job without an adapter).
 func (r *runner) visibilityTimeout() time.Duration {
-	if r.job.Queue != nil {
-		if d := r.job.Queue.Rules().Redeliver; d > 0 {
-			return d
-		}
-	}
-	return r.cfg.visibilityTimeout()
+	return cmp.Or(r.rules.Redeliver, faults.DefaultVisibilityTimeout)
 }
 
 // redriveAfter is how long after a crash the redrive fault hands the job
@@ -282,10 +288,11 @@ func (r *runner) redriveAfter() time.Duration {
 }
 
 type runner struct {
-	job  Job
-	cfg  Config
-	tmpl *freshdb.Template
-	srv  *pgserver.Server
+	job   Job // its Queue nil for queue.Model, which the executor models
+	cfg   Config
+	rules queue.Rules // the queue's timing and tables; see Job.resolveQueue
+	tmpl  *freshdb.Template
+	srv   *pgserver.Server
 
 	adminMu sync.Mutex
 	admin   *pgx.Conn // asks the server about locks; opened on first use

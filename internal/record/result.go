@@ -5,7 +5,8 @@
 // values, and words are made from them only by internal/render.
 //
 // The package imports neither harness nor any PostgreSQL provider, so the
-// runner that reads records links neither.
+// runner that reads records links neither; only the leaf package
+// harness/queue, for the kind of a delivery.
 package record
 
 import (
@@ -13,6 +14,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // Status is the outcome of a whole check.
@@ -280,7 +282,7 @@ type DeliveryOutcome struct {
 	// because the queue still held the job: a retry, a snooze).
 	QueueRetry bool
 	// Kind is why the queue handed the job out this time.
-	Kind DeliveryKind `json:",omitempty"`
+	Kind queue.DeliveryKind `json:",omitempty"`
 	// NotDelivered says why the queue did not hand the job out for this
 	// delivery (a producer copy refused as a duplicate, a job already
 	// completed or still held by another attempt); empty when it did. A
@@ -301,26 +303,3 @@ type DeliveryOutcome struct {
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
-
-// DeliveryKind is why the queue handed a job out.
-type DeliveryKind string
-
-// Kinds of delivery.
-const (
-	// First: the job's first delivery.
-	First DeliveryKind = "first"
-	// Redelivery: the job was handed out again because an earlier
-	// delivery was not acked in time: its worker died, or it outlived the
-	// queue's visibility timeout.
-	Redelivery DeliveryKind = "redelivery"
-	// LostAckRedelivery: handed out again because the ack of a delivery
-	// that succeeded never reached the queue.
-	LostAckRedelivery DeliveryKind = "lost-ack-redelivery"
-	// ProducerCopy: a copy the producer enqueued again with the same
-	// arguments under a new job ID.
-	ProducerCopy DeliveryKind = "producer-copy"
-	// Redrive: a person handed the job out again, long after it died.
-	Redrive DeliveryKind = "redrive"
-	// QueueRetry: the queue's own retry after a failure or a snooze.
-	QueueRetry DeliveryKind = "queue-retry"
-)
