@@ -21,10 +21,11 @@ import (
 	"github.com/runtwice/twice/adapters/river/example/points"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/pgserver"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twiceriver.Setup(), harness.SQL(points.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}}
 
 func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 	t.Helper()
@@ -170,7 +171,7 @@ func TestLedgerCrashBeforeCompletion(t *testing.T) {
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameCrashBeforeAck {
 			require.Len(t, s.Deliveries, 2)
-			assert.Equal(t, harness.DeliveryRedelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, queue.DeliveryRedelivery, s.Deliveries[1].Kind)
 		}
 	}
 }
@@ -228,7 +229,7 @@ func TestUniqueJobCopyIsNotDelivered(t *testing.T) {
 	for _, s := range res.Scenarios {
 		require.Len(t, s.Deliveries, 2)
 		assert.Contains(t, s.Deliveries[1].NotDelivered, "duplicate")
-		assert.Equal(t, harness.DeliveryProducerCopy, s.Deliveries[1].Kind)
+		assert.Equal(t, queue.DeliveryProducerCopy, s.Deliveries[1].Kind)
 		assert.Empty(t, s.Deliveries[1].Steps)
 	}
 }
