@@ -19,7 +19,7 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twicegue.Setup(), harness.SQL(loyalty.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(loyalty.Schema)}}
 
 var order = loyalty.RewardArgs{OrderID: 9812}
 
