@@ -20,7 +20,7 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twiceasynq.Setup(), harness.SQL(rewards.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(rewards.Schema)}}
 
 func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 	t.Helper()
