@@ -175,7 +175,7 @@ type Reduction struct {
 	Diverged *Divergence `json:",omitempty"`
 	// Refused counts the orders of Pruned left out because the queue
 	// hands a job to one delivery at a time
-	// (harness.QueueRules.OneDeliveryAtATime), so it refuses the second
+	// (queue.Rules.OneDeliveryAtATime), so it refuses the second
 	// delivery whatever the order; the rest the partial-order reduction
 	// left out.
 	Refused int `json:",omitempty"`
