@@ -25,7 +25,8 @@
 //
 // Schema says only what the scenario's PostgreSQL database needs. A queue
 // whose own storage is elsewhere (Redis, a broker) returns the zero Schema
-// and keeps that storage itself, fresh for every scenario.
+// and keeps that storage itself, fresh for every scenario (see
+// Queue.Enqueue).
 //
 // # Writing an adapter
 //

@@ -30,6 +30,9 @@ type Queue interface {
 	// any delivery: the original job (op.Job 1), then each producer
 	// copy, in order. A queue that refuses a copy as a duplicate (a
 	// unique job, a task ID) says so, and the copy is never delivered.
+	// Every scenario and clean run starts with Enqueue of job 1 on a
+	// fresh database: a queue whose storage is elsewhere starts afresh
+	// there too.
 	Enqueue(ctx context.Context, op Op) (Enqueued, error)
 	// Fetch hands the job out for one delivery of kind op.Kind, or says
 	// why it would not: the job is already completed, another attempt
