@@ -124,9 +124,11 @@ func (c *clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// resolveQueue is the job's queue as the harness runs it: the queue the executor
-// drives (nil for queue.Model, which the executor models itself) and the
-// rules that time it, the only place a check's queue timing comes from.
+// resolveQueue is the job's queue as the harness runs it: the queue the
+// executor drives (nil for queue.Model, which the executor models itself,
+// with no connection of its own and no queue operations in its reports)
+// and the rules that time it, the only place a check's queue timing comes
+// from.
 func (j Job) resolveQueue() (queue.Queue, queue.Rules, error) {
 	var model queue.Model
 	switch q := j.Queue.(type) {
