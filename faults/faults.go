@@ -93,7 +93,7 @@ type Plan struct {
 	Unreduced bool
 	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
 	// a time: it refuses a delivery of a job another delivery holds until
-	// the visibility timeout has passed (harness.QueueRules). The second
+	// the visibility timeout has passed (harness/queue.Rules). The second
 	// delivery of ConcurrentDelivery, which starts beside the first on an
 	// unmoved clock, is then never handed out, so every one of its orders
 	// runs the first delivery alone: it expands to its first order only,

@@ -58,23 +58,6 @@ type Config struct {
 	// has not returned by then fails its delivery, and the message names
 	// the step it was at.
 	DeliveryTimeout time.Duration
-	// VisibilityTimeout is the queue's: a delivery that did not ack is
-	// redelivered once this much time has passed on the harness clock.
-	// Zero means 30s.
-	VisibilityTimeout time.Duration
-	// CancelAtVisibilityTimeout cancels a delivery's context once the
-	// visibility timeout has passed on the harness clock while it still
-	// runs, before the job is handed out again, as asynq and River cancel
-	// a job at its deadline: a handler that honours its context then
-	// stops where it would in production (its open transaction rolls
-	// back), and one that ignores it goes on beside the redelivery. The
-	// context is cancelled where the handler waits on the harness (a step
-	// held for its turn, or one waiting on a lock); the redelivery starts
-	// once the handler returned or asked for another step, or after 2s.
-	// Off by default: the visibility-timeout fault then lets the first
-	// delivery run on, as a queue without deadlines does. A Queue's own
-	// QueueRules.CancelAfter takes its place.
-	CancelAtVisibilityTimeout bool
 	// EffectPolicies says, per effect kind ("email", "payment", or a kind
 	// given to Delivery.Effect), how often the effect may happen; a kind
 	// not named is exactly-once.
@@ -99,13 +82,6 @@ type Config struct {
 	// effect, the job counts as run from the next delivery's start, and
 	// the scenario is compared with a clean run started as late.
 	ClockStart time.Time
-}
-
-func (c Config) visibilityTimeout() time.Duration {
-	if c.VisibilityTimeout > 0 {
-		return c.VisibilityTimeout
-	}
-	return faults.DefaultVisibilityTimeout
 }
 
 func (c Config) clockStart() time.Time {

@@ -22,8 +22,9 @@
 //
 // A scenario is not idempotent when its state or its effects differ from
 // the reference, or when the job cannot complete: after the schedule the
-// queue redelivers, once, every job whose last delivery failed, and that
-// delivery must succeed. A retry that always fails is a finding too.
+// queue redelivers, once (a queue adapter's queue: as its own retry rules
+// say), every job whose last delivery failed, and that delivery must
+// succeed. A retry that always fails is a finding too.
 //
 // When deliveries of one job overlap (a visibility timeout, a concurrent
 // delivery), the one the queue handed out last decides whether the job
@@ -125,6 +126,26 @@
 // schedule, the per-table diff (-once +twice), and the go test line that
 // reruns it. Its databases are kept and logged; a passing check drops them.
 // Mark a job known not to be idempotent with Config.ExpectFinding.
+//
+// # Queues
+//
+// A job is delivered by its queue (Job.Queue, a queue.Queue from package
+// harness/queue): a queue adapter (adapters/river, adapters/gue,
+// adapters/asynq, adapters/watermill) gives the harness the queue's own
+// enqueue, fetch, ack and nack, run on the harness's connection outside the
+// proxy, and the queue's schema, which the harness applies to the template
+// database before Config.Setup, in Check, Run and Explore alike:
+//
+//	harness.Check(t, twiceriver.Job("reward-order", points.RewardArgs{OrderID: 9812}, newWorker),
+//		harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}})
+//
+// The queue's rules (queue.Rules) are the check's only queue timing: when a
+// job that was not acked is handed out again, and when a running
+// delivery's context is cancelled. A job without an adapter is delivered by
+// the harness's own model, queue.Model: set Job.Queue to
+// queue.Model{VisibilityTimeout: 5 * time.Minute} to change its
+// visibility timeout (30s by default), and its CancelAtVisibilityTimeout to
+// cancel a delivery's context at it.
 //
 // # Flags
 //

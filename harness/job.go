@@ -4,14 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
-	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 )
 
@@ -49,12 +50,14 @@ type Job struct {
 	// crashed worker is discarded and the redelivery runs on a freshly
 	// built one, as after a real crash.
 	NewWorker func() Handler
-	// Queue, when set, is the job's queue (a queue adapter sets it): the
-	// harness enqueues the job, hands it out and acks or nacks each
-	// delivery through it, on its own connection, so the queue's
-	// bookkeeping is not the handler's steps. nil uses the harness's own
-	// model of a queue. See Queue.
-	Queue Queue
+	// Queue is the job's queue (a queue adapter sets it): the harness
+	// applies its schema before Config.Setup, enqueues the job, hands it
+	// out and acks or nacks each delivery through it, on its own
+	// connection, so the queue's bookkeeping is not the handler's steps,
+	// and its rules say when it redelivers and cancels. nil is
+	// queue.Model{}, the harness's own model of a queue; set a
+	// queue.Model to change its visibility timeout.
+	Queue queue.Queue
 }
 
 // The queue seam is package queue's; these names keep it reachable where
@@ -90,7 +93,7 @@ type Delivery struct {
 	// Kind is why the queue handed the job out this time: its first
 	// delivery, a redelivery after a crash or a lost ack, a producer
 	// copy, a redrive, the queue's retry.
-	Kind result.DeliveryKind
+	Kind queue.DeliveryKind
 	// Queued is the queue's own record of the job as it handed it out,
 	// set by a queue adapter (River: *rivertype.JobRow); nil without one.
 	Queued any
@@ -163,4 +166,46 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// resolveQueue is the job's queue as the harness runs it: the queue the
+// executor drives (nil for queue.Model, which the executor models itself,
+// with no connection of its own and no queue operations in its reports)
+// and the rules that time it, the only place a check's queue timing comes
+// from.
+func (j Job) resolveQueue() (queue.Queue, queue.Rules, error) {
+	var model queue.Model
+	switch q := j.Queue.(type) {
+	case nil:
+	case queue.Model:
+		model = q
+	case *queue.Model:
+		if q == nil {
+			return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: Job.Queue is a nil *queue.Model; leave Queue nil for the default model", j.Name)
+		}
+		model = *q
+	default:
+		rules := q.Rules()
+		if err := checkRules(rules); err != nil {
+			return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: its queue %T's %w", j.Name, q, err)
+		}
+		return q, rules, nil
+	}
+	if model.VisibilityTimeout < 0 {
+		return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: queue.Model.VisibilityTimeout is %v; want zero (%v) or more", j.Name, model.VisibilityTimeout, faults.DefaultVisibilityTimeout)
+	}
+	return nil, model.Rules(), nil
+}
+
+// checkRules says what is wrong with a queue's rules, or nothing.
+func checkRules(r queue.Rules) error {
+	switch {
+	case r.Redeliver < 0:
+		return fmt.Errorf("Rules.Redeliver is %v; want zero (%v) or more", r.Redeliver, faults.DefaultVisibilityTimeout)
+	case r.CancelAfter < 0:
+		return fmt.Errorf("Rules.CancelAfter is %v; want zero (never cancel) or more", r.CancelAfter)
+	case (r.JobTable == "") != (r.JobIDColumn == ""):
+		return fmt.Errorf("Rules.JobTable is %q and Rules.JobIDColumn %q; set both or neither", r.JobTable, r.JobIDColumn)
+	}
+	return nil
 }

@@ -43,7 +43,7 @@ func bounceOnce(ctx context.Context, d *harness.Delivery) error {
 
 func oneDeliveryConfig() harness.Config {
 	return harness.Config{
-		Setup:  []harness.Setup{harness.SQL(tableQueueSchema), harness.SQL(`CREATE TABLE bounces (email text NOT NULL)`)},
+		Setup:  []harness.Setup{harness.SQL(rewardsSchema), harness.SQL(`CREATE TABLE bounces (email text NOT NULL)`)},
 		Faults: []faults.Fault{faults.ConcurrentDelivery()},
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 )
 
@@ -28,10 +29,12 @@ type tableQueue struct {
 	maxAttempts int
 	unique      bool // a producer's copy is a duplicate
 	holdRunning bool // a running job is not handed out before redeliver
-	oneAtATime  bool // QueueRules.OneScenarioAtATime
-	oneDelivery bool // QueueRules.OneDeliveryAtATime, whether it holds or not
+	oneAtATime  bool // queue.Rules.OneScenarioAtATime
+	oneDelivery bool // queue.Rules.OneDeliveryAtATime, whether it holds or not
 }
 
+// tableQueueSchema is the queue's own: it carries it (Schema), and the
+// harness applies it before the job's setup.
 const tableQueueSchema = `
 CREATE TABLE queue_jobs (
 	id         bigserial PRIMARY KEY,
@@ -42,22 +45,30 @@ CREATE TABLE queue_jobs (
 	note       text
 );
 CREATE TABLE queue_meta (k text PRIMARY KEY);
+`
+
+// rewardsSchema is the job's own table.
+const rewardsSchema = `
 CREATE TABLE rewards (order_id int PRIMARY KEY, points int NOT NULL);
 INSERT INTO rewards VALUES (1, 0);
 `
 
+func (q tableQueue) Schema() queue.Schema {
+	return queue.Schema{Name: "tableQueue", SQL: tableQueueSchema}
+}
+
 var errSnooze = errors.New("snooze for a minute")
 
-func (q tableQueue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+func (q tableQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	if q.unique && op.Job > 1 {
-		return harness.Enqueued{Duplicate: true, Reason: "one job per order"}, nil
+		return queue.Enqueued{Duplicate: true, Reason: "one job per order"}, nil
 	}
 	var id int64
 	err := op.Conn.QueryRow(ctx, `INSERT INTO queue_jobs (run_at) VALUES ($1) RETURNING id`, op.Now).Scan(&id)
-	return harness.Enqueued{JobID: fmt.Sprint(id)}, err
+	return queue.Enqueued{JobID: fmt.Sprint(id)}, err
 }
 
-func (q tableQueue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
+func (q tableQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	var attempt int
 	err := op.Conn.QueryRow(ctx, `
 		UPDATE queue_jobs SET state = 'running', attempt = attempt + 1, started_at = $2
@@ -67,37 +78,37 @@ func (q tableQueue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetc
 	if errors.Is(err, pgx.ErrNoRows) {
 		var state string
 		if err := op.Conn.QueryRow(ctx, `SELECT state FROM queue_jobs WHERE id = $1`, op.JobID).Scan(&state); err != nil {
-			return harness.Fetched{}, err
+			return queue.Fetched{}, err
 		}
-		return harness.Fetched{Reason: "the job is " + state, Done: state == "done"}, nil
+		return queue.Fetched{Reason: "the job is " + state, Done: state == "done"}, nil
 	}
-	return harness.Fetched{Delivered: true, Attempt: attempt, Job: attempt}, err
+	return queue.Fetched{Delivered: true, Attempt: attempt, Job: attempt}, err
 }
 
-func (q tableQueue) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q tableQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'done', note = 'acked' WHERE id = $1`, op.JobID)
-	return harness.Settled{Outcome: harness.Completed}, err
+	return queue.Settled{Outcome: queue.Completed}, err
 }
 
-func (q tableQueue) Nack(ctx context.Context, op harness.QueueOp, err error) (harness.Settled, error) {
+func (q tableQueue) Nack(ctx context.Context, op queue.Op, err error) (queue.Settled, error) {
 	switch {
 	case errors.Is(err, errSnooze):
 		_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'available', run_at = $2::timestamptz + interval '1 minute' WHERE id = $1`, op.JobID, op.Now)
-		return harness.Settled{Outcome: harness.Snoozed, After: time.Minute}, err
+		return queue.Settled{Outcome: queue.Snoozed, After: time.Minute}, err
 	case q.maxAttempts > 0 && op.Queued.(int) >= q.maxAttempts:
 		_, err := op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'discarded' WHERE id = $1`, op.JobID)
-		return harness.Settled{Outcome: harness.Discarded, Detail: fmt.Sprintf("after %d attempts", q.maxAttempts)}, err
+		return queue.Settled{Outcome: queue.Discarded, Detail: fmt.Sprintf("after %d attempts", q.maxAttempts)}, err
 	}
 	_, err = op.Conn.Exec(ctx, `UPDATE queue_jobs SET state = 'available' WHERE id = $1`, op.JobID)
-	return harness.Settled{Outcome: harness.Retry, After: time.Second}, err
+	return queue.Settled{Outcome: queue.Retry, After: time.Second}, err
 }
 
-func (q tableQueue) Rules() harness.QueueRules {
-	return harness.QueueRules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime, OneDeliveryAtATime: q.oneDelivery}
+func (q tableQueue) Rules() queue.Rules {
+	return queue.Rules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime, OneDeliveryAtATime: q.oneDelivery}
 }
 
 func queueConfig(fs ...faults.Fault) harness.Config {
-	return harness.Config{Setup: []harness.Setup{harness.SQL(tableQueueSchema)}, Faults: fs}
+	return harness.Config{Setup: []harness.Setup{harness.SQL(rewardsSchema)}, Faults: fs}
 }
 
 func runQueue(t *testing.T, job harness.Job, cfg harness.Config) *harness.Result {
@@ -119,7 +130,7 @@ func TestQueueBookkeepingIsNotSteps(t *testing.T) {
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameCrashBeforeAck {
 			require.Len(t, s.Deliveries, 2)
-			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, queue.DeliveryRedelivery, s.Deliveries[1].Kind)
 			assert.Equal(t, time.Hour, s.Schedule.Deliveries[1].Advance, "the queue's redelivery time replaces the visibility timeout")
 		}
 	}
@@ -177,7 +188,7 @@ func TestQueueDiscardIsIncomplete(t *testing.T) {
 		if _, err := d.DB.Exec(ctx, `UPDATE rewards SET points = 50 WHERE order_id = 1`); err != nil {
 			return err
 		}
-		if d.Kind != result.FirstDelivery {
+		if d.Kind != queue.DeliveryFirst {
 			return errors.New("the order is gone")
 		}
 		return nil
@@ -254,14 +265,14 @@ func TestQueueCancelsBeforeRedelivery(t *testing.T) {
 	}
 }
 
-// Without a queue, Config.CancelAtVisibilityTimeout cancels the first
+// queue.Model's CancelAtVisibilityTimeout cancels the first
 // delivery when the visibility timeout passes, before the redelivery: a
 // handler that honours its context rolls back there, and only the
 // redelivery's work stays. Off, the first delivery runs on beside the
 // redelivery and the job pays twice. Either way, once the first delivery
 // had committed there is nothing left to cancel.
 func TestCancelAtVisibilityTimeout(t *testing.T) {
-	job := harness.Job{Name: "two-steps", Handler: func(ctx context.Context, d *harness.Delivery) error {
+	handler := func(ctx context.Context, d *harness.Delivery) error {
 		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`); err != nil {
 				return err
@@ -269,13 +280,13 @@ func TestCancelAtVisibilityTimeout(t *testing.T) {
 			_, err := tx.Exec(ctx, `UPDATE rewards SET points = points + 25 WHERE order_id = 1`)
 			return err
 		})
-	}}
+	}
 	for _, cancel := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cancel=%v", cancel), func(t *testing.T) {
+			job := harness.Job{Name: "two-steps", Handler: handler, Queue: queue.Model{CancelAtVisibilityTimeout: cancel}}
 			cfg := harness.Config{
-				Setup:                     []harness.Setup{harness.SQL(`CREATE TABLE rewards (order_id int PRIMARY KEY, points int NOT NULL); INSERT INTO rewards VALUES (1, 0)`)},
-				Faults:                    []faults.Fault{faults.VisibilityTimeout()},
-				CancelAtVisibilityTimeout: cancel,
+				Setup:  []harness.Setup{harness.SQL(rewardsSchema)},
+				Faults: []faults.Fault{faults.VisibilityTimeout()},
 			}
 			res, err := harness.Run(t.Context(), job, cfg)
 			require.NoError(t, err)
@@ -320,4 +331,174 @@ func TestQueueOneScenarioAtATime(t *testing.T) {
 	res := runQueue(t, job, cfg)
 	require.GreaterOrEqual(t, len(res.Scenarios), 5)
 	assert.Equal(t, int32(1), most.Load(), "deliveries of the check ran at once")
+}
+
+// migratedQueue builds its schema in Go, as River's migrator does: Apply
+// runs on the harness's connection to the template, after SQL.
+type migratedQueue struct{ tableQueue }
+
+func (q migratedQueue) Schema() queue.Schema {
+	return queue.Schema{Name: "migratedQueue", SQL: `CREATE TABLE queue_meta (k text PRIMARY KEY)`,
+		Apply: func(ctx context.Context, conn *pgx.Conn) error {
+			// Needs the SQL's table: SQL runs first.
+			_, err := conn.Exec(ctx, strings.Replace(tableQueueSchema, "CREATE TABLE queue_meta (k text PRIMARY KEY);", "INSERT INTO queue_meta VALUES ('migrated');", 1))
+			return err
+		}}
+}
+
+// A queue carries its schema: the harness applies it before Config.Setup
+// (which may use the queue's tables), in Run and Explore alike, so a job
+// with its queue needs nothing else.
+func TestQueueSchemaBeforeSetup(t *testing.T) {
+	for _, q := range []queue.Queue{
+		tableQueue{redeliver: time.Hour, holdRunning: true},
+		migratedQueue{tableQueue{redeliver: time.Hour, holdRunning: true}},
+	} {
+		t.Run(fmt.Sprintf("%T", q), func(t *testing.T) {
+			job := harness.Job{Name: "set-points", Queue: q,
+				Handler: exec(`UPDATE rewards SET points = (SELECT count(*) FROM queue_meta) WHERE order_id = 1`)}
+			cfg := queueConfig(faults.RunTwice(), faults.CrashBeforeAck(), faults.CrashAtEveryStep())
+			cfg.Setup = append(cfg.Setup, harness.SQL(`INSERT INTO queue_meta VALUES ('the job''s setup')`))
+			res := runQueue(t, job, cfg)
+			assert.True(t, res.Idempotent(), "%s", res)
+			want := 1
+			if _, ok := q.(migratedQueue); ok {
+				want = 2
+			}
+			var points []any
+			for _, tb := range res.Reference.Tables {
+				if tb.Name == "rewards" {
+					for _, row := range tb.Rows {
+						points = append(points, row[1])
+					}
+				}
+			}
+			assert.Equal(t, []any{int64(want)}, points, "queue_meta's rows, counted into rewards")
+
+			x := harness.Explore(t, job, cfg, harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
+			assert.False(t, x.Failed(), "%+v", x)
+			assert.Positive(t, x.Executed, "Explore ran no schedule")
+		})
+	}
+}
+
+// brokenSchemaQueue's schema fails, or cannot key a template.
+type brokenSchemaQueue struct {
+	tableQueue
+	schema queue.Schema
+}
+
+func (q brokenSchemaQueue) Schema() queue.Schema { return q.schema }
+
+// rulesQueue states rules of its own.
+type rulesQueue struct {
+	tableQueue
+	rules queue.Rules
+}
+
+func (q rulesQueue) Rules() queue.Rules { return q.rules }
+
+// A queue whose schema or rules cannot be used fails the check at once
+// with what to change, as does a model with a negative timeout.
+func TestQueueMisuse(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		queue queue.Queue
+		want  string
+	}{
+		{"schema SQL fails", brokenSchemaQueue{schema: queue.Schema{Name: "broken", SQL: `CREATE TABLE queue_jobs (id bigserial PRIMARY KEY, oops)`}},
+			`setup step failed: queue schema SQL: broken:1:56: ERROR: syntax error`},
+		{"Apply fails", brokenSchemaQueue{schema: queue.Schema{Name: "failing", Apply: func(context.Context, *pgx.Conn) error { return errors.New("no migrations") }}},
+			`setup step queue schema: failing failed: no migrations`},
+		{"Apply without a name", brokenSchemaQueue{schema: queue.Schema{Apply: func(context.Context, *pgx.Conn) error { return nil }}},
+			`its queue harness_test.brokenSchemaQueue's Schema has an Apply func but no Name`},
+		{"negative Redeliver", rulesQueue{rules: queue.Rules{Redeliver: -time.Second}},
+			`its queue harness_test.rulesQueue's Rules.Redeliver is -1s; want zero (30s) or more`},
+		{"negative CancelAfter", rulesQueue{rules: queue.Rules{CancelAfter: -time.Second}},
+			`Rules.CancelAfter is -1s; want zero (never cancel) or more`},
+		{"job table without ID column", rulesQueue{rules: queue.Rules{JobTable: "queue_jobs"}},
+			`Rules.JobTable is "queue_jobs" and Rules.JobIDColumn ""; set both or neither`},
+		{"negative model timeout", queue.Model{VisibilityTimeout: -time.Minute},
+			`queue.Model.VisibilityTimeout is -1m0s; want zero (30s) or more`},
+		{"nil model pointer", (*queue.Model)(nil),
+			`Job.Queue is a nil *queue.Model; leave Queue nil for the default model`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			job := harness.Job{Name: "misused", Queue: tt.queue, Handler: exec(`SELECT 1`)}
+			res, err := harness.Run(t.Context(), job, queueConfig(faults.RunTwice()))
+			require.Error(t, err)
+			assert.Nil(t, res)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// A job without an adapter has queue.Model's timing: the visibility
+// timeout it is given, 30s by default, moves the clock before a
+// redelivery.
+func TestModelVisibilityTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		queue queue.Queue
+		want  time.Duration
+	}{
+		{nil, faults.DefaultVisibilityTimeout},
+		{queue.Model{}, faults.DefaultVisibilityTimeout},
+		{queue.Model{VisibilityTimeout: 5 * time.Minute}, 5 * time.Minute},
+		{&queue.Model{VisibilityTimeout: time.Hour}, time.Hour},
+	} {
+		t.Run(fmt.Sprintf("%#v", tt.queue), func(t *testing.T) {
+			job := harness.Job{Name: "set-points", Queue: tt.queue, Handler: exec(`UPDATE rewards SET points = 50 WHERE order_id = 1`)}
+			res := runQueue(t, job, queueConfig(faults.CrashBeforeAck()))
+			require.Len(t, res.Scenarios, 1)
+			s := res.Scenarios[0]
+			require.Len(t, s.Schedule.Deliveries, 2)
+			assert.Equal(t, tt.want, s.Schedule.Deliveries[1].Advance)
+			assert.Empty(t, s.Deliveries[1].Settled, "the harness runs the model itself, with no queue operations")
+		})
+	}
+}
+
+// spiModel is queue.Model behind the Queue interface: the harness does not
+// know it as the model and drives its methods like an adapter's.
+type spiModel struct{ queue.Model }
+
+// queue.Model's methods are the model the harness runs itself: driven
+// through the Queue interface, every scenario gets the same verdict and the
+// same deliveries.
+func TestModelMethodsAreTheModel(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		handler harness.Handler
+	}{
+		{"idempotent", exec(`UPDATE rewards SET points = 50 WHERE order_id = 1`)},
+		{"increment", exec(`UPDATE rewards SET points = points + 50 WHERE order_id = 1`)},
+		{"fails once", func(ctx context.Context, d *harness.Delivery) error {
+			if _, err := d.DB.Exec(ctx, `UPDATE rewards SET points = points + 50 WHERE order_id = 1`); err != nil {
+				return err
+			}
+			if d.Attempt == 2 {
+				return errors.New("the second attempt fails")
+			}
+			return nil
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			model := queue.Model{VisibilityTimeout: time.Minute}
+			cfg := queueConfig(faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep(), faults.VisibilityTimeout())
+			native := runQueue(t, harness.Job{Name: "model", Queue: model, Handler: tt.handler}, cfg)
+			driven := runQueue(t, harness.Job{Name: "model", Queue: spiModel{model}, Handler: tt.handler}, cfg)
+			require.Len(t, driven.Scenarios, len(native.Scenarios))
+			for i, n := range native.Scenarios {
+				d := driven.Scenarios[i]
+				require.Equal(t, n.Schedule.String(), d.Schedule.String())
+				assert.Equal(t, n.Verdict, d.Verdict, "%s", n.Schedule)
+				require.Len(t, d.Deliveries, len(n.Deliveries), "%s", n.Schedule)
+				for j := range n.Deliveries {
+					assert.Equal(t, n.Deliveries[j].JobID, d.Deliveries[j].JobID, "%s delivery %d", n.Schedule, j+1)
+					assert.Equal(t, n.Deliveries[j].Attempt, d.Deliveries[j].Attempt, "%s delivery %d", n.Schedule, j+1)
+					assert.Equal(t, n.Deliveries[j].Err, d.Deliveries[j].Err, "%s delivery %d", n.Schedule, j+1)
+				}
+			}
+		})
+	}
 }

@@ -207,7 +207,7 @@ func reductionLines(res *Result) []string {
 					red.Fault, red.Orders, text.Plural(red.Orders, "interleaving"), red.Pruned))
 				continue
 			}
-			out = append(out, fmt.Sprintf("%s: the queue handed out delivery 2 of %s although it hands a job to one delivery at a time (QueueRules.OneDeliveryAtATime), so the %d %s left out for that ran too",
+			out = append(out, fmt.Sprintf("%s: the queue handed out delivery 2 of %s although it hands a job to one delivery at a time (queue.Rules.OneDeliveryAtATime), so the %d %s left out for that ran too",
 				red.Fault, *red.HandedOut, red.Refused, text.Plural(red.Refused, "interleaving")))
 			orders += red.Refused
 			if pruned == 0 {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
@@ -54,7 +56,17 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err := job.validate(); err != nil {
 		return nil, nil, plan, err
 	}
-	var steps []freshdb.Step
+	q, rules, err := job.resolveQueue()
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	job.Queue = q
+	// The queue's schema comes first: the job's own setup may refer to
+	// it (a fixture job row, a trigger on the queue's table).
+	steps, err := queueSteps(job.Name, q)
+	if err != nil {
+		return nil, nil, plan, err
+	}
 	for _, s := range cfg.Setup {
 		if s.err != nil {
 			return nil, nil, plan, s.err
@@ -84,13 +96,12 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err != nil {
 		return nil, nil, plan, err
 	}
-	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv, atOnce: atOnce}
+	r := &runner{job: job, cfg: cfg, rules: rules, tmpl: tmpl, srv: srv, atOnce: atOnce}
 	r.x = execute.New(execute.Settings{
-		Job:                       execute.Job{Name: job.Name, Queue: job.Queue},
-		Server:                    srv,
-		DeliveryTimeout:           cfg.deliveryTimeout(),
-		VisibilityTimeout:         r.visibilityTimeout(),
-		CancelAtVisibilityTimeout: cfg.CancelAtVisibilityTimeout,
+		Job:             execute.Job{Name: job.Name, Queue: job.Queue},
+		Server:          srv,
+		DeliveryTimeout: cfg.deliveryTimeout(),
+		Rules:           rules,
 	})
 	defer func() {
 		if err != nil {
@@ -143,7 +154,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.Steps = steps1
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: job.Queue != nil && job.Queue.Rules().OneDeliveryAtATime}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime}
 	return r, res, plan, nil
 }
 
@@ -223,24 +234,19 @@ func (j Job) validate() error {
 	return nil
 }
 
-// visibilityTimeout is when a job that was not acked is handed out again:
-// the queue's rule when it has one, else Config.VisibilityTimeout.
 // parallel is how many scenarios run at once: -twice.parallel, or one
-// when the queue asks for that (QueueRules.OneScenarioAtATime).
+// when the queue asks for that (queue.Rules.OneScenarioAtATime).
 func (r *runner) parallel() int {
-	if r.job.Queue != nil && r.job.Queue.Rules().OneScenarioAtATime {
+	if r.rules.OneScenarioAtATime {
 		return 1
 	}
 	return r.atOnce
 }
 
+// visibilityTimeout is when a job that was not acked is handed out again:
+// the queue's rule (queue.Model's for a job without an adapter).
 func (r *runner) visibilityTimeout() time.Duration {
-	if r.job.Queue != nil {
-		if d := r.job.Queue.Rules().Redeliver; d > 0 {
-			return d
-		}
-	}
-	return r.cfg.visibilityTimeout()
+	return cmp.Or(r.rules.Redeliver, faults.DefaultVisibilityTimeout)
 }
 
 // askedSteps keeps, by schedule text, what a scenario's first two
@@ -282,11 +288,12 @@ func (a *askedSteps) of(sched faults.Schedule) (asked, bool) {
 }
 
 type runner struct {
-	job  Job
-	cfg  Config
-	tmpl *freshdb.Template
-	srv  *pgserver.Server
-	x    *execute.Executor // runs each schedule
+	job   Job // its Queue nil for queue.Model, which the executor models
+	cfg   Config
+	rules queue.Rules // the queue's timing and tables; see Job.resolveQueue
+	tmpl  *freshdb.Template
+	srv   *pgserver.Server
+	x     *execute.Executor // runs each schedule
 	// atOnce is how many scenarios may run at once (-twice.parallel).
 	atOnce int
 

@@ -1,9 +1,11 @@
 package harness
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"reflect"
 	"runtime"
@@ -14,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/freshdb"
 )
 
@@ -186,4 +189,26 @@ func (db *SetupDB) close() {
 	case <-done:
 	case <-t.C:
 	}
+}
+
+// queueSteps are the setup steps of the schema q carries, which the
+// harness applies before Config.Setup (none for a nil q).
+func queueSteps(job string, q queue.Queue) ([]freshdb.Step, error) {
+	if q == nil {
+		return nil, nil
+	}
+	s := q.Schema()
+	if s.Apply != nil && s.Name == "" {
+		return nil, fmt.Errorf("[twice] job %q: its queue %T's Schema has an Apply func but no Name; the Name keys the template database, so give the schema one", job, q)
+	}
+	name := cmp.Or(s.Name, fmt.Sprintf("%T", q))
+	var steps []freshdb.Step
+	if s.SQL != "" {
+		steps = append(steps, freshdb.Step{Name: "queue schema SQL: " + name, SQL: s.SQL})
+	}
+	if s.Apply != nil {
+		// The template's key sees a func only by this name.
+		steps = append(steps, freshdb.Step{Name: "queue schema: " + name, Func: s.Apply})
+	}
+	return steps, nil
 }

@@ -10,10 +10,14 @@
 // the delivery.
 //
 //	func TestRewardHandler(t *testing.T) {
-//		twiceasynq.Check(t, "reward-order", rewards.NewRewardTask(9812),
-//			func(d *harness.Delivery) asynq.Handler { return &rewards.RewardHandler{Pool: d.DB} },
+//		harness.Check(t, twiceasynq.Job("reward-order", rewards.NewRewardTask(9812),
+//			func(d *harness.Delivery) asynq.Handler { return &rewards.RewardHandler{Pool: d.DB} }),
 //			harness.Config{Setup: []harness.Setup{harness.SQL(rewards.Schema)}})
 //	}
+//
+// The job carries the adapter's tables: the harness creates them before
+// the config's own setup, in harness.Check, harness.Run and
+// harness.Explore alike.
 //
 // What each fault means for asynq:
 //
@@ -51,14 +55,13 @@ import (
 	"math"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // asynq's timing, as v0.26.0 runs it.
@@ -83,9 +86,9 @@ const (
 	defaultMaxRetry = 25
 )
 
-// Tables are the adapter's bookkeeping tables: asynq's task hashes and its
+// tables are the adapter's bookkeeping tables: asynq's task hashes and its
 // uniqueness locks, one row each.
-var Tables = []string{"twice_asynq_tasks", "twice_asynq_unique"}
+var tables = []string{"twice_asynq_tasks", "twice_asynq_unique"}
 
 const schema = `
 CREATE TABLE twice_asynq_tasks (
@@ -113,11 +116,6 @@ CREATE TABLE twice_asynq_unique (
 	expires_at timestamptz NOT NULL
 );
 `
-
-// Setup creates the adapter's tables. Check adds it before the config's
-// own setup; a Job given to harness.Check or harness.Explore needs it in
-// Config.Setup.
-func Setup() harness.Setup { return harness.SQL(schema) }
 
 // Option changes how an asynq job is checked.
 type Option func(*options)
@@ -162,28 +160,20 @@ func defaultRetryDelay(n int, _ error, _ *asynq.Task) time.Duration {
 // carrying the type, payload and headers, in a context where
 // asynq.GetTaskID, GetRetryCount, GetMaxRetry and GetQueueName answer
 // from the delivery. The task's ResultWriter is nil, as asynq.NewTask's:
-// results are not modelled. Add Setup to the config's Setup, or use
-// Check.
+// results are not modelled. The job carries the adapter's tables, created
+// before the config's own setup.
 func Job(name string, task *asynq.Task, newHandler func(d *harness.Delivery) asynq.Handler, opts ...Option) harness.Job {
 	o := options{retryDelay: defaultRetryDelay, redeliver: DefaultRedeliver}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := &queue{name: name, task: task, opts: o, runs: map[*asynq.TaskInfo]*run{}}
+	q := &asynqQueue{name: name, task: task, opts: o, runs: map[*asynq.TaskInfo]*run{}}
 	q.msg, q.err = compose(name, task, o.enqueue)
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
 		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.process(ctx, d, newHandler) },
 	}
-}
-
-// Check checks an asynq job (see Job) in a test, with the adapter's
-// tables created before cfg.Setup.
-func Check(t testing.TB, name string, task *asynq.Task, newHandler func(d *harness.Delivery) asynq.Handler, cfg harness.Config, opts ...Option) *harness.Result {
-	t.Helper()
-	cfg.Setup = append([]harness.Setup{Setup()}, cfg.Setup...)
-	return harness.Check(t, Job(name, task, newHandler, opts...), cfg)
 }
 
 // message is the task as asynq's client composes it.
@@ -252,8 +242,8 @@ func compose(name string, task *asynq.Task, opts []asynq.Option) (message, error
 	return m, nil
 }
 
-// queue is asynq's bookkeeping for one job, as harness.Queue.
-type queue struct {
+// asynqQueue is asynq's bookkeeping for one job, as a queue.Queue.
+type asynqQueue struct {
 	name string
 	task *asynq.Task
 	opts options
@@ -271,7 +261,7 @@ type run struct {
 	cancelled  bool // the queue cancelled its context before it returned
 }
 
-func (q *queue) runOf(info *asynq.TaskInfo) *run {
+func (q *asynqQueue) runOf(info *asynq.TaskInfo) *run {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.runs[info]
@@ -281,23 +271,29 @@ func (q *queue) runOf(info *asynq.TaskInfo) *run {
 // at the task's timeout, or when its lease expires, whichever comes
 // first (a lease expires under a running handler only when its worker
 // lost its heartbeats, the one way asynq hands a running task out again).
-func (q *queue) cancelAfter() time.Duration {
+func (q *asynqQueue) cancelAfter() time.Duration {
 	if q.msg.timeout > 0 && q.msg.timeout < LeaseDuration {
 		return q.msg.timeout
 	}
 	return LeaseDuration
 }
 
-func (q *queue) Rules() harness.QueueRules {
+// Schema is the adapter's tables, standing in for asynq's Redis keys.
+func (q *asynqQueue) Schema() queue.Schema {
+	return queue.Schema{Name: "twiceasynq: the adapter's task tables", SQL: schema}
+}
+
+// Rules are asynq's lease, recoverer and timeout, and the adapter's tables.
+func (q *asynqQueue) Rules() queue.Rules {
 	// Fetch makes the task active under a lease, and hands out an active
 	// task only once the recoverer takes it back (Redeliver).
-	return harness.QueueRules{Redeliver: q.opts.redeliver, CancelAfter: q.cancelAfter(), Tables: Tables, OneDeliveryAtATime: true}
+	return queue.Rules{Redeliver: q.opts.redeliver, CancelAfter: q.cancelAfter(), Tables: tables, OneDeliveryAtATime: true}
 }
 
 // taskID is the ID asynq's client gives copy n of the task: the TaskID
 // option's, or a new one. asynq draws a random UUID; the check derives
 // one from the job's name and n, so clean runs compare.
-func (q *queue) taskID(n int) string {
+func (q *asynqQueue) taskID(n int) string {
 	if q.msg.taskID != "" {
 		return q.msg.taskID
 	}
@@ -333,9 +329,9 @@ func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, erro
 // Enqueue is asynq's client Enqueue (or Schedule, with ProcessIn or
 // ProcessAt): with Unique it takes the uniqueness lock first and keeps it
 // even when the task ID then conflicts, as asynq's script does.
-func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+func (q *asynqQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	if q.err != nil {
-		return harness.Enqueued{}, q.err
+		return queue.Enqueued{}, q.err
 	}
 	m, id := q.msg, q.taskID(op.Job)
 	state, processAt := "pending", op.Now
@@ -349,7 +345,7 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 	if !m.deadline.IsZero() {
 		deadline = &m.deadline
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Enqueued, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Enqueued, error) {
 		key := ""
 		if m.uniqueTTL > 0 {
 			key = uniqueKey(m.queue, q.task.Type(), q.task.Payload())
@@ -365,13 +361,13 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 				RETURNING task_id`, key, id, op.Now.Add(ttl), op.Now).Scan(&holder)
 			if errors.Is(err, pgx.ErrNoRows) {
 				if err := tx.QueryRow(ctx, `SELECT task_id FROM twice_asynq_unique WHERE key = $1`, key).Scan(&holder); err != nil {
-					return harness.Enqueued{}, fmt.Errorf("reading unique lock %s: %w", key, err)
+					return queue.Enqueued{}, fmt.Errorf("reading unique lock %s: %w", key, err)
 				}
-				return harness.Enqueued{JobID: id, Duplicate: true,
+				return queue.Enqueued{JobID: id, Duplicate: true,
 					Reason: fmt.Sprintf("asynq: %v (Unique(%v): task %s holds the lock %s)", asynq.ErrDuplicateTask, m.uniqueTTL, holder, key)}, nil
 			}
 			if err != nil {
-				return harness.Enqueued{}, fmt.Errorf("taking unique lock %s: %w", key, err)
+				return queue.Enqueued{}, fmt.Errorf("taking unique lock %s: %w", key, err)
 			}
 		}
 		tag, err := tx.Exec(ctx, `
@@ -381,17 +377,17 @@ func (q *queue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueu
 			id, m.queue, q.task.Type(), q.task.Payload(), q.task.Headers(), state, m.maxRetry, int64(m.timeout.Seconds()), deadline, key,
 			int64(m.retention.Seconds()), processAt)
 		if err != nil {
-			return harness.Enqueued{}, fmt.Errorf("enqueueing task %s: %w", id, err)
+			return queue.Enqueued{}, fmt.Errorf("enqueueing task %s: %w", id, err)
 		}
 		if tag.RowsAffected() == 0 {
 			var have string
 			if err := tx.QueryRow(ctx, `SELECT state FROM twice_asynq_tasks WHERE id = $1`, id).Scan(&have); err != nil {
-				return harness.Enqueued{}, err
+				return queue.Enqueued{}, err
 			}
-			return harness.Enqueued{JobID: id, Duplicate: true,
+			return queue.Enqueued{JobID: id, Duplicate: true,
 				Reason: fmt.Sprintf("asynq: %v (TaskID(%q) is %s)", asynq.ErrTaskIDConflict, id, have)}, nil
 		}
-		return harness.Enqueued{JobID: id}, nil
+		return queue.Enqueued{JobID: id}, nil
 	})
 }
 
@@ -438,7 +434,7 @@ func (r *row) info(state asynq.TaskState) *asynq.TaskInfo {
 
 // retryTx is asynq's broker Retry: the failure counts (retried + 1) and
 // the task waits in the retry set until at + the retry delay.
-func (q *queue) retryTx(ctx context.Context, tx pgx.Tx, r *row, at time.Time, cause error) (time.Time, error) {
+func (q *asynqQueue) retryTx(ctx context.Context, tx pgx.Tx, r *row, at time.Time, cause error) (time.Time, error) {
 	due := at.Add(q.opts.retryDelay(r.retried, cause, asynq.NewTask(r.typ, r.payload)))
 	_, err := tx.Exec(ctx, `
 		UPDATE twice_asynq_tasks SET state = 'retry', retried = retried + 1, process_at = $2, lease_until = NULL,
@@ -473,7 +469,7 @@ func doneTx(ctx context.Context, tx pgx.Tx, r *row, at time.Time) error {
 // expired RecovererCutoff ago is retried (or archived when its retries
 // are spent) with ErrLeaseExpired, as of the moment the recoverer could
 // first see it.
-func (q *queue) recoverTx(ctx context.Context, tx pgx.Tx, r *row, now time.Time) error {
+func (q *asynqQueue) recoverTx(ctx context.Context, tx pgx.Tx, r *row, now time.Time) error {
 	if r.state != "active" || r.leaseUntil == nil || r.leaseUntil.Add(RecovererCutoff).After(now) {
 		return nil
 	}
@@ -497,22 +493,22 @@ func (q *queue) recoverTx(ctx context.Context, tx pgx.Tx, r *row, now time.Time)
 // back a task whose lease expired, a redrive is the Inspector's RunTask,
 // its forwarder moves a due retry or scheduled task to pending, and its
 // processor dequeues a pending task under a new lease.
-func (q *queue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Fetched, error) {
+func (q *asynqQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Fetched, error) {
 		r, err := readRow(ctx, tx, op.JobID)
 		if err != nil {
-			return harness.Fetched{}, err
+			return queue.Fetched{}, err
 		}
 		if r == nil {
-			return harness.Fetched{Done: true, Reason: fmt.Sprintf("asynq deleted task %s when it succeeded", op.JobID)}, nil
+			return queue.Fetched{Done: true, Reason: fmt.Sprintf("asynq deleted task %s when it succeeded", op.JobID)}, nil
 		}
 		if err := q.recoverTx(ctx, tx, r, op.Now); err != nil {
-			return harness.Fetched{}, fmt.Errorf("recovering task %s: %w", r.id, err)
+			return queue.Fetched{}, fmt.Errorf("recovering task %s: %w", r.id, err)
 		}
-		if op.Kind == result.Redrive {
+		if op.Kind == queue.DeliveryRedrive {
 			switch r.state {
 			case "completed":
-				return harness.Fetched{Done: true, Reason: fmt.Sprintf("asynq task %s is completed, so nobody runs it again", r.id)}, nil
+				return queue.Fetched{Done: true, Reason: fmt.Sprintf("asynq task %s is completed, so nobody runs it again", r.id)}, nil
 			case "archived", "retry", "scheduled":
 				r.state, r.processAt = "pending", &op.Now // Inspector.RunTask
 			}
@@ -524,35 +520,35 @@ func (q *queue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched,
 		case "pending":
 			lease := op.Now.Add(LeaseDuration)
 			if _, err := tx.Exec(ctx, `UPDATE twice_asynq_tasks SET state = 'active', process_at = NULL, lease_until = $2 WHERE id = $1`, r.id, lease); err != nil {
-				return harness.Fetched{}, fmt.Errorf("dequeueing task %s: %w", r.id, err)
+				return queue.Fetched{}, fmt.Errorf("dequeueing task %s: %w", r.id, err)
 			}
 			r.leaseUntil = &lease
 			info := r.info(asynq.TaskStateActive)
 			q.mu.Lock()
 			q.runs[info] = &run{started: op.Now, leaseUntil: lease}
 			q.mu.Unlock()
-			return harness.Fetched{Delivered: true, Attempt: r.retried + 1, Job: info}, nil
+			return queue.Fetched{Delivered: true, Attempt: r.retried + 1, Job: info}, nil
 		case "active":
-			return harness.Fetched{Reason: fmt.Sprintf("asynq task %s is active (retry count %d) and its lease holds until %s; the recoverer takes it back %v after the lease expires",
+			return queue.Fetched{Reason: fmt.Sprintf("asynq task %s is active (retry count %d) and its lease holds until %s; the recoverer takes it back %v after the lease expires",
 				r.id, r.retried, r.leaseUntil.Sub(op.Now), RecovererCutoff)}, nil
 		case "archived":
-			return harness.Fetched{Reason: fmt.Sprintf("asynq task %s is archived after %d retries: %s", r.id, r.retried, r.lastErr)}, nil
+			return queue.Fetched{Reason: fmt.Sprintf("asynq task %s is archived after %d retries: %s", r.id, r.retried, r.lastErr)}, nil
 		case "completed":
-			return harness.Fetched{Done: true, Reason: fmt.Sprintf("asynq task %s is completed", r.id)}, nil
+			return queue.Fetched{Done: true, Reason: fmt.Sprintf("asynq task %s is completed", r.id)}, nil
 		}
-		return harness.Fetched{Reason: fmt.Sprintf("asynq task %s is in %s until %s (retry count %d)", r.id, r.state, r.processAt.Sub(op.Now), r.retried)}, nil
+		return queue.Fetched{Reason: fmt.Sprintf("asynq task %s is in %s until %s (retry count %d)", r.id, r.state, r.processAt.Sub(op.Now), r.retried)}, nil
 	})
 }
 
 // Ack is asynq's processor after ProcessTask returned nil.
-func (q *queue) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q *asynqQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	return q.settle(ctx, op, nil)
 }
 
 // Nack is asynq's processor after ProcessTask returned err: RevokeTask
 // deletes the task, SkipRetry or spent retries archive it, any other
 // error retries it after the retry delay.
-func (q *queue) Nack(ctx context.Context, op harness.QueueOp, err error) (harness.Settled, error) {
+func (q *asynqQueue) Nack(ctx context.Context, op queue.Op, err error) (queue.Settled, error) {
 	return q.settle(ctx, op, err)
 }
 
@@ -560,14 +556,14 @@ func (q *queue) Nack(ctx context.Context, op harness.QueueOp, err error) (harnes
 // while the delivery's lease is valid. A handler whose context the queue
 // cancelled ended for asynq at that moment, with the context's error,
 // whatever it returned later.
-func (q *queue) settle(ctx context.Context, op harness.QueueOp, herr error) (harness.Settled, error) {
+func (q *asynqQueue) settle(ctx context.Context, op queue.Op, herr error) (queue.Settled, error) {
 	info, ok := op.Queued.(*asynq.TaskInfo)
 	if !ok || info == nil {
-		return harness.Settled{}, fmt.Errorf("the delivery of task %s carries no asynq task record (%T)", op.JobID, op.Queued)
+		return queue.Settled{}, fmt.Errorf("the delivery of task %s carries no asynq task record (%T)", op.JobID, op.Queued)
 	}
 	rn := q.runOf(info)
 	if rn == nil {
-		return harness.Settled{}, fmt.Errorf("task %s was not handed out by this queue", op.JobID)
+		return queue.Settled{}, fmt.Errorf("task %s was not handed out by this queue", op.JobID)
 	}
 	q.mu.Lock()
 	cancelled := rn.cancelled
@@ -581,10 +577,10 @@ func (q *queue) settle(ctx context.Context, op harness.QueueOp, herr error) (har
 			herr = asynq.ErrLeaseExpired
 		}
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Settled, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Settled, error) {
 		r, err := readRow(ctx, tx, info.ID)
 		if err != nil {
-			return harness.Settled{}, err
+			return queue.Settled{}, err
 		}
 		leased := r != nil && r.state == "active" && r.leaseUntil != nil && r.leaseUntil.Equal(rn.leaseUntil) && at.Before(rn.leaseUntil)
 		if !leased {
@@ -595,63 +591,63 @@ func (q *queue) settle(ctx context.Context, op harness.QueueOp, herr error) (har
 		switch {
 		case herr == nil:
 			if err := doneTx(ctx, tx, r, at); err != nil {
-				return harness.Settled{}, fmt.Errorf("marking task %s done: %w", r.id, err)
+				return queue.Settled{}, fmt.Errorf("marking task %s done: %w", r.id, err)
 			}
-			return harness.Settled{Outcome: harness.Completed}, nil
+			return queue.Settled{Outcome: queue.Completed}, nil
 		case errors.Is(herr, asynq.RevokeTask):
 			if err := doneTx(ctx, tx, r, at); err != nil {
-				return harness.Settled{}, fmt.Errorf("revoking task %s: %w", r.id, err)
+				return queue.Settled{}, fmt.Errorf("revoking task %s: %w", r.id, err)
 			}
-			return harness.Settled{Outcome: harness.Cancelled, Detail: "asynq.RevokeTask"}, nil
+			return queue.Settled{Outcome: queue.Cancelled, Detail: "asynq.RevokeTask"}, nil
 		case r.retried >= r.maxRetry || errors.Is(herr, asynq.SkipRetry):
 			if err := archiveTx(ctx, tx, r.id, at, herr); err != nil {
-				return harness.Settled{}, fmt.Errorf("archiving task %s: %w", r.id, err)
+				return queue.Settled{}, fmt.Errorf("archiving task %s: %w", r.id, err)
 			}
 			why := fmt.Sprintf("archived after %d of %d retries", r.retried, r.maxRetry)
 			if errors.Is(herr, asynq.SkipRetry) {
 				why = "archived: asynq.SkipRetry"
 			}
-			return harness.Settled{Outcome: harness.Discarded, Detail: why}, nil
+			return queue.Settled{Outcome: queue.Discarded, Detail: why}, nil
 		}
 		due, err := q.retryTx(ctx, tx, r, at, herr)
 		if err != nil {
-			return harness.Settled{}, fmt.Errorf("retrying task %s: %w", r.id, err)
+			return queue.Settled{}, fmt.Errorf("retrying task %s: %w", r.id, err)
 		}
 		after := max(due.Sub(op.Now), 0)
-		return harness.Settled{Outcome: harness.Retry, After: after,
+		return queue.Settled{Outcome: queue.Retry, After: after,
 			Detail: fmt.Sprintf("in %v (retry count %d of %d)", after, r.retried+1, r.maxRetry)}, nil
 	})
 }
 
 // current says how the task stands when a delivery's lease was gone at
 // its end: the processor recorded nothing.
-func (q *queue) current(ctx context.Context, tx pgx.Tx, r *row, op harness.QueueOp) (harness.Settled, error) {
+func (q *asynqQueue) current(ctx context.Context, tx pgx.Tx, r *row, op queue.Op) (queue.Settled, error) {
 	if r == nil {
-		return harness.Settled{Outcome: harness.Completed, Detail: "lease expired; another delivery completed the task"}, nil
+		return queue.Settled{Outcome: queue.Completed, Detail: "lease expired; another delivery completed the task"}, nil
 	}
 	if err := q.recoverTx(ctx, tx, r, op.Now); err != nil {
-		return harness.Settled{}, err
+		return queue.Settled{}, err
 	}
 	switch r.state {
 	case "completed":
-		return harness.Settled{Outcome: harness.Completed, Detail: "lease expired; another delivery completed the task"}, nil
+		return queue.Settled{Outcome: queue.Completed, Detail: "lease expired; another delivery completed the task"}, nil
 	case "archived":
-		return harness.Settled{Outcome: harness.Discarded, Detail: "archived: " + r.lastErr}, nil
+		return queue.Settled{Outcome: queue.Discarded, Detail: "archived: " + r.lastErr}, nil
 	case "active":
 		after := max(r.leaseUntil.Add(RecovererCutoff).Sub(op.Now), 0)
-		return harness.Settled{Outcome: harness.Retry, After: after, Detail: "lease expired; nothing recorded, the recoverer takes the task back"}, nil
+		return queue.Settled{Outcome: queue.Retry, After: after, Detail: "lease expired; nothing recorded, the recoverer takes the task back"}, nil
 	}
 	after := time.Duration(0)
 	if r.processAt != nil {
 		after = max(r.processAt.Sub(op.Now), 0)
 	}
-	return harness.Settled{Outcome: harness.Retry, After: after, Detail: fmt.Sprintf("lease expired; nothing recorded, the task is in %s (retry count %d)", r.state, r.retried)}, nil
+	return queue.Settled{Outcome: queue.Retry, After: after, Detail: fmt.Sprintf("lease expired; nothing recorded, the task is in %s (retry count %d)", r.state, r.retried)}, nil
 }
 
 // process runs one delivery: the handler gets asynq's task and context.
 // A panic is turned into an error, as asynq's processor does, naming the
 // job and the delivery.
-func (q *queue) process(ctx context.Context, d *harness.Delivery, newHandler func(*harness.Delivery) asynq.Handler) (err error) {
+func (q *asynqQueue) process(ctx context.Context, d *harness.Delivery, newHandler func(*harness.Delivery) asynq.Handler) (err error) {
 	info, ok := d.Queued.(*asynq.TaskInfo)
 	if !ok || info == nil {
 		return fmt.Errorf("twiceasynq: job %q, task %s: the delivery carries no asynq task record (%T); run it through twiceasynq.Job", q.name, d.JobID, d.Queued)

@@ -45,7 +45,7 @@ var _ = asynq.GetTaskID
 // withTask returns ctx carrying the task's metadata as asynq's processor
 // puts it there. asynq's own deadline is wall-clock time, which the
 // harness clock does not follow, so it is not set: the queue cancels ctx
-// instead (QueueRules.CancelAfter), and ctx.Deadline reports none.
+// instead (queue.Rules.CancelAfter), and ctx.Deadline reports none.
 func withTask(ctx context.Context, info *asynq.TaskInfo) context.Context {
 	msg := &taskMessage{Type: info.Type, Payload: info.Payload, Headers: info.Headers, ID: info.ID,
 		Queue: info.Queue, Retry: info.MaxRetry, Retried: info.Retried}

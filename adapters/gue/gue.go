@@ -8,11 +8,15 @@
 // the lost reply like any other commit.
 //
 //	func TestRewardOrder(t *testing.T) {
-//		twicegue.Check(t, "reward-order",
+//		harness.Check(t, twicegue.Job("reward-order",
 //			twicegue.Spec[points.RewardArgs]{Type: points.RewardType, Args: points.RewardArgs{OrderID: 9812}},
-//			func(d *harness.Delivery) gue.WorkFunc { return points.Reward },
+//			func(d *harness.Delivery) gue.WorkFunc { return points.Reward }),
 //			harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}})
 //	}
+//
+// The job carries gue's table (gue v5.8.0's own migrations/schema.sql):
+// the harness creates it before the config's own setup, in harness.Check,
+// harness.Run and harness.Explore alike.
 //
 // gue has no job states: a job is a row in gue_jobs, worked while a
 // transaction holds its row lock, and gone once a worker's transaction
@@ -60,7 +64,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,21 +74,14 @@ import (
 	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/harness/queue"
 )
 
-// Schema is gue v5.8.0's migrations/schema.sql, as gue's README asks
+// schema is gue v5.8.0's migrations/schema.sql, as gue's README asks
 // users to apply it (a test checks the copy against the module).
 //
 //go:embed schema.sql
-var Schema string
-
-// Setup creates gue's table from Schema. Check adds it before the
-// config's own setup; a Job given to harness.Check or harness.Explore
-// needs it in Config.Setup.
-func Setup() harness.Setup {
-	return harness.SQL(Schema)
-}
+var schema string
 
 // DefaultPollInterval is gue's worker poll interval: a job whose lock was
 // released by a dead attempt is handed out again this long after it
@@ -146,14 +142,14 @@ func JobTTL(d time.Duration) Option {
 // Job is a gue job for harness.Check, harness.Explore and the runner:
 // spec is what the producer enqueues, and newWorkFunc builds the WorkFunc
 // for each delivery from the delivery's connections (d.DB, d.DSN) and
-// clock (d.Now), as the worker's process would at start-up. Add Setup to
-// the config's Setup, or use Check.
+// clock (d.Now), as the worker's process would at start-up. The job
+// carries gue's table, created before the config's own setup.
 func Job[T any](name string, spec Spec[T], newWorkFunc func(d *harness.Delivery) gue.WorkFunc, opts ...Option) harness.Job {
 	o := options{backoff: DefaultBackoff, poll: DefaultPollInterval}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := &queue[T]{name: name, spec: spec, opts: o}
+	q := &gueQueue[T]{name: name, spec: spec, opts: o}
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
@@ -161,18 +157,10 @@ func Job[T any](name string, spec Spec[T], newWorkFunc func(d *harness.Delivery)
 	}
 }
 
-// Check checks a gue job (see Job) in a test, with gue's schema created
-// before cfg.Setup.
-func Check[T any](t testing.TB, name string, spec Spec[T], newWorkFunc func(d *harness.Delivery) gue.WorkFunc, cfg harness.Config, opts ...Option) *harness.Result {
-	t.Helper()
-	cfg.Setup = append([]harness.Setup{Setup()}, cfg.Setup...)
-	return harness.Check(t, Job(name, spec, newWorkFunc, opts...), cfg)
-}
-
-// queue is gue's bookkeeping for one job, as harness.Queue. Scenarios run
+// gueQueue is gue's bookkeeping for one job, as a queue.Queue. Scenarios run
 // in parallel on one queue; what it remembers is keyed by values unique
 // to a scenario (a handed-out *gue.Job, a job ID).
-type queue[T any] struct {
+type gueQueue[T any] struct {
 	name string
 	spec Spec[T]
 	opts options
@@ -212,8 +200,14 @@ func (a *attempt) set(f func(*attempt)) {
 	f(a)
 }
 
-func (q *queue[T]) Rules() harness.QueueRules {
-	return harness.QueueRules{
+// Schema is gue's table.
+func (q *gueQueue[T]) Schema() queue.Schema {
+	return queue.Schema{Name: "twicegue: gue v5.8.0's migrations/schema.sql", SQL: schema}
+}
+
+// Rules are gue's poll interval and job TTL, and its job table.
+func (q *gueQueue[T]) Rules() queue.Rules {
+	return queue.Rules{
 		Redeliver:   q.opts.poll,
 		CancelAfter: q.opts.ttl,
 		JobTable:    "gue_jobs",
@@ -222,7 +216,7 @@ func (q *queue[T]) Rules() harness.QueueRules {
 }
 
 // args encodes the spec's arguments as gue's Job.Args.
-func (q *queue[T]) args() ([]byte, error) {
+func (q *gueQueue[T]) args() ([]byte, error) {
 	switch a := any(q.spec.Args).(type) {
 	case []byte:
 		return a, nil
@@ -234,22 +228,22 @@ func (q *queue[T]) args() ([]byte, error) {
 
 // Enqueue inserts the job with gue's EnqueueTx, as the producer does. gue
 // has no unique jobs, so a producer's copy is a job of its own.
-func (q *queue[T]) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+func (q *gueQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	args, err := q.args()
 	if err != nil {
-		return harness.Enqueued{}, fmt.Errorf("encoding gue job %q args %+v: %w", q.spec.Type, q.spec.Args, err)
+		return queue.Enqueued{}, fmt.Errorf("encoding gue job %q args %+v: %w", q.spec.Type, q.spec.Args, err)
 	}
 	c, err := gue.NewClient(nil)
 	if err != nil {
-		return harness.Enqueued{}, err
+		return queue.Enqueued{}, err
 	}
 	j := &gue.Job{Type: q.spec.Type, Queue: q.spec.Queue, Priority: q.spec.Priority, Args: args,
 		RunAt: op.Now.Add(q.spec.RunAfter).UTC()} // gue's default is the wall clock's now
 	err = inTx(ctx, op.Conn, func(tx pgx.Tx) error { return c.EnqueueTx(ctx, j, pgxv5.NewTx(tx)) })
 	if err != nil {
-		return harness.Enqueued{}, fmt.Errorf("enqueueing gue job %q: %w", q.spec.Type, err)
+		return queue.Enqueued{}, fmt.Errorf("enqueueing gue job %q: %w", q.spec.Type, err)
 	}
-	return harness.Enqueued{JobID: j.ID.String()}, nil
+	return queue.Enqueued{JobID: j.ID.String()}, nil
 }
 
 // inTx runs f in a transaction on the harness's connection.
@@ -293,10 +287,10 @@ func scanJob(row pgx.Row) (*gue.Job, error) {
 // does nothing, as gue's worker finds nothing to lock, and its Ack says
 // when gue runs the job (a refused Fetch cannot say when to ask again,
 // and the harness would retry it only after the poll interval).
-func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
-	var out harness.Fetched
+func (q *gueQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
+	var out queue.Fetched
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
-		if op.Kind == result.Redrive {
+		if op.Kind == queue.DeliveryRedrive {
 			// A person redrives a job still in the queue: it runs now.
 			if _, err := tx.Exec(ctx, `UPDATE gue_jobs SET run_at = $2 WHERE job_id = $1 AND run_at > $2`, op.JobID, op.Now); err != nil {
 				return fmt.Errorf("redriving gue job %s: %w", op.JobID, err)
@@ -329,7 +323,7 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 			at.idle = fmt.Sprintf("gue job %s is not due for %v (error count %d)%s: the poll found nothing", op.JobID, j.RunAt.Sub(op.Now), j.ErrorCount, held)
 		}
 		q.attempts.Store(j, at)
-		out = harness.Fetched{Delivered: true, Job: j}
+		out = queue.Fetched{Delivered: true, Job: j}
 		return nil
 	})
 	return out, err
@@ -339,7 +333,7 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 // (gue reads time.Now) to the harness clock, once its commit is seen, and
 // returns the job's run_at. The caller holds the row's lock or may wait
 // for it.
-func (q *queue[T]) onHarnessClock(ctx context.Context, tx pgx.Tx, id string) (time.Time, error) {
+func (q *gueQueue[T]) onHarnessClock(ctx context.Context, tx pgx.Tx, id string) (time.Time, error) {
 	var errorCount int32
 	var runAt, updatedAt time.Time
 	if err := tx.QueryRow(ctx, `SELECT error_count, run_at, updated_at FROM gue_jobs WHERE job_id = $1`, id).Scan(&errorCount, &runAt, &updatedAt); err != nil {
@@ -362,18 +356,18 @@ func (q *queue[T]) onHarnessClock(ctx context.Context, tx pgx.Tx, id string) (ti
 
 // gone says why a job whose row is no longer there is not handed out:
 // an attempt completed it, or j.Error discarded it.
-func (q *queue[T]) gone(id, held string) harness.Fetched {
+func (q *gueQueue[T]) gone(id, held string) queue.Fetched {
 	if v, ok := q.discarded.Load(id); ok {
 		d := v.(discard)
-		return harness.Fetched{Done: d.onPurpose, Reason: fmt.Sprintf("gue job %s was discarded: %s%s", id, d.why, held)}
+		return queue.Fetched{Done: d.onPurpose, Reason: fmt.Sprintf("gue job %s was discarded: %s%s", id, d.why, held)}
 	}
-	return harness.Fetched{Done: true, Reason: fmt.Sprintf("gue job %s is no longer in gue_jobs: an attempt completed it%s", id, held)}
+	return queue.Fetched{Done: true, Reason: fmt.Sprintf("gue job %s is no longer in gue_jobs: an attempt completed it%s", id, held)}
 }
 
 // work runs one delivery as gue's Worker.WorkOne runs a job it found:
 // LockJobByID on the delivery's pool, the WorkFunc with the locked job,
 // then j.Delete, or j.Error after an error or a panic, and j.Done.
-func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc func(*harness.Delivery) gue.WorkFunc) error {
+func (q *gueQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc func(*harness.Delivery) gue.WorkFunc) error {
 	fetched, ok := d.Queued.(*gue.Job)
 	if !ok || fetched == nil {
 		return fmt.Errorf("twicegue: job %q, delivery %d of job %s: the delivery carries no gue job (%T); run it through twicegue.Job", q.name, d.Attempt, d.JobID, d.Queued)
@@ -424,7 +418,7 @@ func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc fu
 	return workOne(ctx, j, wf, onError, where)
 }
 
-func (q *queue[T]) attemptOf(j *gue.Job) *attempt {
+func (q *gueQueue[T]) attemptOf(j *gue.Job) *attempt {
 	if a, ok := q.attempts.Load(j); ok {
 		return a.(*attempt)
 	}
@@ -432,7 +426,7 @@ func (q *queue[T]) attemptOf(j *gue.Job) *attempt {
 }
 
 // decode checks that args decode into T, as the WorkFunc will decode them.
-func (q *queue[T]) decode(args []byte) error {
+func (q *gueQueue[T]) decode(args []byte) error {
 	switch any(q.spec.Args).(type) {
 	case []byte, json.RawMessage:
 		return nil
@@ -481,7 +475,7 @@ func workOne(ctx context.Context, j *gue.Job, wf gue.WorkFunc, onError func(erro
 
 // Ack reads what the delivery's commit left after the WorkFunc returned
 // nil.
-func (q *queue[T]) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q *gueQueue[T]) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	return q.settle(ctx, op)
 }
 
@@ -489,16 +483,16 @@ func (q *queue[T]) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled
 // j.Error moved the row's run_at by its backoff, or a reschedule error's,
 // or deleted it (a discard); a commit whose reply was lost may have
 // deleted it as completed.
-func (q *queue[T]) Nack(ctx context.Context, op harness.QueueOp, _ error) (harness.Settled, error) {
+func (q *gueQueue[T]) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
 	return q.settle(ctx, op)
 }
 
 // settle reads the job's row for Ack and Nack alike: gue's ack is the
 // delivery's own commit, and what the handler returned is already in it.
-func (q *queue[T]) settle(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q *gueQueue[T]) settle(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	fetched, ok := op.Queued.(*gue.Job)
 	if !ok || fetched == nil {
-		return harness.Settled{}, fmt.Errorf("the delivery of job %s carries no gue job (%T)", op.JobID, op.Queued)
+		return queue.Settled{}, fmt.Errorf("the delivery of job %s carries no gue job (%T)", op.JobID, op.Queued)
 	}
 	at := q.attemptOf(fetched)
 	q.attempts.Delete(fetched)
@@ -509,7 +503,7 @@ func (q *queue[T]) settle(ctx context.Context, op harness.QueueOp) (harness.Sett
 		missed = at.idle
 	}
 
-	var out harness.Settled
+	var out queue.Settled
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
 		var errorCount int32
 		err := tx.QueryRow(ctx, `SELECT error_count FROM gue_jobs WHERE job_id = $1`, op.JobID).Scan(&errorCount)
@@ -531,19 +525,19 @@ func (q *queue[T]) settle(ctx context.Context, op harness.QueueOp) (harness.Sett
 			if after == 0 {
 				after = q.opts.poll
 			}
-			out = harness.Settled{Outcome: harness.Retry, After: after, Detail: fmt.Sprintf("not delivered: %s; gue hands it out in %v", missed, after)}
+			out = queue.Settled{Outcome: queue.Retry, After: after, Detail: fmt.Sprintf("not delivered: %s; gue hands it out in %v", missed, after)}
 		case !errorSet || errorCount <= fetched.ErrorCount:
 			// The attempt's transaction rolled back: the row is as it
 			// was, and gue's next poll finds it.
 			if after == 0 {
 				after = q.opts.poll
 			}
-			out = harness.Settled{Outcome: harness.Retry, After: after,
+			out = queue.Settled{Outcome: queue.Retry, After: after,
 				Detail: fmt.Sprintf("gue job %s is still queued (the attempt's transaction rolled back); gue hands it out in %v", op.JobID, after)}
 		case isReschedule(workErr, "rescheduling job"):
-			out = harness.Settled{Outcome: harness.Snoozed, After: after, Detail: fmt.Sprintf("for %v (error count %d)", after, errorCount)}
+			out = queue.Settled{Outcome: queue.Snoozed, After: after, Detail: fmt.Sprintf("for %v (error count %d)", after, errorCount)}
 		default:
-			out = harness.Settled{Outcome: harness.Retry, After: after, Detail: fmt.Sprintf("in %v (error count %d)", after, errorCount)}
+			out = queue.Settled{Outcome: queue.Retry, After: after, Detail: fmt.Sprintf("in %v (error count %d)", after, errorCount)}
 		}
 		return nil
 	})
@@ -552,18 +546,18 @@ func (q *queue[T]) settle(ctx context.Context, op harness.QueueOp) (harness.Sett
 
 // deleted reads a job whose row is gone: a delivery's j.Error discarded
 // it, or a commit (this delivery's, or another's) completed it.
-func (q *queue[T]) deleted(id, missed string, workErr error, errorSet bool) harness.Settled {
+func (q *gueQueue[T]) deleted(id, missed string, workErr error, errorSet bool) queue.Settled {
 	if v, ok := q.discarded.Load(id); ok && (errorSet || missed != "") {
 		d := v.(discard)
 		if d.onPurpose {
-			return harness.Settled{Outcome: harness.Cancelled, Detail: d.why}
+			return queue.Settled{Outcome: queue.Cancelled, Detail: d.why}
 		}
-		return harness.Settled{Outcome: harness.Discarded, Detail: d.why}
+		return queue.Settled{Outcome: queue.Discarded, Detail: d.why}
 	}
 	if missed != "" {
-		return harness.Settled{Outcome: harness.Completed, Detail: "not delivered: " + missed + "; another attempt completed it"}
+		return queue.Settled{Outcome: queue.Completed, Detail: "not delivered: " + missed + "; another attempt completed it"}
 	}
-	return harness.Settled{Outcome: harness.Completed}
+	return queue.Settled{Outcome: queue.Completed}
 }
 
 // errorDelay is how long after now gue runs the job again: its backoff or

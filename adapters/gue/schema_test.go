@@ -10,8 +10,8 @@ import (
 	twicegue "github.com/runtwice/twice/adapters/gue"
 )
 
-// The embedded schema is gue's own migrations/schema.sql, of the gue
-// version this module builds with.
+// The schema a gue job carries is gue's own migrations/schema.sql, of the
+// gue version this module builds with.
 func TestSchemaIsGues(t *testing.T) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}} {{.Dir}}", "github.com/vgarvardt/gue/v5").Output()
 	if err != nil {
@@ -25,7 +25,8 @@ func TestSchemaIsGues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if twicegue.Schema != string(want) {
+	job := twicegue.Job("schema", twicegue.Spec[int]{Type: "schema"}, nil)
+	if got := job.Queue.Schema(); got.SQL != string(want) || got.Apply != nil {
 		t.Errorf("schema.sql differs from gue %s's migrations/schema.sql", version)
 	}
 }

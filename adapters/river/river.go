@@ -7,13 +7,17 @@
 // are steps; River's bookkeeping is not.
 //
 //	func TestRewardWorker(t *testing.T) {
-//		twiceriver.Check(t, "reward-order", points.RewardArgs{OrderID: 9812},
+//		harness.Check(t, twiceriver.Job("reward-order", points.RewardArgs{OrderID: 9812},
 //			func(d *harness.Delivery) river.Worker[points.RewardArgs] {
 //				return &points.RewardWorker{Pool: d.DB}
 //			},
-//			harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}},
-//			twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}))
+//			twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})),
+//			harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}})
 //	}
+//
+// The job carries River's schema: the harness migrates River up (one
+// transaction per version, as rivermigrate does) before the config's own
+// setup, in harness.Check, harness.Run and harness.Explore alike.
 //
 // What each fault means for River:
 //
@@ -51,10 +55,10 @@ import (
 	"math"
 	"runtime/debug"
 	"strconv"
-	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -63,7 +67,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // River's defaults, which the check models unless an Option says
@@ -118,20 +122,17 @@ func Workers(w *river.Workers) Option {
 	return func(o *options) { o.workers = w }
 }
 
-// Setup migrates River's schema up, one transaction per migration version,
-// as rivermigrate does (one transaction for all of them fails: version 4
-// adds an enum value that version 6 uses). Check adds it before the
-// config's own setup; a Job given to harness.Check or harness.Explore
-// needs it in Config.Setup.
-func Setup() harness.Setup {
-	return harness.FuncDB(migrate)
-}
+// schema is River's: its migrations, up, one transaction per version, as
+// rivermigrate does (one transaction for all of them fails: version 4
+// adds an enum value that version 6 uses).
+var schema = queue.Schema{Name: "twiceriver: River's migrations, up", Apply: migrate}
 
-func migrate(ctx context.Context, db *harness.SetupDB) error {
-	pool, err := db.Pool(ctx)
+func migrate(ctx context.Context, conn *pgx.Conn) error {
+	pool, err := pgxpool.New(ctx, conn.Config().ConnString())
 	if err != nil {
-		return err
+		return fmt.Errorf("twiceriver: a pool for River's migrator: %w", err)
 	}
+	defer pool.Close()
 	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: quiet})
 	if err != nil {
 		return fmt.Errorf("twiceriver: River's migrator: %w", err)
@@ -150,13 +151,14 @@ var quiet = slog.New(slog.DiscardHandler)
 // connections (d.DB, d.DSN, d.SQL) and clock (d.Now), as the worker's
 // process would at start-up. The worker's Work runs with a river.Client
 // on the delivery's pool in its context; its timeout is checked against
-// Timeout. Add Setup to the config's Setup, or use Check.
+// Timeout. The job carries River's schema, migrated before the config's
+// own setup.
 func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Delivery) river.Worker[T], opts ...Option) harness.Job {
 	o := options{rescueAfter: DefaultRescueAfter, timeout: DefaultTimeout}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := &queue[T]{name: name, args: args, opts: o}
+	q := &riverQueue[T]{name: name, args: args, opts: o}
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
@@ -164,16 +166,8 @@ func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Deliver
 	}
 }
 
-// Check checks a River job (see Job) in a test, with River's schema
-// migrated before cfg.Setup.
-func Check[T river.JobArgs](t testing.TB, name string, args T, newWorker func(d *harness.Delivery) river.Worker[T], cfg harness.Config, opts ...Option) *harness.Result {
-	t.Helper()
-	cfg.Setup = append([]harness.Setup{Setup()}, cfg.Setup...)
-	return harness.Check(t, Job(name, args, newWorker, opts...), cfg)
-}
-
-// queue is River's bookkeeping for one job, as harness.Queue.
-type queue[T river.JobArgs] struct {
+// riverQueue is River's bookkeeping for one job, as a queue.Queue.
+type riverQueue[T river.JobArgs] struct {
 	name string
 	args T
 	opts options
@@ -200,7 +194,7 @@ func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *rive
 
 // work runs one delivery: it rebuilds River's Job from the row the
 // queue handed out and calls the worker's Work in a work context.
-func (q *queue[T]) work(ctx context.Context, d *harness.Delivery, newWorker func(*harness.Delivery) river.Worker[T]) error {
+func (q *riverQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorker func(*harness.Delivery) river.Worker[T]) error {
 	row, ok := d.Queued.(*rivertype.JobRow)
 	if !ok || row == nil {
 		return fmt.Errorf("twiceriver: job %q delivery of job %s: the delivery carries no River job row (%T); run it through twiceriver.Job", q.name, d.JobID, d.Queued)
@@ -244,12 +238,16 @@ func work[T river.JobArgs](ctx context.Context, w river.Worker[T], job *river.Jo
 	return w.Work(ctx, job)
 }
 
-func (q *queue[T]) Rules() harness.QueueRules {
+// Schema is River's, migrated up.
+func (q *riverQueue[T]) Schema() queue.Schema { return schema }
+
+// Rules are River's rescuer and job timeout, and its tables.
+func (q *riverQueue[T]) Rules() queue.Rules {
 	cancel := q.opts.timeout
 	if cancel < 0 {
 		cancel = 0
 	}
-	return harness.QueueRules{
+	return queue.Rules{
 		Redeliver:   q.opts.rescueAfter,
 		CancelAfter: cancel,
 		Tables:      []string{"river_migration", "river_leader", "river_queue", "river_client", "river_client_queue"},
@@ -277,21 +275,21 @@ func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, erro
 }
 
 // Enqueue inserts the job with River's InsertTx, as the producer does.
-func (q *queue[T]) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
 	if err != nil {
-		return harness.Enqueued{}, err
+		return queue.Enqueued{}, err
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Enqueued, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Enqueued, error) {
 		res, err := c.InsertTx(ctx, tx, q.args, q.opts.insert)
 		if err != nil {
-			return harness.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w", q.args.Kind(), q.args, err)
+			return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w", q.args.Kind(), q.args, err)
 		}
 		if res.UniqueSkippedAsDuplicate {
-			return harness.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10), Duplicate: true,
+			return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10), Duplicate: true,
 				Reason: fmt.Sprintf("River's UniqueOpts matched job %d (%s)", res.Job.ID, res.Job.State)}, nil
 		}
-		return harness.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10)}, nil
+		return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10)}, nil
 	})
 }
 
@@ -300,19 +298,19 @@ func (q *queue[T]) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enq
 // attempt started RescueAfter ago is rescued first; then the job is
 // locked for a new attempt if it is available, retryable or scheduled and
 // due.
-func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
+func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	id, err := strconv.ParseInt(op.JobID, 10, 64)
 	if err != nil {
-		return harness.Fetched{}, fmt.Errorf("job ID %q is not River's: %w", op.JobID, err)
+		return queue.Fetched{}, fmt.Errorf("job ID %q is not River's: %w", op.JobID, err)
 	}
 	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
 	if err != nil {
-		return harness.Fetched{}, err
+		return queue.Fetched{}, err
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Fetched, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Fetched, error) {
 		rescue, err := json.Marshal(rivertype.AttemptError{At: op.Now, Error: "Stuck job rescued by Rescuer"})
 		if err != nil {
-			return harness.Fetched{}, err
+			return queue.Fetched{}, err
 		}
 		if _, err := tx.Exec(ctx, `
 			UPDATE river_job SET
@@ -322,20 +320,20 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 				scheduled_at = $2::timestamptz
 			WHERE id = $1 AND state = 'running' AND attempted_at <= $2::timestamptz - $4::interval`,
 			id, op.Now, rescue, q.opts.rescueAfter); err != nil {
-			return harness.Fetched{}, fmt.Errorf("rescuing job %d: %w", id, err)
+			return queue.Fetched{}, fmt.Errorf("rescuing job %d: %w", id, err)
 		}
-		if op.Kind == result.Redrive {
+		if op.Kind == queue.DeliveryRedrive {
 			// A person redrives a job that failed or is stuck; one River
 			// shows completed has nothing to redrive.
 			row, err := c.JobGetTx(ctx, tx, id)
 			if err != nil {
-				return harness.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+				return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
 			}
 			if row.State == rivertype.JobStateCompleted {
-				return harness.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
+				return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
 			}
 			if _, err := c.JobRetryTx(ctx, tx, id); err != nil {
-				return harness.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
+				return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
 			}
 		}
 		tag, err := tx.Exec(ctx, `
@@ -347,37 +345,37 @@ func (q *queue[T]) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetch
 			WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`,
 			id, op.Now)
 		if err != nil {
-			return harness.Fetched{}, fmt.Errorf("fetching job %d: %w", id, err)
+			return queue.Fetched{}, fmt.Errorf("fetching job %d: %w", id, err)
 		}
 		row, err := c.JobGetTx(ctx, tx, id)
 		if err != nil {
-			return harness.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+			return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
 		}
 		if tag.RowsAffected() == 1 {
-			return harness.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
+			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
 		}
 		return notFetched(row, op.Now, q.opts.rescueAfter), nil
 	})
 }
 
 // notFetched says why River would not hand row out at now.
-func notFetched(row *rivertype.JobRow, now time.Time, rescue time.Duration) harness.Fetched {
+func notFetched(row *rivertype.JobRow, now time.Time, rescue time.Duration) queue.Fetched {
 	switch row.State {
 	case rivertype.JobStateCompleted, rivertype.JobStateCancelled:
-		return harness.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is %s", row.ID, row.State)}
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is %s", row.ID, row.State)}
 	case rivertype.JobStateRunning:
-		return harness.Fetched{Reason: fmt.Sprintf("River job %d is running (attempt %d); its rescuer hands it out again only %v after the attempt started", row.ID, row.Attempt, rescue)}
+		return queue.Fetched{Reason: fmt.Sprintf("River job %d is running (attempt %d); its rescuer hands it out again only %v after the attempt started", row.ID, row.Attempt, rescue)}
 	case rivertype.JobStateDiscarded:
-		return harness.Fetched{Reason: fmt.Sprintf("River job %d is discarded after %d attempts", row.ID, row.Attempt)}
+		return queue.Fetched{Reason: fmt.Sprintf("River job %d is discarded after %d attempts", row.ID, row.Attempt)}
 	}
-	return harness.Fetched{Reason: fmt.Sprintf("River job %d is %s until %s", row.ID, row.State, row.ScheduledAt.Sub(now))}
+	return queue.Fetched{Reason: fmt.Sprintf("River job %d is %s until %s", row.ID, row.State, row.ScheduledAt.Sub(now))}
 }
 
 // Ack is River's completer after Work returned nil.
-func (q *queue[T]) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q *riverQueue[T]) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	row, err := rowOf(op)
 	if err != nil {
-		return harness.Settled{}, err
+		return queue.Settled{}, err
 	}
 	return q.setState(ctx, op, riverdriver.JobSetStateCompleted(row.ID, op.Now, nil), false)
 }
@@ -386,22 +384,22 @@ func (q *queue[T]) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled
 // cancellation, a discard after the last attempt, or a retry after the
 // default retry policy's delay (attempt⁴ seconds; River adds up to 10%
 // jitter, which the check leaves out so runs compare).
-func (q *queue[T]) Nack(ctx context.Context, op harness.QueueOp, werr error) (harness.Settled, error) {
+func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queue.Settled, error) {
 	row, err := rowOf(op)
 	if err != nil {
-		return harness.Settled{}, err
+		return queue.Settled{}, err
 	}
 	var snooze *rivertype.JobSnoozeError
 	if errors.As(werr, &snooze) {
 		meta, err := snoozes(row.Metadata)
 		if err != nil {
-			return harness.Settled{}, err
+			return queue.Settled{}, err
 		}
 		return q.setState(ctx, op, riverdriver.JobSetStateSnoozed(row.ID, op.Now.Add(snooze.Duration), row.Attempt-1, meta), true)
 	}
 	errData, err := json.Marshal(rivertype.AttemptError{At: op.Now, Attempt: row.Attempt, Error: werr.Error()})
 	if err != nil {
-		return harness.Settled{}, err
+		return queue.Settled{}, err
 	}
 	var cancel *rivertype.JobCancelError
 	switch {
@@ -414,7 +412,7 @@ func (q *queue[T]) Nack(ctx context.Context, op harness.QueueOp, werr error) (ha
 	return q.setState(ctx, op, riverdriver.JobSetStateErrorRetryable(row.ID, op.Now.Add(delay), errData, nil), false)
 }
 
-func rowOf(op harness.QueueOp) (*rivertype.JobRow, error) {
+func rowOf(op queue.Op) (*rivertype.JobRow, error) {
 	row, ok := op.Queued.(*rivertype.JobRow)
 	if !ok || row == nil {
 		return nil, fmt.Errorf("the delivery of job %s carries no River job row (%T)", op.JobID, op.Queued)
@@ -439,8 +437,8 @@ func snoozes(metadata []byte) ([]byte, error) {
 // does: a job no longer running (completed in the worker's transaction,
 // taken by another attempt) is left as it is. It reports the state the
 // job is in afterwards; snooze says p is a snooze.
-func (q *queue[T]) setState(ctx context.Context, op harness.QueueOp, p *riverdriver.JobSetStateIfRunningParams, snooze bool) (harness.Settled, error) {
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (harness.Settled, error) {
+func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdriver.JobSetStateIfRunningParams, snooze bool) (queue.Settled, error) {
+	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Settled, error) {
 		rows, err := riverpgxv5.New(nil).UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
 			ID:              []int64{p.ID},
 			Attempt:         []*int{p.Attempt},
@@ -452,32 +450,32 @@ func (q *queue[T]) setState(ctx context.Context, op harness.QueueOp, p *riverdri
 			State:           []rivertype.JobState{p.State},
 		})
 		if err != nil {
-			return harness.Settled{}, fmt.Errorf("setting job %d %s: %w", p.ID, p.State, err)
+			return queue.Settled{}, fmt.Errorf("setting job %d %s: %w", p.ID, p.State, err)
 		}
 		if len(rows) != 1 {
-			return harness.Settled{}, fmt.Errorf("setting job %d %s: River returned %d rows", p.ID, p.State, len(rows))
+			return queue.Settled{}, fmt.Errorf("setting job %d %s: River returned %d rows", p.ID, p.State, len(rows))
 		}
 		row := rows[0]
 		if snooze && row.State == p.State {
 			after := max(row.ScheduledAt.Sub(op.Now), 0)
-			return harness.Settled{Outcome: harness.Snoozed, After: after, Detail: fmt.Sprintf("for %v", after)}, nil
+			return queue.Settled{Outcome: queue.Snoozed, After: after, Detail: fmt.Sprintf("for %v", after)}, nil
 		}
 		return settled(row, op.Now, q.opts.rescueAfter), nil
 	})
 }
 
 // settled reads the job's state after the completer ran.
-func settled(row *rivertype.JobRow, now time.Time, rescue time.Duration) harness.Settled {
+func settled(row *rivertype.JobRow, now time.Time, rescue time.Duration) queue.Settled {
 	after := max(row.ScheduledAt.Sub(now), 0)
 	switch row.State {
 	case rivertype.JobStateCompleted:
-		return harness.Settled{Outcome: harness.Completed}
+		return queue.Settled{Outcome: queue.Completed}
 	case rivertype.JobStateCancelled:
-		return harness.Settled{Outcome: harness.Cancelled}
+		return queue.Settled{Outcome: queue.Cancelled}
 	case rivertype.JobStateDiscarded:
-		return harness.Settled{Outcome: harness.Discarded, Detail: fmt.Sprintf("after %d of %d attempts", row.Attempt, row.MaxAttempts)}
+		return queue.Settled{Outcome: queue.Discarded, Detail: fmt.Sprintf("after %d of %d attempts", row.Attempt, row.MaxAttempts)}
 	case rivertype.JobStateRunning:
-		return harness.Settled{Outcome: harness.Retry, After: rescue, Detail: fmt.Sprintf("attempt %d holds the job", row.Attempt)}
+		return queue.Settled{Outcome: queue.Retry, After: rescue, Detail: fmt.Sprintf("attempt %d holds the job", row.Attempt)}
 	}
-	return harness.Settled{Outcome: harness.Retry, After: after, Detail: fmt.Sprintf("in %v (attempt %d of %d)", after, row.Attempt, row.MaxAttempts)}
+	return queue.Settled{Outcome: queue.Retry, After: after, Detail: fmt.Sprintf("in %v (attempt %d of %d)", after, row.Attempt, row.MaxAttempts)}
 }

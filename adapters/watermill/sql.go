@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // SQL delivers the message through watermill-sql (v4.1.2) on the
@@ -49,7 +50,7 @@ var (
 // comparison names tables.
 func table(quoted string) string { return strings.Trim(quoted, `"`) }
 
-// sqlQueue is watermill-sql's topic table and offsets as harness.Queue.
+// sqlQueue is watermill-sql's topic table and offsets as queue.Queue.
 type sqlQueue struct {
 	name     string
 	t        sqlTopic
@@ -57,8 +58,33 @@ type sqlQueue struct {
 	metadata message.Metadata
 }
 
-func (q *sqlQueue) Rules() harness.QueueRules {
-	return harness.QueueRules{
+// Schema is the topic's messages and offsets tables, made by
+// watermill-sql's own schema adapters as AutoInitializeSchema makes them.
+func (q *sqlQueue) Schema() queue.Schema {
+	topic := q.t.topic
+	return queue.Schema{Name: fmt.Sprintf("twicewatermill: watermill-sql's tables of topic %q", topic),
+		Apply: func(ctx context.Context, conn *pgx.Conn) error {
+			messages, err := sqlSchema.SchemaInitializingQueries(wsql.SchemaInitializingQueriesParams{Topic: topic})
+			if err != nil {
+				return err
+			}
+			offsets, err := sqlOffsets.SchemaInitializingQueries(wsql.OffsetsSchemaInitializingQueriesParams{Topic: topic})
+			if err != nil {
+				return err
+			}
+			for _, query := range append(messages, offsets...) {
+				if _, err := conn.Exec(ctx, query.Query, query.Args...); err != nil {
+					return fmt.Errorf("creating watermill-sql's tables of topic %q: %w", topic, err)
+				}
+			}
+			return nil
+		}}
+}
+
+// Rules: the topic's tables are the queue's; an unacked message is polled
+// again at once; scenarios run one at a time.
+func (q *sqlQueue) Rules() queue.Rules {
+	return queue.Rules{
 		// A message not acked is polled again by the next subscriber at
 		// once: its transaction rolled back with the process.
 		Redeliver: time.Second,
@@ -70,22 +96,13 @@ func (q *sqlQueue) Rules() harness.QueueRules {
 	}
 }
 
-// Enqueue publishes the message with watermill-sql's Publisher, creating
-// the topic's tables first as AutoInitializeSchema does.
-func (q *sqlQueue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enqueued, error) {
+// Enqueue publishes the message with watermill-sql's Publisher, into the
+// tables Schema made.
+func (q *sqlQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	db := wsql.BeginnerFromPgx(op.Conn)
-	init, err := sqlOffsets.SchemaInitializingQueries(wsql.OffsetsSchemaInitializingQueriesParams{Topic: q.t.topic})
+	pub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: sqlSchema}, nil)
 	if err != nil {
-		return harness.Enqueued{}, err
-	}
-	for _, query := range init {
-		if _, err := db.ExecContext(ctx, query.Query, query.Args...); err != nil {
-			return harness.Enqueued{}, fmt.Errorf("creating watermill-sql's offsets table: %w", err)
-		}
-	}
-	pub, err := wsql.NewPublisher(db, wsql.PublisherConfig{SchemaAdapter: sqlSchema, AutoInitializeSchema: true}, nil)
-	if err != nil {
-		return harness.Enqueued{}, err
+		return queue.Enqueued{}, err
 	}
 	id := strconv.Itoa(op.Job)
 	msg := message.NewMessage(MessageUUID(q.name, id), append(message.Payload(nil), q.payload...))
@@ -93,13 +110,13 @@ func (q *sqlQueue) Enqueue(ctx context.Context, op harness.QueueOp) (harness.Enq
 		msg.Metadata.Set(k, v)
 	}
 	if err := pub.Publish(q.t.topic, msg); err != nil {
-		return harness.Enqueued{}, fmt.Errorf("publishing to topic %q: %w", q.t.topic, err)
+		return queue.Enqueued{}, fmt.Errorf("publishing to topic %q: %w", q.t.topic, err)
 	}
-	return harness.Enqueued{JobID: id}, nil
+	return queue.Enqueued{JobID: id}, nil
 }
 
 // acked reads the message's offset and the consumer group's.
-func (q *sqlQueue) acked(ctx context.Context, op harness.QueueOp) (offset, acked int64, err error) {
+func (q *sqlQueue) acked(ctx context.Context, op queue.Op) (offset, acked int64, err error) {
 	err = op.Conn.QueryRow(ctx, `SELECT m."offset", coalesce((SELECT offset_acked FROM `+sqlOffsets.MessagesOffsetsTable(q.t.topic)+` WHERE consumer_group = $2), 0)
 		FROM `+sqlSchema.MessagesTable(q.t.topic)+` m WHERE m.uuid = $1`, MessageUUID(q.name, op.JobID), q.t.group).Scan(&offset, &acked)
 	if err != nil {
@@ -110,34 +127,34 @@ func (q *sqlQueue) acked(ctx context.Context, op harness.QueueOp) (offset, acked
 
 // Fetch hands the message out unless the consumer group's offset is past
 // it. Which message a subscriber takes is its own: the oldest not acked.
-func (q *sqlQueue) Fetch(ctx context.Context, op harness.QueueOp) (harness.Fetched, error) {
+func (q *sqlQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	offset, acked, err := q.acked(ctx, op)
 	if err != nil {
-		return harness.Fetched{}, err
+		return queue.Fetched{}, err
 	}
 	if acked >= offset {
-		return harness.Fetched{Done: true, Reason: fmt.Sprintf("consumer group %q's offset is %d, at or past message %s (offset %d)", q.t.group, acked, op.JobID, offset)}, nil
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("consumer group %q's offset is %d, at or past message %s (offset %d)", q.t.group, acked, op.JobID, offset)}, nil
 	}
-	return harness.Fetched{Delivered: true}, nil
+	return queue.Fetched{Delivered: true}, nil
 }
 
 // Ack reads what the delivery's transaction committed: the ack is the
 // offset update in it, not a call of its own.
-func (q *sqlQueue) Ack(ctx context.Context, op harness.QueueOp) (harness.Settled, error) {
+func (q *sqlQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
 	offset, acked, err := q.acked(ctx, op)
 	if err != nil {
-		return harness.Settled{}, err
+		return queue.Settled{}, err
 	}
 	if acked >= offset {
-		return harness.Settled{Outcome: harness.Completed}, nil
+		return queue.Settled{Outcome: queue.Completed}, nil
 	}
-	return harness.Settled{Outcome: harness.Retry, After: time.Second, Detail: fmt.Sprintf("consumer group %q's offset %d is short of message %s (offset %d): its commit did not land", q.t.group, acked, op.JobID, offset)}, nil
+	return queue.Settled{Outcome: queue.Retry, After: time.Second, Detail: fmt.Sprintf("consumer group %q's offset %d is short of message %s (offset %d): its commit did not land", q.t.group, acked, op.JobID, offset)}, nil
 }
 
 // Nack: the subscriber's transaction rolled back; the next poll takes the
 // message again.
-func (q *sqlQueue) Nack(context.Context, harness.QueueOp, error) (harness.Settled, error) {
-	return harness.Settled{Outcome: harness.Retry, After: time.Second, Detail: "rolled back; polled again"}, nil
+func (q *sqlQueue) Nack(context.Context, queue.Op, error) (queue.Settled, error) {
+	return queue.Settled{Outcome: queue.Retry, After: time.Second, Detail: "rolled back; polled again"}, nil
 }
 
 // deliverSQL is one poll of a watermill-sql subscriber in this process:

@@ -7,14 +7,14 @@
 // before the ack, as recorded effects.
 //
 //	func TestOrderPlaced(t *testing.T) {
-//		twicewatermill.Check(t, "order-placed", []byte(`{"order_id":9812}`), nil,
+//		harness.Check(t, twicewatermill.Job("order-placed", []byte(`{"order_id":9812}`), nil,
 //			func(d *harness.Delivery) message.HandlerFunc {
 //				return orders.Handler{DB: d.DB}.Handle
 //			},
-//			harness.Config{Setup: []harness.Setup{harness.SQL(orders.Schema)}},
 //			twicewatermill.Middleware(func() message.HandlerMiddleware {
 //				return (&middleware.Deduplicator{}).Middleware
-//			}))
+//			})),
+//			harness.Config{Setup: []harness.Setup{harness.SQL(orders.Schema)}})
 //	}
 //
 // What each fault means for Watermill:
@@ -43,7 +43,10 @@
 // The broker is modelled as a table, twice_watermill_messages, that the
 // harness reads and writes on its own connection and leaves out of the
 // comparison: a message once acked is not handed out again. With the SQL
-// option the broker is watermill-sql itself, run for real: see SQL.
+// option the broker is watermill-sql itself, run for real: see SQL. Either
+// way the job carries the broker's tables: the harness makes them before
+// the config's own setup, in harness.Check, harness.Run and
+// harness.Explore alike.
 //
 // Not modelled: message.HandlerNameFromCtx and the router's other context
 // values (only message.Router can set their keys), router plugins and
@@ -56,13 +59,13 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
-	"testing"
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // EffectKind is the effect kind of a message the handler publishes, for
@@ -114,7 +117,7 @@ func Job(name string, payload message.Payload, metadata message.Metadata, newHan
 	for _, opt := range opts {
 		opt(&o)
 	}
-	var q harness.Queue = &broker{name: name}
+	var q queue.Queue = &broker{name: name}
 	if o.sql != nil {
 		q = &sqlQueue{name: name, t: *o.sql, payload: payload, metadata: metadata}
 	}
@@ -134,12 +137,6 @@ func Job(name string, payload message.Payload, metadata message.Metadata, newHan
 			return w.deliver
 		},
 	}
-}
-
-// Check checks a Watermill handler (see Job) in a test.
-func Check(t testing.TB, name string, payload message.Payload, metadata message.Metadata, newHandler func(d *harness.Delivery) message.HandlerFunc, cfg harness.Config, opts ...Option) *harness.Result {
-	t.Helper()
-	return harness.Check(t, Job(name, payload, metadata, newHandler, opts...), cfg)
 }
 
 // worker is one process: the handler's middleware, built once.

@@ -1,7 +1,3 @@
-// Package queue is the seam between the harness and a job queue: the
-// Queue interface an adapter (adapters/river) implements, and the values
-// its operations take and answer. A Job without a Queue is delivered by
-// the harness's own model of a queue.
 package queue
 
 import (
@@ -10,30 +6,33 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/runtwice/twice/harness/result"
 )
 
-// Queue is a job queue's own bookkeeping: putting the job in the queue,
-// handing it out, and recording how a delivery ended. A queue adapter
-// (adapters/river) implements it, so that its bookkeeping is the queue's
-// and not the handler's steps: the harness runs every operation on its
-// own connection to the scenario's database, outside the wire proxy, one
-// at a time and in the executor's order, so none of them is a fault
-// point, and a fault that withholds the ack (crash-before-ack, lost-ack)
-// withholds the queue's Ack.
-//
-// A Job without a Queue is delivered by the harness's own model of a
-// queue: every delivery is handed out, a success is acked, and a failure
-// is retried after Config.VisibilityTimeout.
+// Queue is a job queue's own bookkeeping: what the scenario's database
+// needs for it, putting the job in the queue, handing it out, and
+// recording how a delivery ended. A queue adapter implements it, so that
+// its bookkeeping is the queue's and not the handler's steps: the harness
+// runs every operation on its own connection to the scenario's database,
+// outside the wire proxy, one at a time and in the executor's order, so
+// none of them is a fault point, and a fault that withholds the ack
+// (crash-before-ack, lost-ack) withholds the queue's Ack.
 //
 // The methods must not keep the connection or anything made from it; an
 // error ends the scenario as an internal error naming the operation.
 type Queue interface {
+	// Schema is what the scenario's database needs for the queue before
+	// the job's own setup runs (River's tables, gue_jobs). The harness
+	// applies it first, in the template every scenario is cloned from,
+	// so a job carrying its queue needs nothing else in Config.Setup.
+	// A queue that keeps nothing in PostgreSQL returns the zero Schema.
+	Schema() Schema
 	// Enqueue puts one job into the queue, as the producer does, before
 	// any delivery: the original job (op.Job 1), then each producer
 	// copy, in order. A queue that refuses a copy as a duplicate (a
 	// unique job, a task ID) says so, and the copy is never delivered.
+	// Every scenario and clean run starts with Enqueue of job 1 on a
+	// fresh database: a queue whose storage is elsewhere starts afresh
+	// there too.
 	Enqueue(ctx context.Context, op Op) (Enqueued, error)
 	// Fetch hands the job out for one delivery of kind op.Kind, or says
 	// why it would not: the job is already completed, another attempt
@@ -49,6 +48,28 @@ type Queue interface {
 	Rules() Rules
 }
 
+// Schema is what a queue needs in the scenario's database: its tables,
+// types and functions, made before the job's own setup. The harness
+// applies SQL, then Apply, once per template database; the zero Schema
+// needs nothing.
+type Schema struct {
+	// Name says whose schema it is in errors ("River's migrations") and,
+	// with Apply, keys the template database: the harness reuses a
+	// template built by an Apply of the same Name within one test binary,
+	// so two schemas an Apply builds differently (a topic's tables) must
+	// have different Names. Required with Apply.
+	Name string
+	// SQL is applied as given; it may hold many statements.
+	SQL string
+	// Apply builds what SQL cannot (a migrator written in Go), on the
+	// harness's own connection to the template database. Its ctx ends at
+	// the setup deadline (harness.Config.SetupTimeout).
+	Apply func(ctx context.Context, conn *pgx.Conn) error
+}
+
+// IsZero reports whether s needs nothing.
+func (s Schema) IsZero() bool { return s.SQL == "" && s.Apply == nil }
+
 // Op is what a Queue operation works on.
 type Op struct {
 	// Conn is the harness's own connection to the scenario's database.
@@ -63,7 +84,7 @@ type Op struct {
 	// JobID is the ID Enqueue returned; empty in Enqueue.
 	JobID string
 	// Kind is why the job is handed out; set in Fetch, Ack and Nack.
-	Kind result.DeliveryKind
+	Kind DeliveryKind
 	// Queued is what Fetch returned as Fetched.Job for this delivery; set
 	// in Ack and Nack.
 	Queued any
@@ -74,22 +95,25 @@ type Enqueued struct {
 	// JobID is the queue's ID for the job: the delivery's Delivery.JobID.
 	JobID string
 	// Duplicate means the queue refused the job as a copy of one it
-	// holds; Reason says which rule refused it.
+	// holds.
 	Duplicate bool
-	Reason    string
+	// Reason says which rule refused a Duplicate ("River's UniqueOpts
+	// matched job 1").
+	Reason string
 }
 
 // Fetched is the answer to Fetch.
 type Fetched struct {
-	// Delivered is false when the queue did not hand the job out; Reason
-	// then says why ("the job is completed", "attempt 1 still holds it").
+	// Delivered is false when the queue did not hand the job out.
 	Delivered bool
-	Reason    string
+	// Reason says why a job was not Delivered ("the job is completed",
+	// "attempt 1 still holds it").
+	Reason string
 	// Done, with Delivered false, says the queue considers the job
 	// finished (completed or cancelled): no later delivery will be made.
 	Done bool
 	// Attempt is the queue's attempt counter for this delivery, from 1;
-	// it becomes Delivery.Attempt.
+	// it becomes Delivery.Attempt. Zero keeps the harness's own count.
 	Attempt int
 	// Job is the queue's own record of the job as handed out (River: a
 	// *rivertype.JobRow); the handler finds it in Delivery.Queued.
@@ -98,6 +122,7 @@ type Fetched struct {
 
 // Settled is what the queue recorded for a delivery.
 type Settled struct {
+	// Outcome is how the delivery ended for the queue.
 	Outcome Settlement
 	// After is when the queue hands the job out again, for Retry and
 	// Snoozed: the harness clock moves this far before that delivery.
@@ -141,53 +166,34 @@ func (s Settlement) String() string {
 	return fmt.Sprintf("Settlement(%d)", int(s))
 }
 
-// Finished reports whether the job needs no further delivery.
+// Finished reports whether the job needs no further delivery: it is
+// completed, cancelled or discarded.
 func (s Settlement) Finished() bool { return s == Completed || s == Cancelled || s == Discarded }
 
-// Complete reports whether the job counts as done: completed, or given
-// up by the handler on purpose.
+// Complete reports whether the job counts as done: completed, or given up
+// by the handler on purpose (cancelled).
 func (s Settlement) Complete() bool { return s == Completed || s == Cancelled }
 
-// Rules are a queue's timing and its own tables.
-type Rules struct {
-	// Redeliver is how long after a delivery started, on the harness
-	// clock, the queue hands out again a job that was not acked (River:
-	// its rescuer's RescueStuckJobsAfter, 1h by default). It replaces
-	// Config.VisibilityTimeout for the job; zero keeps that.
-	Redeliver time.Duration
-	// CancelAfter is how long after a delivery started, on the harness
-	// clock, the queue cancels its context (River: the worker's timeout,
-	// 1 min by default); zero never cancels. When a later delivery starts
-	// past that point, the earlier delivery's context is cancelled first
-	// and the later one starts once the earlier has returned or taken
-	// another step, so a handler that honours its context is judged as it
-	// runs under the queue.
-	CancelAfter time.Duration
-	// Tables are the queue's bookkeeping tables, left out of the
-	// comparison ("river_migration", "river_leader").
-	Tables []string
-	// JobTable and JobIDColumn name the table holding one row per job and
-	// the column holding Enqueued.JobID. The rows of the jobs the harness
-	// enqueued are the queue's and are left out of the comparison, before
-	// sequence values are ranked; rows the handler inserts there (child
-	// jobs) are compared.
-	JobTable, JobIDColumn string
-	// OneScenarioAtATime runs the job's scenarios and its two clean runs
-	// one at a time, whatever -twice.parallel says. It is for a queue
-	// that sees the transactions of every database on the server:
-	// watermill-sql hands out only messages older than every transaction
-	// open on it (pg_snapshot_xmin), so a scenario running beside another
-	// would not see its own message while the other's transaction is open.
-	OneScenarioAtATime bool
-	// OneDeliveryAtATime says Fetch never hands out a job that another
-	// delivery holds (River: a running job, until its rescuer; asynq: an
-	// active task, while its lease holds): it refuses it until that
-	// delivery has been settled or Redeliver has passed. The second
-	// delivery of concurrent-delivery, which starts beside the first on
-	// an unmoved clock, is then never handed out, whatever the order of
-	// their steps, so the check runs one order of it instead of every
-	// one. If the queue hands that delivery out all the same, the check
-	// runs the orders it left out as well, so the verdict is never weaker
-	// (Result.Reductions). Zero tries every order.
-	OneDeliveryAtATime bool
-}
+// DeliveryKind is why the queue handed a job out.
+type DeliveryKind string
+
+// Kinds of delivery, as reports spell them.
+const (
+	// DeliveryFirst is the job's first delivery.
+	DeliveryFirst DeliveryKind = "first"
+	// DeliveryRedelivery hands the job out again because an earlier
+	// delivery was not acked in time: its worker died, or it outlived the
+	// queue's redelivery time (Rules.Redeliver).
+	DeliveryRedelivery DeliveryKind = "redelivery"
+	// DeliveryLostAckRedelivery hands the job out again because the ack
+	// of a delivery that succeeded never reached the queue.
+	DeliveryLostAckRedelivery DeliveryKind = "lost-ack-redelivery"
+	// DeliveryProducerCopy is the first delivery of a copy the producer
+	// enqueued again with the same arguments under a new job ID.
+	DeliveryProducerCopy DeliveryKind = "producer-copy"
+	// DeliveryRedrive is a person handing the job out again, long after
+	// it died.
+	DeliveryRedrive DeliveryKind = "redrive"
+	// DeliveryRetry is the queue's own retry after a failure or a snooze.
+	DeliveryRetry DeliveryKind = "queue-retry"
+)

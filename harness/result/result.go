@@ -6,7 +6,8 @@
 // failure message, report.json, the HTML report's diagrams) reads one
 // fact, and nothing parses text made from it.
 //
-// The package imports nothing from harness: a program that only reads
+// The package imports nothing from harness but the leaf package
+// harness/queue, for the kind of a delivery: a program that only reads
 // results (cmd/twice) links no PostgreSQL provider.
 package result
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // Status is the outcome of a whole check. The twice runner's report uses
@@ -162,7 +164,7 @@ type Reduction struct {
 	Diverged *Divergence `json:",omitempty"`
 	// Refused counts the orders of Pruned left out because the queue
 	// hands a job to one delivery at a time
-	// (harness.QueueRules.OneDeliveryAtATime), so it refuses the second
+	// (queue.Rules.OneDeliveryAtATime), so it refuses the second
 	// delivery whatever the order; the rest the partial-order reduction
 	// left out.
 	Refused int `json:",omitempty"`
@@ -266,7 +268,7 @@ type DeliveryOutcome struct {
 	// because the queue still held the job: a retry, a snooze).
 	QueueRetry bool
 	// Kind is why the queue handed the job out this time.
-	Kind DeliveryKind `json:",omitempty"`
+	Kind queue.DeliveryKind `json:",omitempty"`
 	// NotDelivered says why the queue did not hand the job out for this
 	// delivery (a producer copy refused as a duplicate, a job already
 	// completed or still held by another attempt); empty when it did. A
@@ -292,26 +294,3 @@ type DeliveryOutcome struct {
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }
-
-// DeliveryKind is why the queue handed a job out.
-type DeliveryKind string
-
-// Kinds of delivery.
-const (
-	// FirstDelivery: the job's first delivery.
-	FirstDelivery DeliveryKind = "first"
-	// Redelivery: the job was handed out again because an earlier
-	// delivery was not acked in time: its worker died, or it outlived the
-	// queue's visibility timeout.
-	Redelivery DeliveryKind = "redelivery"
-	// LostAckRedelivery: handed out again because the ack of a delivery
-	// that succeeded never reached the queue.
-	LostAckRedelivery DeliveryKind = "lost-ack-redelivery"
-	// ProducerCopy: a copy the producer enqueued again with the same
-	// arguments under a new job ID.
-	ProducerCopy DeliveryKind = "producer-copy"
-	// Redrive: a person handed the job out again, long after it died.
-	Redrive DeliveryKind = "redrive"
-	// QueueRetry: the queue's own retry after a failure or a snooze.
-	QueueRetry DeliveryKind = "queue-retry"
-)

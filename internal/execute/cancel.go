@@ -6,9 +6,10 @@ import (
 )
 
 // Cancelling a delivery that runs too long. A queue with
-// QueueRules.CancelAfter, and Config.CancelAtVisibilityTimeout for a job
-// without a queue, cancel a delivery's context once the harness clock has
-// moved that far past its start, before the job is handed out again: so a
+// queue.Rules.CancelAfter (queue.Model with CancelAtVisibilityTimeout for
+// a job without an adapter) cancels a delivery's context once the harness
+// clock has moved that far past its start, before the job is handed out
+// again: so a
 // handler that honours its context is judged as it runs in production
 // (asynq and River cancel at their deadlines; gue at its TTL). The next
 // delivery waits until the cancelled ones have reacted (returned, or
@@ -22,16 +23,14 @@ type cancelPolicy struct {
 	by    string // "by the queue", "at the visibility timeout,": how Fault says it
 }
 
-// cancelPolicyOf is the queue's CancelAfter with a queue, else the
-// visibility timeout when Config.CancelAtVisibilityTimeout asks for it.
+// cancelPolicyOf is the queue's CancelAfter: an adapter's, or
+// queue.Model's visibility timeout when CancelAtVisibilityTimeout asks for
+// it.
 func (r *Executor) cancelPolicyOf() cancelPolicy {
-	if r.job.Queue != nil {
-		return cancelPolicy{after: r.job.Queue.Rules().CancelAfter, by: "by the queue"}
+	if r.job.Queue == nil {
+		return cancelPolicy{after: r.cfg.Rules.CancelAfter, by: "at the visibility timeout,"}
 	}
-	if r.cfg.CancelAtVisibilityTimeout {
-		return cancelPolicy{after: r.visibilityTimeout(), by: "at the visibility timeout,"}
-	}
-	return cancelPolicy{}
+	return cancelPolicy{after: r.cfg.Rules.CancelAfter, by: "by the queue"}
 }
 
 // cancelOverdue marks every running delivery that has run the policy's

@@ -70,7 +70,7 @@ type execution struct {
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
 	spec faults.Delivery
-	kind result.DeliveryKind
+	kind queue.DeliveryKind
 
 	// begun once the clock moved (and, with a Queue, the queue was
 	// asked); settling while Ack or Nack runs; held while it waits for
@@ -469,9 +469,9 @@ func (e *execution) startReady(ctx context.Context) error {
 }
 
 // kindOf says why the queue hands d's job out.
-func (e *execution) kindOf(d *deliveryRun) result.DeliveryKind {
+func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
 	if d.outcome.QueueRetry {
-		return result.QueueRetry
+		return queue.DeliveryRetry
 	}
 	var prev *deliveryRun
 	for _, o := range e.deliveries[:d.n-1] {
@@ -481,17 +481,17 @@ func (e *execution) kindOf(d *deliveryRun) result.DeliveryKind {
 	}
 	switch {
 	case prev == nil && d.spec.Job == 1:
-		return result.FirstDelivery
+		return queue.DeliveryFirst
 	case prev == nil:
-		return result.ProducerCopy
+		return queue.DeliveryProducerCopy
 	case d.spec.Advance > e.r.visibilityTimeout():
 		// Past the point where the queue would have handed the job out
 		// itself: nobody but a person brings it back now.
-		return result.Redrive
+		return queue.DeliveryRedrive
 	case prev.spec.Fault == faults.KindLostAck:
-		return result.LostAckRedelivery
+		return queue.DeliveryLostAckRedelivery
 	}
-	return result.Redelivery
+	return queue.DeliveryRedelivery
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {

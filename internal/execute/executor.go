@@ -10,6 +10,7 @@
 package execute
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,9 +35,9 @@ import (
 type Job struct {
 	// Name is the job's, for messages.
 	Name string
-	// Queue is the job's queue; nil is the executor's own model of one:
-	// every delivery is handed out, a success is acked, a failure retried
-	// after Settings.VisibilityTimeout.
+	// Queue is the job's queue; nil is the executor's own model of one
+	// (queue.Model): every delivery is handed out, a success is acked, a
+	// failure retried after Settings.Rules.Redeliver.
 	Queue queue.Queue
 }
 
@@ -48,13 +49,12 @@ type Settings struct {
 	Server *pgserver.Server
 	// DeliveryTimeout bounds each delivery, in real time.
 	DeliveryTimeout time.Duration
-	// VisibilityTimeout is how far the clock moves before the queue
-	// hands out again a job that was not acked.
-	VisibilityTimeout time.Duration
-	// CancelAtVisibilityTimeout cancels a delivery's context once the
-	// visibility timeout has passed while it runs (see cancel.go); a
-	// Queue's own Rules.CancelAfter takes its place.
-	CancelAtVisibilityTimeout bool
+	// Rules are the queue's timing and tables: Job.Queue's, or
+	// queue.Model's when it is nil. Redeliver is how far the clock moves
+	// before a job that was not acked is handed out again (zero:
+	// faults.DefaultVisibilityTimeout); CancelAfter when a running
+	// delivery's context is cancelled (see cancel.go).
+	Rules queue.Rules
 }
 
 // Executor runs the schedules of one check, one Run each, and keeps what
@@ -113,7 +113,7 @@ type Env struct {
 	// JobID and Attempt are the queue's.
 	JobID   string
 	Attempt int
-	Kind    result.DeliveryKind
+	Kind    queue.DeliveryKind
 	// Queued is the queue's own record of the job, from Fetch.
 	Queued any
 	// DB and DSN reach the scenario's database through the delivery's
@@ -213,7 +213,9 @@ func BackendCounts() (started, connects int64) {
 	return backendsStarted.Load(), deliveryConnects.Load()
 }
 
-func (r *Executor) visibilityTimeout() time.Duration { return r.cfg.VisibilityTimeout }
+func (r *Executor) visibilityTimeout() time.Duration {
+	return cmp.Or(r.cfg.Rules.Redeliver, faults.DefaultVisibilityTimeout)
+}
 
 // waitsOnLock asks the server whether backend pid waits for a lock another
 // backend holds.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/faults"
-	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -59,7 +59,7 @@ func TestRunWithoutHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	x := execute.New(execute.Settings{Job: execute.Job{Name: "visit"}, Server: srv,
-		DeliveryTimeout: 30 * time.Second, VisibilityTimeout: 30 * time.Second})
+		DeliveryTimeout: 30 * time.Second})
 	t.Cleanup(func() { x.Close(context.Background()) })
 	db, err := tmpl.Fresh(ctx)
 	if err != nil {
@@ -106,10 +106,10 @@ func TestRunWithoutHarness(t *testing.T) {
 		t.Fatalf("workers = %d, deliveries = %d, want 2 and 2", workers, len(envs))
 	}
 	for i, want := range []struct {
-		kind    result.DeliveryKind
+		kind    queue.DeliveryKind
 		attempt int
 		at      time.Time
-	}{{result.FirstDelivery, 1, start}, {result.Redelivery, 2, start.Add(30 * time.Second)}} {
+	}{{queue.DeliveryFirst, 1, start}, {queue.DeliveryRedelivery, 2, start.Add(30 * time.Second)}} {
 		if e := envs[i]; e.Kind != want.kind || e.Attempt != want.attempt || e.JobID == "" || e.DSN == "" || e.SQL == nil || e.Effects == nil {
 			t.Errorf("delivery %d got Env{Kind: %q, Attempt: %d, JobID: %q, DSN: %q}, want kind %q, attempt %d and every field set",
 				i+1, e.Kind, e.Attempt, e.JobID, e.DSN, want.kind, want.attempt)

@@ -65,7 +65,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
 	}
-	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.job.Queue.Rules(), conn: conn, pid: conn.PgConn().PID(),
+	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.cfg.Rules, conn: conn, pid: conn.PgConn().PID(),
 		ops: make(chan struct{}, 1), jobs: map[int]*queuedJob{}}
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	var nums []int

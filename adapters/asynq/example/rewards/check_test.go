@@ -16,7 +16,7 @@ import (
 // the handler's processed-tasks row makes every redelivery of the task a
 // no-op: idempotent.
 func TestRewardHandler(t *testing.T) {
-	twiceasynq.Check(t, "reward-order", rewards.NewRewardTask(9812, asynq.TaskID("reward-order-9812")),
-		func(d *harness.Delivery) asynq.Handler { return &rewards.RewardHandler{Pool: d.DB} },
+	harness.Check(t, twiceasynq.Job("reward-order", rewards.NewRewardTask(9812, asynq.TaskID("reward-order-9812")),
+		func(d *harness.Delivery) asynq.Handler { return &rewards.RewardHandler{Pool: d.DB} }),
 		harness.Config{Setup: []harness.Setup{harness.SQL(rewards.Schema)}})
 }

@@ -17,10 +17,11 @@ import (
 	"github.com/runtwice/twice/adapters/asynq/example/rewards"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twiceasynq.Setup(), harness.SQL(rewards.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(rewards.Schema)}}
 
 func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 	t.Helper()
@@ -65,11 +66,11 @@ func TestRewardRedeliveriesAreNoOps(t *testing.T) {
 	var redelivered, notDelivered bool
 	for _, s := range res.Scenarios {
 		for _, d := range s.Deliveries {
-			if d.Kind == result.Redelivery && d.NotDelivered == "" {
+			if d.Kind == queue.DeliveryRedelivery && d.NotDelivered == "" {
 				redelivered = true
 				assert.Equal(t, s.Deliveries[0].JobID, d.JobID, "a redelivery carries the task's ID")
 			}
-			if s.Fault == faults.NameConcurrentDelivery && d.Kind != result.FirstDelivery {
+			if s.Fault == faults.NameConcurrentDelivery && d.Kind != queue.DeliveryFirst {
 				notDelivered = notDelivered || strings.Contains(d.NotDelivered, "lease holds")
 			}
 		}
@@ -89,7 +90,7 @@ func TestRewardProducerCopyWithoutTaskID(t *testing.T) {
 	assert.True(t, accountsShow(res, "220"), "the accounts diff shows the second award: %s", res)
 	s := res.Scenarios[0]
 	require.Len(t, s.Deliveries, 2)
-	assert.Equal(t, result.ProducerCopy, s.Deliveries[1].Kind)
+	assert.Equal(t, queue.DeliveryProducerCopy, s.Deliveries[1].Kind)
 	assert.Empty(t, s.Deliveries[1].NotDelivered)
 	assert.NotEqual(t, s.Deliveries[0].JobID, s.Deliveries[1].JobID, "asynq gives the copy a new task ID")
 }
@@ -113,7 +114,7 @@ func TestRewardProducerCopyWithTaskID(t *testing.T) {
 			for _, s := range res.Scenarios {
 				require.Len(t, s.Deliveries, 2)
 				copied := s.Deliveries[1]
-				assert.Equal(t, result.ProducerCopy, copied.Kind)
+				assert.Equal(t, queue.DeliveryProducerCopy, copied.Kind)
 				assert.Contains(t, copied.NotDelivered, asynq.ErrTaskIDConflict.Error())
 				assert.Empty(t, copied.Steps)
 				assert.Equal(t, "reward-order-9812", s.Deliveries[0].JobID)
@@ -154,7 +155,7 @@ func TestLedgerCrashBeforeAck(t *testing.T) {
 // seen is what a handler read from asynq's context, per delivery.
 type seen struct {
 	headers              map[string]string
-	kind                 result.DeliveryKind
+	kind                 queue.DeliveryKind
 	attempt              int
 	id, queue            string
 	retryCount, maxRetry int
@@ -252,7 +253,7 @@ func TestLeaseExpiryCancelsTheHandler(t *testing.T) {
 		for _, s := range res.Scenarios {
 			for _, d := range s.Deliveries {
 				cancelled = cancelled || strings.Contains(d.Fault, tc.want)
-				if d.Kind == result.Redelivery && d.NotDelivered == "" {
+				if d.Kind == queue.DeliveryRedelivery && d.NotDelivered == "" {
 					assert.Equal(t, 2, d.Attempt, "the redelivery's retry count is 1: %s", res)
 				}
 			}

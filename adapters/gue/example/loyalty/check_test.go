@@ -19,9 +19,9 @@ var schema = harness.Config{Setup: []harness.Setup{harness.SQL(loyalty.Schema)}}
 // The award is written in j.Tx(), which gue commits with the job's
 // deletion: idempotent under every fault.
 func TestReward(t *testing.T) {
-	twicegue.Check(t, "reward-order",
+	harness.Check(t, twicegue.Job("reward-order",
 		twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.RewardType, Args: loyalty.RewardArgs{OrderID: 9812}},
-		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Reward },
+		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Reward }),
 		schema)
 }
 
@@ -30,8 +30,8 @@ func TestReward(t *testing.T) {
 func TestLedger(t *testing.T) {
 	c := schema
 	c.ExpectFinding = "the ledger line commits on its own connection before gue's transaction deletes the job"
-	twicegue.Check(t, "ledger-order",
+	harness.Check(t, twicegue.Job("ledger-order",
 		twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.LedgerType, Args: loyalty.RewardArgs{OrderID: 9812}},
-		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Ledger{Pool: d.DB}.Work },
+		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Ledger{Pool: d.DB}.Work }),
 		c)
 }

@@ -16,10 +16,11 @@ import (
 	"github.com/runtwice/twice/adapters/gue/example/loyalty"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twicegue.Setup(), harness.SQL(loyalty.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(loyalty.Schema)}}
 
 var order = loyalty.RewardArgs{OrderID: 9812}
 
@@ -112,7 +113,7 @@ func TestLedgerFoundByACrashBeforeDone(t *testing.T) {
 		if firstWord(f.SQL) == "commit" {
 			atCommit = true
 			require.GreaterOrEqual(t, len(s.Deliveries), 2)
-			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, queue.DeliveryRedelivery, s.Deliveries[1].Kind)
 			assert.Empty(t, s.Deliveries[1].NotDelivered, "gue hands the job out again once the dead attempt's lock is gone")
 		}
 	}

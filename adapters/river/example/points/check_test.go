@@ -19,9 +19,9 @@ var schema = harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}}
 // Inserted unique by its args, the reward job's producer copy is refused
 // by River, and its transaction completes the job: idempotent.
 func TestRewardWorker(t *testing.T) {
-	twiceriver.Check(t, "reward-order", points.RewardArgs{OrderID: 9812},
+	harness.Check(t, twiceriver.Job("reward-order", points.RewardArgs{OrderID: 9812},
 		func(d *harness.Delivery) river.Worker[points.RewardArgs] { return &points.RewardWorker{Pool: d.DB} },
-		schema, twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}))
+		twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})), schema)
 }
 
 // The ledger line is written in autocommit and completed by River's
@@ -29,17 +29,17 @@ func TestRewardWorker(t *testing.T) {
 func TestLedgerWorker(t *testing.T) {
 	c := schema
 	c.ExpectFinding = "the ledger line is written again when the worker dies before River's completer runs"
-	twiceriver.Check(t, "ledger-order", points.LedgerArgs{OrderID: 9812},
+	harness.Check(t, twiceriver.Job("ledger-order", points.LedgerArgs{OrderID: 9812},
 		func(d *harness.Delivery) river.Worker[points.LedgerArgs] { return &points.LedgerWorker{Pool: d.DB} },
-		c, twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}))
+		twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})), c)
 }
 
 // The shipping job inserts its notification unique by args: a producer's
 // second copy ships again but does not notify again.
 func TestShipWorker(t *testing.T) {
-	twiceriver.Check(t, "ship-order", points.ShipArgs{OrderID: 9812},
+	harness.Check(t, twiceriver.Job("ship-order", points.ShipArgs{OrderID: 9812},
 		func(d *harness.Delivery) river.Worker[points.ShipArgs] {
 			return &points.ShipWorker{Pool: d.DB, Unique: true}
-		},
+		}),
 		schema)
 }

@@ -21,11 +21,12 @@ import (
 	"github.com/runtwice/twice/adapters/river/example/points"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/pgserver"
 )
 
-var cfg = harness.Config{Setup: []harness.Setup{twiceriver.Setup(), harness.SQL(points.Schema)}}
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}}
 
 func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
 	t.Helper()
@@ -171,7 +172,7 @@ func TestLedgerCrashBeforeCompletion(t *testing.T) {
 	for _, s := range res.Scenarios {
 		if s.Fault == faults.NameCrashBeforeAck {
 			require.Len(t, s.Deliveries, 2)
-			assert.Equal(t, result.Redelivery, s.Deliveries[1].Kind)
+			assert.Equal(t, queue.DeliveryRedelivery, s.Deliveries[1].Kind)
 		}
 	}
 }
@@ -229,7 +230,7 @@ func TestUniqueJobCopyIsNotDelivered(t *testing.T) {
 	for _, s := range res.Scenarios {
 		require.Len(t, s.Deliveries, 2)
 		assert.Contains(t, s.Deliveries[1].NotDelivered, "duplicate")
-		assert.Equal(t, result.ProducerCopy, s.Deliveries[1].Kind)
+		assert.Equal(t, queue.DeliveryProducerCopy, s.Deliveries[1].Kind)
 		assert.Empty(t, s.Deliveries[1].Steps)
 	}
 }

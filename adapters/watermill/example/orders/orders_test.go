@@ -81,7 +81,7 @@ func verdicts(res *harness.Result) map[string]result.Verdict {
 // The inbox, keyed by the message's UUID in the points transaction, makes
 // the handler idempotent under every redelivery of the same message.
 func TestInboxHandler(t *testing.T) {
-	twicewatermill.Check(t, "award-points", placed, nil, handler(true),
+	harness.Check(t, twicewatermill.Job("award-points", placed, nil, handler(true)),
 		config(harness.Config{Faults: faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)}))
 }
 

@@ -30,8 +30,8 @@ var sqlFaults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcu
 // Written in watermill-sql's transaction, the points commit with the
 // consumer group's offset: every fault leaves them awarded once.
 func TestSQLHandlerInSubscriberTx(t *testing.T) {
-	twicewatermill.Check(t, "award-points-sql", placed, nil, sqlHandler(true),
-		config(harness.Config{Faults: sqlFaults}), twicewatermill.SQL("orders", "points"))
+	harness.Check(t, twicewatermill.Job("award-points-sql", placed, nil, sqlHandler(true), twicewatermill.SQL("orders", "points")),
+		config(harness.Config{Faults: sqlFaults}))
 }
 
 // Committed on their own, the points land before the offset: a crash
