@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -124,10 +125,13 @@ func TestRunWithoutHarness(t *testing.T) {
 	if f := out.Deliveries[0].Fault; !strings.Contains(f, "crashed before step 2") {
 		t.Errorf("Deliveries[0].Fault = %q, want the crash before step 2", f)
 	}
-	if got := len(out.Deliveries[0].Steps); got != 1 {
+	if got := len(out.Deliveries[0].Completed()); got != 1 {
 		t.Errorf("the crashed delivery completed %d steps, want 1", got)
 	}
-	if got := len(out.Deliveries[1].Steps); got != 2 || out.Deliveries[1].Err != "" {
+	if f := out.Deliveries[0].Faulted(); f == nil || f.Fate != result.CrashedBefore || len(out.Deliveries[0].Steps) != 2 {
+		t.Errorf("the crashed delivery's steps = %+v, want 2 granted, the second crashed before", out.Deliveries[0].Steps)
+	}
+	if got := len(out.Deliveries[1].Completed()); got != 2 || out.Deliveries[1].Err != "" {
 		t.Errorf("the redelivery completed %d steps with error %q, want 2 and none", got, out.Deliveries[1].Err)
 	}
 	if !out.Faulted["j1a1w1"] || out.Overlapped || out.CleanFailure != "" || len(out.Incomplete) != 0 || out.JobStart != 0 {
