@@ -58,7 +58,7 @@ const (
 // divergence runs none, so if only some shards' scenarios diverge, the
 // joined report lacks the other shards' share of those orders. For a
 // queue that hands a job to one delivery at a time
-// (QueueRules.OneDeliveryAtATime), a shard not dealt concurrent-delivery's
+// (queue.Rules.OneDeliveryAtATime), a shard not dealt concurrent-delivery's
 // one order runs it too, unreported, to learn whether the queue handed
 // out the second delivery, so every shard runs its share of the orders
 // left out when it did.

@@ -60,27 +60,6 @@ type Job struct {
 	Queue queue.Queue
 }
 
-// The queue seam is package queue's; these names keep it reachable where
-// queue adapters look for it today.
-type (
-	Queue      = queue.Queue      // see queue.Queue
-	QueueOp    = queue.Op         // see queue.Op
-	QueueRules = queue.Rules      // see queue.Rules
-	Enqueued   = queue.Enqueued   // see queue.Enqueued
-	Fetched    = queue.Fetched    // see queue.Fetched
-	Settled    = queue.Settled    // see queue.Settled
-	Settlement = queue.Settlement // see queue.Settlement
-)
-
-// Settlements; see queue.Settlement.
-const (
-	Completed = queue.Completed
-	Retry     = queue.Retry
-	Snoozed   = queue.Snoozed
-	Cancelled = queue.Cancelled
-	Discarded = queue.Discarded
-)
-
 // Delivery is one invocation of the handler, as a queue makes it. Each
 // delivery has its own database connections.
 type Delivery struct {
