@@ -7,8 +7,10 @@ import (
 	"io/fs"
 	"reflect"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -62,25 +64,34 @@ func Migrations(fsys fs.FS, dir string) Setup {
 }
 
 // Func runs Go code against the template database on one connection.
-// Templates are keyed by content, and a func's content is its name: change
-// the name when its behaviour changes within one test binary. Use FuncDB
-// for a pool, a *sql.DB or the connection string.
+// Use FuncDB for a pool, a *sql.DB or the connection string.
+//
+// A func's code cannot be hashed, so a Func template is keyed by the func
+// value itself: checks share a template only when they are given the same
+// func value (a top-level func, a func literal that captures nothing, or
+// one Setup kept in a variable and reused). Every evaluation of a literal
+// that captures variables (a table case's seed value) is a func of its
+// own and builds its own template, so a table test or -count=N always gets
+// the database its func makes. To share one template across checks, build
+// the Setup once, for example in a package-level var. The key is the
+// value's identity, not what its captured variables hold at the time: a
+// func that reads state changed between checks must be a new func value.
 func Func(fn func(ctx context.Context, conn *pgx.Conn) error) Setup {
 	if fn == nil {
 		return Setup{err: errors.New("[twice] harness.Func: the setup func is nil")}
 	}
-	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: fn}}}
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: fn}}}
 }
 
 // FuncDB runs Go code against the template database with whatever it needs
 // to reach it: the connection string, a pgx pool, a *sql.DB (see SetupDB).
-// It is keyed by its name like Func. Its ctx is cancelled at the setup
-// deadline (Config.SetupTimeout).
+// It is keyed by the func value like Func. Its ctx is cancelled at the
+// setup deadline (Config.SetupTimeout).
 func FuncDB(fn func(ctx context.Context, db *SetupDB) error) Setup {
 	if fn == nil {
 		return Setup{err: errors.New("[twice] harness.FuncDB: the setup func is nil")}
 	}
-	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
 		db := &SetupDB{conn: conn, connString: conn.Config().ConnString()}
 		defer db.close()
 		return fn(ctx, db)
@@ -186,4 +197,21 @@ func (db *SetupDB) close() {
 	case <-done:
 	case <-t.C:
 	}
+}
+
+// keptFuncs holds every func funcKey has keyed, for the life of the
+// process (as long as the templates they built): a closure freed by the
+// GC could otherwise be followed by another at the same address, which
+// would then share the first one's template.
+var keptFuncs sync.Map
+
+// funcKey is fn's identity in this process: the address of its func value
+// (the closure record), which differs between closures of one literal that
+// capture variables and is the same static record for a top-level func or
+// a literal that captures nothing. reflect's Pointer gives only the code,
+// shared by all closures of a literal, hence the unsafe read.
+func funcKey[F any](fn F) string {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&fn))
+	keptFuncs.LoadOrStore(p, fn)
+	return strconv.FormatUint(uint64(uintptr(p)), 16)
 }

@@ -19,9 +19,13 @@ import (
 // is set.
 type Step struct {
 	// Name is shown in errors: a file path, a migration file name, "SQL", or
-	// a Go func's name. A Func step must have one: it is what the template's
-	// content hash sees of the func (see Prepare).
+	// a Go func's name. A Func step must have one.
 	Name string
+	// Key is what the template's content hash sees of a Func step besides
+	// its Name: a func's code cannot be hashed, so the caller says which
+	// func value this is (harness keys a func by its identity in the
+	// process). Two Func steps with the same Name and Key share a template.
+	Key string
 	// SQL is executed as-is in one simple-protocol round trip, so it may hold
 	// many statements (and BEGIN/COMMIT of its own).
 	SQL string
@@ -65,7 +69,7 @@ func checkSteps(steps []Step) error {
 }
 
 // hashSteps is the template's content hash: SQL steps by their text, Func
-// steps by their Name (a func's code cannot be hashed).
+// steps by their Name and Key (a func's code cannot be hashed).
 func hashSteps(steps []Step) string {
 	h := sha256.New()
 	put := func(kind byte, s string) {
@@ -78,6 +82,7 @@ func hashSteps(steps []Step) string {
 	for _, s := range steps {
 		if s.Func != nil {
 			put('f', s.Name)
+			put('k', s.Key)
 		} else {
 			put('s', s.SQL)
 		}

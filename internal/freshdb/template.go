@@ -48,8 +48,8 @@ type build struct {
 // Prepare builds the template database for steps on srv, once per server and
 // content hash per process: a later or concurrent Prepare with the same
 // content shares that build (concurrent callers wait for it). The hash covers
-// SQL steps by their text and Func steps by their Name only, so two different
-// funcs must not share a name. Steps run in order on a new database created
+// SQL steps by their text and Func steps by their Name and Key only, so two
+// different funcs must not share both. Steps run in order on a new database created
 // from template0; a failing step drops it and the error names the step and,
 // for SQL, the line:column the server pointed at.
 //
