@@ -28,6 +28,8 @@ package faults
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"time"
 )
 
@@ -156,7 +158,42 @@ func (f fault) Schedules(p Plan) []Schedule {
 }
 func (fault) sealed() {}
 
+// meaningless is what a constructor given an argument that means nothing
+// returns: it expands to no schedule, and Validate says why.
+type meaningless struct {
+	name Name
+	err  error
+}
+
+func (f meaningless) Name() Name              { return f.name }
+func (meaningless) Schedules(Plan) []Schedule { return nil }
+func (meaningless) sealed()                   {}
+
 func one(ds ...Delivery) []Schedule { return []Schedule{{Deliveries: ds}} }
+
+// Validate reports why f, as built, means nothing: a step argument below 1
+// (CrashAt(0)), a Replay of a schedule that Schedule.Validate refuses, or
+// a nil fault. Such a fault expands to no schedule; harness.Run refuses it
+// before it starts.
+func Validate(f Fault) error {
+	switch f := f.(type) {
+	case nil:
+		return errors.New("[twice] a nil fault; build faults with the faults package's constructors")
+	case meaningless:
+		return f.err
+	}
+	return nil
+}
+
+// atStep is a fault acting on step k, or the error that k is no step: a
+// step argument counts from 1, and every kind has its own way to try all
+// of them (every names it).
+func atStep(name Name, constructor string, k int, every string, expand func(Plan) []Schedule) Fault {
+	if k < 1 {
+		return meaningless{name, fmt.Errorf("[twice] faults.%s(%d): steps count from 1; %s", constructor, k, every)}
+	}
+	return fault{name, expand}
+}
 
 // RunTwice is the seed's cheapest check: the job completes, then the queue
 // delivers the same job ID again as attempt 2, on another worker.
@@ -202,6 +239,9 @@ func LostAck() Fault {
 // server: its open transaction rolls back, its earlier commits stay. The
 // job is redelivered after the visibility timeout.
 func CrashAt(k int) Fault {
+	if k < 1 {
+		return meaningless{NameCrashMidJob, fmt.Errorf("[twice] faults.CrashAt(%d): steps count from 1 (CrashAt(1) crashes before the first statement); for a crash after the last step, before the ack, use faults.CrashBeforeAck(); for every step, faults.CrashAtEveryStep()", k)}
+	}
 	return fault{NameCrashMidJob, func(p Plan) []Schedule { return crashAt(p, k) }}
 }
 
@@ -226,7 +266,8 @@ func crashAt(p Plan, k int) []Schedule {
 // own error path runs, and the job is redelivered after the visibility
 // timeout.
 func AmbiguousCommitAt(k int) Fault {
-	return fault{NameAmbiguousCommit, func(p Plan) []Schedule { return ambiguousAt(p, k) }}
+	return atStep(NameAmbiguousCommit, "AmbiguousCommitAt", k, "faults.AmbiguousCommits() tries every commit point",
+		func(p Plan) []Schedule { return ambiguousAt(p, k) })
 }
 
 // AmbiguousCommits is AmbiguousCommitAt every commit point of the clean run:
@@ -256,7 +297,8 @@ func ambiguousAt(p Plan, k int) []Schedule {
 // that then fails is retried by the queue after the visibility timeout.
 // Step k must be an effect call of the clean run.
 func EffectLostReplyAt(k int) Fault {
-	return fault{NameEffectLostReply, func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
+	return atStep(NameEffectLostReply, "EffectLostReplyAt", k, "faults.EffectLostReplies() tries every effect call",
+		func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) })
 }
 
 // EffectLostReplies is EffectLostReplyAt every effect call of the clean
@@ -272,7 +314,8 @@ func EffectLostReplies() Fault {
 // on; one that then fails is retried by the queue after the visibility
 // timeout. Step k must be an effect call of the clean run.
 func EffectFailedAt(k int) Fault {
-	return fault{NameEffectFailed, func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
+	return atStep(NameEffectFailed, "EffectFailedAt", k, "faults.EffectFailures() tries every effect call",
+		func(Plan) []Schedule { return effectFault(KindEffectFailed, k) })
 }
 
 // EffectFailures is EffectFailedAt every effect call of the clean run.
@@ -478,6 +521,9 @@ func Replay(s Schedule) Fault {
 	name := s.Fault
 	if name == "" {
 		name = NameReplay
+	}
+	if err := s.Validate(); err != nil {
+		return meaningless{name, fmt.Errorf("[twice] faults.Replay: %w", err)}
 	}
 	return fault{name, func(Plan) []Schedule {
 		c := s

@@ -88,6 +88,11 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1 order 1,x", `"x" is not a delivery number`},
 		{"j1a1w1 order 1~~", `"1~~" is not a delivery number from 1, held or not`},
 		{"j1a1w1 order ~", `"~" is not a delivery number`},
+		{"j1a1w1!crash:1!crash:1", `a delivery has one fault, and this one has 2 (!crash:1, !crash:1)`},
+		{"j1a1w1!crash:x", `"x" is not a step number; crash:N needs a step from 1, like crash:3`},
+		{"j1a1w1!crash:", `"" is not a step number; crash:N needs a step from 1`},
+		{"j1a1w1@1:0", "can only overlap a delivery started before it"},
+		{"j1a1w1 > j1a2w2@1:x", "want @delivery:steps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -396,5 +401,44 @@ func TestOneDeliveryAtATimeRunsOneOrder(t *testing.T) {
 	}
 	if diff := cmp.Diff(copies, texts(faults.ConcurrentProducerRetry(), plan)); diff != "" {
 		t.Errorf("concurrent-producer-retry changed (-every order +one delivery at a time):\n%s", diff)
+	}
+}
+
+// A fault built with an argument that means nothing is refused with what
+// is accepted, instead of running as some other fault (issue 27: CrashAt(0)
+// ran as a crash after the last step).
+func TestValidateRefusesMeaninglessArguments(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault faults.Fault
+		want  string
+	}{
+		{"CrashAt(0)", faults.CrashAt(0), "[twice] faults.CrashAt(0): steps count from 1 (CrashAt(1) crashes before the first statement); for a crash after the last step, before the ack, use faults.CrashBeforeAck()"},
+		{"CrashAt(-1)", faults.CrashAt(-1), "[twice] faults.CrashAt(-1): steps count from 1"},
+		{"AmbiguousCommitAt(0)", faults.AmbiguousCommitAt(0), "[twice] faults.AmbiguousCommitAt(0): steps count from 1; faults.AmbiguousCommits() tries every commit point"},
+		{"EffectLostReplyAt(-2)", faults.EffectLostReplyAt(-2), "[twice] faults.EffectLostReplyAt(-2): steps count from 1; faults.EffectLostReplies() tries every effect call"},
+		{"EffectFailedAt(0)", faults.EffectFailedAt(0), "[twice] faults.EffectFailedAt(0): steps count from 1; faults.EffectFailures() tries every effect call"},
+		{"Replay of an empty schedule", faults.Replay(faults.Schedule{}), "[twice] faults.Replay: no deliveries"},
+		{"Replay with a negative step", faults.Replay(faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: -1}}}), "[twice] faults.Replay: delivery 1 (j1a1w1!crash:-1): negative step or duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := faults.Validate(tt.fault)
+			if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want an error starting %q", err, tt.want)
+			}
+			if got := tt.fault.Schedules(faults.Plan{Steps: []faults.Step{{SQL: "SELECT 1"}}}); len(got) != 0 {
+				t.Errorf("Schedules = %v, want none from a fault that means nothing", got)
+			}
+		})
+	}
+	for _, f := range append(faults.Default(), faults.CrashAt(1), faults.AmbiguousCommitAt(2), faults.EffectFailedAt(1),
+		faults.Replay(faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}})) {
+		if err := faults.Validate(f); err != nil {
+			t.Errorf("Validate(%s) = %v, want nil", f.Name(), err)
+		}
+	}
+	if err := faults.Validate(nil); err == nil || !strings.Contains(err.Error(), "nil fault") {
+		t.Errorf("Validate(nil) = %v, want the nil fault named", err)
 	}
 }

@@ -111,6 +111,9 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err := job.validate(); err != nil {
 		return nil, nil, plan, err
 	}
+	if err := checkInputs(cfg); err != nil {
+		return nil, nil, plan, err
+	}
 	var steps []freshdb.Step
 	for _, s := range cfg.Setup {
 		if s.err != nil {

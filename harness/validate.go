@@ -49,6 +49,9 @@ func checkTookSteps(job string, clean []faults.Step, scenarios []Scenario) error
 // scenario would pass as if it had.
 func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	steps := len(clean)
+	if err := checkOverlap(job, steps, s); err != nil {
+		return err
+	}
 	for _, d := range s.Deliveries {
 		switch d.Fault {
 		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed:
@@ -69,6 +72,35 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
 			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, render.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
 		}
+	}
+	return nil
+}
+
+// checkOverlap refuses a start or an order no run of the job can reach: a
+// delivery started once another has done more steps than the job takes on
+// a clean run (@1:5 on a one-step job starts after delivery 1 ended, as no
+// overlap at all), an order with more places than the deliveries take
+// steps, or an order for deliveries that never overlap.
+func checkOverlap(job string, steps int, s faults.Schedule) error {
+	takes := fmt.Sprintf("%d %s", steps, render.Plural(steps, "step"))
+	overlap := false
+	for i, d := range s.Deliveries {
+		if d.With == 0 {
+			continue
+		}
+		overlap = true
+		if d.After > steps {
+			return fmt.Errorf("[twice] schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, steps)
+		}
+	}
+	if len(s.Order) == 0 {
+		return nil
+	}
+	if !overlap {
+		return fmt.Errorf("[twice] schedule %q: an order interleaves deliveries that overlap, but every delivery here starts after the previous one ended; start one beside another with @delivery:steps (j1a2w2@1:0), or drop the order", s.String())
+	}
+	if most := steps * len(s.Deliveries); len(s.Order) > most {
+		return fmt.Errorf("[twice] schedule %q: the order has %d places, but its %d deliveries take %s in all on a clean run of job %q (%s each); give at most %d", s.String(), len(s.Order), len(s.Deliveries), fmt.Sprintf("%d %s", most, render.Plural(most, "step")), job, takes, most)
 	}
 	return nil
 }
