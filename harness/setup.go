@@ -52,12 +52,18 @@ func SQLFiles(paths ...string) Setup {
 //     line, in numeric order;
 //   - dbmate ("-- migrate:up" / "-- migrate:down"): the up block, in name
 //     order;
+//   - sql-migrate ("-- +migrate Up" / "-- +migrate Down"): the Up
+//     sections, numbered names by number first ("-- +migrate Up
+//     notransaction": one statement at a time);
 //   - otherwise every file whole, in name order.
 //
 // The layout is detected per directory; a directory mixing them is an
-// error. A failing migration is named with its file, line and layout.
-// Go-coded migrations (goose's .go files, a migrator library) run through
-// FuncDB.
+// error. A failing migration is named with its file, layout and line (the
+// server's position, or the failing statement's lines when the server
+// gives none). What only the tool itself can apply is an error that says
+// how to run it through FuncDB with the tool's own migrator: goose's Go
+// migrations ({version}_{name}.go) and tern's template actions
+// ({{ template "shared/x.sql" }}).
 func Migrations(fsys fs.FS, dir string) Setup {
 	steps, err := freshdb.FromFS(fsys, dir)
 	return Setup{steps: steps, err: err}

@@ -102,16 +102,23 @@ func runStep(ctx context.Context, conn *pgx.Conn, s Step) error {
 		}
 		return nil
 	}
-	_, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
+	results, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
 	if err != nil {
-		return stepError(name, s.Layout, s.SQL, err)
+		// The statements before the failing one each completed a result;
+		// one that failed while returning rows has its own, with the error.
+		failed := len(results)
+		if failed > 0 && results[failed-1].Err != nil {
+			failed--
+		}
+		return stepError(name, s.Layout, s.SQL, failed, err)
 	}
 	return nil
 }
 
 // stepError names the step and, when the server gave a position, the
-// line:column it points at in the step's text.
-func stepError(name, layout, sql string, err error) error {
+// line:column it points at in the step's text; without one, the lines of
+// the failing statement, the failed-th (from 0) of the text.
+func stepError(name, layout, sql string, failed int, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		if layout != "" {
@@ -123,6 +130,13 @@ func stepError(name, layout, sql string, err error) error {
 	if pgErr.Position > 0 {
 		line, col := lineCol(sql, int(pgErr.Position))
 		where = fmt.Sprintf("%s:%d:%d", name, line, col)
+	} else if spans, ok := statementSpans(sql); ok && failed < len(spans) {
+		switch sp := spans[failed]; {
+		case sp.first == sp.last:
+			where = fmt.Sprintf("%s, the statement on line %d", name, sp.first)
+		default:
+			where = fmt.Sprintf("%s, the statement on lines %d-%d", name, sp.first, sp.last)
+		}
 	}
 	if layout != "" {
 		where += " (" + layout + ")"
