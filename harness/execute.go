@@ -665,6 +665,7 @@ func (e *execution) stop(d *deliveryRun) {
 	} else {
 		d.proxy.Release()
 	}
+	e.bury(d) // dead.go
 	for _, p := range d.pending {
 		p.grant <- wireproxy.Crash
 	}

@@ -193,6 +193,7 @@ func (c *conn) cut() {
 	c.mu.Unlock()
 	_ = c.client.Close()
 	if server != nil {
+		c.p.noteCut(c)
 		_ = server.Close()
 	}
 }
