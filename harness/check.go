@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -78,8 +79,12 @@ func check(t tb, job Job, cfg Config) *Result {
 // runner so: its verdict on the job is neither a pass nor a finding.
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
+	status := record.InternalError
+	if blame.IsUser(err) {
+		status = record.UserError
+	}
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: err.Error(),
-		Result: &record.Result{Job: job.Name, Status: record.InternalError}}
+		Result: &record.Result{Job: job.Name, Status: status}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%v", werr)
 	}

@@ -40,6 +40,7 @@ const (
 	StatusExpectedFinding = record.ExpectedFinding // ... as Config.ExpectFinding says
 	StatusFlaky           = record.Flaky           // a schedule gave different verdicts on different runs
 	StatusInternalError   = record.InternalError   // the check itself could not run
+	StatusUserError       = record.UserError       // ... because of the user's code or configuration
 )
 
 // Problem is one reason a scenario is not idempotent; ProblemKind says

@@ -16,6 +16,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 	"github.com/runtwice/twice/internal/record"
@@ -70,7 +71,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	for _, s := range scheds {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
-			return nil, err
+			return nil, blame.User(err)
 		}
 	}
 	if scheds, err = takeShard(scheds, res); err != nil {
@@ -87,7 +88,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
+		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
 	res.stragglers = r.stillRunning()
 	res.Duration = time.Since(start)
@@ -109,15 +110,15 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ faults.Plan, err error) {
 	var plan faults.Plan
 	if err := job.validate(); err != nil {
-		return nil, nil, plan, err
+		return nil, nil, plan, blame.User(err)
 	}
 	if err := checkInputs(cfg); err != nil {
-		return nil, nil, plan, err
+		return nil, nil, plan, blame.User(err)
 	}
 	var steps []freshdb.Step
 	for _, s := range cfg.Setup {
 		if s.err != nil {
-			return nil, nil, plan, s.err
+			return nil, nil, plan, blame.User(s.err)
 		}
 		for _, st := range s.steps {
 			st.Timeout = cfg.SetupTimeout
@@ -134,7 +135,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 	for _, f := range cfg.Faults {
 		if f == nil {
-			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
+			return nil, nil, plan, blame.User(errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors"))
 		}
 	}
 	r := &runner{job: job, cfg: cfg, tmpl: tmpl, srv: srv}
@@ -180,7 +181,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 	steps1 := refSteps[0]
 	if err := checkIgnored(cfg, refs[0]); err != nil {
-		return nil, nil, plan, err
+		return nil, nil, plan, blame.User(err)
 	}
 	res.Reference = refs[0]
 	res.Volatile = heeded(assert.VolatileColumns(refs[0], refs[1]), cfg)
@@ -416,7 +417,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		if err := r.serverGone(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", errServerWentAway, r.job.Name, n, err, why)
 		}
-		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
+		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q failed on its clean reference run %d (delivery %s), so there is nothing to compare with: %s", r.job.Name, n, failedDelivery(ex), why))
 	}
 	snap, err := ex.snapshot(ctx)
 	return snap, d.steps, ex.effects.effects(), err

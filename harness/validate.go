@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/render"
 )
 
@@ -17,7 +18,7 @@ import (
 // these used to pass in silence.
 
 // errNoFaults: an empty, non-nil Config.Faults would run no scenario.
-var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run")
+var errNoFaults = blame.User(errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run"))
 
 // checkTookSteps refuses a check in which the handler took no step at
 // all: not on its clean run, not in any scenario. No statement reached

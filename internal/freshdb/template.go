@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // How Fresh makes a database.
@@ -120,6 +122,9 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 		// On error the deferred drop (WITH FORCE) ends the step's sessions,
 		// which frees an abandoned step blocked on the server.
 		if abandoned, err = r.runStepWithin(ctx, name, conn, s); err != nil {
+			if ctx.Err() == nil {
+				err = blame.User(err) // the step's SQL or func failed, or hung
+			}
 			return nil, err
 		}
 	}

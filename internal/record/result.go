@@ -33,6 +33,11 @@ const (
 	// InternalError: the check itself could not run (no PostgreSQL, a
 	// broken setup, a comparer that panics); it says nothing of the job.
 	InternalError Status = "internal-error"
+	// UserError: the check could not run because of the user's code or
+	// configuration (a handler or worker factory that fails on the clean
+	// run, a setup step that fails, input that means nothing); it says
+	// nothing of the job's idempotency, and nothing of twice.
+	UserError Status = "user-error"
 )
 
 // Verdict is one scenario's outcome.
