@@ -549,8 +549,15 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	go func() {
 		defer close(d.returned)
 		start := time.Now()
-		err := callHandler(hctx, h, delivery)
-		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
+		err, returned := errGoexit, false
+		defer func() { // also when the handler calls runtime.Goexit (goexit.go)
+			if !returned {
+				err = errGoexit
+			}
+			e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
+		}()
+		err = callHandler(hctx, h, delivery)
+		returned = true
 	}()
 	return nil
 }
@@ -618,6 +625,10 @@ func (e *execution) handle(ev event) {
 			return // it died before; its return value is ignored
 		}
 		d.outcome.Duration = ev.dur
+		if ev.err == errGoexit {
+			e.goexit(d)
+			return
+		}
 		if ev.err != nil {
 			d.outcome.Err = ev.err.Error()
 		}
