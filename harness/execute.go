@@ -213,6 +213,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	for _, spec := range sched.Deliveries {
 		e.add(spec)
 	}
+	defer e.forgetProgress() // stuck.go
 	defer e.abandon()
 	if r.job.Queue != nil {
 		q, err := e.openQueue(ctx)
@@ -254,6 +255,7 @@ func (e *execution) run(ctx context.Context) error {
 			e.queue.next(e) // once the steps it waits for have finished
 		}
 		e.grant()
+		e.noteProgress() // stuck.go
 		timer.Reset(e.wake())
 		select {
 		case <-e.events.signal:
@@ -913,6 +915,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.deliveryTimeout(), d.where())
 			e.die(d, "")
 			d.outcome.Err = msg
+			e.checkDeaf(d, msg) // goexit.go
 			continue
 		}
 		for _, f := range d.inflight {

@@ -3,6 +3,7 @@ package harness
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/blame"
@@ -36,4 +37,26 @@ func scheduleName(s faults.Schedule) string {
 		return s.String() + " (a clean run)"
 	}
 	return fmt.Sprintf("%s (%s)", s, s.Fault)
+}
+
+// checkDeaf follows a delivery abandoned at its DeliveryTimeout: its
+// context is cancelled by then, and a handler that honours it returns at
+// once. One that does not within abandonGrace is deaf to its context and
+// hangs every scenario that reaches it for the whole DeliveryTimeout (a
+// default matrix took minutes), so the check stops here with the user's
+// error, naming the delivery and where it hung, instead of waiting out
+// the same hang scenario after scenario. why is the delivery's error.
+func (e *execution) checkDeaf(d *deliveryRun, why string) {
+	if d.returned == nil || e.failure != nil {
+		return
+	}
+	grace := time.NewTimer(abandonGrace)
+	defer grace.Stop()
+	select {
+	case <-d.returned:
+		return
+	case <-grace.C:
+	}
+	e.failure = blame.User(fmt.Errorf("[twice] job %q: delivery %s (attempt %d) of schedule %s hung: %s, and it went on after its context was cancelled. A handler deaf to its context hangs every scenario that reaches it, so the check stops here; make it return when ctx is done (pass ctx to every call that waits), or raise Config.DeliveryTimeout if it is only slow",
+		e.r.job.Name, d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), why))
 }

@@ -24,6 +24,7 @@ var verbose = testing.Verbose
 // progress counts a Run's scenarios as they finish.
 type progress struct {
 	total, done atomic.Int64
+	stuck       stuck // what the running scenarios wait on; see stuck.go
 }
 
 type progressKey struct{}
@@ -55,10 +56,11 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 				return
 			case <-tick.C:
 				elapsed := time.Since(start).Round(time.Second)
+				waiting := p.stuck.longest(progressEvery)
 				if total := p.total.Load(); total > 0 {
-					t.Logf("[twice] job %q: %d of %d scenarios done after %s", job, p.done.Load(), total, elapsed)
+					t.Logf("[twice] job %q: %d of %d scenarios done after %s%s", job, p.done.Load(), total, elapsed, waiting)
 				} else {
-					t.Logf("[twice] job %q: still checking after %s", job, elapsed)
+					t.Logf("[twice] job %q: still checking after %s%s", job, elapsed, waiting)
 				}
 			}
 		}
