@@ -75,5 +75,8 @@ func logPassed(t tb, res *Result) {
 		for _, line := range reductionLines(res) {
 			t.Logf("[twice] job %q: %s", res.Job, line)
 		}
+		if note := volatileNote(res); note != "" {
+			t.Logf("%s", note)
+		}
 	}
 }
