@@ -53,6 +53,7 @@ func check(t tb, job Job, cfg Config) *Result {
 	}
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
+	logLeftOpen(t, res)
 	switch res.Status {
 	case record.Finding:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))

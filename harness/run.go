@@ -91,6 +91,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
 	res.stragglers = r.stillRunning()
+	res.leftOpen = r.leftOpen.note(job.Name)
 	res.Duration = time.Since(start)
 	res.Status = record.Passed
 	switch {
@@ -298,6 +299,7 @@ type runner struct {
 	asked      askedSteps   // steps of overlapping deliveries; see reduce.go
 	stragglers stragglers   // handler goroutines not waited for; see linger.go
 	backends   backendPools // server backends kept per database; see backends.go
+	leftOpen   leftOpen     // deliveries that returned with a transaction open; see leftopen.go
 }
 
 func (r *runner) close(ctx context.Context) {

@@ -42,3 +42,29 @@ func TestPassNamesVolatileColumns(t *testing.T) {
 	require.Len(t, notes, 1, "logs %q", rec.Logs())
 	assert.Equal(t, `[twice] job "stamp": left out of every comparison as volatile (they differ between two clean runs): stamps.at; stamps.at holds a time: if the handler takes it from time.Now(), use d.Now, so that a time a redelivery moves is compared`, notes[0])
 }
+
+// A handler that returns with its transaction open believes it did work
+// that rolls back: the check passed without a word. It now warns, naming
+// the delivery (issue 27).
+func TestTransactionLeftOpenIsWarned(t *testing.T) {
+	rec := recordtb.New(t)
+	job := harness.Job{Name: "forgot-commit", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		tx, err := d.DB.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
+		return err // no Commit, no Rollback
+	}}
+	rec.Run(func(tb testing.TB) {
+		harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
+	})
+	var warned []string
+	for _, l := range rec.Logs() {
+		if strings.HasPrefix(l, "[twice] warning: ") {
+			warned = append(warned, l)
+		}
+	}
+	require.Len(t, warned, 1, "logs %q, errors %q", rec.Logs(), rec.Errors())
+	assert.Equal(t, `[twice] warning: job "forgot-commit": 4 deliveries returned with a connection still in a transaction or busy, the first delivery j1a1w1 (attempt 1) of schedule j1a1w1 (a clean run) returned with 1 connection still in a transaction or busy; the harness rolled them back. Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)`, warned[0])
+}
