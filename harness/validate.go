@@ -77,11 +77,13 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	return nil
 }
 
-// checkOverlap refuses a start or an order no run of the job can reach: a
-// delivery started once another has done more steps than the job takes on
-// a clean run (@1:5 on a one-step job starts after delivery 1 ended, as no
-// overlap at all), an order with more places than the deliveries take
-// steps, or an order for deliveries that never overlap.
+// checkOverlap refuses a start or an order no run of the job can
+// plausibly reach: a delivery started once another has done more steps
+// than the job takes on a clean run, or an order with more places than
+// the deliveries take steps, or an order for deliveries that never
+// overlap. A delivery may take more steps than the clean run (a retry's
+// own path), so up to overlapSlack times as many are accepted; @1:5 on a
+// one-step job or 7 places for two one-step deliveries are not.
 func checkOverlap(job string, steps int, s faults.Schedule) error {
 	takes := fmt.Sprintf("%d %s", steps, render.Plural(steps, "step"))
 	overlap := false
@@ -90,8 +92,8 @@ func checkOverlap(job string, steps int, s faults.Schedule) error {
 			continue
 		}
 		overlap = true
-		if d.After > steps {
-			return fmt.Errorf("[twice] schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, steps)
+		if most := overlapSlack * steps; d.After > most {
+			return fmt.Errorf("[twice] schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d (a delivery may take up to %d times the clean run's steps)", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, most, overlapSlack)
 		}
 	}
 	if len(s.Order) == 0 {
@@ -100,11 +102,15 @@ func checkOverlap(job string, steps int, s faults.Schedule) error {
 	if !overlap {
 		return fmt.Errorf("[twice] schedule %q: an order interleaves deliveries that overlap, but every delivery here starts after the previous one ended; start one beside another with @delivery:steps (j1a2w2@1:0), or drop the order", s.String())
 	}
-	if most := steps * len(s.Deliveries); len(s.Order) > most {
-		return fmt.Errorf("[twice] schedule %q: the order has %d places, but its %d deliveries take %s in all on a clean run of job %q (%s each); give at most %d", s.String(), len(s.Order), len(s.Deliveries), fmt.Sprintf("%d %s", most, render.Plural(most, "step")), job, takes, most)
+	if most := overlapSlack * steps * len(s.Deliveries); len(s.Order) > most {
+		return fmt.Errorf("[twice] schedule %q: the order has %d places, but its %d deliveries take %d %s in all on a clean run of job %q (%s each); give at most %d (a delivery may take up to %d times the clean run's steps)", s.String(), len(s.Order), len(s.Deliveries), steps*len(s.Deliveries), render.Plural(steps*len(s.Deliveries), "step"), job, takes, most, overlapSlack)
 	}
 	return nil
 }
+
+// overlapSlack is how many times the clean run's steps a delivery may
+// take, for checkOverlap.
+const overlapSlack = 2
 
 // effectStepsHint names the steps an effect fault can act on.
 func effectStepsHint(clean []faults.Step) string {
