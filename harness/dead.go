@@ -32,11 +32,11 @@ func (e *execution) bury(d *deliveryRun) {
 	if d.proxy == nil {
 		return
 	}
+	if n := d.proxy.BusyAtRelease(); n > 0 && !d.dead {
+		e.r.leftOpen.add(fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
+			d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), n, map[bool]string{true: "connection", false: "connections"}[n == 1]))
+	}
 	if pids := d.proxy.TakeCut(); len(pids) > 0 {
-		if !d.dead {
-			e.r.leftOpen.add(fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
-				d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), len(pids), map[bool]string{true: "connection", false: "connections"}[len(pids) == 1]))
-		}
 		if err := e.r.terminate(e.ctx, e.db.Name, pids); err != nil {
 			if e.failure == nil {
 				e.failure = fmt.Errorf("%w (ending the backends of %s, which died)", err, d.spec.Label())

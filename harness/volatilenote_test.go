@@ -68,3 +68,16 @@ func TestTransactionLeftOpenIsWarned(t *testing.T) {
 	require.Len(t, warned, 1, "logs %q, errors %q", rec.Logs(), rec.Errors())
 	assert.Equal(t, `[twice] warning: job "forgot-commit": 4 deliveries returned with a connection still in a transaction or busy, the first delivery j1a1w1 (attempt 1) of schedule j1a1w1 (a clean run) returned with 1 connection still in a transaction or busy; the harness rolled them back. Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)`, warned[0])
 }
+
+// A connection cut by an ambiguous commit is the fault's, not the
+// handler's: no warning about an open transaction.
+func TestAmbiguousCommitIsNoTransactionLeftOpen(t *testing.T) {
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) {
+		harness.Check(tb, verifyJob, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.AmbiguousCommits()}})
+	})
+	require.Empty(t, rec.Errors())
+	for _, l := range rec.Logs() {
+		assert.NotContains(t, l, "warning")
+	}
+}

@@ -130,6 +130,7 @@ type Proxy struct {
 	pids    []uint32
 	secrets map[uint32][4]byte // pid -> the cancel key given to the client
 	cutPIDs []uint32           // backends of cut connections, until TakeCut
+	busy    int                // connections Release found busy and cut
 
 	// serverOnly asks the server about every step outside a transaction
 	// block, ignoring the text: the tests compare the two with it.
@@ -265,6 +266,9 @@ func (p *Proxy) Release() {
 		if c.parks(parkGrace) {
 			_ = c.client.Close() // its serve goroutine gives the backend back
 		} else {
+			if !c.isCut.Load() { // one a fault cut already is not the client's
+				p.noteBusy()
+			}
 			c.cut()
 		}
 	}
@@ -344,6 +348,22 @@ func (p *Proxy) TakeCut() []uint32 {
 	cut := p.cutPIDs
 	p.cutPIDs = nil
 	return cut
+}
+
+// BusyAtRelease is how many connections [Proxy.Release] found busy (a
+// round trip out) or in a transaction block, and so cut instead of giving
+// their backend back: work the client left unfinished when its delivery
+// ended.
+func (p *Proxy) BusyAtRelease() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy
+}
+
+func (p *Proxy) noteBusy() {
+	p.mu.Lock()
+	p.busy++
+	p.mu.Unlock()
 }
 
 // noteCut records c's backend as cut.
