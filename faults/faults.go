@@ -637,6 +637,9 @@ func Replay(s Schedule) Fault {
 	if name == "" {
 		name = NameReplay
 	}
+	if err := s.Validate(); err != nil {
+		return invalid(name, "faults.Replay: %v", err)
+	}
 	return fault{name: name, expand: func(Plan) []Schedule {
 		c := s
 		c.Deliveries = append([]Delivery(nil), s.Deliveries...)

@@ -92,6 +92,11 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1 order 1,x", `"x" is not a delivery number`},
 		{"j1a1w1 order 1~~", `"1~~" is not a delivery number from 1, held or not`},
 		{"j1a1w1 order ~", `"~" is not a delivery number`},
+		{"j1a1w1!crash:1!crash:1", `a delivery has one fault, and this one has 2 (!crash:1, !crash:1)`},
+		{"j1a1w1!crash:x", `"x" is not a step number; crash:N needs a step from 1, like crash:3`},
+		{"j1a1w1!crash:", `"" is not a step number; crash:N needs a step from 1`},
+		{"j1a1w1@1:0", "can only overlap a delivery started before it"},
+		{"j1a1w1 > j1a2w2@1:x", "want @delivery:steps"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {

@@ -147,7 +147,7 @@ func (d Delivery) String() string {
 	switch d.Fault {
 	case KindCrash:
 		b.WriteString("!crash")
-		if d.At > 0 {
+		if d.At != 0 {
 			fmt.Fprintf(&b, ":%d", d.At)
 		}
 	case KindAmbiguous:
@@ -294,6 +294,10 @@ func parseDelivery(text string) (Delivery, error) {
 		}
 		d.Advance, rest = dur, strings.TrimSpace(after)
 	}
+	if n := strings.Count(rest, "!"); n > 1 {
+		_, faults, _ := strings.Cut(rest, "!")
+		return d, fmt.Errorf("%q: a delivery has one fault, and this one has %d (!%s); give each fault a delivery of its own, like j1a1w1!crash:2 > +30s j1a2w2", text, n, strings.Join(strings.Split(faults, "!"), ", !"))
+	}
 	rest, fault, hasFault := strings.Cut(rest, "!")
 	rest, start, hasStart := strings.Cut(rest, "@")
 	var err error
@@ -342,7 +346,10 @@ func parseDelivery(text string) (Delivery, error) {
 			if d.Fault == KindLostAck {
 				return d, fmt.Errorf("%q: lostack takes no step", text)
 			}
-			if d.At, err = strconv.Atoi(at); err != nil || d.At < 1 {
+			if d.At, err = strconv.Atoi(at); err != nil {
+				return d, fmt.Errorf("%q: %q is not a step number; %s:N needs a step from 1, like %s:3", text, at, kind, kind)
+			}
+			if d.At < 1 {
 				return d, fmt.Errorf("%q: %s needs a step from 1", text, kind)
 			}
 		}

@@ -6,12 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -62,10 +66,10 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	}
 	for _, s := range scheds {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
-			return nil, err
+			return nil, blame.User(err)
 		}
 		if err := checkRedrive(s, r.visibilityTimeout()); err != nil {
-			return nil, err
+			return nil, blame.User(err)
 		}
 	}
 	if scheds, err = takeShard(scheds, res); err != nil {
@@ -89,9 +93,10 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
-		return nil, errors.Join(err, res.DropDatabases(ctx))
+		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
 	res.stragglers = r.x.StillRunning()
+	res.leftOpen = r.x.LeftOpen(job.Name)
 	res.Duration = time.Since(start)
 	res.Status = result.StatusIdempotent
 	switch {
@@ -133,6 +138,7 @@ func check(t tb, job Job, cfg Config) *Result {
 	}
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
+	logLeftOpen(t, res)
 	switch res.Status {
 	case result.StatusFinding:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
@@ -159,8 +165,12 @@ func check(t tb, job Job, cfg Config) *Result {
 // runner so: its verdict on the job is neither a pass nor a finding.
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
+	status := result.StatusInternalError
+	if blame.IsUser(err) {
+		status = result.StatusUserError
+	}
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: err.Error(),
-		Result: &result.Result{Job: job.Name, Status: result.StatusInternalError}}
+		Result: &result.Result{Job: job.Name, Status: status}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%v", werr)
 	}
@@ -260,7 +270,7 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 		return ctx, func() {}
 	}
 	p := &progress{}
-	ctx = context.WithValue(ctx, progressKey{}, p)
+	ctx = execute.WithStuck(context.WithValue(ctx, progressKey{}, p), &p.stuck)
 	start := time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -273,10 +283,11 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 				return
 			case <-tick.C:
 				elapsed := time.Since(start).Round(time.Second)
+				waiting := p.stuck.Longest(progressEvery)
 				if total := p.total.Load(); total > 0 {
-					t.Logf("[twice] job %q: %d of %d scenarios done after %s", job, p.done.Load(), total, elapsed)
+					t.Logf("[twice] job %q: %d of %d scenarios done after %s%s", job, p.done.Load(), total, elapsed, waiting)
 				} else {
-					t.Logf("[twice] job %q: still checking after %s", job, elapsed)
+					t.Logf("[twice] job %q: still checking after %s%s", job, elapsed, waiting)
 				}
 			}
 		}
@@ -293,5 +304,58 @@ func logPassed(t tb, res *Result) {
 		for _, line := range reductionLines(res) {
 			t.Logf("[twice] job %q: %s", res.Job, line)
 		}
+		if note := volatileNote(res); note != "" {
+			t.Logf("%s", note)
+		}
+	}
+}
+
+// volatileNote is the line a passing check logs under -v about what it
+// left out as volatile, or "": a column that differs between two clean
+// runs is compared nowhere, so a pass says so every time, and names the
+// columns that hold times, which a handler filling them from time.Now()
+// instead of d.Now makes volatile.
+func volatileNote(res *Result) string {
+	left := append(append([]string(nil), res.Volatile...), res.VolatileEffects...)
+	if len(left) == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("[twice] job %q: left out of every comparison as volatile (they differ between two clean runs): %s", res.Job, strings.Join(left, ", "))
+	if times := timeColumns(res.Reference, res.Volatile); len(times) > 0 {
+		verb := "holds a time"
+		if len(times) > 1 {
+			verb = "hold times"
+		}
+		line += fmt.Sprintf("; %s %s: if the handler takes it from time.Now(), use d.Now, so that a time a redelivery moves is compared", strings.Join(times, ", "), verb)
+	}
+	return line
+}
+
+// timeColumns are the volatile "table.column"s of ref whose type is a date
+// or time.
+func timeColumns(ref *assert.Snapshot, volatile []string) []string {
+	if ref == nil {
+		return nil
+	}
+	types := map[string]string{}
+	for _, t := range ref.Tables {
+		for _, c := range t.Columns {
+			types[t.Name+"."+c.Name] = c.Type
+		}
+	}
+	var out []string
+	for _, v := range volatile {
+		if typ := types[v]; strings.HasPrefix(typ, "timestamp") || strings.HasPrefix(typ, "time") || typ == "date" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// logLeftOpen logs the warning of res, if any.
+func logLeftOpen(t tb, res *Result) {
+	t.Helper()
+	if res.leftOpen != "" {
+		t.Logf("%s", res.leftOpen)
 	}
 }

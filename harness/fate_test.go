@@ -56,7 +56,7 @@ func TestStepFates(t *testing.T) {
 			want: []result.Fate{result.Ran, result.Ran, result.Ran, result.Ran}},
 		{name: "reply lost", handler: logSteps, schedule: "j1a1w1!ambiguous:4 > +30s j1a2w2",
 			want: []result.Fate{result.Ran, result.Ran, result.Ran, result.ReplyLost}, faulted: result.ReplyLost},
-		{name: "crash right after an effect", handler: payThenLog(&sawCalls{}, false), schedule: "j1a1w1!ambiguous:1 > +30s j1a2w2",
+		{name: "crash right after an effect", handler: payThenLog(&sawCalls{}, false), schedule: "j1a1w1!crashafter:1 > +30s j1a2w2",
 			want: []result.Fate{result.CrashedAfter}, faulted: result.CrashedAfter},
 		{name: "an effect's answer lost", handler: payThenLog(&sawCalls{}, true), schedule: "j1a1w1!lostreply:1",
 			want: []result.Fate{result.TimedOut, result.Ran, result.Ran}, faulted: result.TimedOut},

@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -98,9 +97,11 @@ func setting(name, env string) string {
 
 // keepEvidence reports whether a failed check keeps its databases:
 // unless -twice.keep=false or TWICE_KEEP=false.
+// A value that is no boolean was refused when the check began (see
+// checkInputs), so it keeps.
 func keepEvidence() bool {
-	v, err := strconv.ParseBool(cmp.Or(setting("twice.keep", KeepEnv), "true"))
-	return err != nil || v
+	v, _ := keepSetting()
+	return v
 }
 
 // replaySchedule is the schedule -twice.replay or TWICE_REPLAY names, if

@@ -21,6 +21,7 @@ import (
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -54,7 +55,10 @@ func heeded(volatile []string, cfg Config) []string {
 func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ faults.Plan, err error) {
 	var plan faults.Plan
 	if err := job.validate(); err != nil {
-		return nil, nil, plan, err
+		return nil, nil, plan, blame.User(err)
+	}
+	if err := checkInputs(cfg); err != nil {
+		return nil, nil, plan, blame.User(err)
 	}
 	q, rules, err := job.resolveQueue()
 	if err != nil {
@@ -69,7 +73,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 	for _, s := range cfg.Setup {
 		if s.err != nil {
-			return nil, nil, plan, s.err
+			return nil, nil, plan, blame.User(s.err)
 		}
 		for _, st := range s.steps {
 			st.Timeout = cfg.SetupTimeout
@@ -86,7 +90,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 	for i, f := range cfg.Faults {
 		if f == nil {
-			return nil, nil, plan, errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors")
+			return nil, nil, plan, blame.User(errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors"))
 		}
 		if err := f.Validate(); err != nil {
 			return nil, nil, plan, fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err)
@@ -145,7 +149,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 	steps1 := refSteps[0]
 	if err := checkIgnored(cfg, refs[0]); err != nil {
-		return nil, nil, plan, err
+		return nil, nil, plan, blame.User(err)
 	}
 	res.Reference = refs[0]
 	res.Volatile = heeded(assert.VolatileColumns(refs[0], refs[1]), cfg)
@@ -360,7 +364,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		if err := r.serverGone(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
 		}
-		return nil, nil, nil, fmt.Errorf("[twice] job %q failed on its clean reference run %d, so there is nothing to compare with: %s", r.job.Name, n, why)
+		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q failed on its clean reference run %d (delivery %s), so there is nothing to compare with: %s", r.job.Name, n, failedDelivery(ex), why))
 	}
 	snap, err := ex.Snapshot(ctx)
 	return snap, d.Completed(), ex.effects.Effects(), err
@@ -578,6 +582,7 @@ func place(res *Result, k int) int {
 // progress counts a Run's scenarios as they finish.
 type progress struct {
 	total, done atomic.Int64
+	stuck       execute.Stuck // what the running scenarios wait on
 }
 
 type progressKey struct{}
@@ -592,7 +597,7 @@ func progressOf(ctx context.Context) *progress {
 // these used to pass in silence.
 
 // errNoFaults: an empty, non-nil Config.Faults would run no scenario.
-var errNoFaults = errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run")
+var errNoFaults = blame.User(errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run"))
 
 // checkTookSteps refuses a check in which the handler took no step at
 // all: not on its clean run, not in any scenario. No statement reached
@@ -624,6 +629,9 @@ func checkTookSteps(job string, clean []faults.Step, scenarios []result.Scenario
 // scenario would pass as if it had.
 func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	steps := len(clean)
+	if err := checkOverlap(job, steps, s); err != nil {
+		return err
+	}
 	for _, d := range s.Deliveries {
 		switch d.Fault {
 		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed, faults.KindCrashAfterEffect:
@@ -664,6 +672,41 @@ func checkRedrive(s faults.Schedule, visibility time.Duration) error {
 	}
 	return nil
 }
+
+// checkOverlap refuses a start or an order no run of the job can
+// plausibly reach: a delivery started once another has done more steps
+// than the job takes on a clean run, or an order with more places than
+// the deliveries take steps, or an order for deliveries that never
+// overlap. A delivery may take more steps than the clean run (a retry's
+// own path), so up to overlapSlack times as many are accepted; @1:5 on a
+// one-step job or 7 places for two one-step deliveries are not.
+func checkOverlap(job string, steps int, s faults.Schedule) error {
+	takes := fmt.Sprintf("%d %s", steps, text.Plural(steps, "step"))
+	overlap := false
+	for i, d := range s.Deliveries {
+		if d.With == 0 {
+			continue
+		}
+		overlap = true
+		if most := overlapSlack * steps; d.After > most {
+			return fmt.Errorf("[twice] schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d (a delivery may take up to %d times the clean run's steps)", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, most, overlapSlack)
+		}
+	}
+	if len(s.Order) == 0 {
+		return nil
+	}
+	if !overlap {
+		return fmt.Errorf("[twice] schedule %q: an order interleaves deliveries that overlap, but every delivery here starts after the previous one ended; start one beside another with @delivery:steps (j1a2w2@1:0), or drop the order", s.String())
+	}
+	if most := overlapSlack * steps * len(s.Deliveries); len(s.Order) > most {
+		return fmt.Errorf("[twice] schedule %q: the order has %d places, but its %d deliveries take %d %s in all on a clean run of job %q (%s each); give at most %d (a delivery may take up to %d times the clean run's steps)", s.String(), len(s.Order), len(s.Deliveries), steps*len(s.Deliveries), text.Plural(steps*len(s.Deliveries), "step"), job, takes, most, overlapSlack)
+	}
+	return nil
+}
+
+// overlapSlack is how many times the clean run's steps a delivery may
+// take, for checkOverlap.
+const overlapSlack = 2
 
 // effectStepsHint names the steps an effect fault can act on.
 func effectStepsHint(clean []faults.Step) string {
@@ -736,4 +779,55 @@ func knownColumn(c string, columns map[string]string) bool {
 		}
 	}
 	return false
+}
+
+// failedDelivery names the delivery of a clean run whose error ended it,
+// for the message that says the job failed there.
+func failedDelivery(ex *execution) string {
+	for _, d := range ex.Deliveries {
+		if d.Err != "" {
+			return d.Delivery.Label()
+		}
+	}
+	return ex.Deliveries[0].Delivery.Label()
+}
+
+// checkInputs refuses configuration and settings that mean nothing before
+// anything touches the server: a negative timeout, a -twice.keep or
+// TWICE_KEEP that is no boolean (a fault built with an argument that is
+// no step, faults.CrashAt(0), is refused by its Validate in begin). Each used to run as something else (a
+// crash after the last step, the default) in silence.
+func checkInputs(cfg Config) error {
+	var bad []string
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+		zero string
+	}{
+		{"SetupTimeout", cfg.SetupTimeout, "2 minutes"},
+		{"DeliveryTimeout", cfg.DeliveryTimeout, "30s"},
+	} {
+		if d.v < 0 {
+			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))
+		}
+	}
+	if len(bad) > 0 {
+		return errors.New("[twice] " + strings.Join(bad, "; "))
+	}
+	_, err := keepSetting()
+	return err
+}
+
+// keepSetting is -twice.keep or TWICE_KEEP: whether a failed check keeps
+// its databases, true unless set to false.
+func keepSetting() (bool, error) {
+	text := setting("twice.keep", KeepEnv)
+	if text == "" {
+		return true, nil
+	}
+	v, err := strconv.ParseBool(text)
+	if err != nil {
+		return true, fmt.Errorf("[twice] -twice.keep or %s is %q; want true (keep a failed check's databases, the default) or false (drop them)", KeepEnv, text)
+	}
+	return v, nil
 }

@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"reflect"
 	"runtime"
+	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -53,37 +55,52 @@ func SQLFiles(paths ...string) Setup {
 //     line, in numeric order;
 //   - dbmate ("-- migrate:up" / "-- migrate:down"): the up block, in name
 //     order;
+//   - sql-migrate ("-- +migrate Up" / "-- +migrate Down"): the Up
+//     sections, numbered names by number first ("-- +migrate Up
+//     notransaction": one statement at a time);
 //   - otherwise every file whole, in name order.
 //
 // The layout is detected per directory; a directory mixing them is an
-// error. A failing migration is named with its file, line and layout.
-// Go-coded migrations (goose's .go files, a migrator library) run through
-// FuncDB.
+// error. A failing migration is named with its file, layout and line (the
+// server's position, or the failing statement's lines when the server
+// gives none). What only the tool itself can apply is an error that says
+// how to run it through FuncDB with the tool's own migrator: goose's Go
+// migrations ({version}_{name}.go) and tern's template actions
+// ({{ template "shared/x.sql" }}).
 func Migrations(fsys fs.FS, dir string) Setup {
 	steps, err := freshdb.FromFS(fsys, dir)
 	return Setup{steps: steps, err: err}
 }
 
 // Func runs Go code against the template database on one connection.
-// Templates are keyed by content, and a func's content is its name: change
-// the name when its behaviour changes within one test binary. Use FuncDB
-// for a pool, a *sql.DB or the connection string.
+// Use FuncDB for a pool, a *sql.DB or the connection string.
+//
+// A func's code cannot be hashed, so a Func template is keyed by the func
+// value itself: checks share a template only when they are given the same
+// func value (a top-level func, a func literal that captures nothing, or
+// one Setup kept in a variable and reused). Every evaluation of a literal
+// that captures variables (a table case's seed value) is a func of its
+// own and builds its own template, so a table test or -count=N always gets
+// the database its func makes. To share one template across checks, build
+// the Setup once, for example in a package-level var. The key is the
+// value's identity, not what its captured variables hold at the time: a
+// func that reads state changed between checks must be a new func value.
 func Func(fn func(ctx context.Context, conn *pgx.Conn) error) Setup {
 	if fn == nil {
 		return Setup{err: errors.New("[twice] harness.Func: the setup func is nil")}
 	}
-	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: fn}}}
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: fn}}}
 }
 
 // FuncDB runs Go code against the template database with whatever it needs
 // to reach it: the connection string, a pgx pool, a *sql.DB (see SetupDB).
-// It is keyed by its name like Func. Its ctx is cancelled at the setup
-// deadline (Config.SetupTimeout).
+// It is keyed by the func value like Func. Its ctx is cancelled at the
+// setup deadline (Config.SetupTimeout).
 func FuncDB(fn func(ctx context.Context, db *SetupDB) error) Setup {
 	if fn == nil {
 		return Setup{err: errors.New("[twice] harness.FuncDB: the setup func is nil")}
 	}
-	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
+	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
 		db := &SetupDB{conn: conn, connString: conn.Config().ConnString()}
 		defer db.close()
 		return fn(ctx, db)
@@ -211,4 +228,21 @@ func queueSteps(job string, q queue.Queue) ([]freshdb.Step, error) {
 		steps = append(steps, freshdb.Step{Name: "queue schema: " + name, Func: s.Apply})
 	}
 	return steps, nil
+}
+
+// keptFuncs holds every func funcKey has keyed, for the life of the
+// process (as long as the templates they built): a closure freed by the
+// GC could otherwise be followed by another at the same address, which
+// would then share the first one's template.
+var keptFuncs sync.Map
+
+// funcKey is fn's identity in this process: the address of its func value
+// (the closure record), which differs between closures of one literal that
+// capture variables and is the same static record for a top-level func or
+// a literal that captures nothing. reflect's Pointer gives only the code,
+// shared by all closures of a literal, hence the unsafe read.
+func funcKey[F any](fn F) string {
+	p := *(*unsafe.Pointer)(unsafe.Pointer(&fn))
+	keptFuncs.LoadOrStore(p, fn)
+	return strconv.FormatUint(uint64(uintptr(p)), 16)
 }

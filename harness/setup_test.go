@@ -242,3 +242,45 @@ func TestMigrationsLayouts(t *testing.T) {
 		assert.ErrorContains(t, err, `[twice] migrations in "m" mix layouts: 1_a.up.sql is golang-migrate (.up.sql name), but 2_b.sql has no migration tool's marker (plain SQL)`)
 	})
 }
+
+// Every closure of one func literal has the same name: a table test whose
+// setup closes over the case's value must still get that value's database,
+// not the first case's template (issue 27).
+func TestFuncSetupPerClosure(t *testing.T) {
+	for _, start := range []int{120, 500} {
+		t.Run(fmt.Sprint(start), func(t *testing.T) {
+			var seen int
+			job := harness.Job{Name: "read-points", Handler: func(ctx context.Context, d *harness.Delivery) error {
+				return d.DB.QueryRow(ctx, `SELECT points FROM customers WHERE id = 1`).Scan(&seen)
+			}}
+			res, err := harness.Run(t.Context(), job, harness.Config{
+				Faults: []faults.Fault{faults.RunTwice()},
+				Setup: []harness.Setup{harness.Func(func(ctx context.Context, conn *pgx.Conn) error {
+					_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE customers (id int PRIMARY KEY, points int NOT NULL); INSERT INTO customers VALUES (1, %d)`, start))
+					return err
+				})},
+			})
+			if res != nil {
+				t.Cleanup(func() { res.DropDatabases(context.Background()) })
+			}
+			require.NoError(t, err)
+			assert.Equal(t, start, seen, "points the handler read")
+		})
+	}
+}
+
+// One Setup value given to several checks is one func value: its template
+// is built once and shared.
+func TestFuncSetupShared(t *testing.T) {
+	calls := 0
+	setup := harness.Func(func(ctx context.Context, conn *pgx.Conn) error {
+		calls++
+		_, err := conn.Exec(ctx, usersSchema)
+		return err
+	})
+	for range 2 {
+		res, err := runSetup(t, harness.Config{Setup: []harness.Setup{setup}})
+		requireIdempotent(t, res, err)
+	}
+	assert.Equal(t, 1, calls, "times the shared setup func ran")
+}

@@ -76,12 +76,17 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 // its record says so, whatever go test printed.
 func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 	for _, rec := range recs {
-		if rec.Result.Status != result.StatusInternalError {
+		kind := report.ProblemHarnessError
+		switch rec.Result.Status {
+		case result.StatusInternalError:
+		case result.StatusUserError:
+			kind = report.ProblemUserError // the job's or the test's code, not twice
+		default:
 			continue
 		}
 		pkg := b.importPath(rec.Dir)
 		p := report.Problem{
-			Kind: report.ProblemHarnessError, Package: pkg, Test: rec.Test, Fatal: true,
+			Kind: kind, Package: pkg, Test: rec.Test, Fatal: true,
 			Message: fmt.Sprintf("[twice] %s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, text.FirstLine(rec.Error)),
 		}
 		if t := b.test(pkg, rec.Test); t != nil {

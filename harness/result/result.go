@@ -40,6 +40,11 @@ const (
 	// PostgreSQL, a broken setup, a comparer that panics); it says
 	// nothing of the job.
 	StatusInternalError Status = "internal-error"
+	// StatusUserError: the check could not run because of the user's
+	// code or configuration (a handler or worker factory that fails on
+	// the clean run, a setup step that fails, input that means nothing);
+	// it says nothing of the job's idempotency, and nothing of twice.
+	StatusUserError Status = "user-error"
 )
 
 // Verdict is one scenario's outcome.

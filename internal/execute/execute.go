@@ -219,6 +219,7 @@ func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
 	for _, spec := range sched.Deliveries {
 		e.add(spec)
 	}
+	defer e.forgetProgress() // stuck.go
 	defer e.abandon()
 	if r.job.Queue != nil {
 		q, err := e.openQueue(ctx)
@@ -260,6 +261,7 @@ func (e *execution) run(ctx context.Context) error {
 			e.queue.next(e) // once the steps it waits for have finished
 		}
 		e.grant()
+		e.noteProgress() // stuck.go
 		timer.Reset(e.wake())
 		select {
 		case <-e.events.signal:
@@ -557,8 +559,15 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	go func() {
 		defer close(d.returned)
 		start := time.Now()
-		err := callHandler(hctx, h, env)
-		e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
+		err, returned := errGoexit, false
+		defer func() { // also when the handler calls runtime.Goexit (goexit.go)
+			if !returned {
+				err = errGoexit
+			}
+			e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
+		}()
+		err = callHandler(hctx, h, env)
+		returned = true
 	}()
 	return nil
 }
@@ -626,6 +635,10 @@ func (e *execution) handle(ev event) {
 			return // it died before; its return value is ignored
 		}
 		d.outcome.Duration = ev.dur
+		if ev.err == errGoexit {
+			e.goexit(d)
+			return
+		}
 		if ev.err != nil {
 			d.outcome.Err = ev.err.Error()
 		}
@@ -673,6 +686,7 @@ func (e *execution) stop(d *deliveryRun) {
 	} else {
 		d.proxy.Release()
 	}
+	e.bury(d) // dead.go
 	for _, p := range d.pending {
 		p.grant <- wireproxy.Crash
 	}
@@ -915,6 +929,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.DeliveryTimeout, d.where())
 			e.die(d, "")
 			d.outcome.Err = msg
+			e.checkDeaf(d, msg) // goexit.go
 			continue
 		}
 		for _, f := range d.inflight {

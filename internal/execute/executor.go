@@ -70,6 +70,7 @@ type Executor struct {
 
 	stragglers stragglers   // handler goroutines not waited for; see linger.go
 	backends   backendPools // server backends kept per database; see backends.go
+	leftOpen   leftOpen     // deliveries that returned with a transaction open; see leftopen.go
 }
 
 // New returns an Executor for a check with settings s.
@@ -217,20 +218,30 @@ func (r *Executor) visibilityTimeout() time.Duration {
 	return cmp.Or(r.cfg.Rules.Redeliver, faults.DefaultVisibilityTimeout)
 }
 
+// connectAdmin opens r.admin, under r.adminMu, if it is not open; what
+// says what the harness means to ask the server.
+func (r *Executor) connectAdmin(ctx context.Context, what string) error {
+	if r.admin != nil {
+		return nil
+	}
+	conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))
+	if err != nil && serverWentAway(err) {
+		return fmt.Errorf("[twice] internal: %w: connecting to ask it %s: %w", ErrServerWentAway, what, err)
+	}
+	if err != nil {
+		return fmt.Errorf("[twice] internal: connecting to ask the server %s: %w", what, err)
+	}
+	r.admin = conn
+	return nil
+}
+
 // waitsOnLock asks the server whether backend pid waits for a lock another
 // backend holds.
 func (r *Executor) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
-	if r.admin == nil {
-		conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))
-		if err != nil && serverWentAway(err) {
-			return false, fmt.Errorf("[twice] internal: %w: connecting to ask it about locks: %w", ErrServerWentAway, err)
-		}
-		if err != nil {
-			return false, fmt.Errorf("[twice] internal: connecting to ask the server about locks: %w", err)
-		}
-		r.admin = conn
+	if err := r.connectAdmin(ctx, "about locks"); err != nil {
+		return false, err
 	}
 	var waits bool
 	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)

@@ -65,6 +65,9 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 		stmt += " STRATEGY " + t.strategy
 	}
 	if err := r.create(ctx, name, stmt); err != nil {
+		if templateInUse(err) {
+			return nil, t.inUseError(ctx, err)
+		}
 		return nil, fmt.Errorf("[twice] internal: creating database %s from template %s: %w", name, t.Name, err)
 	}
 	d := &Database{Name: name, ConnString: r.srv.ConnString(name), tpl: t}

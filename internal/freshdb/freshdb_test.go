@@ -349,7 +349,7 @@ func TestStepErrors(t *testing.T) {
 		steps: func() ([]freshdb.Step, error) {
 			return []freshdb.Step{{Name: "seed.sql", SQL: "-- " + tag + "\nCREATE TABLE u (id int PRIMARY KEY); INSERT INTO u VALUES (1), (1);"}}, nil
 		},
-		want: []string{"setup step failed: seed.sql: ERROR: duplicate key value violates unique constraint \"u_pkey\" (SQLSTATE 23505); DETAIL: Key (id)=(1) already exists."},
+		want: []string{"setup step failed: seed.sql, the statement on line 2: ERROR: duplicate key value violates unique constraint \"u_pkey\" (SQLSTATE 23505); DETAIL: Key (id)=(1) already exists."},
 	}, {
 		name: "Go func",
 		steps: func() ([]freshdb.Step, error) {

@@ -17,6 +17,7 @@ const (
 	layoutGoose         = "goose"
 	layoutTern          = "tern"
 	layoutDbmate        = "dbmate"
+	layoutSQLMigrate    = "sql-migrate"
 )
 
 var (
@@ -24,6 +25,10 @@ var (
 	golangMigrateName = regexp.MustCompile(`^([0-9]+)_(.*)\.(up|down)\.sql$`)
 	// goose, tern and dbmate: {version}_{name}.sql.
 	versionedName = regexp.MustCompile(`^([0-9]+)_.*\.sql$`)
+	// sql-migrate: any name; a leading number is its version.
+	leadingNumber = regexp.MustCompile(`^([0-9]+)`)
+	// goose Go migrations: {version}_{name}.go.
+	gooseGoName = regexp.MustCompile(`^[0-9]+_.*\.go$`)
 )
 
 // migrationFile is one *.sql file of a migrations directory, classified.
@@ -48,6 +53,10 @@ type migrationFile struct {
 //     splits them (StatementBegin/End groups).
 //   - dbmate (files with "-- migrate:up"): the up block of each file (up to
 //     "-- migrate:down"), in name order.
+//   - sql-migrate (files with "-- +migrate Up"): the Up sections of each
+//     file, in sql-migrate's order (numbered names by number, then the
+//     others by name); "-- +migrate Up notransaction" one statement per
+//     step, split as sql-migrate splits them (StatementBegin/End groups).
 //   - tern (some file holds "---- create above / drop below ----"): what is
 //     above that line (a file without it whole), in numeric order.
 //   - plain: every file whole, in lexical order of the names: zero-pad
@@ -55,7 +64,10 @@ type migrationFile struct {
 //
 // The layout is detected per directory; a directory mixing layouts is an
 // error that names two files of different layouts, as is a directory
-// without *.sql files, or two files with the same version. Each step is
+// without *.sql files, or two files with the same version. So is what
+// twice cannot apply as its tool would: goose Go migrations
+// ({version}_{name}.go) and tern's text/template actions ({{ template
+// ... }}); the error says how to run them with the tool itself. Each step is
 // named path.Join(dir, name) and carries its layout, which errors show. The
 // lines left out (down sections) are blanked, not removed, so line numbers
 // in errors are the file's.
@@ -65,7 +77,11 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		return nil, fmt.Errorf("[twice] cannot read migrations: %w", err)
 	}
 	var files []migrationFile
+	var goFiles []string
 	for _, e := range entries {
+		if !e.IsDir() && gooseGoName.MatchString(e.Name()) && !strings.HasSuffix(e.Name(), "_test.go") {
+			goFiles = append(goFiles, e.Name())
+		}
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".sql") {
 			continue
 		}
@@ -75,12 +91,23 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		}
 		files = append(files, classify(e.Name(), string(b)))
 	}
+	if len(files) == 0 && len(goFiles) > 0 {
+		return nil, goMigrationError(dir, goFiles[0])
+	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("[twice] no *.sql migrations in %q: check the fs.FS and the directory name", dir)
 	}
 	layout, err := dirLayout(dir, files)
 	if err != nil {
 		return nil, err
+	}
+	if layout == layoutGoose && len(goFiles) > 0 {
+		return nil, goMigrationError(dir, goFiles[0])
+	}
+	if layout == layoutTern || layout == layoutPlain {
+		if err := templateError(dir, layout, files); err != nil {
+			return nil, err
+		}
 	}
 	var steps []Step
 	switch layout {
@@ -91,6 +118,8 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		return steps, nil
 	case layoutDbmate:
 		// dbmate applies its files in name order.
+	case layoutSQLMigrate:
+		sortSQLMigrate(files)
 	default:
 		if err := sortByVersion(dir, layout, files); err != nil {
 			return nil, err
@@ -110,7 +139,7 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 				// goose runs these statements one by one, outside a
 				// transaction (CREATE INDEX CONCURRENTLY); one round trip
 				// would make them one implicit transaction.
-				for _, stmt := range gooseStatements(up) {
+				for _, stmt := range splitStatements(up, isGoose("statementbegin"), isGoose("statementend")) {
 					steps = append(steps, Step{Name: s.Name, SQL: stmt, Layout: "goose Up section, NO TRANSACTION"})
 				}
 				continue
@@ -118,6 +147,16 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 			s.SQL, s.Layout = up, "goose Up section"
 		case layoutDbmate:
 			s.SQL, s.Layout = between(f.text, isDbmate("up"), isDbmate("down")), "dbmate migrate:up block"
+		case layoutSQLMigrate:
+			up, noTx := sqlMigrateUp(f.text)
+			if noTx {
+				// sql-migrate runs these one by one outside a transaction.
+				for _, stmt := range splitStatements(up, isSQLMigrate("statementbegin"), isSQLMigrate("statementend")) {
+					steps = append(steps, Step{Name: s.Name, SQL: stmt, Layout: "sql-migrate Up section, notransaction"})
+				}
+				continue
+			}
+			s.SQL, s.Layout = up, "sql-migrate Up section"
 		case layoutTern:
 			s.SQL, s.Layout = between(f.text, nil, isTernSplit), "tern, above create/drop"
 		}
@@ -145,6 +184,8 @@ func classify(name, text string) migrationFile {
 			f.layout, f.marker = layoutGoose, "-- +goose Up"
 		case isDbmate("up")(line):
 			f.layout, f.marker = layoutDbmate, "-- migrate:up"
+		case isSQLMigrate("up")(line):
+			f.layout, f.marker = layoutSQLMigrate, "-- +migrate Up"
 		case isTernSplit(line):
 			f.layout, f.marker = layoutTern, "---- create above / drop below ----"
 		default:
@@ -303,12 +344,12 @@ func hasLine(text string, match func(string) bool) bool {
 	return false
 }
 
-// gooseStatements splits an Up section as goose does: a statement ends on a
-// line ending in ";" (a trailing "--" comment aside), except between
-// "-- +goose StatementBegin" and "StatementEnd", which make one statement.
-// Each statement keeps the lines before it blank, so positions keep the
-// file's line numbers.
-func gooseStatements(up string) []string {
+// splitStatements splits an Up section as goose and sql-migrate do: a
+// statement ends on a line ending in ";" (a trailing "--" comment aside),
+// except between the tool's StatementBegin and StatementEnd lines, which
+// make one statement. Each statement keeps the lines before it blank, so
+// positions keep the file's line numbers.
+func splitStatements(up string, begin, end func(string) bool) []string {
 	var stmts []string
 	var cur, blank strings.Builder
 	inBlock, has := false, false
@@ -324,12 +365,12 @@ func gooseStatements(up string) []string {
 	}
 	for line := range strings.Lines(up) {
 		switch {
-		case isGoose("statementbegin")(line):
+		case begin(line):
 			flush()
 			inBlock = true
 			cur.WriteString(line)
 			continue
-		case isGoose("statementend")(line):
+		case end(line):
 			cur.WriteString(line)
 			inBlock = false
 			flush()
@@ -350,4 +391,92 @@ func gooseStatements(up string) []string {
 	}
 	flush()
 	return stmts
+}
+
+// isSQLMigrate matches sql-migrate's "-- +migrate <cmd> [options]" lines.
+func isSQLMigrate(cmd string) func(string) bool {
+	return func(line string) bool {
+		c, ok := annotation(line, "+migrate")
+		fields := strings.Fields(c)
+		return ok && len(fields) > 0 && strings.EqualFold(fields[0], cmd)
+	}
+}
+
+// sqlMigrateUp is what sql-migrate applies up from a file: the lines of
+// its Up sections (a file may have Down first, or several of each), the
+// rest blanked so positions keep their line numbers; and whether an Up
+// line says notransaction.
+func sqlMigrateUp(text string) (up string, noTx bool) {
+	var b strings.Builder
+	in := false
+	for line := range strings.Lines(text) {
+		switch {
+		case isSQLMigrate("up")(line):
+			in = true
+			c, _ := annotation(line, "+migrate")
+			noTx = noTx || slices.Contains(strings.Fields(c)[1:], "notransaction")
+		case isSQLMigrate("down")(line):
+			in = false
+		case in:
+			b.WriteString(line)
+			continue
+		}
+		if strings.HasSuffix(line, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String(), noTx
+}
+
+// sortSQLMigrate orders files as sql-migrate does: names with a leading
+// number by that number, before the others, which go by name.
+func sortSQLMigrate(files []migrationFile) {
+	num := func(f migrationFile) string { return trimZeros(leadingNumber.FindString(f.name)) }
+	slices.SortStableFunc(files, func(a, b migrationFile) int {
+		na, nb := leadingNumber.MatchString(a.name), leadingNumber.MatchString(b.name)
+		switch {
+		case na && nb:
+			va, vb := num(a), num(b)
+			if c := cmp.Or(cmp.Compare(len(va), len(vb)), strings.Compare(va, vb)); c != 0 {
+				return c
+			}
+		case na:
+			return -1
+		case nb:
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+}
+
+// goMigrationError says a goose directory holds Go migrations, which only
+// goose can run: they are funcs the package registers in init.
+func goMigrationError(dir, name string) error {
+	return fmt.Errorf("[twice] migrations in %q (goose layout): %s is a Go migration, which goose runs from the func it registers and twice cannot run from the directory; run the directory with goose's own provider in a harness.FuncDB setup (sqlDB, _ := db.SQL(); p, _ := goose.NewProvider(goose.DialectPostgres, sqlDB, migrationsFS); _, err := p.Up(ctx))", dir, name)
+}
+
+// templateError refuses a tern (or unmarked) file with a text/template
+// action: tern runs every migration through text/template (shared files
+// included with {{ template "..." }}), and the raw text would reach the
+// server.
+func templateError(dir, layout string, files []migrationFile) error {
+	for _, f := range files {
+		n := 0
+		for line := range strings.Lines(f.text) {
+			n++
+			i := strings.Index(line, "{{")
+			if i < 0 {
+				continue
+			}
+			action := line[i:]
+			if j := strings.Index(action, "}}"); j >= 0 {
+				action = action[:j+2]
+			}
+			if layout == layoutPlain && !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(action, "{{")), "template") {
+				continue // a plain file's "{{" may be data; only an include is surely tern's
+			}
+			return fmt.Errorf("[twice] migrations in %q (%s layout): %s:%d holds a template action (%s), which tern expands before it runs the file and twice does not; run the directory with tern's own migrator in a harness.FuncDB setup (m, _ := migrate.NewMigrator(ctx, db.Conn(), \"public.schema_version\"); m.LoadMigrations(migrationsFS); err := m.Migrate(ctx))", dir, layout, f.name, n, strings.TrimSpace(action))
+		}
+	}
+	return nil
 }

@@ -114,6 +114,36 @@ DROP INDEX a;
 			"m/20240102000000_b.sql [dbmate migrate:up block]: CREATE INDEX CONCURRENTLY i ON a (x);",
 		},
 	}, {
+		name: "sql-migrate applies the Up sections in version order, one statement at a time when notransaction",
+		files: map[string]string{
+			"m/10_later.sql": "-- +migrate Down\nDROP TABLE later;\n-- +migrate Up\nCREATE TABLE later ();\n",
+			"m/2_orders.sql": `-- +migrate Up
+-- +migrate StatementBegin
+CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;
+-- +migrate StatementEnd
+CREATE TABLE orders ();
+-- +migrate Down
+DROP TABLE orders;
+DROP FUNCTION f();
+`,
+			"m/11_index.sql": "-- +migrate Up notransaction\nCREATE INDEX CONCURRENTLY a ON later (x);\nCREATE INDEX CONCURRENTLY b ON later (x);\n-- +migrate Down\nDROP INDEX a;\n",
+			"m/init.sql":     "-- +migrate Up\nCREATE TABLE init ();\n",
+		},
+		want: []string{
+			"m/2_orders.sql [sql-migrate Up section]: -- +migrate StatementBegin | CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$; | -- +migrate StatementEnd | CREATE TABLE orders ();",
+			"m/10_later.sql [sql-migrate Up section]: CREATE TABLE later ();",
+			"m/11_index.sql [sql-migrate Up section, notransaction]: CREATE INDEX CONCURRENTLY a ON later (x);",
+			"m/11_index.sql [sql-migrate Up section, notransaction]: CREATE INDEX CONCURRENTLY b ON later (x);",
+			"m/init.sql [sql-migrate Up section]: CREATE TABLE init ();",
+		},
+	}, {
+		name: "goose ignores a Go file that is no migration",
+		files: map[string]string{
+			"m/1_a.sql":  "-- +goose Up\nCREATE TABLE a ();\n",
+			"m/embed.go": "package m",
+		},
+		want: []string{"m/1_a.sql [goose Up section]: CREATE TABLE a ();"},
+	}, {
 		name: "plain files whole in name order",
 		files: map[string]string{
 			"m/b.sql":     "CREATE TABLE b ();",
@@ -179,6 +209,36 @@ func TestFromFSLayoutErrors(t *testing.T) {
 		name:  "only down files",
 		files: map[string]string{"m/1_a.down.sql": "DROP TABLE a;"},
 		want:  `[twice] no up migrations in "m" (golang-migrate layout): only .down.sql files`,
+	}, {
+		name: "sql-migrate and goose",
+		files: map[string]string{
+			"m/1_a.sql": "-- +migrate Up\nCREATE TABLE a ();",
+			"m/2_b.sql": "-- +goose Up\nCREATE TABLE b ();",
+		},
+		want: `mix layouts: 1_a.sql is sql-migrate (-- +migrate Up), but 2_b.sql is goose (-- +goose Up)`,
+	}, {
+		name: "goose Go migrations",
+		files: map[string]string{
+			"m/00001_users.sql":        "-- +goose Up\nCREATE TABLE users ();",
+			"m/00002_backfill.go":      "package migrations",
+			"m/00002_backfill_test.go": "package migrations",
+		},
+		want: `[twice] migrations in "m" (goose layout): 00002_backfill.go is a Go migration, which goose runs from the func it registers and twice cannot run from the directory; run the directory with goose's own provider in a harness.FuncDB setup (sqlDB, _ := db.SQL(); p, _ := goose.NewProvider(goose.DialectPostgres, sqlDB, migrationsFS); _, err := p.Up(ctx))`,
+	}, {
+		name:  "only goose Go migrations",
+		files: map[string]string{"m/00001_users.go": "package migrations"},
+		want:  `[twice] migrations in "m" (goose layout): 00001_users.go is a Go migration`,
+	}, {
+		name: "tern template include",
+		files: map[string]string{
+			"m/001_a.sql": "CREATE TABLE a ();\n---- create above / drop below ----\nDROP TABLE a;\n",
+			"m/002_b.sql": "CREATE TABLE b ();\n\n{{ template \"shared/audit.sql\" . }}\n",
+		},
+		want: `[twice] migrations in "m" (tern layout): 002_b.sql:3 holds a template action ({{ template "shared/audit.sql" . }}), which tern expands before it runs the file and twice does not; run the directory with tern's own migrator in a harness.FuncDB setup (m, _ := migrate.NewMigrator(ctx, db.Conn(), "public.schema_version"); m.LoadMigrations(migrationsFS); err := m.Migrate(ctx))`,
+	}, {
+		name:  "tern template in a plain directory",
+		files: map[string]string{"m/001_a.sql": "{{ template \"shared/x.sql\" }}\n"},
+		want:  `[twice] migrations in "m" (plain SQL layout): 001_a.sql:1 holds a template action ({{ template "shared/x.sql" }}), which tern expands`,
 	}, {
 		name:  "no sql",
 		files: map[string]string{"m/a.txt": ""},
@@ -288,5 +348,67 @@ func TestFromFSGooseStatementsKeepLines(t *testing.T) {
 	want := []string{"\n\nSELECT 1;", "\n\n\n\nSELECT\n  2;"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("statements mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// sql-migrate files applied to a real database: the Down section (DROP
+// TABLE) must not run, and notransaction statements run one by one
+// (CONCURRENTLY is refused in a transaction).
+func TestFromFSSQLMigrateAppliesOnlyUp(t *testing.T) {
+	ctx := context.Background()
+	srv := server(t)
+	steps, err := freshdb.FromFS(mapFS(map[string]string{
+		"migrations/1_users.sql": "-- " + randomHex(t, 8) + "\n-- +migrate Up\nCREATE TABLE users (id int PRIMARY KEY);\n-- +migrate Down\nDROP TABLE users;\n",
+		"migrations/2_index.sql": "-- +migrate Up notransaction\nCREATE INDEX CONCURRENTLY users_id ON users (id);\n-- +migrate Down\nDROP INDEX users_id;\n",
+	}), "migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := freshdb.Prepare(ctx, srv, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tpl.Fresh(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Drop(ctx)
+	if got, want := dumpContent(t, d.ConnString), "r public.users (id integer)\n"; got != want {
+		t.Errorf("schema after the migrations = %q, want %q", got, want)
+	}
+}
+
+// An error the server gives no position for is named with the lines of
+// the statement that failed.
+func TestStepErrorWithoutPositionNamesTheStatement(t *testing.T) {
+	ctx := context.Background()
+	srv := server(t)
+	for _, tt := range []struct {
+		name, sql, want string
+	}{{
+		name: "second statement on one line",
+		sql:  "CREATE TABLE u (id int PRIMARY KEY);\nINSERT INTO u VALUES (1), (1);\n",
+		want: "[twice] setup step failed: seed.sql, the statement on line 3: ERROR: duplicate key value violates unique constraint \"u_pkey\"",
+	}, {
+		name: "a statement over lines after quotes and comments",
+		sql: `CREATE TABLE u (id int PRIMARY KEY, note text);
+INSERT INTO u VALUES (1, 'a; b'), (2, $x$ c; $x$); -- one; two
+/* a comment; */
+INSERT INTO u
+  VALUES (3, E'\\'';'),
+         (1, 'again');
+`,
+		want: "[twice] setup step failed: seed.sql, the statement on lines 5-7: ERROR: duplicate key value",
+	}, {
+		name: "a failing query that returned rows first",
+		sql:  "CREATE TABLE u (id int);\nINSERT INTO u VALUES (1), (0);\nSELECT 1 / id FROM u ORDER BY id DESC;\n",
+		want: "[twice] setup step failed: seed.sql, the statement on line 4: ERROR: division by zero",
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "seed.sql", SQL: "-- " + randomHex(t, 8) + "\n" + tt.sql}})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Prepare error = %v\nwant it to contain %q", err, tt.want)
+			}
+		})
 	}
 }

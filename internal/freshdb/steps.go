@@ -19,9 +19,13 @@ import (
 // is set.
 type Step struct {
 	// Name is shown in errors: a file path, a migration file name, "SQL", or
-	// a Go func's name. A Func step must have one: it is what the template's
-	// content hash sees of the func (see Prepare).
+	// a Go func's name. A Func step must have one.
 	Name string
+	// Key is what the template's content hash sees of a Func step besides
+	// its Name: a func's code cannot be hashed, so the caller says which
+	// func value this is (harness keys a func by its identity in the
+	// process). Two Func steps with the same Name and Key share a template.
+	Key string
 	// SQL is executed as-is in one simple-protocol round trip, so it may hold
 	// many statements (and BEGIN/COMMIT of its own).
 	SQL string
@@ -65,7 +69,7 @@ func checkSteps(steps []Step) error {
 }
 
 // hashSteps is the template's content hash: SQL steps by their text, Func
-// steps by their Name (a func's code cannot be hashed).
+// steps by their Name and Key (a func's code cannot be hashed).
 func hashSteps(steps []Step) string {
 	h := sha256.New()
 	put := func(kind byte, s string) {
@@ -78,6 +82,7 @@ func hashSteps(steps []Step) string {
 	for _, s := range steps {
 		if s.Func != nil {
 			put('f', s.Name)
+			put('k', s.Key)
 		} else {
 			put('s', s.SQL)
 		}
@@ -97,16 +102,23 @@ func runStep(ctx context.Context, conn *pgx.Conn, s Step) error {
 		}
 		return nil
 	}
-	_, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
+	results, err := conn.PgConn().Exec(ctx, s.SQL).ReadAll()
 	if err != nil {
-		return stepError(name, s.Layout, s.SQL, err)
+		// The statements before the failing one each completed a result;
+		// one that failed while returning rows has its own, with the error.
+		failed := len(results)
+		if failed > 0 && results[failed-1].Err != nil {
+			failed--
+		}
+		return stepError(name, s.Layout, s.SQL, failed, err)
 	}
 	return nil
 }
 
 // stepError names the step and, when the server gave a position, the
-// line:column it points at in the step's text.
-func stepError(name, layout, sql string, err error) error {
+// line:column it points at in the step's text; without one, the lines of
+// the failing statement, the failed-th (from 0) of the text.
+func stepError(name, layout, sql string, failed int, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		if layout != "" {
@@ -118,6 +130,13 @@ func stepError(name, layout, sql string, err error) error {
 	if pgErr.Position > 0 {
 		line, col := lineCol(sql, int(pgErr.Position))
 		where = fmt.Sprintf("%s:%d:%d", name, line, col)
+	} else if spans, ok := statementSpans(sql); ok && failed < len(spans) {
+		switch sp := spans[failed]; {
+		case sp.first == sp.last:
+			where = fmt.Sprintf("%s, the statement on line %d", name, sp.first)
+		default:
+			where = fmt.Sprintf("%s, the statement on lines %d-%d", name, sp.first, sp.last)
+		}
 	}
 	if layout != "" {
 		where += " (" + layout + ")"

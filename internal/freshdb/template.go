@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // How Fresh makes a database.
@@ -48,8 +50,8 @@ type build struct {
 // Prepare builds the template database for steps on srv, once per server and
 // content hash per process: a later or concurrent Prepare with the same
 // content shares that build (concurrent callers wait for it). The hash covers
-// SQL steps by their text and Func steps by their Name only, so two different
-// funcs must not share a name. Steps run in order on a new database created
+// SQL steps by their text and Func steps by their Name and Key only, so two
+// different funcs must not share both. Steps run in order on a new database created
 // from template0; a failing step drops it and the error names the step and,
 // for SQL, the line:column the server pointed at.
 //
@@ -120,6 +122,9 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 		// On error the deferred drop (WITH FORCE) ends the step's sessions,
 		// which frees an abandoned step blocked on the server.
 		if abandoned, err = r.runStepWithin(ctx, name, conn, s); err != nil {
+			if ctx.Err() == nil {
+				err = blame.User(err) // the step's SQL or func failed, or hung
+			}
 			return nil, err
 		}
 	}

@@ -52,8 +52,8 @@ type Record struct {
 	Rerun string `json:"rerun"`
 	// Written is when the record was written.
 	Written time.Time `json:"written"`
-	// Error is what ended a check whose Result.Status is
-	// result.StatusInternalError.
+	// Error is what ended a check whose Result.Status is InternalError
+	// or UserError.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
 	// the job's name and the status.

@@ -25,6 +25,7 @@ const (
 	ProblemBuildFailed    = "build-failed"
 	ProblemCrashed        = "crashed"
 	ProblemHarnessError   = "harness-error"
+	ProblemUserError      = "user-error" // a check stopped by the user's code or configuration
 	ProblemTestFailed     = "test-failed"
 	ProblemNoHarnessTests = "no-harness-tests"
 	ProblemNoTestFiles    = "no-test-files"

@@ -147,6 +147,8 @@ func (c *conn) serve() {
 			c.p.backends.put(be)
 		} else if errors.Is(err, errQuit) {
 			_ = c.forward() // the client's Terminate
+		} else if !c.isCut.Load() {
+			c.p.noteBusy() // released in a transaction block: its work is lost
 		}
 	}
 }
@@ -193,6 +195,7 @@ func (c *conn) cut() {
 	c.mu.Unlock()
 	_ = c.client.Close()
 	if server != nil {
+		c.p.noteCut(c)
 		_ = server.Close()
 	}
 }

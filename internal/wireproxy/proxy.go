@@ -80,6 +80,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,6 +129,8 @@ type Proxy struct {
 	steps   int
 	pids    []uint32
 	secrets map[uint32][4]byte // pid -> the cancel key given to the client
+	cutPIDs []uint32           // backends of cut connections, until TakeCut
+	busy    int                // connections Release found busy and cut
 
 	// serverOnly asks the server about every step outside a transaction
 	// block, ignoring the text: the tests compare the two with it.
@@ -263,6 +266,9 @@ func (p *Proxy) Release() {
 		if c.parks(parkGrace) {
 			_ = c.client.Close() // its serve goroutine gives the backend back
 		} else {
+			if !c.isCut.Load() { // one a fault cut already is not the client's
+				p.noteBusy()
+			}
 			c.cut()
 		}
 	}
@@ -325,6 +331,48 @@ func (p *Proxy) PIDs() []uint32 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]uint32(nil), p.pids...)
+}
+
+// TakeCut returns the backend process IDs of the server connections the
+// proxy cut (Kill, a busy connection at Release, a lost reply) since the
+// last call. Cutting a socket does not end its backend at once: one in
+// the middle of a statement runs it to its end, holding its locks and its
+// open transaction, and one waiting for its client notices the closed
+// socket only when it is next scheduled. The harness terminates these and
+// waits until the server no longer lists them before another delivery
+// starts (see harness's dead.go), as a real crash would have ended them
+// long before.
+func (p *Proxy) TakeCut() []uint32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cut := p.cutPIDs
+	p.cutPIDs = nil
+	return cut
+}
+
+// BusyAtRelease is how many connections [Proxy.Release] found busy (a
+// round trip out) or in a transaction block, and so cut instead of giving
+// their backend back: work the client left unfinished when its delivery
+// ended.
+func (p *Proxy) BusyAtRelease() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy
+}
+
+func (p *Proxy) noteBusy() {
+	p.mu.Lock()
+	p.busy++
+	p.mu.Unlock()
+}
+
+// noteCut records c's backend as cut.
+func (p *Proxy) noteCut(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.pid != 0 && !slices.Contains(p.cutPIDs, c.pid) {
+		p.cutPIDs = append(p.cutPIDs, c.pid)
+	}
 }
 
 // InFlight are the steps that were forwarded to the server and whose reply
