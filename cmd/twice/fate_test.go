@@ -32,10 +32,10 @@ func TestReportFatesAreTheResultsFates(t *testing.T) {
 		return err
 	}
 	schedules := []string{
-		"j1a1w1!crash:3 > +30s j1a2w2",     // a statement kept from the server
-		"j1a1w1!crash:2 > +30s j1a2w2",     // an effect call kept from the provider
-		"j1a1w1!crash > +30s j1a2w2",       // after the last step, before the ack
-		"j1a1w1!ambiguous:1 > +30s j1a2w2", // a statement applied, its reply lost
+		"j1a1w1!crash:3 > +30s j1a2w2",      // a statement kept from the server
+		"j1a1w1!crash:2 > +30s j1a2w2",      // an effect call kept from the provider
+		"j1a1w1!crash > +30s j1a2w2",        // after the last step, before the ack
+		"j1a1w1!ambiguous:1 > +30s j1a2w2",  // a statement applied, its reply lost
 		"j1a1w1!crashafter:2 > +30s j1a2w2", // an effect made, then the worker died
 		"j1a1w1!lostack > +30s j1a2w2",
 		"j1a1w1!lostreply:2", // the effect made, the call timed out

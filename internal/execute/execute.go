@@ -3,6 +3,7 @@ package execute
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
@@ -635,7 +636,7 @@ func (e *execution) handle(ev event) {
 			return // it died before; its return value is ignored
 		}
 		d.outcome.Duration = ev.dur
-		if ev.err == errGoexit {
+		if errors.Is(ev.err, errGoexit) {
 			e.goexit(d)
 			return
 		}

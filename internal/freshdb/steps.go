@@ -131,10 +131,9 @@ func stepError(name, layout, sql string, failed int, err error) error {
 		line, col := lineCol(sql, int(pgErr.Position))
 		where = fmt.Sprintf("%s:%d:%d", name, line, col)
 	} else if spans, ok := statementSpans(sql); ok && failed < len(spans) {
-		switch sp := spans[failed]; {
-		case sp.first == sp.last:
+		if sp := spans[failed]; sp.first == sp.last {
 			where = fmt.Sprintf("%s, the statement on line %d", name, sp.first)
-		default:
+		} else {
 			where = fmt.Sprintf("%s, the statement on lines %d-%d", name, sp.first, sp.last)
 		}
 	}
