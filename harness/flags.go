@@ -185,3 +185,17 @@ func shardSetting() (*result.ShardRun, error) {
 	}
 	return &result.ShardRun{Shard: s}, nil
 }
+
+// keepSetting is -twice.keep or TWICE_KEEP: whether a failed check keeps
+// its databases, true unless set to false.
+func keepSetting() (bool, error) {
+	text := setting("twice.keep", KeepEnv)
+	if text == "" {
+		return true, nil
+	}
+	v, err := strconv.ParseBool(text)
+	if err != nil {
+		return true, fmt.Errorf("[twice] -twice.keep or %s is %q; want true (keep a failed check's databases, the default) or false (drop them)", KeepEnv, text)
+	}
+	return v, nil
+}

@@ -93,7 +93,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			return nil, nil, plan, blame.User(errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors"))
 		}
 		if err := f.Validate(); err != nil {
-			return nil, nil, plan, fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err)
+			return nil, nil, plan, blame.User(fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err))
 		}
 	}
 	atOnce, err := parallelSetting()
@@ -816,18 +816,4 @@ func checkInputs(cfg Config) error {
 	}
 	_, err := keepSetting()
 	return err
-}
-
-// keepSetting is -twice.keep or TWICE_KEEP: whether a failed check keeps
-// its databases, true unless set to false.
-func keepSetting() (bool, error) {
-	text := setting("twice.keep", KeepEnv)
-	if text == "" {
-		return true, nil
-	}
-	v, err := strconv.ParseBool(text)
-	if err != nil {
-		return true, fmt.Errorf("[twice] -twice.keep or %s is %q; want true (keep a failed check's databases, the default) or false (drop them)", KeepEnv, text)
-	}
-	return v, nil
 }
