@@ -146,8 +146,9 @@ type Rules struct {
 }
 
 // Leftovers lists the directories under base, named prefix followed by
-// anything, whose owner is gone. Other users' directories, another host's
-// and those with a malformed marker are never listed.
+// anything, whose owner is gone. Another host's directories and those with
+// a malformed marker are never listed; other users' and unmarked ones only
+// as r allows.
 func Leftovers(base, prefix string, r Rules) []string {
 	entries, err := os.ReadDir(base)
 	if err != nil {
