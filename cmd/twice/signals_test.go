@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 // runMainEnv makes this test binary run twice's main instead of its
@@ -140,17 +142,17 @@ func TestSweepAfterKill(t *testing.T) {
 
 	host, _ := os.Hostname()
 	decoys := map[string]string{
-		"live":      fmt.Sprintf("%d %s %s\n", os.Getpid(), procStart(os.Getpid()), host),
+		"live":      owner.Self().String() + " " + host + "\n",
 		"otherhost": fmt.Sprintf("%d %s %s\n", 1<<22-1, "1", "not-"+host),
 		"noowner":   "",
 	}
-	for name, owner := range decoys {
+	for name, marker := range decoys {
 		dir := filepath.Join(b.tmp, runDirPrefix+name)
 		if err := os.MkdirAll(filepath.Join(dir, "records"), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if owner != "" {
-			if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(owner), 0o644); err != nil {
+		if marker != "" {
+			if err := os.WriteFile(filepath.Join(dir, owner.File), []byte(marker), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}

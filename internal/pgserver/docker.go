@@ -24,6 +24,7 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
+	"github.com/runtwice/twice/internal/owner"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -125,7 +126,7 @@ func startDocker(ctx context.Context, image string) (*Server, error) {
 		testcontainers.WithCmd(containerArgs...),
 		// initdb and every test database on tmpfs: ~5x faster than the overlay fs.
 		testcontainers.WithTmpfs(map[string]string{"/var/lib/postgresql": "rw"}),
-		testcontainers.WithLabels(map[string]string{ownerLabel: fmt.Sprintf("%s %s", selfRef(), hostname)}),
+		testcontainers.WithLabels(map[string]string{ownerLabel: fmt.Sprintf("%s %s", owner.Self(), hostname)}),
 		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
 			if loopback {
 				hc.PortBindings = network.PortMap{network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
@@ -255,8 +256,8 @@ func sweepContainers(ctx context.Context, cli *testcontainers.DockerClient) {
 		if len(f) != 3 || f[2] != host {
 			continue
 		}
-		owner, ok := parseProcRef(f[0] + " " + f[1])
-		if !ok || owner.alive() {
+		p, ok := owner.Parse(f[0] + " " + f[1])
+		if !ok || p.Alive() {
 			continue
 		}
 		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})

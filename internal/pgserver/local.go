@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 // cacheFormat changes whenever the cached cluster would differ for the same
@@ -186,7 +188,7 @@ type localCluster struct {
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when postgres has exited and been reaped
 	caching chan struct{} // closed when a new cluster is in the cache; nil if none is being stored
-	ref     procRef
+	ref     owner.Process
 	wd      *watchdog
 	bin     string // the server's installation: initdb, postgres, pg_dump
 }
@@ -225,7 +227,7 @@ func (c *localCluster) start(ctx context.Context, bins *binaries, acct account, 
 	if err := c.wd.watchDir(runDir); err != nil {
 		return nil, err
 	}
-	if err := writeOwner(filepath.Join(runDir, "owner")); err != nil {
+	if err := markOwner(runDir); err != nil {
 		return nil, err
 	}
 	if err := chown(runDir, acct); err != nil {
@@ -326,7 +328,7 @@ func (c *localCluster) launch(ctx context.Context, bins *binaries, acct account,
 		return nil, fmt.Errorf("[twice] internal: start %s: %w", cmd.Path, err)
 	}
 	c.cmd = cmd
-	c.ref = refOf(cmd.Process.Pid)
+	c.ref = owner.Of(cmd.Process.Pid)
 	c.exited = make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
@@ -381,7 +383,7 @@ func (c *localCluster) stop() error {
 		select {
 		case <-c.exited:
 		case <-time.After(10 * time.Second):
-			errs = append(errs, fmt.Errorf("[twice] internal: local PostgreSQL (pid %d) did not exit", c.ref.pid))
+			errs = append(errs, fmt.Errorf("[twice] internal: local PostgreSQL (pid %d) did not exit", c.ref.PID))
 		}
 	}
 	if c.caching != nil {
@@ -420,33 +422,13 @@ func chown(path string, acct account) error {
 	return nil
 }
 
-// writeOwner records which process made a directory, so a later run can
-// tell a leftover (owner gone) from a directory in use.
-func writeOwner(path string) error {
-	host, _ := os.Hostname()
-	if err := os.WriteFile(path, []byte(fmt.Sprintf("%s %s\n", selfRef(), host)), 0o644); err != nil {
+// markOwner records which process made dir, so a later run can tell a
+// leftover (owner gone) from a directory in use.
+func markOwner(dir string) error {
+	if err := owner.Mark(dir); err != nil {
 		return fmt.Errorf("[twice] internal: %w", err)
 	}
 	return nil
-}
-
-// readOwner returns the process that wrote path with writeOwner and whether
-// it ran on this host.
-func readOwner(path string) (procRef, bool, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return procRef{}, false, err
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 2 {
-		return procRef{}, false, fmt.Errorf("malformed owner file %s", path)
-	}
-	ref, ok := parseProcRef(f[0] + " " + f[1])
-	if !ok {
-		return procRef{}, false, fmt.Errorf("malformed owner file %s", path)
-	}
-	host, _ := os.Hostname()
-	return ref, len(f) >= 3 && f[2] == host, nil
 }
 
 // cacheKey names a cached cluster: everything that changes initdb's output.
@@ -481,7 +463,7 @@ func storeCache(data, root, key string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeOwner(filepath.Join(tmp, "owner")); err != nil {
+	if err := markOwner(tmp); err != nil {
 		_ = os.RemoveAll(tmp)
 		return err
 	}

@@ -20,6 +20,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/testcontainers/testcontainers-go"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 // Env vars of the tests that need something this package cannot make:
@@ -71,10 +73,10 @@ func TestLocal(t *testing.T) {
 	assert.Equal(t, ModeLocal, srv.Mode())
 	exercise(t, srv)
 
-	dir, pid := srv.local.runDir, srv.local.ref.pid
+	dir, pid := srv.local.runDir, srv.local.ref.PID
 	require.NoError(t, srv.Close())
 	assert.NoDirExists(t, dir)
-	assert.False(t, srv.local.ref.alive(), "postgres (pid %d) still runs after Close", pid)
+	assert.False(t, srv.local.ref.Alive(), "postgres (pid %d) still runs after Close", pid)
 	require.NoError(t, srv.Close(), "a second Close")
 }
 
@@ -236,7 +238,7 @@ func TestLifetime(t *testing.T) {
 				require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 			}
 			child.Wait()
-			eventually(t, func() bool { return !refOf(pid).alive() }, "postgres (pid %d) still runs", pid)
+			eventually(t, func() bool { return !owner.Of(pid).Alive() }, "postgres (pid %d) still runs", pid)
 			eventually(t, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) }, "%s still exists", dir)
 		})
 	}
@@ -348,7 +350,7 @@ func TestHelperLocalServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Printf("READY %d %d %s\n", srv.local.ref.pid, srv.local.wd.cmd.Process.Pid, srv.local.runDir)
+	fmt.Printf("READY %d %d %s\n", srv.local.ref.PID, srv.local.wd.cmd.Process.Pid, srv.local.runDir)
 	switch end {
 	case "panic":
 		panic("helper panics with the server running")
@@ -368,14 +370,14 @@ func TestLeftoversRemoved(t *testing.T) {
 	require.NoError(t, syscall.Kill(wd, syscall.SIGKILL))
 	require.NoError(t, child.Process.Signal(syscall.SIGKILL))
 	child.Wait()
-	require.True(t, refOf(pid).alive(), "postgres should outlive its killed owner and watchdog")
+	require.True(t, owner.Of(pid).Alive(), "postgres should outlive its killed owner and watchdog")
 
 	sweepRunDirs(filepath.Dir(dir))
-	eventually(t, func() bool { return !refOf(pid).alive() }, "leftover postgres (pid %d) still runs", pid)
+	eventually(t, func() bool { return !owner.Of(pid).Alive() }, "leftover postgres (pid %d) still runs", pid)
 	assert.NoDirExists(t, dir)
 
 	assert.DirExists(t, live.local.runDir, "a live owner's cluster was removed")
-	assert.True(t, live.local.ref.alive(), "a live owner's postgres was stopped")
+	assert.True(t, live.local.ref.Alive(), "a live owner's postgres was stopped")
 	exercise(t, live)
 }
 

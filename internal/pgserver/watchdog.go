@@ -35,11 +35,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 const watchdogEnv = "TWICE_PGSERVER_WATCHDOG"
@@ -53,7 +54,7 @@ func init() {
 
 func runWatchdog() {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
-	var procs []procRef
+	var procs []owner.Process
 	var dbs []dbsJob
 	var dirs, containers []string
 	sc := bufio.NewScanner(os.Stdin)
@@ -66,7 +67,7 @@ func runWatchdog() {
 				dbs = append(dbs, j)
 			}
 		case "proc":
-			if p, ok := parseProcRef(rest); ok {
+			if p, ok := owner.Parse(rest); ok {
 				procs = append(procs, p)
 			}
 		case "dir":
@@ -99,86 +100,9 @@ func runWatchdog() {
 	}
 }
 
-// procRef names one process and tells it apart from a later process that
-// reuses its pid.
-type procRef struct {
-	pid   int
-	start string // start time in clock ticks since boot; "" where unknown
-}
-
-func (p procRef) String() string { return fmt.Sprintf("%d %s", p.pid, orDash(p.start)) }
-
-func parseProcRef(s string) (procRef, bool) {
-	f := strings.Fields(s)
-	if len(f) < 2 {
-		return procRef{}, false
-	}
-	pid, err := strconv.Atoi(f[0])
-	if err != nil || pid <= 0 {
-		return procRef{}, false
-	}
-	start := f[1]
-	if start == "-" {
-		start = ""
-	}
-	return procRef{pid: pid, start: start}, true
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func selfRef() procRef {
-	pid := os.Getpid()
-	return procRef{pid: pid, start: procStart(pid)}
-}
-
-func refOf(pid int) procRef { return procRef{pid: pid, start: procStart(pid)} }
-
-// procStart reads field 22 of /proc/<pid>/stat: when the process started.
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	// The command name (field 2) may hold spaces and parentheses: skip past its last ')'.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); field 22 is f[19].
-	if len(f) < 20 {
-		return ""
-	}
-	if f[0] == "Z" {
-		return "" // a zombie has finished; it only waits to be reaped
-	}
-	return f[19]
-}
-
-// alive reports whether p still runs (and is not a different process that
-// got its pid).
-func (p procRef) alive() bool {
-	if err := syscall.Kill(p.pid, 0); err != nil && err != syscall.EPERM {
-		return false
-	}
-	now := procStart(p.pid)
-	if p.start == "" {
-		// No /proc: kill(0) is all we know. With /proc, a zombie reads "".
-		_, err := os.Stat("/proc/self/stat")
-		return err != nil || now != ""
-	}
-	return now == p.start
-}
-
 // stopPostmaster asks p for a fast shutdown (SIGINT), then an immediate one
 // (SIGQUIT), then kills its process group, and waits until it is gone.
-func stopPostmaster(p procRef, patience time.Duration) {
+func stopPostmaster(p owner.Process, patience time.Duration) {
 	steps := []struct {
 		sig   syscall.Signal
 		group bool
@@ -189,15 +113,15 @@ func stopPostmaster(p procRef, patience time.Duration) {
 		{syscall.SIGKILL, true, 5 * time.Second},
 	}
 	for _, st := range steps {
-		if !p.alive() {
+		if !p.Alive() {
 			return
 		}
 		if st.group {
-			_ = syscall.Kill(-p.pid, st.sig) // postgres runs in its own group (Setpgid)
+			_ = syscall.Kill(-p.PID, st.sig) // postgres runs in its own group (Setpgid)
 		}
-		_ = syscall.Kill(p.pid, st.sig)
+		_ = syscall.Kill(p.PID, st.sig)
 		deadline := time.Now().Add(st.wait)
-		for p.alive() && time.Now().Before(deadline) {
+		for p.Alive() && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
@@ -269,9 +193,9 @@ func (wd *watchdog) sendAs(line, what string) error {
 	return nil
 }
 
-func (wd *watchdog) watchProc(p procRef) error      { return wd.send("proc " + p.String()) }
-func (wd *watchdog) watchDir(dir string) error      { return wd.send("dir " + filepath.Clean(dir)) }
-func (wd *watchdog) watchContainer(id string) error { return wd.send("container " + id) }
+func (wd *watchdog) watchProc(p owner.Process) error { return wd.send("proc " + p.String()) }
+func (wd *watchdog) watchDir(dir string) error       { return wd.send("dir " + filepath.Clean(dir)) }
+func (wd *watchdog) watchContainer(id string) error  { return wd.send("container " + id) }
 
 func (wd *watchdog) watchDatabases(prefix, connString string) error {
 	return wd.sendAs(dbsLine(prefix, connString), "databases "+prefix+"*")

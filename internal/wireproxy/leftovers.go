@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 // sockDirPrefix starts the name of every unix-socket directory a proxy
@@ -118,24 +120,9 @@ func alive(pid int, start string) bool {
 	return procStart(pid) == start
 }
 
-// procStart reads field 22 of /proc/<pid>/stat, when the process started;
-// "" where there is no /proc or the process has finished (a zombie).
-func procStart(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')') // the command name may hold spaces and ')'
-	if i < 0 {
-		return ""
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 20 || f[0] == "Z" {
-		return ""
-	}
-	return f[19]
-}
+// procStart is when process pid started; "" where there is no /proc or
+// the process has finished (a zombie).
+func procStart(pid int) string { return owner.Of(pid).Start }
 
 func orX(s string) string {
 	if s == "" {
