@@ -315,3 +315,56 @@ func TestFindingsAlikeButForRandomKeysAreGrouped(t *testing.T) {
 	}
 	t.Fatal("no record of TestWithRandomKey in testdata/diagrams")
 }
+
+var (
+	delivered = regexp.MustCompile(`job (\d+).*, attempt (\d+)`)
+	whileN    = regexp.MustCompile(`while (\S+) has taken (\d+) steps?`)
+)
+
+// A delivery that starts while another runs says how many steps the
+// other has taken, and that count is the steps the diagram drew for it
+// above: before, it was the schedule's count of completed steps, so
+// bounces' diagram drew j1a1w1's held step 1 and then said j1a1w1 had
+// taken 0 steps.
+func TestDiagramStepCountsMatchDrawnSteps(t *testing.T) {
+	var checked, held int
+	for _, rec := range diagramRecords(t) {
+		b := &builder{runs: newTestRuns(), dirs: map[string]string{}, cwd: "/src/twice"}
+		j := b.job([]record.Record{rec})
+		for _, f := range j.Findings {
+			label := map[[2]int]string{} // job, attempt -> delivery label
+			for _, d := range f.Deliveries {
+				label[[2]int{d.Job, d.Attempt}] = d.Label
+			}
+			on := map[string]string{} // worker -> the delivery it runs
+			drawn := map[string]int{} // delivery label -> steps drawn
+			for _, e := range report.BuildDiagram(j, f).Events {
+				if e.Kind == report.Call && e.From == "Q" {
+					if m := delivered.FindStringSubmatch(e.Text); m != nil {
+						var job, attempt int
+						fmt.Sscan(m[1], &job)
+						fmt.Sscan(m[2], &attempt)
+						on[e.To] = label[[2]int{job, attempt}]
+					}
+					if m := whileN.FindStringSubmatch(e.Text); m != nil {
+						checked++
+						if m[2] != fmt.Sprint(drawn[m[1]]) {
+							t.Errorf("%s %s: %q, but the diagram drew %d steps of %s before it", rec.Test, f.Schedule, e.Text, drawn[m[1]], m[1])
+						}
+					}
+					continue
+				}
+				if (e.Kind == report.Call && numbered.MatchString(e.Text)) || (e.Kind == report.Crash && diesBefore.MatchString(e.Text)) {
+					drawn[on[e.From]]++
+				}
+				if e.Kind == report.Note && strings.HasPrefix(e.Text, "commit held") {
+					held++
+				}
+			}
+		}
+	}
+	// The fixtures must hold the case this test is for.
+	if checked == 0 || held == 0 {
+		t.Errorf("%d overlapping deliveries and %d held commits in the fixtures' findings, want some of each", checked, held)
+	}
+}

@@ -13,24 +13,47 @@ const (
 	margin     = 20
 	headHeight = 34
 	rowHeight  = 30
-	charWidth  = 6.6 // of 12px sans-serif, roughly; labels are cut to fit
+	lineHeight = 15 // of a label's second and later lines
+	charWidth  = 7  // of 12px sans-serif, roughly, rounded up; labels wrap to fit
 	// pad keeps a label off the lifelines at its ends.
 	pad = 6
+	// maxLines bounds a label: a longer one is cut on its last line, the
+	// full text in the row's <title>.
+	maxLines = 8
 )
 
 // SVG renders d as an inline <svg> element whose ids start with id, so
-// several diagrams can share a page. Labels too long for their arrow are
-// cut to their lane (between the arrow's ends, or one column for a crash
-// or a note) so they never cross another lifeline; the full text is in
-// each row's <title>, shown on hover.
+// several diagrams can share a page. Labels too long for their lane
+// (between the arrow's ends, or one column for a crash or a note) wrap
+// onto more lines and their row grows, so they never cross another
+// lifeline and are read whole; the full text is also in each row's
+// <title>, shown on hover.
 func (d Diagram) SVG(id string) string {
 	col := map[string]int{}
 	for i, p := range d.Participants {
 		col[p.ID] = i
 	}
 	x := func(id string) float64 { return float64(margin + colWidth/2 + col[id]*colWidth) }
+	// Each row's lines first: they set its height, and the rows' heights
+	// the lifelines' length.
+	lines := make([][]string, len(d.Events))
+	rows := 0.0
+	for i, e := range d.Events {
+		switch e.Kind {
+		case Note:
+			lines[i] = wrap(e.Text, colWidth-10-16)
+		case Crash:
+			lines[i] = wrap(e.Text, colWidth-12-2*pad)
+		default:
+			// A label stays between its arrow's ends: past the head it
+			// would cross other lifelines. A short arrow's label keeps
+			// at least one column.
+			lines[i] = wrap(e.Text, max(math.Abs(x(e.To)-x(e.From)), colWidth)-2*pad)
+		}
+		rows += rowHeight + extra(lines[i])
+	}
 	width := 2*margin + len(d.Participants)*colWidth
-	height := 2*headHeight + len(d.Events)*rowHeight + 2*margin
+	height := 2*headHeight + int(rows) + 2*margin
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="sequence" role="img" width="%d" height="%d" viewBox="0 0 %d %d" font-family="system-ui, sans-serif" font-size="12">`, width, height, width, height)
 	fmt.Fprintf(&b, `<defs><marker id="%s-arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#333"/></marker></defs>`, id)
@@ -43,20 +66,35 @@ func (d Diagram) SVG(id string) string {
 			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle" font-weight="600">%s</text>`, cx, y+17, esc(p.Name))
 		}
 	}
+	row := top + headHeight // where the next row starts
 	for i, e := range d.Events {
-		y := top + headHeight + float64(i)*rowHeight + rowHeight*0.75
+		ls, more := lines[i], extra(lines[i])
+		// y is the row's arrow; its label's lines stand above it, on
+		// whole pixels so they are evenly spaced.
+		y := math.RoundToEven(row + more + rowHeight*0.75)
+		row += rowHeight + more
+		// label writes the lines, the last at baseline.
+		label := func(x, baseline float64, attrs string) {
+			for k, l := range ls {
+				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f"%s>%s</text>`, x, baseline-float64(len(ls)-1-k)*lineHeight, attrs, esc(l))
+			}
+		}
 		b.WriteString(`<g class="event">`)
 		fmt.Fprintf(&b, `<title>%s</title>`, esc(e.Text))
 		switch e.Kind {
 		case Note:
 			cx := x(e.From)
-			w := min(float64(len([]rune(e.Text)))*charWidth+16, float64(colWidth-10))
-			fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="20" fill="#fff6c8" stroke="#b9a640"/>`, cx-w/2, y-15, w)
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`, cx, y-1, esc(fit(e.Text, w-8)))
+			longest := 0
+			for _, l := range ls {
+				longest = max(longest, len([]rune(l)))
+			}
+			w := min(float64(longest)*charWidth+16, float64(colWidth-10))
+			fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="#fff6c8" stroke="#b9a640"/>`, cx-w/2, y-15-more, w, 20+more)
+			label(cx, y-1, ` text-anchor="middle"`)
 		case Crash:
 			cx := x(e.From)
 			fmt.Fprintf(&b, `<path d="M%.0f,%.0f l12,12 m0,-12 l-12,12" stroke="#c0262d" stroke-width="3"/>`, cx-6, y-12)
-			fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="#c0262d" font-weight="600">%s</text>`, cx+12, y, esc(fit(e.Text, colWidth-12-2*pad)))
+			label(cx+12, y, ` fill="#c0262d" font-weight="600"`)
 		default:
 			x1, x2 := x(e.From), x(e.To)
 			end := x2
@@ -72,14 +110,10 @@ func (d Diagram) SVG(id string) string {
 			if e.Kind == Lost {
 				fmt.Fprintf(&b, `<path d="M%.0f,%.0f l10,10 m0,-10 l-10,10" stroke="#c0262d" stroke-width="2.5"/>`, end-5, y-5)
 			}
-			// A label stays between its arrow's ends: past the head it
-			// would cross other lifelines. A short arrow's label keeps
-			// at least one column.
-			room := max(math.Abs(x2-x1), colWidth) - 2*pad
 			if x2 >= x1 {
-				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" fill="%s">%s</text>`, x1+pad, y-5, colour, esc(fit(e.Text, room)))
+				label(x1+pad, y-5, fmt.Sprintf(` fill="%s"`, colour))
 			} else {
-				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f" text-anchor="end" fill="%s">%s</text>`, x1-pad, y-5, colour, esc(fit(e.Text, room)))
+				label(x1-pad, y-5, fmt.Sprintf(` text-anchor="end" fill="%s"`, colour))
 			}
 		}
 		b.WriteString(`</g>`)
@@ -88,14 +122,47 @@ func (d Diagram) SVG(id string) string {
 	return b.String()
 }
 
-// fit cuts text to about width pixels.
-func fit(text string, width float64) string {
-	n := int(width / charWidth)
-	r := []rune(text)
-	if n < 4 || len(r) <= n {
-		return text
+// extra is the height a label's lines add to its row.
+func extra(lines []string) float64 { return float64(len(lines)-1) * lineHeight }
+
+// wrap breaks text into lines of about width pixels, at spaces; a word
+// wider than a line (a key, a long identifier) is broken after a - _ = /
+// or , in its second half, else where the line ends. Past maxLines the
+// last line is cut with an ellipsis.
+func wrap(text string, width float64) []string {
+	n := max(int(width/charWidth), 4)
+	var lines []string
+	var line []rune
+	for _, w := range strings.Split(text, " ") {
+		word := []rune(w)
+		if len(line) > 0 && len(line)+1+len(word) <= n {
+			line = append(append(line, ' '), word...)
+			continue
+		}
+		if len(line) > 0 {
+			lines = append(lines, string(line))
+		}
+		for len(word) > n {
+			cut := n
+			for k := n - 1; k >= n/2; k-- {
+				if strings.ContainsRune("-_=/,", word[k]) {
+					cut = k + 1
+					break
+				}
+			}
+			lines, word = append(lines, string(word[:cut])), word[cut:]
+		}
+		line = word
 	}
-	return string(r[:n-1]) + "…"
+	lines = append(lines, string(line))
+	if len(lines) > maxLines {
+		last := []rune(lines[maxLines-1])
+		if len(last) >= n {
+			last = last[:n-1]
+		}
+		lines = append(lines[:maxLines-1], string(last)+"…")
+	}
+	return lines
 }
 
 func esc(s string) string { return html.EscapeString(s) }

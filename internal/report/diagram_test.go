@@ -12,39 +12,104 @@ import (
 	"github.com/runtwice/twice/internal/report"
 )
 
-// A long label stays in its lane: cut with an ellipsis to the room
-// between its arrow's ends (or one column for a crash), the full text in
-// the row's <title>.
-func TestDiagramLabelsStayInLane(t *testing.T) {
+// A long label stays in its lane (between its arrow's ends, or one
+// column for a crash or a note) by wrapping at spaces, its row growing to
+// hold the lines: before, it was cut with an ellipsis, the commit-held
+// note of bounces' diagram read "commit held: step 1 has r…". The full
+// text is also in the row's <title>.
+func TestDiagramLabelsWrapInLane(t *testing.T) {
 	long := "3. INSERT INTO points_ledger (customer_id, order_id, points, reason, created_at) VALUES ($1, $2, 50, 'order_reward', now())"
+	held := "commit held: step 1 has run, and commits once the other delivery's next step has run or waits for it"
 	d := report.Diagram{
 		Participants: []report.Participant{{ID: "Q", Name: "Queue"}, {ID: "W1", Name: "Worker 1"}, {ID: "DB", Name: "Database"}, {ID: "P3", Name: "Email provider"}},
 		Events: []report.Event{
 			{Kind: report.Call, From: "W1", To: "DB", Text: long},
 			{Kind: report.Crash, From: "W1", Text: "dies before step 3: " + long},
 			{Kind: report.Call, From: "W1", To: "Q", Text: "fails: " + long},
+			{Kind: report.Note, From: "W1", Text: held},
+			{Kind: report.Note, From: "W1", Text: "2. payment key=payout-restaurant-381-2026-W42-0123456789abcdef0123456789abcdef"},
 		},
 	}
 	svg := d.SVG("t")
-	texts := regexp.MustCompile(`<text [^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1)
-	// One column is 190px, about 28 characters of 6.6px; the labels may
+	// One column is 190px, about 28 characters of 12px sans-serif; lines may
 	// not run past it.
 	const laneChars = 28
-	var cut int
-	for _, m := range texts {
-		if n := utf8.RuneCountInString(m[1]); n > laneChars {
-			t.Errorf("label %q is %d characters: wider than its lane", m[1], n)
+	rows := drawnLabels(t, svg)
+	if len(rows) != len(d.Events) {
+		t.Fatalf("%d rows drawn, want %d:\n%s", len(rows), len(d.Events), svg)
+	}
+	for i, e := range d.Events {
+		lines := rows[i].lines
+		if !sameText(lines, e.Text) {
+			t.Errorf("row %d reads %q, want the whole label %q", i, lines, e.Text)
 		}
-		if strings.HasSuffix(m[1], "…") {
-			cut++
+		if len(lines) < 2 {
+			t.Errorf("row %d: %q on one line, want it wrapped", i, lines)
+		}
+		for _, l := range lines {
+			if n := utf8.RuneCountInString(l); n > laneChars {
+				t.Errorf("line %q is %d characters: wider than its lane", l, n)
+			}
+			if strings.HasSuffix(l, "…") {
+				t.Errorf("line %q is cut", l)
+			}
+		}
+		if rows[i].title != e.Text {
+			t.Errorf("row %d's <title> is %q, want %q", i, rows[i].title, e.Text)
 		}
 	}
-	if cut != 3 {
-		t.Errorf("%d labels cut with an ellipsis, want 3:\n%s", cut, svg)
+}
+
+// Every label of the fixture's diagrams is drawn whole, wrapped or not.
+func TestDiagramLabelsNotCut(t *testing.T) {
+	page, err := fixture(t).HTML()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !strings.Contains(svg, "<title>"+strings.ReplaceAll(long, "'", "&#39;")+"</title>") {
-		t.Errorf("the full label is not in a <title>:\n%s", svg)
+	svgs := regexp.MustCompile(`(?s)<svg [^>]*class="sequence".*?</svg>`).FindAllString(string(page), -1)
+	if len(svgs) == 0 {
+		t.Fatal("the fixture's page has no diagram")
 	}
+	for _, svg := range svgs {
+		for _, r := range drawnLabels(t, svg) {
+			if !sameText(r.lines, r.title) {
+				t.Errorf("label drawn as %q, want the whole %q", r.lines, r.title)
+			}
+		}
+	}
+}
+
+// sameText reports whether lines, wrapped at spaces or inside a word too
+// long for a line, read text whole.
+func sameText(lines []string, text string) bool {
+	drop := strings.NewReplacer(" ", "")
+	return drop.Replace(strings.Join(lines, "")) == drop.Replace(text)
+}
+
+type drawnRow struct {
+	title string
+	lines []string
+}
+
+var (
+	eventRow  = regexp.MustCompile(`<g class="event"><title>([^<]*)</title>(.*?)</g>`)
+	textLine  = regexp.MustCompile(`<text [^>]*>([^<]*)</text>`)
+	unescaper = strings.NewReplacer("&#39;", "'", "&#34;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
+)
+
+// drawnLabels reads each event row's <title> and the lines of text drawn
+// for it back out of svg.
+func drawnLabels(t *testing.T, svg string) []drawnRow {
+	t.Helper()
+	var rows []drawnRow
+	for _, m := range eventRow.FindAllStringSubmatch(svg, -1) {
+		r := drawnRow{title: unescaper.Replace(m[1])}
+		for _, l := range textLine.FindAllStringSubmatch(m[2], -1) {
+			r.lines = append(r.lines, unescaper.Replace(l[1]))
+		}
+		rows = append(rows, r)
+	}
+	return rows
 }
 
 func TestTitleIsPlain(t *testing.T) {

@@ -129,17 +129,30 @@ func (b *diagramBuilder) walk() {
 	}
 	started := make([]bool, n)
 	taken := make([]int, n)
-	start := func(d int) {
+	var start func(d int)
+	// due starts the deliveries the schedule starts once d has taken its
+	// steps so far: where it started them, not at their first step, so a
+	// step d took meanwhile (a held commit) is drawn after them and the
+	// count they name is what the diagram drew above.
+	due := func(d int) {
+		for e := d + 1; e < n; e++ {
+			if w := b.f.Deliveries[e]; !started[e] && w.With == d+1 && w.After == taken[d] {
+				start(e)
+			}
+		}
+	}
+	start = func(d int) {
 		// Deliveries before d that took no step started and ended first.
 		for e := 0; e < d; e++ {
 			if !started[e] && last[e] < 0 {
 				started[e] = true
-				b.start(e)
+				b.start(e, taken)
 				b.end(e)
 			}
 		}
 		started[d] = true
-		b.start(d)
+		b.start(d, taken)
+		due(d)
 	}
 	for i, o := range b.f.Order {
 		d := o - 1
@@ -151,6 +164,7 @@ func (b *diagramBuilder) walk() {
 		}
 		taken[d]++
 		b.step(d, taken[d])
+		due(d) // before d's end: they start while it runs
 		if last[d] == i {
 			b.end(d)
 		}
@@ -163,7 +177,9 @@ func (b *diagramBuilder) walk() {
 	}
 }
 
-func (b *diagramBuilder) start(d int) {
+// start draws delivery d's delivery; taken counts the steps drawn so far
+// of each delivery.
+func (b *diagramBuilder) start(d int, taken []int) {
 	del := b.f.Deliveries[d]
 	if del.Advance > 0 {
 		b.add(Note, "Q", "", "clock +"+shortDuration(del.Advance))
@@ -178,7 +194,10 @@ func (b *diagramBuilder) start(d int) {
 		line = fmt.Sprintf("deliver job %d, attempt %d", del.Job, del.Attempt)
 	}
 	if del.With > 0 {
-		line += fmt.Sprintf(", while %s has taken %d %s", b.f.Deliveries[del.With-1].Label, del.After, text.Plural(del.After, "step"))
+		// The steps drawn, which are the schedule's After unless the
+		// other delivery ended short of them.
+		k := taken[del.With-1]
+		line += fmt.Sprintf(", while %s has taken %d %s", b.f.Deliveries[del.With-1].Label, k, text.Plural(k, "step"))
 	}
 	b.add(Call, "Q", b.worker(d), line)
 }
