@@ -48,14 +48,7 @@ func TestHTMLInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1400, 1000))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	ctx := browser(t, exe, 1400, 1000)
 
 	// Start the tab on ctx itself: a tab started by a call on a derived
 	// context closes when that context ends.
@@ -178,4 +171,17 @@ func consoleErrors(t *testing.T, ctx context.Context, file string, check func() 
 	stop()
 	<-done
 	return got
+}
+
+// browser is a headless chromium at exe with a window of width x height,
+// closed when the test ends; calls on it give up after 90 s.
+func browser(t *testing.T, exe string, width, height int) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(width, height))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(func() { cancel(); cancelTab(); cancelAlloc() })
+	return ctx
 }

@@ -1,12 +1,10 @@
 package report_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 
@@ -74,14 +72,7 @@ func TestMatrixFits1280(t *testing.T) {
 	if err := os.WriteFile(page, html, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900))
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
+	ctx := browser(t, exe, 1280, 900)
 	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
 		t.Fatalf("opening %s in %s: %v", page, exe, err)
 	}
