@@ -118,6 +118,12 @@ type Fetched struct {
 	// Job is the queue's own record of the job as handed out (River: a
 	// *rivertype.JobRow); the handler finds it in Delivery.Queued.
 	Job any
+	// DueAt, with Delivered false, says the job is scheduled and not yet
+	// due (asynq's ProcessIn/ProcessAt, River's ScheduledAt or a snooze,
+	// gue's RunAt): the queue hands it out at DueAt on the harness clock.
+	// The harness moves its clock there and fetches again, so a scheduled
+	// job is checked where it runs. Zero means not scheduled.
+	DueAt time.Time
 }
 
 // Settled is what the queue recorded for a delivery.

@@ -20,6 +20,15 @@ type Rules struct {
 	// where the handler waits on the harness: a step held for its turn,
 	// or one waiting on a lock.
 	CancelAfter time.Duration
+	// Dedup is how long the queue refuses a producer copy of a job it
+	// holds, counted from the original's enqueue on the harness clock
+	// (asynq: Unique's TTL; River: UniqueOpts.ByPeriod); a negative Dedup
+	// means for as long as the original is held in the states the queue
+	// dedups on (a TaskID, River's unique states). Zero means the queue
+	// refuses no copy. A queue that dedups gets late producer copies in
+	// the default matrix: one after the original completed, and one past
+	// Dedup when it is positive.
+	Dedup time.Duration
 	// Tables are the queue's bookkeeping tables, left out of the
 	// comparison ("river_migration", "river_leader").
 	Tables []string
