@@ -276,6 +276,16 @@ func (e *execution) run(ctx context.Context) error {
 		}
 		for _, ev := range e.events.drain() {
 			e.handle(ev)
+			// A delivery that starts once another has done its steps
+			// starts now, before a later event of the other (its
+			// return, then its ack) is taken: the two often come in one
+			// drain, and which of them the queue saw first would
+			// otherwise depend on how soon the handler returned.
+			if e.failure == nil {
+				if err := e.startReady(ctx); err != nil {
+					return err
+				}
+			}
 		}
 		if e.failure != nil {
 			e.killAll()
