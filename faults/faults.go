@@ -91,6 +91,14 @@ type Plan struct {
 	// that touches nothing the other can see (a BEGIN, a SET; see Free).
 	// Without it the orders left out are Expansion.Pruned.
 	Unreduced bool
+	// Dedup is how long the queue refuses a producer's copy of a job it
+	// holds, from the original's enqueue on the harness clock; negative
+	// while it holds the original in the states it dedups on (a task ID,
+	// a unique state); zero when it refuses no copy (harness/queue.Rules.
+	// Dedup). The late producer copies of the default matrix run only
+	// for a queue that dedups: for one that does not, a copy enqueued
+	// late is handed out as one enqueued early (ProducerRetry).
+	Dedup time.Duration
 	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
 	// a time: it refuses a delivery of a job another delivery holds until
 	// the visibility timeout has passed (harness/queue.Rules). The second
@@ -178,6 +186,8 @@ const (
 	NameRedrive                 Name = "redrive"
 	NameEffectLostReply         Name = "effect-lost-reply"
 	NameEffectFailed            Name = "effect-failed"
+	NameLateProducerRetry       Name = "late-producer-retry"
+	NameProducerRetryAfterDedup Name = "producer-retry-after-dedup"
 	// NameReplay is a schedule given by Replay or -twice.replay;
 	// NameExplore one drawn or saved by harness.Explore.
 	NameReplay  Name = "replay"
@@ -237,6 +247,53 @@ func RunTwice() Fault {
 func ProducerRetry() Fault {
 	return fault{name: NameProducerRetry, expand: func(Plan) []Schedule {
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2})
+	}}
+}
+
+// LateProducerRetry is a producer that enqueued the job again after the
+// original completed: a retry that came late (a timeout, a deploy that
+// replayed a request), with a new job ID and the same arguments. The copy
+// reaches the queue only then, on the harness clock ("j1a1w1 > late
+// j2a1w2"), so a unique rule that lets go of its key once the original
+// completes (asynq's Unique, a lock released on success) hands the copy
+// out, where ProducerRetry's copy, enqueued with the original, is
+// refused. The default matrix runs it for a queue that dedups
+// (Plan.Dedup not zero).
+func LateProducerRetry() Fault {
+	return fault{name: NameLateProducerRetry, expand: lateCopy}
+}
+
+func lateCopy(Plan) []Schedule {
+	return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true})
+}
+
+// lateProducerRetryIfDedup is LateProducerRetry in the default matrix:
+// for a queue that refuses no copy, a late copy is handed out as
+// ProducerRetry's is, so it adds nothing there.
+func lateProducerRetryIfDedup() Fault {
+	return fault{name: NameLateProducerRetry, expand: func(p Plan) []Schedule {
+		if p.Dedup == 0 {
+			return nil
+		}
+		return lateCopy(p)
+	}}
+}
+
+// dedupMargin is how far past the queue's dedup window a copy arrives.
+const dedupMargin = time.Second
+
+// ProducerRetryAfterDedup is a producer that enqueued the job again once
+// the queue's dedup window (Plan.Dedup: asynq's Unique TTL, River's
+// ByPeriod) had passed since the original's enqueue: the clock moves past
+// it (by a second) after the original completed, and the copy reaches the
+// queue then ("j1a1w1 > +1h1s late j2a1w2"). A queue whose dedup has no
+// window (Plan.Dedup zero or negative) gets no schedule of it.
+func ProducerRetryAfterDedup() Fault {
+	return fault{name: NameProducerRetryAfterDedup, expand: func(p Plan) []Schedule {
+		if p.Dedup <= 0 {
+			return nil
+		}
+		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.Dedup + dedupMargin})
 	}}
 }
 
@@ -581,9 +638,12 @@ func Redrive(after time.Duration) Fault {
 // and a refusal at every effect call, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, and a
 // redrive days after a crash at every step (Redrive(DefaultRedriveAfter)).
+// For a queue that dedups producer copies (Plan.Dedup not zero) it also
+// runs a copy enqueued after the original completed (LateProducerRetry)
+// and, when the dedup has a window, one past it (ProducerRetryAfterDedup).
 func Default() []Fault {
 	return []Fault{
-		RunTwice(), ProducerRetry(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
+		RunTwice(), ProducerRetry(), lateProducerRetryIfDedup(), ProducerRetryAfterDedup(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
 		AmbiguousCommits(), EffectLostReplies(), EffectFailures(), VisibilityTimeout(),
 		ConcurrentDelivery(), ConcurrentProducerRetry(), Redrive(DefaultRedriveAfter),
 	}

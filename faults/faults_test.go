@@ -49,6 +49,12 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 		{"held commit", "j1a1w1 > j1a2w2@1:0 order 1,2,1~,2", faults.Schedule{
 			Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2, With: 1}},
 			Order:      []int{1, 2, 1, 2}, Holds: []int{3}}},
+		{"late producer copy", "j1a1w1 > late j2a1w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true}}}},
+		{"producer copy past a dedup window", "j1a1w1 > +3601s late j2a1w2", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: time.Hour + time.Second}}}},
+		{"late copy while the original runs", "j1a1w1 > late j2a1w2@1:1", faults.Schedule{Deliveries: []faults.Delivery{
+			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true, With: 1, After: 1}}}},
 		{"effect faults beside others", "j1a1w1!lostreply:1 > j2a1w2@1:0!failed:2 order 1,2", faults.Schedule{
 			Deliveries: []faults.Delivery{
 				{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 1},
@@ -97,6 +103,9 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1!crash:", `"" is not a step number; crash:N needs a step from 1`},
 		{"j1a1w1@1:0", "can only overlap a delivery started before it"},
 		{"j1a1w1 > j1a2w2@1:x", "want @delivery:steps"},
+		{"late j1a1w1", "only a producer's copy (job 2 and up) can be enqueued late"},
+		{"j1a1w1 > j2a1w2 > late j2a2w3", "job 2 is enqueued by an earlier delivery of it already"},
+		{"j1a1w1 > late late j2a1w2", `want "j" next`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.text, func(t *testing.T) {
@@ -256,11 +265,11 @@ func TestDefaultWithout(t *testing.T) {
 	}{
 		{"nothing dropped", nil, all},
 		{"the visibility timeout", []faults.Name{faults.NameVisibilityTimeout},
-			[]string{"run-twice", "producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
+			[]string{"run-twice", "producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
 		{"several, in any order, one twice", []faults.Name{faults.NameRedrive, faults.NameRunTwice, faults.NameConcurrentDelivery, faults.NameRedrive, faults.NameEffectFailed},
-			[]string{"producer-retry", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "visibility-timeout", "concurrent-producer-retry"}},
+			[]string{"producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "visibility-timeout", "concurrent-producer-retry"}},
 		{"every one", []faults.Name{
-			faults.NameRunTwice, faults.NameProducerRetry, faults.NameCrashBeforeAck, faults.NameLostAck, faults.NameCrashMidJob,
+			faults.NameRunTwice, faults.NameProducerRetry, faults.NameLateProducerRetry, faults.NameProducerRetryAfterDedup, faults.NameCrashBeforeAck, faults.NameLostAck, faults.NameCrashMidJob,
 			faults.NameAmbiguousCommit, faults.NameEffectLostReply, faults.NameEffectFailed, faults.NameVisibilityTimeout,
 			faults.NameConcurrentDelivery, faults.NameConcurrentProducerRetry, faults.NameRedrive,
 		}, nil},
@@ -508,5 +517,43 @@ func TestFormatDuration(t *testing.T) {
 		if back, err := time.ParseDuration(got); err != nil || back != tt.d {
 			t.Errorf("time.ParseDuration(%q) = %v, %v; want %v", got, back, err, tt.d)
 		}
+	}
+}
+
+// The late producer copies of the default matrix come only for a queue
+// that dedups: after completion for any dedup, past the window for one
+// with a window. LateProducerRetry named by the user always runs.
+func TestLateCopiesFollowTheQueuesDedup(t *testing.T) {
+	steps := []faults.Step{{SQL: "UPDATE t SET n = n + 1", CommitPoint: true, Autocommit: true}}
+	late := func(p faults.Plan) []string {
+		var out []string
+		for _, f := range faults.Default() {
+			if f.Name() != faults.NameLateProducerRetry && f.Name() != faults.NameProducerRetryAfterDedup {
+				continue
+			}
+			for _, s := range f.Schedules(p) {
+				out = append(out, string(s.Fault)+": "+s.String())
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name  string
+		dedup time.Duration
+		want  []string
+	}{
+		{"no dedup", 0, nil},
+		{"while held", -1, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
+		{"a window", time.Hour, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +3601s late j2a1w2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, late(faults.Plan{Steps: steps, Dedup: tt.dedup})); diff != "" {
+				t.Errorf("late copies mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if s := faults.LateProducerRetry().Schedules(faults.Plan{Steps: steps}); len(s) != 1 {
+		t.Errorf("LateProducerRetry() without dedup: %v, want its one schedule", s)
 	}
 }

@@ -61,6 +61,14 @@ type Delivery struct {
 	After int
 	// Fault is what goes wrong in this delivery, if anything.
 	Fault Kind
+	// Late says the producer enqueues this copy of the job (Job 2 and up,
+	// its first delivery) only now, just before the delivery starts and
+	// after Advance, on the harness clock: after the original completed,
+	// or past the queue's dedup window, where a producer that retries
+	// later would. Without it every job is enqueued before the first
+	// delivery. The text form writes it "late" before the label: "j1a1w1
+	// > late j2a1w2".
+	Late bool `json:",omitempty"`
 	// At is the step KindCrash, KindAmbiguous, KindCrashAfterEffect,
 	// KindEffectLostReply and KindEffectFailed act on (1-based); for
 	// KindCrash, zero means after the last step, before the ack.
@@ -134,11 +142,15 @@ func (k Kind) OnEffect() bool {
 // "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
 // ("!crash:3", "!crash", "!ambiguous:4", "!lostack", "!lostreply:2",
 // "!failed:2", "!crashafter:2"); a clock move comes first ("+30s
-// j1a2w2").
+// j1a2w2"), then "late " for a copy enqueued only as it starts ("+1h1s
+// late j2a1w2").
 func (d Delivery) String() string {
 	var b strings.Builder
 	if d.Advance > 0 {
 		fmt.Fprintf(&b, "+%s ", FormatDuration(d.Advance))
+	}
+	if d.Late {
+		b.WriteString("late ")
 	}
 	fmt.Fprintf(&b, "j%da%dw%d", d.Job, d.Attempt, d.Worker)
 	if d.With > 0 {
@@ -187,8 +199,8 @@ func (s Schedule) String() string {
 
 // Parse reads a schedule from the text form String writes, for example
 // "j1a1w1!crash:3 > +30s j1a2w2", "j1a1w1!lostreply:2",
-// "j1a1w1!crashafter:2 > +30s j1a2w2" or "j1a1w1 > j1a2w2@1:0 order
-// 1,2,2,1".
+// "j1a1w1!crashafter:2 > +30s j1a2w2", "j1a1w1 > +1h1s late j2a1w2" or
+// "j1a1w1 > j1a2w2@1:0 order 1,2,2,1".
 func Parse(text string) (Schedule, error) {
 	var s Schedule
 	fail := func(format string, args ...any) (Schedule, error) {
@@ -261,6 +273,10 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("delivery %d (%s): an effect fault needs the step of its effect call", i+1, d)
 		case d.Fault < KindNone || d.Fault > KindCrashAfterEffect:
 			return fmt.Errorf("delivery %d: unknown fault kind %d", i+1, int(d.Fault))
+		case d.Late && d.Job == 1:
+			return fmt.Errorf("delivery %d (%s): only a producer's copy (job 2 and up) can be enqueued late; job 1 is the original, enqueued before any delivery", i+1, d)
+		case d.Late && slices.ContainsFunc(s.Deliveries[:i], func(o Delivery) bool { return o.Job == d.Job }):
+			return fmt.Errorf("delivery %d (%s): job %d is enqueued by an earlier delivery of it already; only its first delivery can say late", i+1, d, d.Job)
 		}
 	}
 	for _, o := range s.Order {
@@ -293,6 +309,9 @@ func parseDelivery(text string) (Delivery, error) {
 			return d, fmt.Errorf("%q: %q is not a positive duration like 30s or 72h", text, adv)
 		}
 		d.Advance, rest = dur, strings.TrimSpace(after)
+	}
+	if after, ok := strings.CutPrefix(rest, "late "); ok {
+		d.Late, rest = true, strings.TrimSpace(after)
 	}
 	if n := strings.Count(rest, "!"); n > 1 {
 		_, faults, _ := strings.Cut(rest, "!")

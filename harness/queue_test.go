@@ -27,10 +27,13 @@ type tableQueue struct {
 	redeliver   time.Duration
 	cancelAfter time.Duration
 	maxAttempts int
-	unique      bool // a producer's copy is a duplicate
-	holdRunning bool // a running job is not handed out before redeliver
-	oneAtATime  bool // queue.Rules.OneScenarioAtATime
-	oneDelivery bool // queue.Rules.OneDeliveryAtATime, whether it holds or not
+	unique      bool          // a producer's copy is a duplicate
+	holdRunning bool          // a running job is not handed out before redeliver
+	oneAtATime  bool          // queue.Rules.OneScenarioAtATime
+	oneDelivery bool          // queue.Rules.OneDeliveryAtATime, whether it holds or not
+	runIn       time.Duration // a job is due this long after its enqueue
+	answerDue   bool          // a job not yet due is answered with its DueAt
+	postpone    bool          // a job is never due: each Fetch puts it 10s ahead
 }
 
 // tableQueueSchema is the queue's own: it carries it (Schema), and the
@@ -64,11 +67,15 @@ func (q tableQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, e
 		return queue.Enqueued{Duplicate: true, Reason: "one job per order"}, nil
 	}
 	var id int64
-	err := op.Conn.QueryRow(ctx, `INSERT INTO queue_jobs (run_at) VALUES ($1) RETURNING id`, op.Now).Scan(&id)
+	err := op.Conn.QueryRow(ctx, `INSERT INTO queue_jobs (run_at) VALUES ($1) RETURNING id`, op.Now.Add(q.runIn)).Scan(&id)
 	return queue.Enqueued{JobID: fmt.Sprint(id)}, err
 }
 
 func (q tableQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
+	if q.postpone {
+		due := op.Now.Add(10 * time.Second)
+		return queue.Fetched{Reason: "postponed to " + due.Format(time.RFC3339), DueAt: due}, nil
+	}
 	var attempt int
 	err := op.Conn.QueryRow(ctx, `
 		UPDATE queue_jobs SET state = 'running', attempt = attempt + 1, started_at = $2
@@ -77,8 +84,16 @@ func (q tableQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, erro
 		RETURNING attempt`, op.JobID, op.Now, q.redeliver, q.holdRunning).Scan(&attempt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var state string
-		if err := op.Conn.QueryRow(ctx, `SELECT state FROM queue_jobs WHERE id = $1`, op.JobID).Scan(&state); err != nil {
+		var runAt time.Time
+		if err := op.Conn.QueryRow(ctx, `SELECT state, run_at FROM queue_jobs WHERE id = $1`, op.JobID).Scan(&state, &runAt); err != nil {
 			return queue.Fetched{}, err
+		}
+		if state == "available" && runAt.After(op.Now) {
+			f := queue.Fetched{Reason: "the job is scheduled for " + runAt.UTC().Format(time.RFC3339)}
+			if q.answerDue {
+				f.DueAt = runAt
+			}
+			return f, nil
 		}
 		return queue.Fetched{Reason: "the job is " + state, Done: state == "done"}, nil
 	}

@@ -158,7 +158,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.Steps = steps1
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: rules.OneDeliveryAtATime}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup}
 	return r, res, plan, nil
 }
 
@@ -356,10 +356,16 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	d := ex.Deliveries[0]
 	if err := ex.effects.Err(); err != nil {
 		return nil, nil, nil, err
 	}
+	// The plan is the delivery that ran the handler: a job scheduled for
+	// later may be handed out only by a later round of the queue.
+	ran := slices.Index(ex.Started, true)
+	if ran < 0 {
+		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q: its clean reference run %d never ran the handler, so there is nothing to check: %s", r.job.Name, n, neverRan(ex)))
+	}
+	d := ex.Deliveries[ran]
 	if why := ex.CleanFailure; why != "" {
 		if err := r.serverGone(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
@@ -368,6 +374,19 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	snap, err := ex.Snapshot(ctx)
 	return snap, d.Completed(), ex.effects.Effects(), err
+}
+
+// neverRan says why a run's queue handed the job out to no delivery: the
+// last delivery's reason (the queue's, or "the job is scheduled for +10s
+// and was never due").
+func neverRan(ex *execution) string {
+	why := "the queue did not hand the job out"
+	for _, d := range ex.Deliveries {
+		if d.NotDelivered != "" {
+			why = d.NotDelivered
+		}
+	}
+	return why
 }
 
 // clean runs the job once, cleanly, its clock started shift after

@@ -296,6 +296,12 @@ type DeliveryOutcome struct {
 	// AckLost is true when the handler returned nil and its ack never
 	// reached the queue (a lost-ack fault); the worker lived on.
 	AckLost bool `json:",omitempty"`
+	// Waited is how far the harness clock moved, after the schedule's
+	// Advance, to the job's due time before the queue handed it out: a
+	// job scheduled for later (asynq's ProcessIn, River's ScheduledAt,
+	// gue's RunAt; queue.Fetched.DueAt) runs when it is due. Zero for a
+	// job that was due.
+	Waited time.Duration `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }

@@ -47,6 +47,7 @@ type execution struct {
 	sched  faults.Schedule
 	db     *freshdb.Database
 	clock  Clock
+	began  time.Time // the clock when the execution began, when job 1 was enqueued
 	events eventQueue
 
 	deliveries []*deliveryRun
@@ -84,6 +85,7 @@ type deliveryRun struct {
 	cancelSeq             int       // requested when it was cancelled
 	cancelledAt           time.Time // wall time of the cancel
 	settledAs             queue.Settlement
+	dueWaits              int // times the clock moved to the job's due time (queue_run.go)
 
 	started, ended bool // ended: returned, or died
 	dead           bool // its worker died: return value ignored, worker gone
@@ -203,7 +205,7 @@ func (q *eventQueue) drain() []event {
 func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
 	db, sched, retries := in.DB, in.Schedule, in.Retries
 	e := &execution{
-		r: r, sched: sched, db: db, clock: in.Clock, ctx: ctx, newWorker: in.NewWorker,
+		r: r, sched: sched, db: db, clock: in.Clock, began: in.Clock.Now(), ctx: ctx, newWorker: in.NewWorker,
 		events:   eventQueue{signal: make(chan struct{}, 1)},
 		workers:  map[int]Handler{},
 		backends: r.backends.of(db.Name),

@@ -3,6 +3,7 @@ package execute
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -70,7 +71,9 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	var nums []int
 	for _, d := range e.deliveries {
-		if !slices.Contains(nums, d.spec.Job) {
+		// A late copy (faults.Delivery.Late) is enqueued as its
+		// delivery starts (begin).
+		if !slices.Contains(nums, d.spec.Job) && !d.spec.Late {
 			nums = append(nums, d.spec.Job)
 		}
 	}
@@ -79,24 +82,38 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 		enq, err := q.call(ctx, "enqueue", queue.Op{Conn: conn, Now: e.clock.Now(), Job: n}, func(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 			return q.q.Enqueue(ctx, op)
 		})
+		if err == nil {
+			err = q.checkEnqueued(n, enq)
+		}
 		if err != nil {
 			q.close(ctx)
 			return nil, err
 		}
-		if !enq.Duplicate && enq.JobID == "" {
-			q.close(ctx)
-			return nil, fmt.Errorf("[twice] job %q: its queue's Enqueue of job %d returned no job ID and no duplicate", e.r.job.Name, n)
-		}
-		if n == 1 && enq.Duplicate {
-			q.close(ctx)
-			return nil, fmt.Errorf("[twice] job %q: its queue refused the original job as a duplicate (%s), so it is never delivered; does the setup already hold a job with its unique key?", e.r.job.Name, enq.Reason)
-		}
 		q.jobs[n] = &queuedJob{enq: enq}
 	}
-	for _, d := range e.deliveries {
-		d.outcome.JobID = q.jobs[d.spec.Job].enq.JobID
-	}
+	q.nameJobs(e)
 	return q, nil
+}
+
+// checkEnqueued says what is wrong with the queue's answer to the Enqueue
+// of job n.
+func (q *queueRun) checkEnqueued(n int, enq queue.Enqueued) error {
+	if !enq.Duplicate && enq.JobID == "" {
+		return fmt.Errorf("[twice] job %q: its queue's Enqueue of job %d returned no job ID and no duplicate", q.name, n)
+	}
+	if n == 1 && enq.Duplicate {
+		return fmt.Errorf("[twice] job %q: its queue refused the original job as a duplicate (%s), so it is never delivered; does the setup already hold a job with its unique key?", q.name, enq.Reason)
+	}
+	return nil
+}
+
+// nameJobs gives every delivery of an enqueued job its job ID.
+func (q *queueRun) nameJobs(e *execution) {
+	for _, d := range e.deliveries {
+		if job := q.jobs[d.spec.Job]; job != nil {
+			d.outcome.JobID = job.enq.JobID
+		}
+	}
 }
 
 // call runs a Queue method now, on the event loop: only Enqueue, before
@@ -132,6 +149,33 @@ func (q *queueRun) close(ctx context.Context) {
 // reacted.
 func (q *queueRun) begin(e *execution, d *deliveryRun) {
 	job := q.jobs[d.spec.Job]
+	if job == nil {
+		// A late copy: the producer enqueues it now, at this time on
+		// the harness clock; the queue's answer comes back to handOut.
+		q.submit(e, &queueCall{d: d, what: "enqueue",
+			op: queue.Op{Job: d.spec.Job},
+			run: func(ctx context.Context, op queue.Op) (any, error) {
+				enq, err := q.q.Enqueue(ctx, op)
+				if err != nil {
+					// Most often the job's own input (arguments that do
+					// not marshal), so not labelled internal.
+					return nil, userEnqueueError{fmt.Errorf("[twice] job %q: its queue could not enqueue job %d: %w", q.name, op.Job, err)}
+				}
+				return enq, nil
+			}})
+		return
+	}
+	q.handOut(e, d, job)
+}
+
+// userEnqueueError is an Enqueue's own error: done reports it as it is,
+// not as twice's breakage.
+type userEnqueueError struct{ error }
+
+func (u userEnqueueError) Unwrap() error { return u.error }
+
+// handOut asks the queue for d's delivery of an enqueued job.
+func (q *queueRun) handOut(e *execution, d *deliveryRun, job *queuedJob) {
 	if job.enq.Duplicate {
 		d.outcome.NotDelivered = "the queue refused the producer's copy as a duplicate: " + job.enq.Reason
 		d.ended = true
@@ -205,6 +249,11 @@ func (q *queueRun) done(e *execution, ev event) {
 	<-q.ops
 	q.running = nil
 	c, d := ev.call, ev.d
+	var user userEnqueueError
+	if errors.As(c.err, &user) {
+		e.failure = user.error
+		return
+	}
 	if c.err != nil {
 		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s for delivery %s of job %s: %w", e.r.job.Name, c.what, d.spec.Label(), d.outcome.JobID, c.err)
 		return
@@ -212,10 +261,16 @@ func (q *queueRun) done(e *execution, ev event) {
 	job := q.jobs[d.spec.Job]
 	switch a := c.answer.(type) {
 	case queue.Fetched:
+		if !a.Delivered && q.awaitDue(e, d, a) {
+			break
+		}
 		if !a.Delivered {
 			job.done = job.done || a.Done
-			job.refused = a.Reason
-			d.outcome.NotDelivered = cmp.Or(a.Reason, "the queue did not hand the job out")
+			job.refused = cmp.Or(a.Reason, "the queue did not hand the job out")
+			if !a.DueAt.IsZero() {
+				job.refused = fmt.Sprintf("the job is scheduled for %s and was never due: %s", e.sinceStart(a.DueAt), job.refused)
+			}
+			d.outcome.NotDelivered = job.refused
 			d.ended = true
 			break
 		}
@@ -226,6 +281,15 @@ func (q *queueRun) done(e *execution, ev event) {
 		if err := e.start(e.ctx, d); err != nil {
 			e.failure = err
 		}
+	case queue.Enqueued:
+		if err := q.checkEnqueued(d.spec.Job, a); err != nil {
+			e.failure = err
+			return
+		}
+		job = &queuedJob{enq: a}
+		q.jobs[d.spec.Job] = job
+		q.nameJobs(e)
+		q.handOut(e, d, job)
 	case queue.Settled:
 		d.settling = false
 		job.settled = &a
@@ -240,6 +304,30 @@ func (q *queueRun) done(e *execution, ev event) {
 	}
 	q.next(e)
 	e.events.poke()
+}
+
+// maxDueWaits bounds how often one delivery's clock moves to the due
+// time its queue names (queue.Fetched.DueAt): a job scheduled once is due
+// after one move; one whose due time keeps moving ahead of the clock is
+// never handed out.
+const maxDueWaits = 3
+
+// awaitDue moves the harness clock to the job's due time when the queue
+// says the job is scheduled for later, and asks the queue again, as its
+// workers would once the time had come. It reports whether it did; it
+// does not once the due time is not ahead of the clock (the queue holds
+// the job for another reason) or after maxDueWaits moves.
+func (q *queueRun) awaitDue(e *execution, d *deliveryRun, a queue.Fetched) bool {
+	now := e.clock.Now()
+	if a.DueAt.IsZero() || !a.DueAt.After(now) || d.dueWaits >= maxDueWaits {
+		return false
+	}
+	d.dueWaits++
+	wait := a.DueAt.Sub(now)
+	e.clock.Advance(wait)
+	d.outcome.Waited += wait
+	q.fetch(e, d)
+	return true
 }
 
 // checkStall asks the server whether the running operation waits on a
@@ -285,6 +373,9 @@ func (q *queueRun) addRetries(e *execution) bool {
 	}
 	for _, last := range e.lastPerJob() {
 		job := q.jobs[last.spec.Job]
+		if job == nil {
+			continue // a late copy never enqueued: the scenario ended before it
+		}
 		if job.finished() {
 			continue
 		}
@@ -308,6 +399,9 @@ func (q *queueRun) incomplete(e *execution) []string {
 	var out []string
 	for _, last := range e.lastPerJob() {
 		job := q.jobs[last.spec.Job]
+		if job == nil {
+			continue // a late copy never enqueued: the scenario ended before it
+		}
 		if job.enq.Duplicate || job.done || (job.settled != nil && job.settled.Outcome.Complete()) {
 			continue
 		}
