@@ -432,7 +432,7 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 			Label: sd.Label(), Steps: taken, Died: o.Died, AckLost: o.AckLost, Outcome: o.Fault, Err: o.Err, QueueRetry: o.QueueRetry,
 			Kind: string(o.Kind), NotDelivered: o.NotDelivered, Settled: o.Settled, Unheld: o.Unheld,
 			Job: sd.Job, Attempt: sd.Attempt, Worker: sd.Worker,
-			Advance: report.Ms(sd.Advance), With: sd.With, After: sd.After, At: sd.At,
+			Advance: report.Ms(sd.Advance), Late: sd.Late, Waited: report.Ms(o.Waited), With: sd.With, After: sd.After, At: sd.At,
 			Fault: sd.Fault.String(),
 		})
 	}

@@ -145,6 +145,9 @@ func Deliveries(s result.Scenario) []string {
 		if d.Unheld != "" {
 			out = append(out, fmt.Sprintf("%s was not held where the schedule says: %s", label, d.Unheld))
 		}
+		if d.Waited > 0 && d.NotDelivered == "" {
+			out = append(out, fmt.Sprintf("%s ran once its job was due, the clock moved +%s to it", label, faults.FormatDuration(d.Waited)))
+		}
 	}
 	return out
 }

@@ -270,6 +270,27 @@ func TestDiagramEffectFaults(t *testing.T) {
 			"0 W2>Q ack",
 		}},
 	}
+	tests = append(tests, struct {
+		name string
+		f    report.Finding
+		want []string
+	}{"late copy of a scheduled job", report.Finding{
+		Order: []int{1, 2},
+		Deliveries: []report.Delivery{
+			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Waited: 10_000, Steps: j.Steps[1:]},
+			{Label: "j2a1w2", Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: 3_601_000, Steps: j.Steps[1:]},
+		},
+	}, []string{
+		"4 Q> clock +10s: the job is due",
+		"0 Q>W1 deliver job 1, attempt 1",
+		"0 W1>DB 1. insert",
+		"0 W1>Q ack",
+		"4 Q> clock +3601s",
+		"4 Q> the producer enqueues job 2 only now",
+		"0 Q>W2 deliver job 2 (a producer copy), attempt 1",
+		"0 W2>DB 1. insert",
+		"0 W2>Q ack",
+	}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string

@@ -121,9 +121,14 @@ func cellText(c Cell) string {
 // deliveryLine says what went wrong in a delivery, or nothing.
 func deliveryLine(d Delivery) string {
 	line := whatWentWrong(d)
+	add := func(more string) {
+		line = strings.TrimPrefix(strings.TrimSpace(line+"; "+more), "; ")
+	}
 	if d.Unheld != "" {
-		line = strings.TrimSpace(line + "; " + d.Label + " was not held where the schedule says: " + d.Unheld)
-		line = strings.TrimPrefix(line, "; ")
+		add(d.Label + " was not held where the schedule says: " + d.Unheld)
+	}
+	if d.Waited > 0 && d.NotDelivered == "" {
+		add(fmt.Sprintf("%s ran once its job was due, the clock moved +%s to it", d.Label, shortDuration(d.Waited)))
 	}
 	return line
 }

@@ -251,6 +251,12 @@ type Delivery struct {
 	Worker  int    `json:"worker"`
 	// Advance is how far the clock moved just before it started.
 	Advance Millis `json:"advance_ms,omitempty"`
+	// Late is true for a producer's copy enqueued only as it started
+	// (after Advance), not with the original: "late j2a1w2".
+	Late bool `json:"late,omitempty"`
+	// Waited is how far the clock moved, after Advance, to the job's due
+	// time before the queue handed it out (a job scheduled for later).
+	Waited Millis `json:"waited_ms,omitempty"`
 	// With and After: it started while delivery With (from 1) ran, once
 	// that one had taken After steps.
 	With  int `json:"with,omitempty"`

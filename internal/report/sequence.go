@@ -184,6 +184,12 @@ func (b *diagramBuilder) start(d int, taken []int) {
 	if del.Advance > 0 {
 		b.add(Note, "Q", "", "clock +"+shortDuration(del.Advance))
 	}
+	if del.Late {
+		b.add(Note, "Q", "", fmt.Sprintf("the producer enqueues job %d only now", del.Job))
+	}
+	if del.Waited > 0 {
+		b.add(Note, "Q", "", "clock +"+shortDuration(del.Waited)+": the job is due")
+	}
 	var line string
 	switch {
 	case del.QueueRetry:
