@@ -26,8 +26,9 @@
 // let go of it, and for a live attempt to finish); Ack and Nack read what
 // the delivery's commit left: no row is completed, a row whose error
 // count moved is retried after gue's backoff, on the harness clock. A job
-// not due yet is handed out as an empty poll: the WorkFunc does not run,
-// and the Ack says when gue runs the job.
+// not due yet (Spec.RunAfter) is not handed out: Fetch answers its run_at
+// as queue.Fetched.DueAt, the harness clock moves there, and the WorkFunc
+// runs when gue would run it.
 //
 // What each fault means for gue:
 //
@@ -107,7 +108,9 @@ type Spec[T any] struct {
 	// or json.RawMessage is taken as it is. Every delivery checks that
 	// Job.Args decode back into T before the WorkFunc runs.
 	Args T
-	// RunAfter delays the job's run_at past the harness clock's start.
+	// RunAfter delays the job's run_at past the harness clock's start,
+	// as gue.Job.RunAt set by the producer does: the delivery runs once
+	// the harness clock has moved there (queue.Fetched.DueAt).
 	RunAfter time.Duration
 }
 
@@ -186,8 +189,6 @@ type erred struct {
 
 // attempt is what one delivery's handler did, for its Ack or Nack.
 type attempt struct {
-	idle string // set by Fetch: the job is not due, the poll finds nothing
-
 	mu       sync.Mutex
 	missed   string // LockJobByID found no row to lock: why
 	workErr  error  // the WorkFunc's error or panic
@@ -283,10 +284,10 @@ func scanJob(row pgx.Row) (*gue.Job, error) {
 // rolls back, and a live one's steps run meanwhile (the harness sees the
 // wait), so the answer is what gue's next poll would find.
 //
-// A job that is not due yet is handed out as an empty poll: the handler
-// does nothing, as gue's worker finds nothing to lock, and its Ack says
-// when gue runs the job (a refused Fetch cannot say when to ask again,
-// and the harness would retry it only after the poll interval).
+// A job that is not due yet (Spec.RunAfter, a backoff after j.Error) is
+// not handed out: the answer's DueAt is its run_at, on the harness clock,
+// where the harness moves its clock and asks again, so the WorkFunc runs
+// when gue would run it.
 func (q *gueQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	var out queue.Fetched
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
@@ -318,11 +319,16 @@ func (q *gueQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, er
 		if j.RunAt, err = q.onHarnessClock(ctx, tx, op.JobID); err != nil {
 			return err
 		}
-		at := &attempt{}
 		if j.RunAt.After(op.Now) {
-			at.idle = fmt.Sprintf("gue job %s is not due for %v (error count %d)%s: the poll found nothing", op.JobID, j.RunAt.Sub(op.Now), j.ErrorCount, held)
+			// gue's poll compares run_at with its worker's time.Now;
+			// here run_at is on the harness clock (Enqueue and
+			// onHarnessClock write it so) and so is the comparison, and
+			// the harness moves its clock to run_at and asks again.
+			out = queue.Fetched{DueAt: j.RunAt,
+				Reason: fmt.Sprintf("gue job %s is not due until %s (error count %d)%s", op.JobID, j.RunAt.UTC().Format(time.RFC3339Nano), j.ErrorCount, held)}
+			return nil
 		}
-		q.attempts.Store(j, at)
+		q.attempts.Store(j, &attempt{})
 		out = queue.Fetched{Delivered: true, Job: j}
 		return nil
 	})
@@ -373,9 +379,6 @@ func (q *gueQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorkFunc
 		return fmt.Errorf("twicegue: job %q, delivery %d of job %s: the delivery carries no gue job (%T); run it through twicegue.Job", q.name, d.Attempt, d.JobID, d.Queued)
 	}
 	at := q.attemptOf(fetched)
-	if at.idle != "" {
-		return nil
-	}
 	where := fmt.Sprintf("job %q, gue job %s (type %q, delivery %d, %s)", q.name, d.JobID, fetched.Type, d.Attempt, d.Kind)
 	if err := q.decode(fetched.Args); err != nil {
 		return fmt.Errorf("twicegue: %s: %w", where, err)
@@ -499,9 +502,6 @@ func (q *gueQueue[T]) settle(ctx context.Context, op queue.Op) (queue.Settled, e
 	at.mu.Lock()
 	missed, workErr, errorSet := at.missed, at.workErr, at.errorSet
 	at.mu.Unlock()
-	if at.idle != "" {
-		missed = at.idle
-	}
 
 	var out queue.Settled
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
