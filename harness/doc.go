@@ -14,7 +14,9 @@
 // ambiguous commit at every commit point, a lost answer and a refusal at
 // every effect call, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, redrive
-// after the providers' key window) on a fresh database of its own,
+// after the providers' key window, and for a queue that dedups producer
+// copies a copy enqueued late, after the original completed and past the
+// dedup window) on a fresh database of its own,
 // snapshots every user table and compares the rows with the reference
 // using go-cmp. Values drawn from sequences, and the foreign keys that point
 // at them, are compared after canonical renumbering, because a rolled-back

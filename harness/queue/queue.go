@@ -28,11 +28,14 @@ type Queue interface {
 	Schema() Schema
 	// Enqueue puts one job into the queue, as the producer does, before
 	// any delivery: the original job (op.Job 1), then each producer
-	// copy, in order. A queue that refuses a copy as a duplicate (a
-	// unique job, a task ID) says so, and the copy is never delivered.
-	// Every scenario and clean run starts with Enqueue of job 1 on a
-	// fresh database: a queue whose storage is elsewhere starts afresh
-	// there too.
+	// copy, in order. A late copy (faults.Delivery.Late: after the
+	// original completed, or past Rules.Dedup) is enqueued only when its
+	// delivery starts, at op.Now on the harness clock, while other
+	// deliveries may still run. A queue that refuses a copy as a
+	// duplicate (a unique job, a task ID) says so, and the copy is never
+	// delivered. Every scenario and clean run starts with Enqueue of job
+	// 1 on a fresh database: a queue whose storage is elsewhere starts
+	// afresh there too.
 	Enqueue(ctx context.Context, op Op) (Enqueued, error)
 	// Fetch hands the job out for one delivery of kind op.Kind, or says
 	// why it would not: the job is already completed, another attempt
@@ -122,7 +125,12 @@ type Fetched struct {
 	// due (asynq's ProcessIn/ProcessAt, River's ScheduledAt or a snooze,
 	// gue's RunAt): the queue hands it out at DueAt on the harness clock.
 	// The harness moves its clock there and fetches again, so a scheduled
-	// job is checked where it runs. Zero means not scheduled.
+	// job is checked where it runs (result.DeliveryOutcome.Waited says
+	// how far), at most 3 times per delivery; a DueAt not ahead of the
+	// clock, or a fourth, leaves the delivery not delivered with "the job
+	// is scheduled for +10s and was never due: " and Reason. Zero means
+	// not scheduled: Reason alone, and the harness asks again only in the
+	// queue's later rounds (after Rules.Redeliver).
 	DueAt time.Time
 }
 
