@@ -92,6 +92,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := r.confirmReductions(ctx, plan, expanded, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
+	if err := r.confirm(ctx, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
@@ -101,6 +104,8 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	res.Status = result.StatusIdempotent
 	switch {
 	case res.Idempotent():
+	case !res.Confirmed():
+		res.Status = result.StatusFlaky
 	case cfg.ExpectFinding != "":
 		res.Status = result.StatusExpectedFinding
 	default:
@@ -140,7 +145,7 @@ func check(t tb, job Job, cfg Config) *Result {
 	logStragglers(t, res)
 	logLeftOpen(t, res)
 	switch res.Status {
-	case result.StatusFinding:
+	case result.StatusFinding, result.StatusFlaky:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
 	case result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))

@@ -297,7 +297,8 @@ func (b *builder) job(recs []record.Record) report.Job {
 			}
 		}
 	}
-	flaky := func(k sched) bool { return len(verdicts[k]) > 1 }
+	// A scenario whose confirming rerun differed is flaky in one run.
+	flaky := func(k sched) bool { return len(verdicts[k]) > 1 || verdicts[k][result.Flaky] }
 
 	findingStatus := report.StatusFinding
 	switch {
@@ -416,7 +417,7 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
-		Order: s.Order, Database: s.Database, Dump: s.Dump,
+		Order: s.Order, Database: s.Database, Dump: s.Dump, Rerun: render.Rerun(s),
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}
 	if s.DumpError != nil {

@@ -69,6 +69,9 @@ func Problems(s result.Scenario) []string {
 // in a diff's header.
 func Difference(s result.Scenario) string {
 	var b strings.Builder
+	if s.Verdict == result.Flaky {
+		b.WriteString("flaky\n")
+	}
 	for _, p := range Problems(s) {
 		fmt.Fprintf(&b, "%s\n", p)
 	}
@@ -165,6 +168,9 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 			fmt.Fprintf(b, "  %s\n", l)
 		}
 		diffs(b, first)
+		if l := Rerun(first); l != "" {
+			fmt.Fprintf(b, "%s\n", l)
+		}
 		if len(g) > 1 {
 			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, text.Plural(len(g)-1, "schedule"))
 			var names []faults.Name
@@ -196,13 +202,34 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 	}
 }
 
+// Rerun says what a flaky scenario's confirming rerun did, or nothing
+// for a scenario that is not flaky.
+func Rerun(s result.Scenario) string {
+	switch {
+	case s.Verdict != result.Flaky || s.Rerun == nil:
+		return ""
+	case s.Rerun.Verdict == result.Idempotent:
+		return "flaky: run again on a fresh database, the same schedule was idempotent, so this is not a finding but a handler that depends on chance or timing"
+	}
+	var ps []string
+	for _, p := range s.Rerun.Problems {
+		ps = append(ps, text.FirstLine(Problem(p)))
+	}
+	return "flaky: run again on a fresh database, the same schedule failed another way: " + strings.Join(ps, "; ")
+}
+
 // Finding is the message Check fails a test with: every failed scenario
 // of res, grouped by difference, then the line that reruns the test.
 func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
-		res.Job, len(failed), len(res.Scenarios), InShard(res))
+	if res.Status == result.StatusFlaky {
+		fmt.Fprintf(&b, "[twice] flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
+			res.Job, len(failed), len(res.Scenarios), InShard(res))
+	} else {
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
+			res.Job, len(failed), len(res.Scenarios), InShard(res))
+	}
 	Findings(&b, res, failed)
 	fmt.Fprintf(&b, "\nrerun: %s", rerun)
 	return b.String()

@@ -158,7 +158,7 @@ section.job { margin-top: 2rem; }
 <div class="finding finding-{{.Status}}">
 <h3>{{.Fault}} <code>{{.Schedule}}</code></h3>
 <div class="diagram">{{svg $j $f (anchor "d" $ji $fi)}}</div>
-<ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}</ul>
+<ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}{{with .Rerun}}<li>{{.}}</li>{{end}}</ul>
 {{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
 <p class="replay">Replay: <code>{{.Replay}}</code></p>
 {{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}{{if .Dump}}<p class="meta">Its server stopped with the test; dumped to <code>{{.Dump}}</code> (restore with <code>createdb NAME &amp;&amp; psql -d NAME -f FILE</code>, or list and drop with <code>twice kept</code>)</p>{{end}}{{if .DumpError}}<p class="meta">Its server stopped with the test, and it could not be dumped, so it is gone:</p><pre>{{.DumpError}}</pre>{{end}}

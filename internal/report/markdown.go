@@ -89,6 +89,9 @@ func (r *Report) Markdown() string {
 			for _, p := range f.Problems {
 				fmt.Fprintf(&b, "- %s\n", mdEscape(p))
 			}
+			if f.Rerun != "" {
+				fmt.Fprintf(&b, "- %s\n", mdEscape(f.Rerun))
+			}
 			if diff := diffText(f); diff != "" {
 				b.WriteString("\n" + fence("diff", diff))
 			}

@@ -204,6 +204,10 @@ type Finding struct {
 	// Problems say, one line each, why the scenario is not idempotent
 	// beyond the diffs: a delivery that could not complete the job.
 	Problems []string `json:"problems,omitempty"`
+	// Rerun says, for a flaky finding, what the same schedule did when
+	// the check ran it again on a fresh database to confirm it (it was
+	// idempotent, or failed another way); empty otherwise.
+	Rerun string `json:"rerun,omitempty"`
 	// Deliveries are the schedule's deliveries, in start order, with what
 	// happened to each.
 	Deliveries []Delivery `json:"deliveries"`
