@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
@@ -326,7 +325,7 @@ func volatileNote(res *Result) string {
 		return ""
 	}
 	line := fmt.Sprintf("[twice] job %q: left out of every comparison as volatile (they differ between two clean runs): %s", res.Job, strings.Join(left, ", "))
-	if times := timeColumns(res.Reference, res.Volatile); len(times) > 0 {
+	if times := render.TimeColumns(res.Reference, res.Volatile); len(times) > 0 {
 		verb := "holds a time"
 		if len(times) > 1 {
 			verb = "hold times"
@@ -334,27 +333,6 @@ func volatileNote(res *Result) string {
 		line += fmt.Sprintf("; %s %s: if the handler takes it from time.Now(), use d.Now, so that a time a redelivery moves is compared", strings.Join(times, ", "), verb)
 	}
 	return line
-}
-
-// timeColumns are the volatile "table.column"s of ref whose type is a date
-// or time.
-func timeColumns(ref *assert.Snapshot, volatile []string) []string {
-	if ref == nil {
-		return nil
-	}
-	types := map[string]string{}
-	for _, t := range ref.Tables {
-		for _, c := range t.Columns {
-			types[t.Name+"."+c.Name] = c.Type
-		}
-	}
-	var out []string
-	for _, v := range volatile {
-		if typ := types[v]; strings.HasPrefix(typ, "timestamp") || strings.HasPrefix(typ, "time") || typ == "date" {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // logLeftOpen logs the warning of res, if any.

@@ -269,6 +269,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 		Scenarios: len(res.Scenarios), Failed: len(res.Failed()),
 	}
 	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
+	j.VolatileTimes = render.TimeColumns(res.Reference, res.Volatile)
 	t := b.test(pkg, base.Test)
 	j.TestPassed = t != nil && t.result == "pass"
 

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/text"
@@ -304,4 +305,26 @@ func ExplorationFinding(x Exploration, replay string) string {
 	}
 	fmt.Fprintf(&b, "rerun: %s", replay)
 	return b.String()
+}
+
+// TimeColumns are the volatile "table.column"s of ref whose type is a
+// date or time: a handler that fills one from time.Now() instead of the
+// delivery's d.Now makes it volatile, and so compared nowhere.
+func TimeColumns(ref *assert.Snapshot, volatile []string) []string {
+	if ref == nil {
+		return nil
+	}
+	types := map[string]string{}
+	for _, t := range ref.Tables {
+		for _, c := range t.Columns {
+			types[t.Name+"."+c.Name] = c.Type
+		}
+	}
+	var out []string
+	for _, v := range volatile {
+		if typ := types[v]; strings.HasPrefix(typ, "timestamp") || strings.HasPrefix(typ, "time") || typ == "date" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

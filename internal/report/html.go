@@ -141,6 +141,13 @@ section.job { margin-top: 2rem; }
 </table></div>
 <p class="legend"><span>✓ idempotent</span><span>◆ known not idempotent (expected)</span><span>~ flaky</span><span>✗ finding: not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
 {{end}}
+{{with .WithVolatile}}
+<h2>Left out as volatile</h2>
+<p>These differed between two clean runs, so no scenario compares them, in passing checks too:</p>
+<ul class="volatile" id="volatile">
+{{range .}}<li>{{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}{{with .TimeHint}}; {{.}}{{end}}</li>
+{{end}}</ul>
+{{end}}
 {{with .WithoutCheck}}
 <h2>Packages without a check</h2>
 <ul class="nocheck" id="nocheck">

@@ -164,6 +164,10 @@ type Job struct {
 	// Volatile are the columns and effect fields left out of every
 	// comparison because two clean runs disagreed on them.
 	Volatile []string `json:"volatile,omitempty"`
+	// VolatileTimes are the Volatile columns that hold a date or time:
+	// a handler that fills one from time.Now() instead of the delivery's
+	// d.Now makes it volatile, so compared nowhere.
+	VolatileTimes []string `json:"volatile_times,omitempty"`
 	// Findings are the scenarios that were not idempotent (or flaky), in
 	// the order they ran.
 	Findings []Finding `json:"findings,omitempty"`
