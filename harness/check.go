@@ -98,7 +98,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
 	res.stragglers = r.x.StillRunning()
-	res.leftOpen = r.x.LeftOpen(job.Name)
+	if w := r.x.LeftOpen(); w != nil {
+		res.Warnings = append(res.Warnings, *w)
+	}
 	res.Duration = time.Since(start)
 	res.Status = result.StatusIdempotent
 	switch {
@@ -338,7 +340,7 @@ func volatileNote(res *Result) string {
 // logLeftOpen logs the warning of res, if any.
 func logLeftOpen(t tb, res *Result) {
 	t.Helper()
-	if res.leftOpen != "" {
-		t.Logf("%s", res.leftOpen)
+	for _, w := range res.Warnings {
+		t.Logf("%s", render.Warning(res.Job, w))
 	}
 }

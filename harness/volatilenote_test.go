@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -56,9 +57,17 @@ func TestTransactionLeftOpenIsWarned(t *testing.T) {
 		_, err = tx.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
 		return err // no Commit, no Rollback
 	}}
+	var res *harness.Result
 	rec.Run(func(tb testing.TB) {
-		harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
+		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
 	})
+	require.NotNil(t, res)
+	require.Len(t, res.Warnings, 1, "the warning is a value in the result, which report.json carries")
+	w := res.Warnings[0]
+	assert.Equal(t, result.TransactionLeftOpen, w.Kind)
+	assert.Equal(t, 4, w.Deliveries)
+	assert.Equal(t, "j1a1w1", w.First.Label())
+	assert.Equal(t, 1, w.Connections)
 	var warned []string
 	for _, l := range rec.Logs() {
 		if strings.HasPrefix(l, "[twice] warning: ") {

@@ -270,6 +270,9 @@ func (b *builder) job(recs []record.Record) report.Job {
 	}
 	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
 	j.VolatileTimes = render.TimeColumns(res.Reference, res.Volatile)
+	for _, w := range res.Warnings {
+		j.Warnings = append(j.Warnings, render.Warning(res.Job, w))
+	}
 	t := b.test(pkg, base.Test)
 	j.TestPassed = t != nil && t.result == "pass"
 

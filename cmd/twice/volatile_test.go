@@ -35,6 +35,7 @@ func TestPassNamesVolatileColumnsInEveryReport(t *testing.T) {
 		{Name: "id", Type: "bigint"}, {Name: "token", Type: "uuid"}, {Name: "sent_at", Type: "timestamp with time zone"},
 	}}}}
 	res := &result.Result{Job: "stamped", Status: result.StatusIdempotent, Reference: ref,
+		Warnings:  []result.Warning{{Kind: result.TransactionLeftOpen, Deliveries: 1, First: sched.Deliveries[0], Schedule: sched, Connections: 1}},
 		Volatile:  []string{"orders.token", "orders.sent_at"},
 		Scenarios: []result.Scenario{{Fault: faults.NameRunTwice, Schedule: sched, Verdict: result.Idempotent}}}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/stamped", Test: "TestStamped", Written: time.Now(), Result: res}}
@@ -50,6 +51,16 @@ func TestPassNamesVolatileColumnsInEveryReport(t *testing.T) {
 	html, err := r.HTML()
 	if err != nil {
 		t.Fatal(err)
+	}
+	data, err := r.JSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const warning = "returned with 1 connection still in a transaction or busy"
+	for name, out := range map[string]string{"report.json": string(data), "index.html": string(html), "summary.md": r.Markdown()} {
+		if !strings.Contains(out, warning) {
+			t.Errorf("%s does not carry the open-transaction warning (%q)", name, warning)
+		}
 	}
 	for name, out := range map[string]string{"index.html": string(html), "summary.md": r.Markdown()} {
 		for _, want := range []string{"Left out as volatile", "orders.token", "sent", "holds a time: if the handler takes it from time.Now(), use d.Now"} {

@@ -139,6 +139,35 @@ type Result struct {
 	ExpectFinding string
 	// Duration is the wall time of the whole run.
 	Duration time.Duration
+	// Warnings are what the check noticed that is not a verdict: a
+	// handler may pass and still do it.
+	Warnings []Warning `json:",omitempty"`
+}
+
+// WarningKind says what a Warning is about.
+type WarningKind string
+
+// Kinds of warning.
+const (
+	// TransactionLeftOpen: a handler returned while one of its
+	// connections was still in a transaction or busy (a Begin without
+	// Commit or Rollback on some path). The harness rolled it back, as
+	// a worker's pool would only by luck; the work it did there is work
+	// the handler believes it did.
+	TransactionLeftOpen WarningKind = "transaction-left-open"
+)
+
+// Warning is something a check noticed that is not a verdict.
+type Warning struct {
+	Kind WarningKind
+	// Deliveries counts the deliveries it happened in.
+	Deliveries int
+	// First is the first such delivery, and Schedule the schedule it ran
+	// in.
+	First    faults.Delivery
+	Schedule faults.Schedule
+	// Connections counts the first delivery's connections it concerns.
+	Connections int
 }
 
 // Idempotent reports whether every scenario was idempotent.

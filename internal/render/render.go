@@ -328,3 +328,30 @@ func TimeColumns(ref *assert.Snapshot, volatile []string) []string {
 	}
 	return out
 }
+
+// Warning is the line a check logs for w about job: "[twice] warning: job
+// "x": delivery j1a1w1 (attempt 1) of schedule ... returned with 1
+// connection still in a transaction or busy; ...".
+func Warning(job string, w result.Warning) string {
+	switch w.Kind {
+	case result.TransactionLeftOpen:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
+			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
+		const fix = "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)"
+		if w.Deliveries == 1 {
+			return fmt.Sprintf("[twice] warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
+	}
+	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
+}
+
+// ScheduleName is a schedule as messages name it: its text and the fault
+// it came from, "j1a1w1!crash > +30s j1a2w2 (crash-before-ack)", or
+// "j1a1w1 (a clean run)".
+func ScheduleName(s faults.Schedule) string {
+	if s.Fault == "" {
+		return s.String() + " (a clean run)"
+	}
+	return fmt.Sprintf("%s (%s)", s, s.Fault)
+}

@@ -141,6 +141,12 @@ section.job { margin-top: 2rem; }
 </table></div>
 <p class="legend"><span>✓ idempotent</span><span>◆ known not idempotent (expected)</span><span>~ flaky</span><span>✗ finding: not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
 {{end}}
+{{with .Warnings}}
+<h2>Warnings</h2>
+<ul class="warnings" id="warnings">
+{{range .}}<li>{{.}}</li>
+{{end}}</ul>
+{{end}}
 {{with .WithVolatile}}
 <h2>Left out as volatile</h2>
 <p>These differed between two clean runs, so no scenario compares them, in passing checks too:</p>

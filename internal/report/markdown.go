@@ -62,6 +62,12 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- `%s`: %s\n", n.Package, mdEscape(n.Why))
 		}
 	}
+	if ws := r.Warnings(); len(ws) > 0 {
+		b.WriteString("\n## Warnings\n\n")
+		for _, w := range ws {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(w))
+		}
+	}
 	if vol := r.WithVolatile(); len(vol) > 0 {
 		b.WriteString("\n## Left out as volatile\n\nThese differed between two clean runs, so no scenario compares them, in passing checks too:\n\n")
 		for _, j := range vol {

@@ -168,6 +168,9 @@ type Job struct {
 	// a handler that fills one from time.Now() instead of the delivery's
 	// d.Now makes it volatile, so compared nowhere.
 	VolatileTimes []string `json:"volatile_times,omitempty"`
+	// Warnings are what the check noticed that is not a verdict, one
+	// line each: a handler that returned with a transaction open.
+	Warnings []string `json:"warnings,omitempty"`
 	// Findings are the scenarios that were not idempotent (or flaky), in
 	// the order they ran.
 	Findings []Finding `json:"findings,omitempty"`

@@ -330,6 +330,15 @@ func (r *Report) WithoutCheck() []NoCheck {
 	return out
 }
 
+// Warnings are every job's warnings, in job order.
+func (r *Report) Warnings() []string {
+	var out []string
+	for _, j := range r.Jobs {
+		out = append(out, j.Warnings...)
+	}
+	return out
+}
+
 // WithVolatile are the jobs, passing or not, that left columns or effect
 // fields out of every comparison as volatile: a pass says nothing of
 // them, so every report names them.
