@@ -70,3 +70,28 @@ func sameProblems(a, b []result.Problem) bool {
 	}
 	return len(a) > 0 && len(b) > 0 && slices.Equal(key(a), key(b))
 }
+
+// noStepTaken is the warning about deliveries that returned from the
+// handler without taking a step although the clean run took clean steps,
+// or nil: a handler that reads through the delivery's pool in one
+// delivery and works through a global one in another passes unseen
+// otherwise. A delivery that died, was never handed out, or failed is
+// not one: it may have stopped before its first step for its own reason.
+func noStepTaken(clean int, scenarios []result.Scenario) *result.Warning {
+	if clean == 0 {
+		return nil
+	}
+	var w *result.Warning
+	for _, sc := range scenarios {
+		for _, d := range sc.Deliveries {
+			if d.Died || d.NotDelivered != "" || d.Err != "" || len(d.Steps) > 0 {
+				continue
+			}
+			if w == nil {
+				w = &result.Warning{Kind: result.NoStepTaken, First: d.Delivery, Schedule: sc.Schedule, CleanSteps: clean}
+			}
+			w.Deliveries++
+		}
+	}
+	return w
+}

@@ -155,6 +155,13 @@ const (
 	// a worker's pool would only by luck; the work it did there is work
 	// the handler believes it did.
 	TransactionLeftOpen WarningKind = "transaction-left-open"
+	// NoStepTaken: a delivery ran its handler to the end without a
+	// statement through the delivery's connections or an effect through
+	// its fakes, though the clean run took steps. If it did its work
+	// through a pool or client of its own, the harness saw none of it:
+	// no fault reached it, no state of it was compared, and it may have
+	// written to a database the harness did not create.
+	NoStepTaken WarningKind = "no-step-taken"
 )
 
 // Warning is something a check noticed that is not a verdict.
@@ -166,8 +173,11 @@ type Warning struct {
 	// in.
 	First    faults.Delivery
 	Schedule faults.Schedule
-	// Connections counts the first delivery's connections it concerns.
-	Connections int
+	// Connections counts the first delivery's connections it concerns
+	// (TransactionLeftOpen).
+	Connections int `json:",omitempty"`
+	// CleanSteps is how many steps the clean run took (NoStepTaken).
+	CleanSteps int `json:",omitempty"`
 }
 
 // Idempotent reports whether every scenario was idempotent.

@@ -342,6 +342,13 @@ func Warning(job string, w result.Warning) string {
 			return fmt.Sprintf("[twice] warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
 		}
 		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
+	case result.NoStepTaken:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
+		if w.Deliveries > 1 {
+			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
+			job, first, w.CleanSteps, text.Plural(w.CleanSteps, "step"))
 	}
 	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
 }
