@@ -9,6 +9,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 )
@@ -113,4 +114,62 @@ func benchmarkLedger(b *testing.B, fs []faults.Fault) {
 	b.ReportMetric(float64(started-started0)/n, "backends/check")
 	b.ReportMetric(float64(connects-connects0)/n, "connects/check")
 	b.ReportMetric(0, "ns/op") // the loop times both; the metrics above split them
+}
+
+// BenchmarkConfirm is what confirming findings costs: the seed's broken
+// ledger job (a bare increment: every fault that delivers twice fails)
+// beside the correct one, in one loop. Each failing scenario runs again
+// on a fresh database, so reruns/scenario is the share that failed, and
+// broken/correct the cost per scenario of a check that finds something
+// against one that passes.
+func BenchmarkConfirm(b *testing.B) {
+	ctx := context.Background()
+	correct := harness.Job{Name: "ledger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return rewardWithLedger(ctx, d.DB)
+	}}
+	broken := harness.Job{Name: "bare-increment", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
+		return err
+	}}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ledgerSchema)}}
+	var brokenTime, correctTime time.Duration
+	var brokenScenarios, correctScenarios, reruns int
+	for b.Loop() {
+		start := time.Now()
+		res, err := harness.Run(ctx, broken, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		brokenTime += time.Since(start)
+		if res.Status != result.StatusFinding {
+			b.Fatalf("the broken job's status is %s, want a finding", res.Status)
+		}
+		for _, s := range res.Scenarios {
+			if s.Rerun != nil {
+				reruns++
+			}
+		}
+		brokenScenarios += len(res.Scenarios)
+		if err := res.DropDatabases(ctx); err != nil {
+			b.Fatal(err)
+		}
+
+		start = time.Now()
+		res, err = harness.Run(ctx, correct, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		correctTime += time.Since(start)
+		if !res.Idempotent() {
+			b.Fatalf("the ledger job was found not idempotent: %+v", res.Failed())
+		}
+		correctScenarios += len(res.Scenarios)
+	}
+	perBroken := float64(brokenTime.Microseconds()) / 1000 / float64(brokenScenarios)
+	perCorrect := float64(correctTime.Microseconds()) / 1000 / float64(correctScenarios)
+	b.ReportMetric(perBroken, "ms/broken-scenario")
+	b.ReportMetric(perCorrect, "ms/correct-scenario")
+	b.ReportMetric(perBroken/perCorrect, "broken/correct")
+	b.ReportMetric(float64(reruns)/float64(brokenScenarios), "reruns/scenario")
+	b.ReportMetric(0, "ns/op")
 }

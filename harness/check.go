@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
@@ -92,15 +91,25 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := r.confirmReductions(ctx, plan, expanded, res); err != nil {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
+	if err := r.confirm(ctx, res); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
 	res.stragglers = r.x.StillRunning()
-	res.leftOpen = r.x.LeftOpen(job.Name)
+	if w := r.x.LeftOpen(); w != nil {
+		res.Warnings = append(res.Warnings, *w)
+	}
+	if w := noStepTaken(len(plan.Steps), res.Scenarios); w != nil {
+		res.Warnings = append(res.Warnings, *w)
+	}
 	res.Duration = time.Since(start)
 	res.Status = result.StatusIdempotent
 	switch {
 	case res.Idempotent():
+	case !res.Confirmed():
+		res.Status = result.StatusFlaky
 	case cfg.ExpectFinding != "":
 		res.Status = result.StatusExpectedFinding
 	default:
@@ -140,7 +149,7 @@ func check(t tb, job Job, cfg Config) *Result {
 	logStragglers(t, res)
 	logLeftOpen(t, res)
 	switch res.Status {
-	case result.StatusFinding:
+	case result.StatusFinding, result.StatusFlaky:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
 	case result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))
@@ -321,7 +330,7 @@ func volatileNote(res *Result) string {
 		return ""
 	}
 	line := fmt.Sprintf("[twice] job %q: left out of every comparison as volatile (they differ between two clean runs): %s", res.Job, strings.Join(left, ", "))
-	if times := timeColumns(res.Reference, res.Volatile); len(times) > 0 {
+	if times := render.TimeColumns(res.Reference, res.Volatile); len(times) > 0 {
 		verb := "holds a time"
 		if len(times) > 1 {
 			verb = "hold times"
@@ -331,31 +340,10 @@ func volatileNote(res *Result) string {
 	return line
 }
 
-// timeColumns are the volatile "table.column"s of ref whose type is a date
-// or time.
-func timeColumns(ref *assert.Snapshot, volatile []string) []string {
-	if ref == nil {
-		return nil
-	}
-	types := map[string]string{}
-	for _, t := range ref.Tables {
-		for _, c := range t.Columns {
-			types[t.Name+"."+c.Name] = c.Type
-		}
-	}
-	var out []string
-	for _, v := range volatile {
-		if typ := types[v]; strings.HasPrefix(typ, "timestamp") || strings.HasPrefix(typ, "time") || typ == "date" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // logLeftOpen logs the warning of res, if any.
 func logLeftOpen(t tb, res *Result) {
 	t.Helper()
-	if res.leftOpen != "" {
-		t.Logf("%s", res.leftOpen)
+	for _, w := range res.Warnings {
+		t.Logf("%s", render.Warning(res.Job, w))
 	}
 }

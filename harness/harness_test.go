@@ -123,7 +123,7 @@ func TestRunBuildsAFreshWorkerPerDelivery(t *testing.T) {
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
-	assert.Equal(t, int32(4), built.Load(), "two references and two workers in run-twice")
+	assert.Equal(t, int32(6), built.Load(), "two references and two workers in run-twice, which fails and runs again to confirm it")
 	assert.False(t, res.Idempotent(), "an in-memory dedup map is lost with its worker")
 }
 

@@ -30,9 +30,6 @@ type Result struct {
 	// stragglers notes handler goroutines still running when the check
 	// ended (Executor.StillRunning); Check and Explore log it.
 	stragglers string
-	// leftOpen warns about deliveries that returned with a transaction
-	// open (leftopen.go).
-	leftOpen string
 }
 
 // kept is a failed scenario's database, held until the test's end decides

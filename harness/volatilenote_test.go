@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -56,9 +57,17 @@ func TestTransactionLeftOpenIsWarned(t *testing.T) {
 		_, err = tx.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
 		return err // no Commit, no Rollback
 	}}
+	var res *harness.Result
 	rec.Run(func(tb testing.TB) {
-		harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
+		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
 	})
+	require.NotNil(t, res)
+	require.Len(t, res.Warnings, 1, "the warning is a value in the result, which report.json carries")
+	w := res.Warnings[0]
+	assert.Equal(t, result.TransactionLeftOpen, w.Kind)
+	assert.Equal(t, 4, w.Deliveries)
+	assert.Equal(t, "j1a1w1", w.First.Label())
+	assert.Equal(t, 1, w.Connections)
 	var warned []string
 	for _, l := range rec.Logs() {
 		if strings.HasPrefix(l, "[twice] warning: ") {
@@ -80,4 +89,46 @@ func TestAmbiguousCommitIsNoTransactionLeftOpen(t *testing.T) {
 	for _, l := range rec.Logs() {
 		assert.NotContains(t, l, "warning")
 	}
+}
+
+// A worker that works through the delivery's pool on its first delivery
+// and through one of its own on the next passes unseen: the redelivery
+// takes no step, so no fault reaches it and nothing of it is compared.
+// The check warns, naming the delivery (issue 27).
+func TestDeliveryWithoutStepsIsWarned(t *testing.T) {
+	job := harness.Job{Name: "elsewhere", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if d.Attempt > 1 {
+			return nil // its work goes through a global pool the harness never sees
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
+		return err
+	}}
+	rec := recordtb.New(t)
+	var res *harness.Result
+	rec.Run(func(tb testing.TB) {
+		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.CrashBeforeAck()}})
+	})
+	require.NotNil(t, res)
+	require.Empty(t, rec.Errors(), "the check passes")
+	require.Len(t, res.Warnings, 1)
+	w := res.Warnings[0]
+	assert.Equal(t, result.NoStepTaken, w.Kind)
+	assert.Equal(t, 2, w.First.Attempt)
+	assert.Equal(t, 1, w.CleanSteps)
+	var warned []string
+	for _, l := range rec.Logs() {
+		if strings.HasPrefix(l, "[twice] warning: ") {
+			warned = append(warned, l)
+		}
+	}
+	require.Len(t, warned, 1, "logs %q", rec.Logs())
+	assert.Contains(t, warned[0], `job "elsewhere": delivery j1a2w2 (attempt 2) of schedule j1a1w1!crash > +30s j1a2w2 (crash-before-ack) returned without a statement through d.DB`)
+
+	// A job that takes its steps in every delivery gets no such warning.
+	rec = recordtb.New(t)
+	rec.Run(func(tb testing.TB) {
+		res = harness.Check(tb, verifyJob, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.CrashBeforeAck()}})
+	})
+	require.NotNil(t, res)
+	assert.Empty(t, res.Warnings)
 }

@@ -269,6 +269,10 @@ func (b *builder) job(recs []record.Record) report.Job {
 		Scenarios: len(res.Scenarios), Failed: len(res.Failed()),
 	}
 	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
+	j.VolatileTimes = render.TimeColumns(res.Reference, res.Volatile)
+	for _, w := range res.Warnings {
+		j.Warnings = append(j.Warnings, render.Warning(res.Job, w))
+	}
 	t := b.test(pkg, base.Test)
 	j.TestPassed = t != nil && t.result == "pass"
 
@@ -297,7 +301,8 @@ func (b *builder) job(recs []record.Record) report.Job {
 			}
 		}
 	}
-	flaky := func(k sched) bool { return len(verdicts[k]) > 1 }
+	// A scenario whose confirming rerun differed is flaky in one run.
+	flaky := func(k sched) bool { return len(verdicts[k]) > 1 || verdicts[k][result.Flaky] }
 
 	findingStatus := report.StatusFinding
 	switch {
@@ -416,7 +421,7 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
-		Order: s.Order, Database: s.Database, Dump: s.Dump,
+		Order: s.Order, Database: s.Database, Dump: s.Dump, Rerun: render.Rerun(s),
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),
 	}
 	if s.DumpError != nil {

@@ -34,7 +34,9 @@ const (
 	// harness.Config.ExpectFinding says.
 	StatusExpectedFinding Status = "expected-finding"
 	// StatusFlaky: one schedule gave different verdicts on different
-	// runs.
+	// runs (a failing scenario's confirming rerun did not fail the same
+	// way, or Explore's reruns disagreed), and no scenario failed the
+	// same way twice.
 	StatusFlaky Status = "flaky"
 	// StatusInternalError: the check itself could not run (no
 	// PostgreSQL, a broken setup, a comparer that panics); it says
@@ -58,6 +60,11 @@ const (
 	// NotIdempotent: the state or the effects differ from the reference,
 	// or the job could not complete.
 	NotIdempotent Verdict = "not-idempotent"
+	// Flaky: the scenario was not idempotent, and its schedule, run again
+	// on a fresh database to confirm it, was not the same way
+	// (Scenario.Rerun): the handler depends on chance or timing, so
+	// neither run's verdict is trusted, and the check does not pass.
+	Flaky Verdict = "flaky"
 )
 
 // ProblemKind says what is wrong with a scenario.
@@ -132,6 +139,45 @@ type Result struct {
 	ExpectFinding string
 	// Duration is the wall time of the whole run.
 	Duration time.Duration
+	// Warnings are what the check noticed that is not a verdict: a
+	// handler may pass and still do it.
+	Warnings []Warning `json:",omitempty"`
+}
+
+// WarningKind says what a Warning is about.
+type WarningKind string
+
+// Kinds of warning.
+const (
+	// TransactionLeftOpen: a handler returned while one of its
+	// connections was still in a transaction or busy (a Begin without
+	// Commit or Rollback on some path). The harness rolled it back, as
+	// a worker's pool would only by luck; the work it did there is work
+	// the handler believes it did.
+	TransactionLeftOpen WarningKind = "transaction-left-open"
+	// NoStepTaken: a delivery ran its handler to the end without a
+	// statement through the delivery's connections or an effect through
+	// its fakes, though the clean run took steps. If it did its work
+	// through a pool or client of its own, the harness saw none of it:
+	// no fault reached it, no state of it was compared, and it may have
+	// written to a database the harness did not create.
+	NoStepTaken WarningKind = "no-step-taken"
+)
+
+// Warning is something a check noticed that is not a verdict.
+type Warning struct {
+	Kind WarningKind
+	// Deliveries counts the deliveries it happened in.
+	Deliveries int
+	// First is the first such delivery, and Schedule the schedule it ran
+	// in.
+	First    faults.Delivery
+	Schedule faults.Schedule
+	// Connections counts the first delivery's connections it concerns
+	// (TransactionLeftOpen).
+	Connections int `json:",omitempty"`
+	// CleanSteps is how many steps the clean run took (NoStepTaken).
+	CleanSteps int `json:",omitempty"`
 }
 
 // Idempotent reports whether every scenario was idempotent.
@@ -237,9 +283,39 @@ type Scenario struct {
 	// the test has exited, and Database no longer answers. nil when it
 	// was dumped, or needed no dump.
 	DumpError *Error `json:",omitempty"`
+	// Rerun is the same schedule run again on a fresh database, to
+	// confirm a scenario that was not idempotent before the check
+	// reports it: only one whose rerun has the same problems stays
+	// NotIdempotent; otherwise the Verdict is Flaky. nil for a scenario
+	// that passed (it is not run again).
+	Rerun *Rerun `json:",omitempty"`
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
 	Duration time.Duration
+}
+
+// Rerun is what a failing scenario's schedule did when run again on a
+// fresh database.
+type Rerun struct {
+	// Verdict is the rerun's own verdict: Idempotent or NotIdempotent.
+	Verdict Verdict
+	// Problems say why the rerun was not idempotent.
+	Problems []Problem `json:",omitempty"`
+	// Order is the interleaving as it happened in the rerun.
+	Order []int `json:",omitempty"`
+	// Deliveries are the rerun's deliveries as they ran.
+	Deliveries []DeliveryOutcome `json:",omitempty"`
+}
+
+// Confirmed reports whether some scenario failed, and failed the same
+// way when run again: a finding, not chance.
+func (r *Result) Confirmed() bool {
+	for _, s := range r.Scenarios {
+		if s.Verdict == NotIdempotent {
+			return true
+		}
+	}
+	return false
 }
 
 // DeliveryOutcome is what one delivery did.

@@ -33,8 +33,7 @@ func (e *execution) bury(d *deliveryRun) {
 		return
 	}
 	if n := d.proxy.BusyAtRelease(); n > 0 && !d.dead {
-		e.r.leftOpen.add(fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
-			d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), n, map[bool]string{true: "connection", false: "connections"}[n == 1]))
+		e.r.leftOpen.add(d.spec, e.sched, n)
 	}
 	if pids := d.proxy.TakeCut(); len(pids) > 0 {
 		if err := e.r.terminate(e.ctx, e.db.Name, pids); err != nil {

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // errGoexit is what a handler's goroutine reports when it ended without
@@ -22,21 +22,12 @@ var errGoexit = errors.New("the handler's goroutine exited without returning")
 // delivery and where it was, not a finding and not twice's breakage.
 func (e *execution) goexit(d *deliveryRun) {
 	err := blame.User(fmt.Errorf("[twice] job %q: the handler called t.Fatal, t.FailNow, t.Skip or a failing require assertion (runtime.Goexit) in delivery %s (attempt %d) of schedule %s, instead of returning; %s. Return an error from the handler instead: the queue sees that, and twice compares it",
-		e.r.job.Name, d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), d.where()))
+		e.r.job.Name, d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), d.where()))
 	e.die(d, "")
 	d.outcome.Err = errGoexit.Error()
 	if e.failure == nil {
 		e.failure = err
 	}
-}
-
-// scheduleName is the schedule as messages name it: its fault and text,
-// or "the clean run".
-func scheduleName(s faults.Schedule) string {
-	if s.Fault == "" {
-		return s.String() + " (a clean run)"
-	}
-	return fmt.Sprintf("%s (%s)", s, s.Fault)
 }
 
 // checkDeaf follows a delivery abandoned at its DeliveryTimeout: its
@@ -58,5 +49,5 @@ func (e *execution) checkDeaf(d *deliveryRun, why string) {
 	case <-grace.C:
 	}
 	e.failure = blame.User(fmt.Errorf("[twice] job %q: delivery %s (attempt %d) of schedule %s hung: %s, and it went on after its context was cancelled. A handler deaf to its context hangs every scenario that reaches it, so the check stops here; make it return when ctx is done (pass ctx to every call that waits), or raise Config.DeliveryTimeout if it is only slow",
-		e.r.job.Name, d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), why))
+		e.r.job.Name, d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), why))
 }

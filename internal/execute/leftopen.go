@@ -1,8 +1,10 @@
 package execute
 
 import (
-	"fmt"
 	"sync"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // leftOpen counts deliveries whose handler returned while one of its
@@ -12,33 +14,27 @@ import (
 // back, as a worker's pool would on its next use only by luck; the check
 // warns about it, as it is work the handler believes it did.
 type leftOpen struct {
-	mu    sync.Mutex
-	n     int
-	first string // the first such delivery, named
+	mu sync.Mutex
+	w  result.Warning // First is the first such delivery
 }
 
-func (l *leftOpen) add(what string) {
+func (l *leftOpen) add(d faults.Delivery, sched faults.Schedule, conns int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n == 0 {
-		l.first = what
+	if l.w.Deliveries == 0 {
+		l.w = result.Warning{Kind: result.TransactionLeftOpen, First: d, Schedule: sched, Connections: conns}
 	}
-	l.n++
+	l.w.Deliveries++
 }
 
-// note is the warning about job, or "" when no delivery left one open.
-func (l *leftOpen) note(job string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch l.n {
-	case 0:
-		return ""
-	case 1:
-		return fmt.Sprintf("[twice] warning: job %q: %s; the harness rolled it back. Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)", job, l.first)
+// LeftOpen is the warning about deliveries of the check that returned
+// with a connection still in a transaction or busy, or nil.
+func (r *Executor) LeftOpen() *result.Warning {
+	r.leftOpen.mu.Lock()
+	defer r.leftOpen.mu.Unlock()
+	if r.leftOpen.w.Deliveries == 0 {
+		return nil
 	}
-	return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)", job, l.n, l.first)
+	w := r.leftOpen.w
+	return &w
 }
-
-// LeftOpen is the warning about job, when a delivery of the check
-// returned with a connection still in a transaction or busy, or "".
-func (r *Executor) LeftOpen(job string) string { return r.leftOpen.note(job) }

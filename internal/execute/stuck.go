@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Stuck is what the running scenarios of a check are waiting on, for the
@@ -38,7 +40,7 @@ func (e *execution) noteProgress() {
 		if !d.started || d.ended {
 			continue
 		}
-		what := fmt.Sprintf("delivery %s (attempt %d) of schedule %s: %s", d.spec.Label(), d.spec.Attempt, scheduleName(e.sched), d.where())
+		what := fmt.Sprintf("delivery %s (attempt %d) of schedule %s: %s", d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), d.where())
 		if since, ok := was[what]; ok {
 			is[what] = since
 		} else {

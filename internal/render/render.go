@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/text"
@@ -69,6 +70,9 @@ func Problems(s result.Scenario) []string {
 // in a diff's header.
 func Difference(s result.Scenario) string {
 	var b strings.Builder
+	if s.Verdict == result.Flaky {
+		b.WriteString("flaky\n")
+	}
 	for _, p := range Problems(s) {
 		fmt.Fprintf(&b, "%s\n", p)
 	}
@@ -168,6 +172,9 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 			fmt.Fprintf(b, "  %s\n", l)
 		}
 		diffs(b, first)
+		if l := Rerun(first); l != "" {
+			fmt.Fprintf(b, "%s\n", l)
+		}
 		if len(g) > 1 {
 			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, text.Plural(len(g)-1, "schedule"))
 			var names []faults.Name
@@ -199,13 +206,34 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 	}
 }
 
+// Rerun says what a flaky scenario's confirming rerun did, or nothing
+// for a scenario that is not flaky.
+func Rerun(s result.Scenario) string {
+	switch {
+	case s.Verdict != result.Flaky || s.Rerun == nil:
+		return ""
+	case s.Rerun.Verdict == result.Idempotent:
+		return "flaky: run again on a fresh database, the same schedule was idempotent, so this is not a finding but a handler that depends on chance or timing"
+	}
+	var ps []string
+	for _, p := range s.Rerun.Problems {
+		ps = append(ps, text.FirstLine(Problem(p)))
+	}
+	return "flaky: run again on a fresh database, the same schedule failed another way: " + strings.Join(ps, "; ")
+}
+
 // Finding is the message Check fails a test with: every failed scenario
 // of res, grouped by difference, then the line that reruns the test.
 func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
-		res.Job, len(failed), len(res.Scenarios), InShard(res))
+	if res.Status == result.StatusFlaky {
+		fmt.Fprintf(&b, "[twice] flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
+			res.Job, len(failed), len(res.Scenarios), InShard(res))
+	} else {
+		fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
+			res.Job, len(failed), len(res.Scenarios), InShard(res))
+	}
 	Findings(&b, res, failed)
 	fmt.Fprintf(&b, "\nrerun: %s", rerun)
 	return b.String()
@@ -280,4 +308,60 @@ func ExplorationFinding(x Exploration, replay string) string {
 	}
 	fmt.Fprintf(&b, "rerun: %s", replay)
 	return b.String()
+}
+
+// TimeColumns are the volatile "table.column"s of ref whose type is a
+// date or time: a handler that fills one from time.Now() instead of the
+// delivery's d.Now makes it volatile, and so compared nowhere.
+func TimeColumns(ref *assert.Snapshot, volatile []string) []string {
+	if ref == nil {
+		return nil
+	}
+	types := map[string]string{}
+	for _, t := range ref.Tables {
+		for _, c := range t.Columns {
+			types[t.Name+"."+c.Name] = c.Type
+		}
+	}
+	var out []string
+	for _, v := range volatile {
+		if typ := types[v]; strings.HasPrefix(typ, "timestamp") || strings.HasPrefix(typ, "time") || typ == "date" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Warning is the line a check logs for w about job: "[twice] warning: job
+// "x": delivery j1a1w1 (attempt 1) of schedule ... returned with 1
+// connection still in a transaction or busy; ...".
+func Warning(job string, w result.Warning) string {
+	switch w.Kind {
+	case result.TransactionLeftOpen:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
+			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
+		const fix = "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)"
+		if w.Deliveries == 1 {
+			return fmt.Sprintf("[twice] warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
+	case result.NoStepTaken:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
+		if w.Deliveries > 1 {
+			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
+			job, first, w.CleanSteps, text.Plural(w.CleanSteps, "step"))
+	}
+	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
+}
+
+// ScheduleName is a schedule as messages name it: its text and the fault
+// it came from, "j1a1w1!crash > +30s j1a2w2 (crash-before-ack)", or
+// "j1a1w1 (a clean run)".
+func ScheduleName(s faults.Schedule) string {
+	if s.Fault == "" {
+		return s.String() + " (a clean run)"
+	}
+	return fmt.Sprintf("%s (%s)", s, s.Fault)
 }

@@ -141,6 +141,19 @@ section.job { margin-top: 2rem; }
 </table></div>
 <p class="legend"><span>✓ idempotent</span><span>◆ known not idempotent (expected)</span><span>~ flaky</span><span>✗ finding: not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
 {{end}}
+{{with .Warnings}}
+<h2>Warnings</h2>
+<ul class="warnings" id="warnings">
+{{range .}}<li>{{.}}</li>
+{{end}}</ul>
+{{end}}
+{{with .WithVolatile}}
+<h2>Left out as volatile</h2>
+<p>These differed between two clean runs, so no scenario compares them, in passing checks too:</p>
+<ul class="volatile" id="volatile">
+{{range .}}<li>{{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}{{with .TimeHint}}; {{.}}{{end}}</li>
+{{end}}</ul>
+{{end}}
 {{with .WithoutCheck}}
 <h2>Packages without a check</h2>
 <ul class="nocheck" id="nocheck">
@@ -158,7 +171,7 @@ section.job { margin-top: 2rem; }
 <div class="finding finding-{{.Status}}">
 <h3>{{.Fault}} <code>{{.Schedule}}</code></h3>
 <div class="diagram">{{svg $j $f (anchor "d" $ji $fi)}}</div>
-<ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}</ul>
+<ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}{{with .Rerun}}<li>{{.}}</li>{{end}}</ul>
 {{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
 <p class="replay">Replay: <code>{{.Replay}}</code></p>
 {{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}{{if .Dump}}<p class="meta">Its server stopped with the test; dumped to <code>{{.Dump}}</code> (restore with <code>createdb NAME &amp;&amp; psql -d NAME -f FILE</code>, or list and drop with <code>twice kept</code>)</p>{{end}}{{if .DumpError}}<p class="meta">Its server stopped with the test, and it could not be dumped, so it is gone:</p><pre>{{.DumpError}}</pre>{{end}}

@@ -126,6 +126,9 @@ func cellReport(j Job, c Cell, findings []Finding) string {
 		for _, p := range f.Problems {
 			fmt.Fprintf(&b, "  %s\n", p)
 		}
+		if f.Rerun != "" {
+			fmt.Fprintf(&b, "  %s\n", f.Rerun)
+		}
 		src := f
 		if f.SameAs != "" {
 			for _, o := range j.Findings {

@@ -62,6 +62,22 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- `%s`: %s\n", n.Package, mdEscape(n.Why))
 		}
 	}
+	if ws := r.Warnings(); len(ws) > 0 {
+		b.WriteString("\n## Warnings\n\n")
+		for _, w := range ws {
+			fmt.Fprintf(&b, "- %s\n", mdEscape(w))
+		}
+	}
+	if vol := r.WithVolatile(); len(vol) > 0 {
+		b.WriteString("\n## Left out as volatile\n\nThese differed between two clean runs, so no scenario compares them, in passing checks too:\n\n")
+		for _, j := range vol {
+			fmt.Fprintf(&b, "- %s (%s %s): `%s`", mdEscape(j.Name), mdEscape(r.PkgName(j.Package)), mdEscape(j.Test), strings.Join(j.Volatile, "`, `"))
+			if h := j.TimeHint(); h != "" {
+				fmt.Fprintf(&b, "; %s", mdEscape(h))
+			}
+			b.WriteString("\n")
+		}
+	}
 	for _, j := range r.Jobs {
 		if len(j.Findings) == 0 {
 			continue
@@ -88,6 +104,9 @@ func (r *Report) Markdown() string {
 			}
 			for _, p := range f.Problems {
 				fmt.Fprintf(&b, "- %s\n", mdEscape(p))
+			}
+			if f.Rerun != "" {
+				fmt.Fprintf(&b, "- %s\n", mdEscape(f.Rerun))
 			}
 			if diff := diffText(f); diff != "" {
 				b.WriteString("\n" + fence("diff", diff))

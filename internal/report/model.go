@@ -164,6 +164,13 @@ type Job struct {
 	// Volatile are the columns and effect fields left out of every
 	// comparison because two clean runs disagreed on them.
 	Volatile []string `json:"volatile,omitempty"`
+	// VolatileTimes are the Volatile columns that hold a date or time:
+	// a handler that fills one from time.Now() instead of the delivery's
+	// d.Now makes it volatile, so compared nowhere.
+	VolatileTimes []string `json:"volatile_times,omitempty"`
+	// Warnings are what the check noticed that is not a verdict, one
+	// line each: a handler that returned with a transaction open.
+	Warnings []string `json:"warnings,omitempty"`
 	// Findings are the scenarios that were not idempotent (or flaky), in
 	// the order they ran.
 	Findings []Finding `json:"findings,omitempty"`
@@ -204,6 +211,10 @@ type Finding struct {
 	// Problems say, one line each, why the scenario is not idempotent
 	// beyond the diffs: a delivery that could not complete the job.
 	Problems []string `json:"problems,omitempty"`
+	// Rerun says, for a flaky finding, what the same schedule did when
+	// the check ran it again on a fresh database to confirm it (it was
+	// idempotent, or failed another way); empty otherwise.
+	Rerun string `json:"rerun,omitempty"`
 	// Deliveries are the schedule's deliveries, in start order, with what
 	// happened to each.
 	Deliveries []Delivery `json:"deliveries"`

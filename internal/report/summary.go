@@ -329,3 +329,39 @@ func (r *Report) WithoutCheck() []NoCheck {
 	}
 	return out
 }
+
+// Warnings are every job's warnings, in job order.
+func (r *Report) Warnings() []string {
+	var out []string
+	for _, j := range r.Jobs {
+		out = append(out, j.Warnings...)
+	}
+	return out
+}
+
+// WithVolatile are the jobs, passing or not, that left columns or effect
+// fields out of every comparison as volatile: a pass says nothing of
+// them, so every report names them.
+func (r *Report) WithVolatile() []Job {
+	var out []Job
+	for _, j := range r.Jobs {
+		if len(j.Volatile) > 0 {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// TimeHint is what a job's volatile times suggest, or "": "events.sent_at
+// holds a time: if the handler takes it from time.Now(), use d.Now, so
+// that a time a redelivery moves is compared".
+func (j Job) TimeHint() string {
+	if len(j.VolatileTimes) == 0 {
+		return ""
+	}
+	verb := "holds a time"
+	if len(j.VolatileTimes) > 1 {
+		verb = "hold times"
+	}
+	return fmt.Sprintf("%s %s: if the handler takes it from time.Now(), use d.Now, so that a time a redelivery moves is compared", strings.Join(j.VolatileTimes, ", "), verb)
+}

@@ -1,0 +1,97 @@
+package harness
+
+import (
+	"cmp"
+	"context"
+	"slices"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/result"
+)
+
+// confirm runs every failing scenario of res again, on a fresh database,
+// before the check reports it: a scenario whose rerun fails the same way
+// (the same problems) stays NotIdempotent; one whose rerun passes, or
+// fails another way, becomes Flaky, with both outcomes kept
+// (Scenario.Rerun). A finding is then something the schedule does, not
+// something that happened once. Only failing scenarios run again, so a
+// passing check costs nothing more.
+func (r *runner) confirm(ctx context.Context, res *Result) error {
+	var scheds []faults.Schedule
+	var which []int
+	for i, sc := range res.Scenarios {
+		if sc.Verdict == result.NotIdempotent && sc.Rerun == nil {
+			scheds = append(scheds, sc.Schedule)
+			which = append(which, i)
+		}
+	}
+	if len(scheds) == 0 {
+		return nil
+	}
+	if p := progressOf(ctx); p != nil {
+		p.total.Add(int64(len(scheds)))
+	}
+	again, evidence, err := r.scenarios(ctx, scheds, res)
+	if err != nil {
+		return err
+	}
+	if evidence != nil {
+		// The evidence kept is the first run's failure.
+		if err := r.giveBack(context.WithoutCancel(ctx), evidence.db); err != nil {
+			return err
+		}
+	}
+	for k, i := range which {
+		sc := &res.Scenarios[i]
+		a := again[k]
+		sc.Rerun = &result.Rerun{Verdict: a.Verdict, Problems: a.Problems, Order: a.Order, Deliveries: a.Deliveries}
+		if !sameProblems(sc.Problems, a.Problems) {
+			sc.Verdict = result.Flaky
+		}
+	}
+	return nil
+}
+
+// sameProblems reports whether two runs of one schedule failed the same
+// way: the same kinds of problem, on the same tables, with as many
+// effects missing and extra. The words of a problem (an error's text)
+// may differ between runs and are not compared.
+func sameProblems(a, b []result.Problem) bool {
+	key := func(ps []result.Problem) []result.Problem {
+		out := make([]result.Problem, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, result.Problem{Kind: p.Kind, Table: p.Table, Missing: p.Missing, Extra: p.Extra})
+		}
+		slices.SortFunc(out, func(x, y result.Problem) int {
+			return cmp.Or(cmp.Compare(x.Kind, y.Kind), cmp.Compare(x.Table, y.Table),
+				cmp.Compare(x.Missing, y.Missing), cmp.Compare(x.Extra, y.Extra))
+		})
+		return out
+	}
+	return len(a) > 0 && len(b) > 0 && slices.Equal(key(a), key(b))
+}
+
+// noStepTaken is the warning about deliveries that returned from the
+// handler without taking a step although the clean run took clean steps,
+// or nil: a handler that reads through the delivery's pool in one
+// delivery and works through a global one in another passes unseen
+// otherwise. A delivery that died, was never handed out, or failed is
+// not one: it may have stopped before its first step for its own reason.
+func noStepTaken(clean int, scenarios []result.Scenario) *result.Warning {
+	if clean == 0 {
+		return nil
+	}
+	var w *result.Warning
+	for _, sc := range scenarios {
+		for _, d := range sc.Deliveries {
+			if d.Died || d.NotDelivered != "" || d.Err != "" || len(d.Steps) > 0 {
+				continue
+			}
+			if w == nil {
+				w = &result.Warning{Kind: result.NoStepTaken, First: d.Delivery, Schedule: sc.Schedule, CleanSteps: clean}
+			}
+			w.Deliveries++
+		}
+	}
+	return w
+}

@@ -1,0 +1,91 @@
+package harness_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/recordtb"
+)
+
+// alternatingJob adds a hit on every other redelivery it is given: the
+// first scenario with a redelivery fails, and the same schedule run
+// again passes.
+func alternatingJob() harness.Job {
+	var redeliveries atomic.Int64
+	return harness.Job{Name: "alternating", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if d.Attempt > 1 && redeliveries.Add(1)%2 == 1 {
+			_, err := d.DB.Exec(ctx, `UPDATE counters SET n = n + 1`)
+			return err
+		}
+		return nil
+	}}
+}
+
+// A finding that does not repeat on a fresh database is flaky, with both
+// runs kept, and the check fails: it is neither a finding nor a pass.
+func TestFindingThatDoesNotRepeatIsFlaky(t *testing.T) {
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.CrashBeforeAck()}
+	rec := recordtb.New(t)
+	var res *harness.Result
+	rec.Run(func(tb testing.TB) { res = harness.Check(tb, alternatingJob(), cfg) })
+	require.NotNil(t, res)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	assert.Equal(t, result.StatusFlaky, res.Status)
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Equal(t, result.Flaky, sc.Verdict)
+	require.NotNil(t, sc.Rerun, "the flaky scenario keeps its rerun")
+	assert.Equal(t, result.Idempotent, sc.Rerun.Verdict)
+	assert.Equal(t, []result.Problem{{Kind: result.StateDiffers, Table: "counters"}}, sc.Problems, "the first run's problems are kept")
+	assert.False(t, res.Idempotent(), "a flaky scenario is not a pass")
+	errs := rec.Errors()
+	require.Len(t, errs, 1, "the test fails")
+	assert.Contains(t, errs[0], `[twice] flaky: job "alternating": 1 of 1 scenarios failed, and not the same way when run again on a fresh database`)
+	assert.Contains(t, errs[0], "flaky: run again on a fresh database, the same schedule was idempotent")
+	assert.NotContains(t, errs[0], "not idempotent: job")
+}
+
+// A finding that repeats is confirmed: it stays not idempotent, with its
+// rerun's problems the same.
+func TestFindingThatRepeatsIsConfirmed(t *testing.T) {
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.CrashBeforeAck()}
+	res, err := harness.Run(t.Context(), hitJob, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	assert.Equal(t, result.StatusFinding, res.Status)
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Equal(t, result.NotIdempotent, sc.Verdict)
+	require.NotNil(t, sc.Rerun)
+	assert.Equal(t, result.NotIdempotent, sc.Rerun.Verdict)
+	assert.Equal(t, sc.Problems, sc.Rerun.Problems)
+	assert.NotEmpty(t, sc.Database, "the first run's database is the evidence")
+}
+
+// Scenarios that pass are not run again.
+func TestPassingScenariosAreNotRerun(t *testing.T) {
+	var calls atomic.Int64
+	job := harness.Job{Name: "quiet", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		calls.Add(1)
+		_, err := d.DB.Exec(ctx, `SELECT 1`)
+		return err
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.CrashBeforeAck()}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, result.StatusIdempotent, res.Status)
+	require.Len(t, res.Scenarios, 1)
+	assert.Nil(t, res.Scenarios[0].Rerun)
+	// Two clean runs, then the scenario's two deliveries.
+	assert.EqualValues(t, 4, calls.Load())
+}
