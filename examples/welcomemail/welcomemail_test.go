@@ -85,7 +85,7 @@ func TestSendOnce(t *testing.T) {
 		seen[s.Fault] = true
 		first := s.Deliveries[0]
 		hit := first.Faulted()
-		if hit == nil || !hit.Step.IsEffect() {
+		if hit == nil || !hit.IsEffect() {
 			t.Fatalf("scenario %s (%s): the fault did not hit the email step: %+v", s.Fault, s.Schedule, first.Steps)
 		}
 		if first.Err == "" {
