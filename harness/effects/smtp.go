@@ -92,9 +92,10 @@ type smtpSink struct {
 //     "451 4.3.0", a transient refusal, and nothing is sent.
 //
 // A dead delivery's messages are refused (421) and not recorded, and so
-// are its later sessions. When the sink cannot start, the scenario is
-// void with an error saying why, and SMTPAddr returns an address that
-// refuses connections. A nil *Clients returns "".
+// are its later sessions; after the scenario ended nobody listens. When
+// the sink cannot start, the scenario is void with an error saying why,
+// and SMTPAddr returns an address that refuses connections. A nil
+// *Clients returns "".
 func (c *Clients) SMTPAddr() string {
 	if c == nil {
 		return ""
@@ -102,20 +103,24 @@ func (c *Clients) SMTPAddr() string {
 	s, err := c.log.smtp.sink(c)
 	if err != nil {
 		c.log.fail(err)
-		return "127.0.0.1:0"
+		return noSink
+	}
+	if s == nil {
+		return noSink
 	}
 	return s.addr
 }
 
-// sink returns c's server, starting it on the first call.
+// noSink is an address nobody listens on: a connection is refused.
+const noSink = "127.0.0.1:0"
+
+// sink returns c's server, starting it on the first call; nil once the
+// scenario ended and c had none.
 func (ss *smtpSinks) sink(c *Clients) (*smtpSink, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.closed {
-		return nil, fmt.Errorf("[twice] internal: delivery %s asked for its SMTP address after its scenario ended", c.label)
-	}
-	if s := ss.servers[c]; s != nil {
-		return s, nil
+	if s := ss.servers[c]; s != nil || ss.closed {
+		return s, nil // after close, a closed server: its address refuses
 	}
 	if ss.servers == nil {
 		ss.ctx, ss.cancel = context.WithCancel(context.Background())
