@@ -115,3 +115,28 @@ func TestSendOnce(t *testing.T) {
 		t.Errorf("the default matrix put no lost reply or refusal on the SMTP send: %v", seen)
 	}
 }
+
+// A worker that dies right after the relay accepted the email, before
+// the outbox says so (a schedule exploration draws; replayed here): the
+// redelivery sends it again, the one duplicate at-least-once allows.
+func TestSendOnceCrashAfterSend(t *testing.T) {
+	sched, err := faults.Parse("j1a1w1!crashafter:6 > +30s j1a2w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := config
+	cfg.Faults = []faults.Fault{faults.Replay(sched)}
+	res := harness.Check(t, sendOnce, cfg)
+	if len(res.Scenarios) != 1 {
+		t.Fatalf("%d scenarios, want the one replayed", len(res.Scenarios))
+	}
+	var by []int
+	for _, e := range res.Scenarios[0].Effects {
+		if e.Happened() {
+			by = append(by, e.Attempt)
+		}
+	}
+	if len(by) != 2 || by[0] != 1 || by[1] != 2 {
+		t.Errorf("emails sent by attempts %v, want [1 2]: the dead worker's, then the redelivery's", by)
+	}
+}
