@@ -413,6 +413,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	if err != nil {
 		return nil, err
 	}
+	defer log.Close() // the deliveries have ended: their servers go
 	out, err := r.x.Run(ctx, execute.Input{Schedule: sched, DB: db, Retries: retries, Clock: clk,
 		NewWorker: func() (execute.Handler, error) {
 			h, err := r.newWorker()

@@ -19,6 +19,9 @@
 //     request still in flight is a conflict, and a key is forgotten after
 //     a window on the harness clock (PaymentProvider.KeyWindow, 24h).
 //   - Clients.Record makes any call an effect of a kind the user names.
+//   - Clients.SMTPAddr is a delivery's SMTP sink (harness.Delivery.SMTPAddr):
+//     the job's own SMTP client sends to it, and every message it accepts
+//     is an email effect (SMTPMessage), no deduplication.
 //
 // Providers, set as harness.Config.Providers, sets the providers up; each
 // scenario gets them afresh, so no scenario sees another's keys.

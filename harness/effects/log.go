@@ -33,6 +33,7 @@ type Log struct {
 	broken  error // the harness could not record an effect: the run is void
 
 	payments *paymentStore
+	smtp     smtpSinks // the deliveries' SMTP servers, see smtp.go
 }
 
 // NewLog returns an empty log whose providers read the time from now (the
@@ -55,6 +56,11 @@ func NewLog(now func() time.Time, p Providers) (*Log, error) {
 func (l *Log) Clients(label, jobID string, attempt int, steps Steps) *Clients {
 	return &Clients{log: l, label: label, jobID: jobID, attempt: attempt, steps: steps}
 }
+
+// Close stops the servers the log's providers started (the deliveries'
+// SMTP sinks, see Clients.SMTPAddr) once the scenario is over; a session
+// still open is cut. The log's effects stay readable.
+func (l *Log) Close() { l.smtp.close() }
 
 // Effects returns the log so far.
 func (l *Log) Effects() []assert.Effect {
