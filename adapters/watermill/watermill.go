@@ -24,7 +24,7 @@
 //
 //	harness.Check(t, twicewatermill.EventJob("award-points", orders.OrderPlaced{OrderID: 9812},
 //		orders.ProcessorConfig(), func(w *twicewatermill.Worker) cqrs.EventHandler {
-//			return orders.NewPointsAwarder(w.DB)
+//			return orders.NewPointsAwarder(w.DB, courier, true)
 //		}), cfg)
 //
 // What each fault means for Watermill:
