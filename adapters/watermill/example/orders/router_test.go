@@ -268,3 +268,31 @@ func TestProducerCopiesBuiltPerPublish(t *testing.T) {
 	job := twicewatermill.Job("award-points", nil, nil, handler(false), producer, twicewatermill.BrokerDedup(2*time.Minute))
 	assert.Equal(t, 2*time.Minute, job.Queue.Rules().Dedup, "the broker's window is the queue's dedup rule")
 }
+
+// AwardPoints is a command for the cqrs.CommandHandler check.
+type AwardPoints struct {
+	OrderID int64 `json:"order_id"`
+}
+
+// A cqrs.CommandHandler is checked as Watermill's CommandProcessor runs
+// it, with the production config: a handler that adds the points without
+// an inbox awards them twice when its process dies before the ack.
+func TestCommandHandler(t *testing.T) {
+	cfg := cqrs.CommandProcessorConfig{
+		GenerateSubscribeTopic: func(p cqrs.CommandProcessorGenerateSubscribeTopicParams) (string, error) {
+			return "commands." + p.CommandName, nil
+		},
+		Marshaler: cqrs.JSONMarshaler{GenerateName: cqrs.StructName},
+	}
+	job := twicewatermill.CommandJob("award-points-command", AwardPoints{OrderID: 9812}, cfg, func(w *twicewatermill.Worker) cqrs.CommandHandler {
+		return cqrs.NewCommandHandler("AwardPoints", func(ctx context.Context, cmd *AwardPoints) error {
+			_, err := w.DB.Exec(ctx, `UPDATE accounts SET points = points + (SELECT points FROM orders WHERE id = $1) WHERE id = (SELECT account_id FROM orders WHERE id = $1)`, cmd.OrderID)
+			return err
+		})
+	})
+	res := run(t, job, harness.Config{Faults: []faults.Fault{faults.CrashBeforeAck(), faults.RunTwice()}})
+	assert.Equal(t, map[string]result.Verdict{
+		"j1a1w1!crash > +30s j1a2w2": result.NotIdempotent,
+		"j1a1w1 > j1a2w2":            result.Idempotent,
+	}, verdicts(res), "%s", res)
+}
