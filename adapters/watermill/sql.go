@@ -52,10 +52,8 @@ func table(quoted string) string { return strings.Trim(quoted, `"`) }
 
 // sqlQueue is watermill-sql's topic table and offsets as queue.Queue.
 type sqlQueue struct {
-	name     string
-	t        sqlTopic
-	payload  message.Payload
-	metadata message.Metadata
+	job *jobSpec
+	t   sqlTopic
 }
 
 // Schema is the topic's messages and offsets tables, made by
@@ -105,9 +103,12 @@ func (q *sqlQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, er
 		return queue.Enqueued{}, err
 	}
 	id := strconv.Itoa(op.Job)
-	msg := message.NewMessage(MessageUUID(q.name, id), append(message.Payload(nil), q.payload...))
-	for k, v := range q.metadata {
-		msg.Metadata.Set(k, v)
+	msg, err := q.job.message(op.Job, op.Now)
+	if err != nil {
+		return queue.Enqueued{}, err
+	}
+	if msg.UUID != MessageUUID(q.job.name, id) {
+		return queue.Enqueued{}, fmt.Errorf("twicewatermill: job %q: with SQL, the producer's message %d must carry MessageUUID(%q, %q), not %s", q.job.name, op.Job, q.job.name, id, msg.UUID)
 	}
 	if err := pub.Publish(q.t.topic, msg); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("publishing to topic %q: %w", q.t.topic, err)
@@ -118,7 +119,7 @@ func (q *sqlQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, er
 // acked reads the message's offset and the consumer group's.
 func (q *sqlQueue) acked(ctx context.Context, op queue.Op) (offset, acked int64, err error) {
 	err = op.Conn.QueryRow(ctx, `SELECT m."offset", coalesce((SELECT offset_acked FROM `+sqlOffsets.MessagesOffsetsTable(q.t.topic)+` WHERE consumer_group = $2), 0)
-		FROM `+sqlSchema.MessagesTable(q.t.topic)+` m WHERE m.uuid = $1`, MessageUUID(q.name, op.JobID), q.t.group).Scan(&offset, &acked)
+		FROM `+sqlSchema.MessagesTable(q.t.topic)+` m WHERE m.uuid = $1`, MessageUUID(q.job.name, op.JobID), q.t.group).Scan(&offset, &acked)
 	if err != nil {
 		return 0, 0, fmt.Errorf("reading the offsets of message %s: %w", op.JobID, err)
 	}
@@ -146,7 +147,7 @@ func (q *sqlQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) 
 		return queue.Settled{}, err
 	}
 	if acked >= offset {
-		return queue.Settled{Outcome: queue.Completed}, nil
+		return queue.Settled{Outcome: queue.Completed, Detail: q.job.retryNote()}, nil
 	}
 	return queue.Settled{Outcome: queue.Retry, After: time.Second, Detail: fmt.Sprintf("consumer group %q's offset %d is short of message %s (offset %d): its commit did not land", q.t.group, acked, op.JobID, offset)}, nil
 }
@@ -154,14 +155,15 @@ func (q *sqlQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) 
 // Nack: the subscriber's transaction rolled back; the next poll takes the
 // message again.
 func (q *sqlQueue) Nack(context.Context, queue.Op, error) (queue.Settled, error) {
-	return queue.Settled{Outcome: queue.Retry, After: time.Second, Detail: "rolled back; polled again"}, nil
+	return queue.Settled{Outcome: queue.Retry, After: time.Second, Detail: join("rolled back; polled again", q.job.retryNote())}, nil
 }
 
 // deliverSQL is one poll of a watermill-sql subscriber in this process:
-// every message it hands out runs through the middleware and the handler,
-// nacked messages are resent in the same transaction (as the subscriber
-// does), and the delivery ends when the subscriber's transaction does.
-func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.HandlerFunc) error {
+// every message it hands out goes through the process's router (its
+// middleware and the handler), nacked messages are resent in the same
+// transaction (as the subscriber does), and the delivery ends when the
+// subscriber's transaction does.
+func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, p *process, h message.HandlerFunc) error {
 	// The subscriber commits its poll when its context ends, even while
 	// the handler still uses the transaction (a data race on the
 	// connection), so its context ends only once the handler has
@@ -170,7 +172,7 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	conn := &pollConn{pool: d.DB, ctx: subCtx, ended: make(chan error, 1)}
 	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(conn), wsql.SubscriberConfig{
-		ConsumerGroup: w.opts.sql.group,
+		ConsumerGroup: w.job.opts.sql.group,
 		// No AckDeadline, for the same race: past it watermill-sql
 		// commits the poll under a handler still running.
 		AckDeadline:    new(time.Duration),
@@ -180,15 +182,15 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.
 	}, nil)
 	if err != nil {
 		cancel()
-		return fmt.Errorf("twicewatermill: job %q: watermill-sql's subscriber: %w", w.name, err)
+		return fmt.Errorf("twicewatermill: job %q: watermill-sql's subscriber: %w", w.job.name, err)
 	}
 	defer func() {
 		cancel()
 		_ = sub.Close()
 	}()
-	msgs, err := sub.Subscribe(subCtx, w.opts.sql.topic)
+	msgs, err := sub.Subscribe(subCtx, w.job.opts.sql.topic)
 	if err != nil {
-		return fmt.Errorf("twicewatermill: job %q: subscribing to topic %q: %w", w.name, w.opts.sql.topic, err)
+		return fmt.Errorf("twicewatermill: job %q: subscribing to topic %q: %w", w.job.name, w.job.opts.sql.topic, err)
 	}
 	tries := map[string]int{}
 	for {
@@ -204,22 +206,20 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, h message.
 			return nil
 		case msg, ok := <-msgs:
 			if !ok {
-				return fmt.Errorf("twicewatermill: job %q: watermill-sql's subscriber stopped", w.name)
+				return fmt.Errorf("twicewatermill: job %q: watermill-sql's subscriber stopped", w.job.name)
 			}
-			msg.SetContext(withValues{Context: ctx, values: msg.Context()})
-			try := tries[msg.UUID]
+			n := tries[msg.UUID]
 			tries[msg.UUID]++
-			err, panicked := w.handle(ctx, d, h, msg, try)
+			t := &try{d: d, ctx: ctx, handler: h, n: n}
+			msg.SetContext(withValues{Context: context.WithValue(ctx, tryKey{}, t), values: msg.Context()})
+			err := w.hand(ctx, p, msg, t, conn.die)
 			switch {
 			case err == nil:
-				msg.Ack()
-			case panicked || try >= w.opts.redeliveries || ctx.Err() != nil:
+			case n >= w.job.opts.redeliveries || ctx.Err() != nil:
 				// The process gives up (or dies): its transaction rolls
 				// back with the connection.
 				conn.die()
 				return err
-			default:
-				msg.Nack()
 			}
 		}
 	}

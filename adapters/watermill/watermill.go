@@ -1,10 +1,13 @@
 // Package twicewatermill checks Watermill handlers
 // (github.com/ThreeDotsLabs/watermill) with twice, as a Watermill process
-// runs them: each delivery is a *message.Message whose UUID is the
-// message's (a redelivery carries the same UUID, a producer copy a new
-// one), the handler runs through the middleware the user gives, built once
-// per worker process, and the messages the handler returns are published
-// before the ack, as recorded effects.
+// runs them: each worker process runs Watermill's own message.Router, with
+// the user's middleware added once when it starts and the handler (a
+// message.HandlerFunc, or a cqrs.EventHandler or cqrs.CommandHandler
+// behind Watermill's own EventProcessor or CommandProcessor); each
+// delivery is a *message.Message whose UUID is the message's (a
+// redelivery carries the same UUID, a producer copy a new one), and the
+// messages the handler returns are published by the router before the
+// ack, as recorded effects.
 //
 //	func TestOrderPlaced(t *testing.T) {
 //		harness.Check(t, twicewatermill.Job("order-placed", []byte(`{"order_id":9812}`), nil,
@@ -17,40 +20,54 @@
 //			harness.Config{Setup: []harness.Setup{harness.SQL(orders.Schema)}})
 //	}
 //
+// A cqrs handler is checked as production builds it, with no glue:
+//
+//	harness.Check(t, twicewatermill.EventJob("award-points", orders.OrderPlaced{OrderID: 9812},
+//		orders.ProcessorConfig(), func(w *twicewatermill.Worker) cqrs.EventHandler {
+//			return orders.NewPointsAwarder(w.DB, courier, true)
+//		}), cfg)
+//
 // What each fault means for Watermill:
 //
 //   - crash-before-ack, crash-mid-job, ambiguous-commit, redrive: the
-//     process dies (or its handler fails and the message is left unacked);
-//     the broker redelivers the same message, same UUID, to a process
-//     started afresh: its middleware's memory (an in-memory Deduplicator's
-//     keys) is gone.
+//     process dies; the broker redelivers the same message, same UUID, to
+//     a process started afresh: its middleware's memory (an in-memory
+//     Deduplicator's keys) is gone.
 //   - lost-ack: the handler succeeded and the ack was lost; the broker
 //     redelivers to the same live process (its memory kept) and to another.
-//   - a handler error (a failed effect call, a lost commit reply): the
-//     subscriber nacks and resends the message to the same process, as
-//     Watermill's subscribers do, up to Redeliveries times within the
-//     delivery; only then does the delivery fail. So an in-memory
-//     Deduplicator that remembered the message on the failed try skips
-//     the retry, and the work it should have done is missing.
+//   - a handler error or panic (a failed effect call, a lost commit
+//     reply): the router recovers a panic (message/router.go's
+//     handleMessage) and nacks, as it nacks an error, and the subscriber
+//     resends the message to the same process, up to Redeliveries times
+//     within the delivery; only then does the delivery fail. So an
+//     in-memory Deduplicator that remembered the message on the failed
+//     try drops the resend, and the work it should have done is missing.
+//   - concurrent-delivery: each delivery settles on its own, as a
+//     broker's delivery does: a copy that fails is handed out again even
+//     though the other was acked.
 //   - producer-retry: the producer publishes the payload again, under a
-//     new UUID.
+//     new UUID (see Producer for copies built per publish, and
+//     BrokerDedup for a broker that drops a message ID it has seen).
 //
 // Messages the handler returns are published, before the ack, as effects
 // of kind EffectKind: payload, metadata and topic are compared, the UUID
 // (random in Watermill) is only printed. A publish whose call fails nacks
 // the message, as the router does.
 //
-// The broker is modelled as a table, twice_watermill_messages, that the
-// harness reads and writes on its own connection and leaves out of the
-// comparison: a message once acked is not handed out again. With the SQL
-// option the broker is watermill-sql itself, run for real: see SQL. Either
-// way the job carries the broker's tables: the harness makes them before
-// the config's own setup, in harness.Check, harness.Run and
+// What is real and what is modelled: the router, the middleware, the cqrs
+// processors and, with the SQL option, watermill-sql's publisher and
+// subscriber are Watermill's own code. The broker behind the router is
+// modelled (twice_watermill_messages and twice_watermill_deliveries, which
+// the harness reads and writes on its own connection and leaves out of
+// the comparison), since every real broker Watermill speaks to but
+// watermill-sql lives outside PostgreSQL: an at-least-once broker whose
+// every delivery settles on its own. The subscriber in front of the
+// router is the harness's, so that each delivery is one message; a nacked
+// message is resent at once (no resend delay). middleware.Retry takes no
+// clock, so Retry runs it with its sleeps shortened and says so.
+// Either way the job carries the broker's tables: the harness makes them
+// before the config's own setup, in harness.Check, harness.Run and
 // harness.Explore alike.
-//
-// Not modelled: message.HandlerNameFromCtx and the router's other context
-// values (only message.Router can set their keys), router plugins and
-// decorators, and broker resend delays (resends are immediate).
 package twicewatermill
 
 import (
@@ -59,6 +76,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -80,19 +98,62 @@ const DefaultRedeliveries = 3
 type Option func(*options)
 
 type options struct {
-	middleware   []func() message.HandlerMiddleware
+	middleware   []middlewareEntry
 	redeliveries int
 	publishTopic string
 	sql          *sqlTopic
+	producer     func(n int, now time.Time) (*message.Message, error)
+	dedup        time.Duration
+}
+
+// middlewareEntry is one link of the chain, built once per process.
+type middlewareEntry struct {
+	plain  func() message.HandlerMiddleware
+	worker func(*Worker) message.HandlerMiddleware
+	retry  *retryEntry
+}
+
+func (m middlewareEntry) build(w *Worker) (message.HandlerMiddleware, error) {
+	var mw message.HandlerMiddleware
+	switch {
+	case m.plain != nil:
+		mw = m.plain()
+	case m.worker != nil:
+		mw = m.worker(w)
+	case m.retry != nil:
+		return m.retry.middleware(), nil
+	}
+	if mw == nil {
+		return nil, errors.New("a middleware constructor returned a nil message.HandlerMiddleware")
+	}
+	return mw, nil
 }
 
 // Middleware is the handler's middleware, outermost first, as
-// Router.AddMiddleware and Handler.AddMiddleware take it. Each function is
-// called once per worker process, so state a middleware keeps in memory
+// Router.AddMiddleware takes it. Each function is called once per worker
+// process, when its router starts, so state a middleware keeps in memory
 // (middleware.Deduplicator's map) lives as long as that process: it
-// survives a lost ack and is lost in a crash.
+// survives a lost ack and a handler's error or panic (the router nacks and
+// the subscriber resends to the same process), and is lost in a crash.
 func Middleware(newMiddleware ...func() message.HandlerMiddleware) Option {
-	return func(o *options) { o.middleware = append(o.middleware, newMiddleware...) }
+	return func(o *options) {
+		for _, m := range newMiddleware {
+			o.middleware = append(o.middleware, middlewareEntry{plain: m})
+		}
+	}
+}
+
+// WorkerMiddleware is middleware built from the worker process's
+// connections (Worker.DB), once per process, as production builds a
+// database-backed middleware (a Deduplicator whose repository is a table)
+// at startup. It takes its place in the chain among Middleware's, in the
+// order the options are given.
+func WorkerMiddleware(newMiddleware ...func(w *Worker) message.HandlerMiddleware) Option {
+	return func(o *options) {
+		for _, m := range newMiddleware {
+			o.middleware = append(o.middleware, middlewareEntry{worker: m})
+		}
+	}
 }
 
 // Redeliveries is how many times the subscriber resends a nacked message
@@ -107,58 +168,85 @@ func PublishTopic(topic string) Option {
 	return func(o *options) { o.publishTopic = topic }
 }
 
+// jobSpec is what every worker of a job shares.
+type jobSpec struct {
+	name string
+	opts options
+	// newHandler builds Job's handler per delivery; nil for EventJob and
+	// CommandJob, whose handlers register themselves with the router.
+	newHandler func(*harness.Delivery) message.HandlerFunc
+	// register adds the job's handler to a process's router.
+	register func(p *process, r *message.Router) error
+	// perProcess says the job's handlers are built per process, from
+	// the worker's connections.
+	perProcess bool
+}
+
+func (j *jobSpec) needsPool() bool {
+	if j.perProcess {
+		return true
+	}
+	for _, m := range j.opts.middleware {
+		if m.worker != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// message builds the message the producer publishes as copy n.
+func (j *jobSpec) message(n int, now time.Time) (*message.Message, error) {
+	msg, err := j.opts.producer(n, now)
+	if err != nil {
+		return nil, fmt.Errorf("building message %d: %w", n, err)
+	}
+	if msg == nil {
+		return nil, fmt.Errorf("building message %d: the producer returned a nil message", n)
+	}
+	if msg.Metadata == nil {
+		msg.Metadata = message.Metadata{}
+	}
+	return msg, nil
+}
+
 // Job is a Watermill handler for harness.Check, harness.Explore and the
 // runner: payload and metadata make the message the producer publishes,
 // and newHandler builds the handler for each delivery from the
-// delivery's connections (d.DB, d.DSN) and clock (d.Now). The handler
-// runs behind the middleware given with Middleware, built per worker.
+// delivery's connections (d.DB, d.DSN) and clock (d.Now). Each worker
+// process runs Watermill's own message.Router, with the handler behind
+// the middleware given with Middleware, built once per process.
 func Job(name string, payload message.Payload, metadata message.Metadata, newHandler func(d *harness.Delivery) message.HandlerFunc, opts ...Option) harness.Job {
-	o := options{redeliveries: DefaultRedeliveries}
-	for _, opt := range opts {
-		opt(&o)
+	j := &jobSpec{name: name, newHandler: newHandler}
+	j.register = func(p *process, r *message.Router) error {
+		r.AddHandler(name, name, p.in, j.opts.publishTopic, publisher{p: p}, messageHandler)
+		return nil
 	}
-	var q queue.Queue = &broker{name: name}
-	if o.sql != nil {
-		q = &sqlQueue{name: name, t: *o.sql, payload: payload, metadata: metadata}
+	return j.harnessJob(func(n int, _ time.Time) (*message.Message, error) {
+		msg := message.NewMessage(MessageUUID(name, strconv.Itoa(n)), append(message.Payload(nil), payload...))
+		msg.Metadata = maps.Clone(metadata)
+		if msg.Metadata == nil {
+			msg.Metadata = message.Metadata{}
+		}
+		return msg, nil
+	}, opts)
+}
+
+// harnessJob applies opts and makes the harness's job; producer builds
+// the message unless the Producer option replaces it.
+func (j *jobSpec) harnessJob(producer func(n int, now time.Time) (*message.Message, error), opts []Option) harness.Job {
+	j.opts = options{redeliveries: DefaultRedeliveries, producer: producer}
+	for _, opt := range opts {
+		opt(&j.opts)
+	}
+	var q queue.Queue = &broker{job: j}
+	if j.opts.sql != nil {
+		q = &sqlQueue{job: j, t: *j.opts.sql}
 	}
 	return harness.Job{
-		Name:  name,
-		Queue: q,
-		NewWorker: func() harness.Handler {
-			w := &worker{name: name, payload: payload, metadata: metadata, newHandler: newHandler, opts: o}
-			// The router wraps a handler in its middleware once, when it
-			// starts; so does the worker, around whichever delivery's
-			// handler the message carries. A Deduplicator with no
-			// Repository makes its map in that call: one per process.
-			w.chain = deliveryHandler
-			for i := len(o.middleware) - 1; i >= 0; i-- {
-				w.chain = o.middleware[i]()(w.chain)
-			}
-			return w.deliver
-		},
+		Name:      j.name,
+		Queue:     q,
+		NewWorker: func() harness.Handler { return newWorker(j).deliver },
 	}
-}
-
-// worker is one process: the handler's middleware, built once.
-type worker struct {
-	name       string
-	payload    message.Payload
-	metadata   message.Metadata
-	newHandler func(*harness.Delivery) message.HandlerFunc
-	opts       options
-	chain      message.HandlerFunc
-}
-
-// handlerKey is the context key of the delivery's own handler.
-type handlerKey struct{}
-
-// deliveryHandler runs the handler of the delivery msg belongs to.
-func deliveryHandler(msg *message.Message) ([]*message.Message, error) {
-	h, _ := msg.Context().Value(handlerKey{}).(message.HandlerFunc)
-	if h == nil {
-		return nil, errors.New("twicewatermill: a middleware handed the handler a message whose context is not the delivery's; derive a new context from msg.Context()")
-	}
-	return h(msg)
 }
 
 // MessageUUID is the UUID of the message the producer published for the
@@ -170,58 +258,109 @@ func MessageUUID(name, jobID string) string {
 }
 
 // deliver is one delivery to this process: the message goes through the
-// middleware and the handler, and is resent after a nack, as the
-// subscriber does, until it is acked or Redeliveries runs out.
+// process's router (its middleware and the handler) and is resent after a
+// nack, as the subscriber does, until it is acked or Redeliveries runs
+// out.
 func (w *worker) deliver(ctx context.Context, d *harness.Delivery) error {
-	h := w.newHandler(d)
-	if h == nil {
-		return fmt.Errorf("twicewatermill: job %q, message of job %s (attempt %d): newHandler returned a nil handler", w.name, d.JobID, d.Attempt)
+	p, err := w.started()
+	if err != nil {
+		return err
 	}
-	ctx = context.WithValue(ctx, handlerKey{}, h)
-	if w.opts.sql != nil {
-		return w.deliverSQL(ctx, d, w.chain)
+	if err := p.setDelivery(d); err != nil {
+		return err
 	}
-	var err error
-	for try := 0; try <= w.opts.redeliveries; try++ {
-		msg := message.NewMessage(MessageUUID(w.name, d.JobID), append(message.Payload(nil), w.payload...))
-		msg.Metadata = maps.Clone(w.metadata)
-		if msg.Metadata == nil {
-			msg.Metadata = message.Metadata{}
-		}
-		msg.SetContext(ctx)
-		var panicked bool
-		err, panicked = w.handle(ctx, d, w.chain, msg, try)
-		if err == nil || panicked || ctx.Err() != nil {
-			break
+	defer func() { _ = p.setDelivery(nil) }()
+	var h message.HandlerFunc
+	if w.job.newHandler != nil {
+		if h = w.job.newHandler(d); h == nil {
+			return fmt.Errorf("twicewatermill: job %q, message of job %s (attempt %d): newHandler returned a nil handler", w.job.name, d.JobID, d.Attempt)
 		}
 	}
-	return err
+	if w.job.opts.sql != nil {
+		return w.deliverSQL(ctx, d, p, h)
+	}
+	qm, ok := d.Queued.(*queuedMessage)
+	if !ok {
+		return fmt.Errorf("twicewatermill: job %q: internal: delivery of job %s carries %T, not the broker's message", w.job.name, d.JobID, d.Queued)
+	}
+	for n := 0; ; n++ {
+		msg := qm.message()
+		t := &try{d: d, ctx: ctx, handler: h, n: n}
+		msg.SetContext(context.WithValue(ctx, tryKey{}, t))
+		err := w.hand(ctx, p, msg, t, nil)
+		if err == nil || ctx.Err() != nil || n >= w.job.opts.redeliveries {
+			return err
+		}
+	}
 }
 
-// handle runs h on msg and publishes what it returns; an error is a nack.
-// A panic is not recovered by Watermill's router (only by
-// middleware.Recoverer): it ends the process, so it is not retried here.
-func (w *worker) handle(ctx context.Context, d *harness.Delivery, h message.HandlerFunc, msg *message.Message, try int) (err error, panicked bool) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("twicewatermill: job %q: the handler panicked on message %s of job %s (attempt %d, %s, try %d in this process): %v; Watermill's router does not recover a panic unless middleware.Recoverer is in the chain, so the process would die",
-				w.name, msg.UUID, d.JobID, d.Attempt, d.Kind, try+1, p)
-			panicked = true
-		}
-	}()
-	produced, err := h(msg)
-	if err != nil {
-		return err, false
+// hand gives msg to the process's router and waits for its ack or nack;
+// a nack returns what the handler did wrong. When the delivery's context
+// ends first (its process died), dying runs and hand still waits for the
+// router to settle msg, so that the handler has returned, as a handler
+// called in line would have, before the delivery ends and its
+// connections close.
+func (w *worker) hand(ctx context.Context, p *process, msg *message.Message, t *try, dying func()) error {
+	if err := p.in.send(ctx, msg); err != nil {
+		return err
 	}
-	for _, m := range produced {
-		if m == nil {
-			return fmt.Errorf("twicewatermill: job %q: the handler returned a nil message", w.name), false
-		}
-		if err := d.Effect(ctx, EffectKind, m.UUID, published(w.opts.publishTopic, m), func(context.Context) error { return nil }); err != nil {
-			return fmt.Errorf("publishing message %s: %w", m.UUID, err), false
-		}
+	select {
+	case <-msg.Acked():
+		return nil
+	case <-msg.Nacked():
+		return w.nackError(msg, t, p.takeLogged(msg.UUID))
+	case <-ctx.Done():
 	}
-	return nil, false
+	if dying != nil {
+		dying()
+	}
+	select {
+	case <-msg.Acked():
+	case <-msg.Nacked():
+	}
+	return ctx.Err()
+}
+
+// nackError says why the router nacked msg.
+func (w *worker) nackError(msg *message.Message, t *try, logged error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := t.d
+	var pe panicError
+	switch {
+	case t.panicked && errors.As(t.failure, &pe):
+		return fmt.Errorf("twicewatermill: job %q: the handler panicked on message %s of job %s (attempt %d, %s, try %d in this process): %v; Watermill's router recovered the panic and nacked the message, so the subscriber resends it to this same process",
+			w.job.name, msg.UUID, d.JobID, d.Attempt, d.Kind, t.n+1, pe.value)
+	case t.failure != nil:
+		return t.failure
+	}
+	when := "before the handler ran"
+	if t.ran {
+		when = "after the handler returned nil"
+	}
+	if logged == nil {
+		return fmt.Errorf("twicewatermill: job %q: message %s of job %s (attempt %d, %s, try %d in this process) was nacked %s: a middleware nacked it", w.job.name, msg.UUID, d.JobID, d.Attempt, d.Kind, t.n+1, when)
+	}
+	return fmt.Errorf("twicewatermill: job %q: message %s of job %s (attempt %d, %s, try %d in this process) was nacked %s: %w", w.job.name, msg.UUID, d.JobID, d.Attempt, d.Kind, t.n+1, when, logged)
+}
+
+// queuedMessage is a message as the broker holds it.
+type queuedMessage struct {
+	UUID     string
+	Payload  message.Payload
+	Metadata message.Metadata
+	// delivery numbers the broker's hand-out, from 1.
+	delivery int
+}
+
+// message is a fresh copy of m, as each resend carries one.
+func (m *queuedMessage) message() *message.Message {
+	msg := message.NewMessage(m.UUID, append(message.Payload(nil), m.Payload...))
+	msg.Metadata = maps.Clone(m.Metadata)
+	if msg.Metadata == nil {
+		msg.Metadata = message.Metadata{}
+	}
+	return msg
 }
 
 // publishedMessage is what a published message is compared by.
@@ -245,4 +384,30 @@ func jobNumber(id string) (int64, error) {
 		return 0, fmt.Errorf("message ID %q is not the broker's: %w", id, err)
 	}
 	return n, nil
+}
+
+// Producer builds the message the producer publishes as copy n (1 is the
+// original, 2 and up its producer retries) at now, the harness clock's
+// time of that publish: a producer that stamps its payload per call
+// ("requested_at") or derives the UUID from its own data (so a broker's
+// message-ID dedup can catch its retry) is checked as it publishes. By
+// default every copy carries the Job's payload and metadata (EventJob's
+// and CommandJob's marshaled value) under MessageUUID(name, n).
+//
+// With SQL, the message must carry MessageUUID(name, n).
+func Producer(build func(n int, now time.Time) (*message.Message, error)) Option {
+	return func(o *options) { o.producer = build }
+}
+
+// BrokerDedup says the broker drops a message whose UUID it has already
+// taken within window on the harness clock, as NATS JetStream drops a
+// repeated Nats-Msg-Id within its duplicate window (2 minutes by default)
+// and as Watermill's NATS and Kafka publishers can be set to send the
+// message UUID for it; a negative window drops it for ever. The queue's
+// Rules.Dedup is window, so the harness's late producer copies (after the
+// original completed, after the window) are in the check's matrix. A
+// producer copy under a new UUID is never dropped: give the producer's
+// own UUIDs with Producer.
+func BrokerDedup(window time.Duration) Option {
+	return func(o *options) { o.dedup = window }
 }

@@ -68,9 +68,11 @@ func TestSQLAckIsAStepOfTheDelivery(t *testing.T) {
 	assert.Equal(t, "COMMIT", strings.ToUpper(steps[ack+1]), "steps: %q", steps)
 }
 
-// A handler that panics inside watermill-sql's transaction fails its
-// delivery with a message naming the job and the message, and the poll's
-// transaction rolls back, as when the process dies: nothing hangs.
+// A handler that panics inside watermill-sql's transaction is recovered by
+// the router and nacked, and watermill-sql resends it in the same
+// transaction; once Redeliveries runs out the delivery fails with a
+// message naming the job and the message, and the poll's transaction rolls
+// back: nothing hangs.
 func TestSQLPanickingHandler(t *testing.T) {
 	job := twicewatermill.Job("award-points-sql", placed, nil, func(*harness.Delivery) message.HandlerFunc {
 		return func(*message.Message) ([]*message.Message, error) { panic("no ledger") }
@@ -78,7 +80,7 @@ func TestSQLPanickingHandler(t *testing.T) {
 	_, err := harness.Run(context.Background(), job, config(harness.Config{Faults: []faults.Fault{faults.RunTwice()}}))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `job "award-points-sql": the handler panicked on message `+twicewatermill.MessageUUID("award-points-sql", "1")+
-		` of job 1 (attempt 1, first, try 1 in this process): no ledger`)
+		` of job 1 (attempt 1, first, try 4 in this process): no ledger`)
 }
 
 // watermill-sql v4.1.2 resends a nacked message in the same transaction
