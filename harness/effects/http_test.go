@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -230,5 +231,79 @@ func TestHTTPProvidersRefuseMeaninglessSettings(t *testing.T) {
 	}}})
 	if err == nil || !strings.Contains(err.Error(), "Stripe") {
 		t.Errorf("err = %v, want Stripe with Dedup refused", err)
+	}
+}
+
+// A request whose key is in flight gets a 409; once the first is done the
+// key replays it.
+func TestHTTPKeyInFlightIsAConflict(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	log := httpLog(t, effects.Providers{HTTP: effects.HTTPProviders{Hosts: map[string]effects.HTTPHost{
+		"api.example.com": {Dedup: true, Answer: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			close(entered)
+			<-release
+			w.WriteHeader(http.StatusCreated)
+		})},
+	}}})
+	first := make(chan error, 1)
+	go func() {
+		a, err := post(t, log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient(), "https://api.example.com/x", "k", `{}`)
+		if err == nil && a.StatusCode != 201 {
+			err = errors.New(http.StatusText(a.StatusCode))
+		}
+		first <- err
+	}()
+	<-entered
+	c2 := log.Clients("j1a2w2", "1", 2, &fates{}).HTTPClient()
+	a, err := post(t, c2, "https://api.example.com/x", "k", `{}`)
+	if err != nil || a.StatusCode != http.StatusConflict {
+		t.Errorf("concurrent same key = %+v, %v; want 409", a, err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("first request: %v", err)
+	}
+	a, err = post(t, c2, "https://api.example.com/x", "k", `{}`)
+	if err != nil || a.StatusCode != 201 || a.Header.Get("Idempotent-Replayed") != "true" {
+		t.Errorf("after the first = %+v, %v; want its 201 replayed", a, err)
+	}
+}
+
+// Keys are remembered for the window on the harness clock: past it the
+// same request runs again.
+func TestHTTPKeyWindowOnTheHarnessClock(t *testing.T) {
+	var mu sync.Mutex
+	at := time.Date(2026, 10, 12, 9, 0, 0, 0, time.UTC)
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return at }
+	log, err := effects.NewLog(now, effects.Providers{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	c := log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient()
+	pay := func() answer {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "https://api.stripe.com/v1/payouts", strings.NewReader("amount=900&currency=eur"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Authorization", "Bearer sk_test_twice")
+		req.Header.Set("Idempotency-Key", "payout-w42")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return answer{StatusCode: resp.StatusCode, Header: resp.Header}
+	}
+	for i, tc := range []struct {
+		advance  time.Duration
+		replayed bool
+	}{{0, false}, {23 * time.Hour, true}, {time.Hour, false}} {
+		mu.Lock()
+		at = at.Add(tc.advance)
+		mu.Unlock()
+		a := pay()
+		if a.StatusCode != 200 || (a.Header.Get("Idempotent-Replayed") == "true") != tc.replayed {
+			t.Errorf("request %d: %d replayed %q, want 200 replayed %v", i+1, a.StatusCode, a.Header.Get("Idempotent-Replayed"), tc.replayed)
+		}
 	}
 }
