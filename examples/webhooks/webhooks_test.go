@@ -2,7 +2,12 @@ package webhooks_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/examples/webhooks"
@@ -60,5 +65,36 @@ func TestNotifyIgnoringStatus(t *testing.T) {
 	}
 	if !missing {
 		t.Errorf("effect-failed found no missing webhook")
+	}
+}
+
+// A field that differs between two clean runs (a wall-clock timestamp) is
+// volatile inside the request body, field by field as in state: the check
+// passes, and names the field it left out.
+func TestVolatileBodyField(t *testing.T) {
+	job := harness.Job{Name: "webhook-with-timestamp", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		body := fmt.Sprintf(`{"order_id": 9812, "sent_at": %q}`, time.Now().Format(time.RFC3339Nano))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, webhooks.Endpoint, strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Webhook-Id", "order-9812-stamped")
+		resp, err := d.HTTPClient().Do(req)
+		if err != nil {
+			return err
+		}
+		_ = resp.Body.Close()
+		_, err = d.DB.Exec(ctx, `INSERT INTO webhooks_sent (order_id, event) VALUES (9812, 'stamped') ON CONFLICT DO NOTHING`)
+		return err
+	}}
+	cfg := config
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	res := harness.Check(t, job, cfg)
+	if !slices.ContainsFunc(res.VolatileEffects, func(f string) bool { return strings.Contains(f, "sent_at") }) {
+		t.Errorf("volatile effect fields = %v, want body.sent_at among them", res.VolatileEffects)
+	}
+	if slices.ContainsFunc(res.VolatileEffects, func(f string) bool { return strings.Contains(f, "order_id") }) {
+		t.Errorf("volatile effect fields = %v, want order_id compared", res.VolatileEffects)
 	}
 }

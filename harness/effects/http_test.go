@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -306,4 +307,13 @@ func TestHTTPKeyWindowOnTheHarnessClock(t *testing.T) {
 			t.Errorf("request %d: %d replayed %q, want 200 replayed %v", i+1, a.StatusCode, a.Header.Get("Idempotent-Replayed"), tc.replayed)
 		}
 	}
+}
+
+func newFormRequest(u string, form url.Values) (*http.Request, error) {
+	req, err := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return req, nil
 }
