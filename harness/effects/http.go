@@ -273,6 +273,8 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cut(w) // the provider did the work; its answer never arrives
 	case errors.As(err, &fx):
 		refuse(w, h)
+	case err != nil && !ran && r.Context().Err() != nil:
+		cut(w) // the client gave up waiting for its step: that request only, the delivery lives
 	case err != nil && !ran:
 		d.die(err)
 		cut(w)

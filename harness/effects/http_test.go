@@ -317,3 +317,58 @@ func newFormRequest(u string, form url.Values) (*http.Request, error) {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return req, nil
 }
+
+// blocking is a Steps whose Begin waits until the call's context ends,
+// then answers as the executor does: with the context's error.
+type blocking struct {
+	fates
+	once    sync.Once
+	entered chan struct{}
+}
+
+func (b *blocking) Begin(ctx context.Context, call faults.Step) (effects.Fate, error) {
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		close(b.entered)
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return b.fates.Begin(ctx, call)
+}
+
+// A client that gives up on one request while its step waits for the
+// schedule loses that request only: the delivery is not dead, and its
+// next request is made.
+func TestHTTPClientGivingUpIsNotDeath(t *testing.T) {
+	log := httpLog(t, effects.Providers{})
+	steps := &blocking{entered: make(chan struct{})}
+	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "https://hooks.example.com/a", strings.NewReader("{}"))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := c.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-steps.entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request err = %v, want context.Canceled", err)
+	}
+	// The cancelled request's handler may still be finishing: enough
+	// later requests that one comes after it.
+	const later = 20
+	for i := range later {
+		a, err := post(t, c, "https://hooks.example.com/b", "", `{}`)
+		if err != nil || a.StatusCode != 200 {
+			t.Fatalf("request %d after the cancelled one = %+v, %v; want 200", i+1, a, err)
+		}
+	}
+	if effs := log.Effects(); len(effs) != later {
+		t.Errorf("%d effects, want only the %d later requests", len(effs), later)
+	}
+}
