@@ -139,3 +139,21 @@ func TestLostFirstReplyRetriedBySDK(t *testing.T) {
 		}
 	}
 }
+
+// Under the real executor a delivery killed just before its POST makes no
+// transfer and leaves no effect; its redelivery pays once.
+func TestDeadDeliveryMakesNoCall(t *testing.T) {
+	cfg := config
+	cfg.Faults = []faults.Fault{faults.CrashAt(2)} // step 2 is the POST
+	res, err := harness.Run(context.Background(), withJobKey, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != result.StatusIdempotent || len(res.Scenarios) != 1 {
+		t.Fatalf("status = %s with %d scenarios, want one idempotent", res.Status, len(res.Scenarios))
+	}
+	effs := res.Scenarios[0].Effects
+	if len(effs) != 1 || effs[0].Delivery == res.Scenarios[0].Deliveries[0].Delivery.Label() || !effs[0].Happened() {
+		t.Errorf("effects = %+v, want one transfer, by the redelivery only", effs)
+	}
+}
