@@ -92,8 +92,9 @@ func effectWindows(overlapped bool, faulted map[string]bool, log []assert.Effect
 // net/http Transport, the scenario's provider of that host
 // (Config.Providers.HTTP: api.stripe.com is Stripe-shaped, any other host
 // generic), and every attempt, an SDK's own retries included, is a step
-// of the delivery and an effect: kind from the host, key from the
-// Idempotency-Key header, payload the method, path and canonical body. A
+// of the delivery and, unless it only reads (GET), an effect: kind from
+// the host, key from the Idempotency-Key header, payload the method, path
+// and canonical body. A
 // dead delivery's requests fail and are not recorded.
 func (d *Delivery) HTTPClient() *http.Client { return d.fakes().HTTPClient() }
 

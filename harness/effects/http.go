@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
 )
 
 // deliveryHeader carries, from a delivery's transport to the scenario's
@@ -187,9 +188,10 @@ func closeBody(req *http.Request) {
 // an AWS SDK's HTTPClient option, your own webhook client). Whatever host
 // a request names, it goes, through a real net/http Transport, to the
 // scenario's provider of that host (HTTPProviders), and every attempt,
-// an SDK's own retries included, is a step of the delivery and an effect
-// in the scenario's log: kind from the host, key from the Idempotency-Key
-// header, payload the method, path, query and canonical body.
+// an SDK's own retries included, is a step of the delivery and, unless
+// it only reads (GET, HEAD, OPTIONS, TRACE), an effect in the scenario's
+// log: kind from the host, key from the Idempotency-Key header, payload
+// the method, path, query and canonical body.
 //
 // A dead delivery's requests fail, are not made and not recorded. Every
 // call returns a client on the same transport.
@@ -262,11 +264,17 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	call := httpCall{method: r.Method, path: path, query: r.URL.RawQuery, header: r.Header, body: body, key: r.Header.Get(h.setting.KeyHeader), canonical: string(payload)}
 	var ans httpAnswer
 	ran := false
-	err = d.c.call(r.Context(), assert.Effect{Kind: h.setting.Kind, Key: call.key, Payload: payload}, func() (string, bool, error) {
+	do := func() (string, bool, error) {
 		ran = true
 		ans = s.answer(h, call)
 		return ans.result(), ans.replayed, ans.err()
-	})
+	}
+	e := assert.Effect{Kind: h.setting.Kind, Key: call.key, Payload: payload}
+	if safeMethod(r.Method) {
+		err = d.c.read(r.Context(), e, do)
+	} else {
+		err = d.c.call(r.Context(), e, do)
+	}
 	var fx *Error
 	switch {
 	case errors.As(err, &fx) && fx.Applied:
@@ -281,6 +289,38 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		ans.write(w)
 	}
+}
+
+// safeMethod reports whether a request only reads (RFC 9110's safe
+// methods): it is a step, with every fault a step can have, but no
+// effect, since it changes nothing at the provider; a redelivery that
+// reads again is no duplicate.
+func safeMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// read is call for a request that only reads: the same step and fates,
+// nothing recorded in the log.
+func (c *Clients) read(ctx context.Context, e assert.Effect, do func() (string, bool, error)) error {
+	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key}
+	fate, err := c.steps.Begin(ctx, step)
+	if err != nil {
+		return err
+	}
+	defer c.steps.End(step)
+	switch fate {
+	case Refused:
+		return &Error{Kind: e.Kind}
+	case ReplyLost:
+		_, _, _ = do()
+		return &Error{Kind: e.Kind, Applied: true}
+	}
+	_, _, err = do()
+	return err
 }
 
 // cut closes the connection without an answer, as a lost reply does.

@@ -372,3 +372,26 @@ func TestHTTPClientGivingUpIsNotDeath(t *testing.T) {
 		t.Errorf("%d effects, want only the %d later requests", len(effs), later)
 	}
 }
+
+// A GET is a step, with a step's faults, but no effect: it changes
+// nothing at the provider. Its answer lost on a reused connection, net/http
+// replays it by itself (a GET is idempotent): a third step, and the caller
+// never hears of the loss.
+func TestHTTPReadsAreStepsNotEffects(t *testing.T) {
+	log := httpLog(t, effects.Providers{})
+	steps := &fates{next: []effects.Fate{effects.Answered, effects.ReplyLost}}
+	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
+	for _, u := range []string{"https://api.example.com/orders/9812", "https://api.example.com/orders/9813"} {
+		resp, err := c.Get(u)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s = %v, %v; want 200", u, resp, err)
+		}
+		_ = resp.Body.Close()
+	}
+	if steps.calls != 3 {
+		t.Errorf("%d steps, want 3: two GETs and net/http's replay of the lost one", steps.calls)
+	}
+	if effs := log.Effects(); len(effs) != 0 {
+		t.Errorf("effects = %+v, want none for reads", effs)
+	}
+}
