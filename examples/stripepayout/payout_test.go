@@ -157,3 +157,33 @@ func TestDeadDeliveryMakesNoCall(t *testing.T) {
 		t.Errorf("effects = %+v, want one transfer, by the redelivery only", effs)
 	}
 }
+
+// A redelivery that asks the same key for another amount (here the amount
+// is recomputed per attempt, as from data that changed) gets Stripe's
+// idempotency_error, a 400, in the effect log and in the handler's error:
+// the job cannot complete, and that is the finding.
+func TestSameKeyOtherAmountUnderRedelivery(t *testing.T) {
+	cfg := config
+	cfg.Faults = []faults.Fault{faults.CrashAt(3)} // after the POST, before the INSERT
+	job := harness.Job{Name: "stripe-payout-amount-per-attempt", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		p := week42
+		p.AmountPaise += int64(d.Attempt)
+		return payoutJob(d).WithJobKey(ctx, p)
+	}}
+	res, err := harness.Run(context.Background(), job, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != result.StatusFinding {
+		t.Fatalf("status = %s, want a finding", res.Status)
+	}
+	clash := false
+	for _, s := range res.Scenarios {
+		for _, e := range s.Effects {
+			clash = clash || strings.HasPrefix(e.Err, "400 idempotency_error: Keys for idempotent requests")
+		}
+	}
+	if !clash {
+		t.Errorf("no effect was refused with Stripe's idempotency_error: %+v", res.Scenarios)
+	}
+}

@@ -400,14 +400,26 @@ func (a httpAnswer) err() error {
 }
 
 // HTTPStatusError is how an effect of an HTTP request whose answer was an
-// error (status 400 or more) records the answer.
+// error (status 400 or more) records the answer (assert.Effect.Err).
 type HTTPStatusError struct {
-	Status int
-	Body   string
+	Status int    // the answer's status: 402
+	Body   string // the answer's body
 }
 
-// Error is the status and the body, cut short.
+// Error is the status and, for Stripe's JSON error body, its type, code
+// and message ("400 idempotency_error: Keys for ..."); for any other
+// body, the body cut short.
 func (e *HTTPStatusError) Error() string {
+	var se struct {
+		Error struct{ Type, Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal([]byte(e.Body), &se) == nil && se.Error.Type != "" {
+		what := se.Error.Type
+		if se.Error.Code != "" {
+			what += " " + se.Error.Code
+		}
+		return fmt.Sprintf("%d %s: %s", e.Status, what, se.Error.Message)
+	}
 	b := e.Body
 	if len(b) > 200 {
 		b = b[:200] + "…"
