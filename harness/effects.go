@@ -2,6 +2,7 @@ package harness
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/harness/effects"
@@ -83,3 +84,21 @@ func effectWindows(overlapped bool, faulted map[string]bool, log []assert.Effect
 	}
 	return duplicates, len(faulted) > 0
 }
+
+// HTTPClient returns the delivery's HTTP client (package effects): hand it
+// to the SDK or code that makes HTTP calls, where production passes its
+// own (stripe-go's BackendConfig.HTTPClient, an AWS SDK's HTTPClient
+// option). Whatever host a request names it reaches, through a real
+// net/http Transport, the scenario's provider of that host
+// (Config.Providers.HTTP: api.stripe.com is Stripe-shaped, any other host
+// generic), and every attempt, an SDK's own retries included, is a step
+// of the delivery and, unless it only reads (GET), an effect: kind from
+// the host, key from the Idempotency-Key header, payload the method, path
+// and canonical body. A
+// dead delivery's requests fail and are not recorded.
+func (d *Delivery) HTTPClient() *http.Client { return d.fakes().HTTPClient() }
+
+// HTTPBaseURL returns a base URL that reaches host's provider through
+// HTTPClient, for an SDK that wants a URL of its own; most do not need
+// it, since HTTPClient routes every host.
+func (d *Delivery) HTTPBaseURL(host string) string { return d.fakes().HTTPBaseURL(host) }

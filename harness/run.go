@@ -413,7 +413,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	if err != nil {
 		return nil, err
 	}
-	defer log.Close() // the deliveries have ended: their servers go
+	defer func() { _ = log.Close() }() // the deliveries have ended: the providers' servers go; the log stays readable
 	out, err := r.x.Run(ctx, execute.Input{Schedule: sched, DB: db, Retries: retries, Clock: clk,
 		NewWorker: func() (execute.Handler, error) {
 			h, err := r.newWorker()

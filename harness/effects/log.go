@@ -17,6 +17,8 @@ import (
 type Providers struct {
 	// Payments is the payment provider behind Payments.
 	Payments PaymentProvider
+	// HTTP is the providers behind every delivery's HTTPClient.
+	HTTP HTTPProviders
 }
 
 // Log is the effect log of one scenario (or one clean reference run): the
@@ -34,6 +36,13 @@ type Log struct {
 
 	payments *paymentStore
 	smtp     smtpSinks // the deliveries' SMTP servers, see smtp.go
+
+	// HTTP providers (http.go): started by the first HTTPClient, ended by
+	// Close.
+	httpCfg  HTTPProviders
+	httpOnce sync.Once
+	http     *httpSink
+	httpErr  error
 }
 
 // NewLog returns an empty log whose providers read the time from now (the
@@ -46,7 +55,44 @@ func NewLog(now func() time.Time, p Providers) (*Log, error) {
 	if err := p.Payments.check(); err != nil {
 		return nil, err
 	}
-	return &Log{now: now, payments: p.Payments.store()}, nil
+	if err := p.HTTP.check(); err != nil {
+		return nil, err
+	}
+	return &Log{now: now, payments: p.Payments.store(), httpCfg: p.HTTP}, nil
+}
+
+// Close ends what the providers started for the scenario: the listener
+// behind the deliveries' HTTP clients and its connections, and the
+// deliveries' SMTP sinks (Clients.SMTPAddr), whose open sessions are
+// cut. The log stays readable. The harness calls it once the scenario's
+// deliveries are over.
+func (l *Log) Close() error {
+	l.smtp.close()
+	var started bool
+	l.httpOnce.Do(func() {}) // no HTTP client can start the listener from now on
+	l.mu.Lock()
+	started = l.http != nil
+	l.mu.Unlock()
+	if !started {
+		return nil
+	}
+	return l.http.close()
+}
+
+// httpSink starts the scenario's HTTP providers on first use.
+func (l *Log) httpSink() (*httpSink, error) {
+	l.httpOnce.Do(func() {
+		s, err := startHTTP(l, l.httpCfg)
+		l.mu.Lock()
+		l.http, l.httpErr = s, err
+		l.mu.Unlock()
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.http == nil && l.httpErr == nil {
+		return nil, fmt.Errorf("[twice] Delivery.HTTPClient: the scenario is over, its HTTP providers are closed; make HTTP calls only while the handler runs")
+	}
+	return l.http, l.httpErr
 }
 
 // Clients returns the providers' clients of one delivery. label is the
@@ -56,11 +102,6 @@ func NewLog(now func() time.Time, p Providers) (*Log, error) {
 func (l *Log) Clients(label, jobID string, attempt int, steps Steps) *Clients {
 	return &Clients{log: l, label: label, jobID: jobID, attempt: attempt, steps: steps}
 }
-
-// Close stops the servers the log's providers started (the deliveries'
-// SMTP sinks, see Clients.SMTPAddr) once the scenario is over; a session
-// still open is cut. The log's effects stay readable.
-func (l *Log) Close() { l.smtp.close() }
 
 // Effects returns the log so far.
 func (l *Log) Effects() []assert.Effect {
@@ -102,6 +143,9 @@ type Clients struct {
 	jobID   string
 	attempt int
 	steps   Steps
+
+	httpOnce sync.Once // http.go: the delivery's side of the HTTP providers
+	web      *httpDelivery
 }
 
 // Mail returns the delivery's mail sender. Its emails go to the

@@ -161,19 +161,14 @@ func (p PaymentProvider) check() error {
 
 // store returns the provider's empty memory.
 func (p PaymentProvider) store() *paymentStore {
-	window := p.KeyWindow
-	if window == 0 {
-		window = DefaultKeyWindow
-	}
-	return &paymentStore{window: window, keys: map[string]*keyRecord{}}
+	return &paymentStore{keys: newKeyStore[PaymentRequest, paymentAnswer](p.KeyWindow)}
 }
 
 // paymentStore is the provider's memory: its payments and idempotency keys.
 type paymentStore struct {
-	window time.Duration
+	keys *keyStore[PaymentRequest, paymentAnswer]
 
 	mu   sync.Mutex
-	keys map[string]*keyRecord
 	made int // payments made, for IDs
 
 	// executing, when set, runs while a request executes, its key in
@@ -181,13 +176,10 @@ type paymentStore struct {
 	executing func(PaymentRequest)
 }
 
-// keyRecord is what the provider remembers under one idempotency key.
-type keyRecord struct {
-	req      PaymentRequest
-	created  time.Time
-	inFlight bool
-	payment  Payment
-	err      *PaymentError
+// paymentAnswer is what the provider saves under an idempotency key.
+type paymentAnswer struct {
+	payment Payment
+	err     *PaymentError
 }
 
 // maxKeyLen is Stripe's limit on idempotency keys.
@@ -200,42 +192,26 @@ func (s *paymentStore) pay(req PaymentRequest, now func() time.Time) (Payment, *
 	if req.IdempotencyKey == "" {
 		return s.execute(req, now)
 	}
-	s.mu.Lock()
-	at := now()
-	rec := s.keys[req.IdempotencyKey]
-	if rec != nil && !rec.inFlight && at.Sub(rec.created) >= s.window {
-		delete(s.keys, req.IdempotencyKey)
-		rec = nil
-	}
-	switch {
-	case rec == nil:
-		rec = &keyRecord{req: req, created: at, inFlight: true}
-		s.keys[req.IdempotencyKey] = rec
-	case rec.inFlight:
-		s.mu.Unlock()
+	verdict, saved, first := s.keys.claim(req.IdempotencyKey, req, now())
+	switch verdict {
+	case keyInFlight:
 		return Payment{}, &PaymentError{Status: 409, Code: "idempotency_key_in_use",
 			Message: fmt.Sprintf("there is currently another in-progress request using the idempotency key %q; retry later", req.IdempotencyKey)}
-	case rec.req != req:
-		s.mu.Unlock()
+	case keyMismatch:
 		return Payment{}, &PaymentError{Status: 400, Code: "idempotency_error",
-			Message: fmt.Sprintf("keys for idempotent requests can only be used with the same parameters they were first used with: key %q was used for %s and now for %s", req.IdempotencyKey, describe(rec.req), describe(req))}
-	default:
-		pay, err := rec.payment, rec.err
-		s.mu.Unlock()
-		if err != nil {
-			replayed := *err
+			Message: fmt.Sprintf("keys for idempotent requests can only be used with the same parameters they were first used with: key %q was used for %s and now for %s", req.IdempotencyKey, describe(first), describe(req))}
+	case keyReplay:
+		if saved.err != nil {
+			replayed := *saved.err
 			replayed.Replayed = true
 			return Payment{}, &replayed
 		}
+		pay := saved.payment
 		pay.Replayed = true
 		return pay, nil
 	}
-	s.mu.Unlock()
-
 	pay, err := s.execute(req, now)
-	s.mu.Lock()
-	rec.inFlight, rec.payment, rec.err = false, pay, err
-	s.mu.Unlock()
+	s.keys.settle(req.IdempotencyKey, paymentAnswer{payment: pay, err: err})
 	return pay, err
 }
 

@@ -16,7 +16,7 @@ func BenchmarkSMTPSend(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(log.Close)
+		b.Cleanup(func() { _ = log.Close() })
 		addr := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).SMTPAddr()
 		msg := welcome("1")
 		for b.Loop() {

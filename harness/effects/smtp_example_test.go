@@ -19,7 +19,7 @@ func ExampleClients_SMTPAddr() {
 		fmt.Println(err)
 		return
 	}
-	defer log.Close()
+	defer func() { _ = log.Close() }()
 	addr := log.Clients("j1a1w1", "job-1", 1, grantEvery{}).SMTPAddr()
 
 	host, _, _ := net.SplitHostPort(addr)

@@ -93,7 +93,7 @@ func assertSMTPCode(t *testing.T, err error, code int) {
 // works against it on 127.0.0.1.
 func TestSMTPSinkRecordsEveryMessage(t *testing.T) {
 	log := newLog(t, newClock(), 0)
-	t.Cleanup(log.Close)
+	t.Cleanup(func() { _ = log.Close() })
 	first := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{})
 	second := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{})
 	require.Equal(t, first.SMTPAddr(), first.SMTPAddr(), "one sink per delivery")
@@ -126,7 +126,7 @@ func TestSMTPSinkRecordsEveryMessage(t *testing.T) {
 // name is refused by net/smtp itself, so the address is what to give it.
 func TestSMTPSinkPlainAuth(t *testing.T) {
 	log := newLog(t, newClock(), 0)
-	t.Cleanup(log.Close)
+	t.Cleanup(func() { _ = log.Close() })
 	addr := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).SMTPAddr()
 
 	c, err := smtp.Dial(addr)
@@ -171,7 +171,7 @@ func TestSMTPSinkFates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			log := newLog(t, newClock(), 0)
-			t.Cleanup(log.Close)
+			t.Cleanup(func() { _ = log.Close() })
 			addr := log.Clients("j1a1w1", "twice-job-1", 1, tt.steps).SMTPAddr()
 			err := send(addr, welcome("1"))
 			switch {
@@ -202,7 +202,7 @@ func TestSMTPSinkFates(t *testing.T) {
 // sessions are refused at once: no step, nothing recorded.
 func TestSMTPSinkRefusesDeadDeliverysSessions(t *testing.T) {
 	log := newLog(t, newClock(), 0)
-	t.Cleanup(log.Close)
+	t.Cleanup(func() { _ = log.Close() })
 	steps := &fateSteps{err: errors.New("j1a1w1 is dead")}
 	addr := log.Clients("j1a1w1", "twice-job-1", 1, steps).SMTPAddr()
 	require.Error(t, send(addr, welcome("1")))
@@ -222,7 +222,7 @@ func TestSMTPSinkStopsOnClose(t *testing.T) {
 	d := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{})
 	addr := d.SMTPAddr()
 	require.NoError(t, send(addr, welcome("1")))
-	log.Close()
+	_ = log.Close()
 	assert.Equal(t, addr, d.SMTPAddr(), "the address stays, its server is gone")
 	require.Error(t, send(addr, welcome("2")))
 	late := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{}).SMTPAddr()

@@ -1,0 +1,82 @@
+// Package stripepayout is the seed's "pay this restaurant ₹84,000" as
+// production writes it: a job that moves the money with stripe-go's
+// Transfers API and records it. Its code never imports twice: the test
+// builds the *stripe.Client on the delivery's HTTP client, where
+// production builds it on the default one.
+//
+// WithJobKey sends an Idempotency-Key made from the job
+// ("payout-restaurant-381-2026-W42"), the same on every retry, so Stripe
+// answers a retry from the key, for as long as it remembers keys (24h): a
+// redrive days later pays twice. WithDefaultKey sends none of its own, so
+// stripe-go draws a new random key on every call: it survives its own
+// retries inside one call, and nothing else.
+package stripepayout
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stripe/stripe-go/v82"
+)
+
+// Schema is the record of payouts made.
+const Schema = `
+CREATE TABLE payouts (
+  restaurant_id bigint NOT NULL,
+  week          text   NOT NULL,
+  amount_paise  bigint NOT NULL,
+  transfer_id   text   NOT NULL,
+  PRIMARY KEY (restaurant_id, week)
+);
+`
+
+// Payout is one restaurant's money for one week.
+type Payout struct {
+	RestaurantID int64
+	Week         string // ISO week: "2026-W42"
+	AmountPaise  int64
+}
+
+// Job pays restaurants through Stripe and records what it paid.
+type Job struct {
+	DB     *pgxpool.Pool
+	Stripe *stripe.Client
+}
+
+// WithJobKey pays unless this week's payout is recorded, with an
+// idempotency key made from what the job is, then records it.
+func (j Job) WithJobKey(ctx context.Context, p Payout) error {
+	return j.pay(ctx, p, fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
+}
+
+// WithDefaultKey is WithJobKey leaving the key to stripe-go, which draws
+// a new one for every call.
+func (j Job) WithDefaultKey(ctx context.Context, p Payout) error {
+	return j.pay(ctx, p, "")
+}
+
+func (j Job) pay(ctx context.Context, p Payout, key string) error {
+	var recorded bool
+	err := j.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payouts WHERE restaurant_id = $1 AND week = $2)`,
+		p.RestaurantID, p.Week).Scan(&recorded)
+	if err != nil || recorded {
+		return err
+	}
+	params := &stripe.TransferCreateParams{
+		Amount:      stripe.Int64(p.AmountPaise),
+		Currency:    stripe.String("inr"),
+		Destination: stripe.String(fmt.Sprintf("acct_restaurant_%d", p.RestaurantID)),
+	}
+	if key != "" {
+		params.SetIdempotencyKey(key)
+	}
+	tr, err := j.Stripe.V1Transfers.Create(ctx, params)
+	if err != nil {
+		return fmt.Errorf("paying restaurant %d for %s: %w", p.RestaurantID, p.Week, err)
+	}
+	_, err = j.DB.Exec(ctx, `
+INSERT INTO payouts (restaurant_id, week, amount_paise, transfer_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, tr.ID)
+	return err
+}

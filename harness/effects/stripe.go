@@ -1,0 +1,277 @@
+package effects
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// StripeEndpoints are the endpoints the Stripe-shaped provider answers,
+// with bodies stripe-go decodes; any other path is Stripe's 404. Behind
+// them is Stripe's idempotency layer (the first answer saved under the
+// Idempotency-Key, failures included, and replayed with
+// Idempotent-Replayed: true; the same key with other parameters a 400
+// idempotency_error; a key in flight a 409; keys forgotten after the
+// window on the harness clock; requests refused before executing, such as
+// a missing parameter, not saved). Errors are Stripe's JSON bodies, so
+// stripe-go decides retries as it does against Stripe. Test values decline
+// as Stripe's do: the source tok_chargeDeclined and the payment method
+// pm_card_chargeDeclined (402 card_declined), and a transfer or payout
+// to DeclinedDestination.
+var StripeEndpoints = []string{
+	"POST /v1/customers", "GET /v1/customers/{id}",
+	"POST /v1/payment_intents", "GET /v1/payment_intents/{id}", "POST /v1/payment_intents/{id}/confirm",
+	"POST /v1/charges", "GET /v1/charges/{id}",
+	"POST /v1/refunds", "GET /v1/refunds/{id}",
+	"POST /v1/transfers", "GET /v1/transfers/{id}",
+	"POST /v1/payouts", "GET /v1/payouts/{id}",
+}
+
+// stripeState is the Stripe provider's objects in one scenario.
+type stripeState struct {
+	mu      sync.Mutex
+	objects map[string]map[string]any
+	made    map[string]int // per ID prefix
+}
+
+func newStripeState() *stripeState {
+	return &stripeState{objects: map[string]map[string]any{}, made: map[string]int{}}
+}
+
+// stripePrefixes maps a resource to its ID prefix and object name.
+var stripePrefixes = map[string][2]string{
+	"customers":       {"cus", "customer"},
+	"payment_intents": {"pi", "payment_intent"},
+	"charges":         {"ch", "charge"},
+	"refunds":         {"re", "refund"},
+	"transfers":       {"tr", "transfer"},
+	"payouts":         {"po", "payout"},
+}
+
+func (s *stripeState) serve(call httpCall, now time.Time) httpAnswer {
+	if !strings.HasPrefix(call.header.Get("Authorization"), "Bearer ") {
+		return stripeErrorAnswer(http.StatusUnauthorized, "invalid_request_error", "", "",
+			"You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth.")
+	}
+	form, err := url.ParseQuery(string(call.body))
+	if err != nil {
+		return stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "parameter_invalid", "", "The request body could not be parsed as a form.")
+	}
+	parts := strings.Split(strings.Trim(call.path, "/"), "/")
+	notFound := stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "", "",
+		fmt.Sprintf("Unrecognized request URL (%s: %s).", call.method, call.path))
+	if len(parts) < 2 || parts[0] != "v1" {
+		return notFound
+	}
+	resource := parts[1]
+	if _, ok := stripePrefixes[resource]; !ok {
+		return notFound
+	}
+	switch {
+	case call.method == http.MethodGet && len(parts) == 3:
+		return s.retrieve(resource, parts[2])
+	case call.method == http.MethodPost && len(parts) == 2:
+		return s.create(resource, form, now)
+	case call.method == http.MethodPost && len(parts) == 4 && resource == "payment_intents" && parts[3] == "confirm":
+		return s.confirm(parts[2], form)
+	}
+	return notFound
+}
+
+func (s *stripeState) retrieve(resource, id string) httpAnswer {
+	s.mu.Lock()
+	obj, ok := s.objects[id]
+	s.mu.Unlock()
+	if !ok || !strings.HasPrefix(id, stripePrefixes[resource][0]+"_") {
+		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "id",
+			fmt.Sprintf("No such %s: '%s'", stripePrefixes[resource][1], id))
+	}
+	return stripeObjectAnswer(obj)
+}
+
+// create makes an object. Parameter errors are answered before the
+// endpoint executes, so they are not saved under the key.
+func (s *stripeState) create(resource string, form url.Values, now time.Time) httpAnswer {
+	obj := map[string]any{"livemode": false, "created": now.Unix()}
+	if md := metadata(form); len(md) > 0 {
+		obj["metadata"] = md
+	} else {
+		obj["metadata"] = map[string]string{}
+	}
+	for _, f := range []string{"description", "customer", "destination", "email", "name", "source", "payment_method", "charge", "payment_intent"} {
+		if v := form.Get(f); v != "" {
+			obj[f] = v
+		}
+	}
+	needsMoney := resource != "customers" && resource != "refunds"
+	if needsMoney {
+		amount, bad := stripeAmount(form)
+		if bad.status != 0 {
+			return bad
+		}
+		obj["amount"] = amount
+		cur := strings.ToLower(form.Get("currency"))
+		if cur == "" {
+			return missingParam("currency")
+		}
+		obj["currency"] = cur
+	}
+	declined := false
+	switch resource {
+	case "transfers":
+		if form.Get("destination") == "" {
+			return missingParam("destination")
+		}
+		declined = form.Get("destination") == DeclinedDestination
+	case "payouts":
+		declined = form.Get("destination") == DeclinedDestination
+		obj["status"], obj["method"] = "pending", "standard"
+	case "charges":
+		if form.Get("source") == "" && form.Get("customer") == "" {
+			return missingParam("source")
+		}
+		declined = form.Get("source") == "tok_chargeDeclined"
+		obj["status"], obj["paid"], obj["captured"] = "succeeded", true, true
+	case "payment_intents":
+		obj["status"] = "requires_payment_method"
+		if obj["payment_method"] != nil {
+			obj["status"] = "requires_confirmation"
+		}
+	case "refunds":
+		target, kind := form.Get("charge"), "charge"
+		if target == "" {
+			target, kind = form.Get("payment_intent"), "payment_intent"
+		}
+		if target == "" {
+			return missingParam("charge")
+		}
+		s.mu.Lock()
+		paid, ok := s.objects[target]
+		s.mu.Unlock()
+		if !ok {
+			return stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "resource_missing", kind, fmt.Sprintf("No such %s: '%s'", kind, target))
+		}
+		obj["amount"], obj["currency"], obj["status"] = paid["amount"], paid["currency"], "succeeded"
+		if form.Get("amount") != "" {
+			amount, bad := stripeAmount(form)
+			if bad.status != 0 {
+				return bad
+			}
+			obj["amount"] = amount
+		}
+	}
+	if declined {
+		ans := stripeErrorAnswer(http.StatusPaymentRequired, "card_error", "card_declined", "", "Your card was declined.")
+		ans.executed = true // a decline ran: it is saved and replayed
+		return ans
+	}
+	id := s.add(resource, obj)
+	if resource == "payment_intents" && form.Get("confirm") == "true" {
+		return s.confirm(id, form)
+	}
+	return stripeObjectAnswer(obj)
+}
+
+func (s *stripeState) confirm(id string, form url.Values) httpAnswer {
+	s.mu.Lock()
+	pi, ok := s.objects[id]
+	s.mu.Unlock()
+	if !ok || !strings.HasPrefix(id, "pi_") {
+		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "intent", fmt.Sprintf("No such payment_intent: '%s'", id))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pm := form.Get("payment_method"); pm != "" {
+		pi["payment_method"] = pm
+	}
+	switch {
+	case pi["status"] == "succeeded":
+		return stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state", "",
+			"This PaymentIntent's status is succeeded, but it must be requires_confirmation or requires_payment_method to be confirmed.")
+	case pi["payment_method"] == nil:
+		return stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "payment_intent_unexpected_state", "payment_method",
+			"You cannot confirm this PaymentIntent because it's missing a payment method.")
+	case pi["payment_method"] == "pm_card_chargeDeclined":
+		pi["status"] = "requires_payment_method"
+		ans := stripeErrorAnswer(http.StatusPaymentRequired, "card_error", "card_declined", "", "Your card was declined.")
+		ans.executed = true
+		return ans
+	}
+	s.made["ch"]++
+	ch := fmt.Sprintf("ch_%d", s.made["ch"])
+	s.objects[ch] = map[string]any{"id": ch, "object": "charge", "amount": pi["amount"], "currency": pi["currency"],
+		"status": "succeeded", "paid": true, "captured": true, "payment_intent": id, "livemode": false, "created": pi["created"], "metadata": map[string]string{}}
+	pi["status"], pi["latest_charge"], pi["amount_received"] = "succeeded", ch, pi["amount"]
+	return stripeObjectAnswer(pi)
+}
+
+func (s *stripeState) add(resource string, obj map[string]any) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := stripePrefixes[resource]
+	s.made[p[0]]++
+	id := fmt.Sprintf("%s_%d", p[0], s.made[p[0]])
+	obj["id"], obj["object"] = id, p[1]
+	s.objects[id] = obj
+	return id
+}
+
+func metadata(form url.Values) map[string]string {
+	md := map[string]string{}
+	for k, vs := range form {
+		if name, ok := strings.CutPrefix(k, "metadata["); ok && strings.HasSuffix(name, "]") && len(vs) > 0 {
+			md[strings.TrimSuffix(name, "]")] = vs[0]
+		}
+	}
+	return md
+}
+
+func stripeAmount(form url.Values) (int64, httpAnswer) {
+	raw := form.Get("amount")
+	if raw == "" {
+		return 0, missingParam("amount")
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "parameter_invalid_integer", "amount",
+			fmt.Sprintf("Invalid positive integer: %s", raw))
+	}
+	return n, httpAnswer{}
+}
+
+func missingParam(p string) httpAnswer {
+	return stripeErrorAnswer(http.StatusBadRequest, "invalid_request_error", "parameter_missing", p, "Missing required param: "+p+".")
+}
+
+// stripeObjectAnswer is a 200 with obj as its body.
+func stripeObjectAnswer(obj map[string]any) httpAnswer {
+	body, _ := json.Marshal(obj) // plain maps of strings and numbers
+	return httpAnswer{status: http.StatusOK, header: stripeHeader(), body: body, executed: true}
+}
+
+// stripeErrorAnswer is Stripe's error body; it was not executed (not saved
+// under the key) unless the caller says so.
+func stripeErrorAnswer(status int, typ, code, param, msg string) httpAnswer {
+	e := map[string]string{"type": typ, "message": msg}
+	if code != "" {
+		e["code"] = code
+	}
+	if param != "" {
+		e["param"] = param
+	}
+	body, _ := json.Marshal(map[string]any{"error": e})
+	return httpAnswer{status: status, header: stripeHeader(), body: body}
+}
+
+func stripeHeader() http.Header {
+	return http.Header{"Content-Type": {"application/json"}, "Stripe-Version": {"2025-08-27.basil"}}
+}
+
+func writeStripeError(w http.ResponseWriter, status int, typ, code, param, msg string) {
+	stripeErrorAnswer(status, typ, code, param, msg).write(w)
+}
