@@ -1,0 +1,567 @@
+// Package twicekafka checks Kafka consumers' per-record handlers with
+// twice, as franz-go (github.com/twmb/franz-go) runs them: the harness
+// produces the record with a real kgo producer into a topic on an
+// in-process kfake cluster (github.com/twmb/franz-go/pkg/kfake, the Kafka
+// wire protocol in Go, one cluster per scenario), each delivery is a
+// real kgo consumer that joins the consumer group and polls the record
+// from the group's committed offset, and the offset is committed with
+// kgo's CommitRecords as production commits it.
+//
+//	func TestRecordOrder(t *testing.T) {
+//		harness.Check(t, twicekafka.Job("record-order",
+//			twicekafka.Record{Topic: "orders", Key: []byte("order-9812"), Value: []byte(`{"id":9812}`)},
+//			func(d *harness.Delivery, cl *kgo.Client) twicekafka.Handler {
+//				return orders.Consumer{DB: d.DB}.Handle
+//			}),
+//			harness.Config{Setup: []harness.Setup{harness.SQL(orders.Schema)}})
+//	}
+//
+// What each of twice's faults is for Kafka:
+//
+//   - crash-before-ack: the handler's writes are done and the worker dies
+//     before its offset commit; after the group's session timeout
+//     (SessionTimeout, 45s as franz-go's) the partition goes to a new
+//     consumer, which polls the record again from the committed offset.
+//   - lost-ack: the commit never reaches the group (a lost OffsetCommit
+//     reply, or one the coordinator dropped); the worker lives on, and
+//     the record comes back when the partition next moves (a restart, a
+//     rebalance), from the committed offset.
+//   - crash-mid-job: the worker dies before the handler's statement k; its
+//     open transaction rolls back, and the record comes back as after a
+//     crash before the commit. A handler that committed the offset itself
+//     before its write (CommitInHandler) finds the record gone: lost work.
+//   - visibility-timeout, concurrent-delivery: a rebalance hands the
+//     partition to a second consumer while the first is still in the
+//     handler: the first consumer leaves the group (as one whose session
+//     or poll interval ran out is evicted), the second joins and polls the
+//     record from the committed offset, and the first's later commit is
+//     refused by the coordinator (UNKNOWN_MEMBER_ID), as Kafka refuses a
+//     commit from a member it no longer knows.
+//   - producer-retry: the producer sends the record again: a new offset,
+//     the same key, value and headers. The group's committed offset after
+//     the first record does not cover it, so the consumer handles it.
+//   - redrive: a person resets the group's offset to the record's (kadm's
+//     CommitOffsets, with the group empty), and a consumer polls it again.
+//
+// What is real and what is modelled: the producer, the consumer group's
+// join, its assignment and rebalance, the fetch from the committed offset,
+// and the commit (and its refusal) are franz-go's and kfake's own code.
+// Modelled: a delivery handles one record, so a consumer handed records
+// before the one the harness delivers (a copy still uncommitted) skips
+// them (Kafka would hand them to the handler first; their own deliveries
+// cover them); a dead worker leaves the group at once (LeaveGroup) instead
+// of after its session timeout on the wall clock, which the harness clock
+// stands for (Rules.Redeliver); a handler's error is taken as the
+// production loop's returning it: the consumer leaves without committing
+// and the record comes back from the committed offset after RestartDelay.
+//
+// Offsets are not steps: a crash or a lost reply falls on the handler's
+// statements and effects, and on the commit only through the ack.
+package twicekafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
+)
+
+// DefaultSessionTimeout is franz-go's default group session timeout
+// (kgo.SessionTimeout): how long after a worker died the group hands its
+// partition to another consumer.
+const DefaultSessionTimeout = 45 * time.Second
+
+// DefaultRestartDelay is how long after a handler's error its consumer
+// polls the record again, as a process that exits on the error and is
+// restarted.
+const DefaultRestartDelay = time.Second
+
+// pollTimeout bounds a delivery's wait for its record on the wall clock:
+// the record is known to be in the partition, so a poll that finds
+// nothing in this time is the adapter's error, not the handler's.
+const pollTimeout = 10 * time.Second
+
+// Handler is a consumer's per-record handler as production writes it:
+// the function its poll loop calls for each record (inside
+// Fetches.EachRecord), before the loop commits the record's offset.
+type Handler func(ctx context.Context, r *kgo.Record) error
+
+// Record is what the producer sends: the record every delivery of the
+// job handles.
+type Record struct {
+	// Topic is the record's topic; the consumer group consumes it.
+	// Required.
+	Topic string
+	// Key, Value and Headers are the record's, as produced.
+	Key, Value []byte
+	Headers    []kgo.RecordHeader
+}
+
+// Commit is how the consumer commits the record's offset.
+type Commit int
+
+// Commits.
+const (
+	// CommitAfterHandler commits with kgo's CommitRecords once the handler
+	// returned nil, as a loop that handles a record and then commits it
+	// (with autocommit disabled). The commit is the delivery's ack, so
+	// crash-before-ack and lost-ack withhold it.
+	CommitAfterHandler Commit = iota
+	// CommitInHandler leaves the commit to the handler, which calls
+	// CommitRecords (or MarkCommitRecords and CommitMarkedOffsets) on the
+	// client it was built with, wherever production calls it: before its
+	// write, after it. Nothing is committed for it after it returns.
+	CommitInHandler
+)
+
+func (c Commit) String() string {
+	switch c {
+	case CommitAfterHandler:
+		return "commit after the handler"
+	case CommitInHandler:
+		return "the handler commits"
+	}
+	return fmt.Sprintf("Commit(%d)", int(c))
+}
+
+// Option changes how a Kafka consumer is checked.
+type Option func(*options)
+
+type options struct {
+	group   string
+	commit  Commit
+	session time.Duration
+	restart time.Duration
+}
+
+// Group is the consumer group's name; without it, "twice-" and the job's
+// name.
+func Group(name string) Option { return func(o *options) { o.group = name } }
+
+// CommitMode says how the consumer commits offsets; without it,
+// CommitAfterHandler.
+func CommitMode(c Commit) Option { return func(o *options) { o.commit = c } }
+
+// SessionTimeout is the group's session timeout (kgo.SessionTimeout): on
+// the harness clock, how long after a delivery started the partition
+// moves to another consumer when the first did not commit. Without it,
+// DefaultSessionTimeout.
+func SessionTimeout(d time.Duration) Option { return func(o *options) { o.session = d } }
+
+// RestartDelay is how long after a handler's error the record is polled
+// again; without it, DefaultRestartDelay.
+func RestartDelay(d time.Duration) Option { return func(o *options) { o.restart = d } }
+
+// Job is a Kafka consumer for harness.Check, harness.Run and
+// harness.Explore: rec is the record the producer sends, and newHandler
+// builds the per-record handler for each delivery from the delivery's
+// connections (d.DB, d.DSN) and clock (d.Now), and the delivery's own
+// consumer client cl (for a handler that commits itself), as the
+// consumer's process would at start-up.
+func Job(name string, rec Record, newHandler func(d *harness.Delivery, cl *kgo.Client) Handler, opts ...Option) harness.Job {
+	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	q := &kafkaQueue{name: name, rec: rec, opts: o}
+	return harness.Job{
+		Name:    name,
+		Queue:   q,
+		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.handle(ctx, d, newHandler) },
+	}
+}
+
+// kafkaQueue is the consumer group's bookkeeping for one job, as a
+// queue.Queue. Scenarios run in parallel on one queue, each on a kfake
+// cluster of its own, found by the scenario's database name.
+type kafkaQueue struct {
+	name string
+	rec  Record
+	opts options
+
+	mu        sync.Mutex
+	scenarios map[string]*scenario // database name -> its cluster
+}
+
+// scenario is one scenario's Kafka: its cluster and producer, and the
+// consumers its deliveries opened that are still in the group.
+type scenario struct {
+	db       string
+	cluster  *kfake.Cluster
+	net      *kfake.VirtualNetwork
+	producer *kgo.Client
+
+	mu   sync.Mutex
+	open []*consumer // in the group
+	all  []*consumer // every consumer made, closed with the cluster
+}
+
+// consumer is one delivery's consumer: its client and the record it
+// polled. It is what Fetch hands out (Delivery.Queued).
+type consumer struct {
+	Client *kgo.Client
+	Record *kgo.Record
+
+	left, closed atomic.Bool
+}
+
+// leave takes the consumer out of the group, without committing; its
+// client stays usable, so a handler still running finds out as Kafka
+// tells it (a commit refused).
+func (c *consumer) leave() {
+	if c.left.CompareAndSwap(false, true) {
+		c.Client.LeaveGroup() // autocommit is disabled: leaving commits nothing
+	}
+}
+
+// close leaves the group and closes the client.
+func (c *consumer) close() {
+	c.leave()
+	if c.closed.CompareAndSwap(false, true) {
+		c.Client.Close()
+	}
+}
+
+var clusterSeq atomic.Int64
+
+// newScenario starts a fresh kfake cluster with the record's topic, on an
+// in-memory network of its own.
+func (q *kafkaQueue) newScenario(db string) (*scenario, error) {
+	vn := &kfake.VirtualNetwork{}
+	c, err := kfake.NewCluster(kfake.ListenFn(vn.Listen), kfake.NumBrokers(1), kfake.Ports(9092),
+		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic))
+	if err != nil {
+		return nil, fmt.Errorf("starting an in-process kfake cluster: %w", err)
+	}
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.Dialer(vn.DialContext))
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
+	}
+	return &scenario{db: db, cluster: c, net: vn, producer: p}, nil
+}
+
+func (s *scenario) close() {
+	s.mu.Lock()
+	all := s.all
+	s.open, s.all = nil, nil
+	s.mu.Unlock()
+	for _, c := range all {
+		c.close()
+	}
+	s.producer.Close()
+	s.cluster.Close()
+}
+
+// clientOpts are the options of a client on the scenario's cluster.
+func (s *scenario) clientOpts(more ...kgo.Opt) []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(s.cluster.ListenAddrs()...), kgo.Dialer(s.net.DialContext)}, more...)
+}
+
+// Schema is zero: the queue's storage is the kfake cluster.
+func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
+
+// Rules are the group's session timeout; Kafka keeps nothing in
+// PostgreSQL and refuses no copy of a record.
+func (q *kafkaQueue) Rules() queue.Rules { return queue.Rules{Redeliver: q.opts.session} }
+
+// scenarioOf finds the scenario op runs in.
+func (q *kafkaQueue) scenarioOf(op queue.Op) (*scenario, error) {
+	db := op.Conn.Config().Database
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s, ok := q.scenarios[db]
+	if !ok {
+		return nil, fmt.Errorf("twicekafka: job %q: no Kafka cluster for database %q: Enqueue of job 1 starts one", q.name, db)
+	}
+	return s, nil
+}
+
+// Enqueue produces the record with a kgo producer, as the producer does:
+// job 1 on a fresh cluster, a copy at the next offset with the same key,
+// value and headers.
+func (q *kafkaQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
+	if q.rec.Topic == "" {
+		return queue.Enqueued{}, fmt.Errorf("twicekafka: job %q: Record.Topic is empty; name the topic the consumer reads", q.name)
+	}
+	if op.Job == 1 {
+		if err := q.start(ctx, op); err != nil {
+			return queue.Enqueued{}, err
+		}
+	}
+	s, err := q.scenarioOf(op)
+	if err != nil {
+		return queue.Enqueued{}, err
+	}
+	r := &kgo.Record{Topic: q.rec.Topic, Key: q.rec.Key, Value: q.rec.Value, Headers: q.rec.Headers, Timestamp: op.Now}
+	if err := s.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return queue.Enqueued{}, fmt.Errorf("twicekafka: producing job %d's record to %q: %w", op.Job, q.rec.Topic, err)
+	}
+	return queue.Enqueued{JobID: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)}, nil
+}
+
+// start gives the scenario a fresh cluster, and closes the clusters of
+// scenarios whose databases the harness has dropped.
+func (q *kafkaQueue) start(ctx context.Context, op queue.Op) error {
+	db := op.Conn.Config().Database
+	s, err := q.newScenario(db)
+	if err != nil {
+		return fmt.Errorf("twicekafka: job %q: %w", q.name, err)
+	}
+	q.mu.Lock()
+	if q.scenarios == nil {
+		q.scenarios = map[string]*scenario{}
+	}
+	old := q.scenarios[db]
+	q.scenarios[db] = s
+	var names []string
+	for name := range q.scenarios {
+		if name != db {
+			names = append(names, name)
+		}
+	}
+	q.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	rows, err := op.Conn.Query(ctx, `SELECT n FROM unnest($1::text[]) AS n WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = n)`, names)
+	if err != nil {
+		return fmt.Errorf("twicekafka: finding finished scenarios' clusters: %w", err)
+	}
+	var gone []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		gone = append(gone, n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("twicekafka: finding finished scenarios' clusters: %w", err)
+	}
+	var done []*scenario
+	q.mu.Lock()
+	for _, n := range gone {
+		done = append(done, q.scenarios[n])
+		delete(q.scenarios, n)
+	}
+	q.mu.Unlock()
+	for _, d := range done {
+		d.close()
+	}
+	return nil
+}
+
+// offsetOf reads the partition and offset from a JobID Enqueue returned.
+func offsetOf(jobID string) (int32, int64, error) {
+	i := strings.LastIndexByte(jobID, '/')
+	j := strings.LastIndexByte(jobID[:max(i, 0)], '/')
+	if i < 0 || j < 0 {
+		return 0, 0, fmt.Errorf("twicekafka: job ID %q is not topic/partition/offset", jobID)
+	}
+	p, err := strconv.ParseInt(jobID[j+1:i], 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("twicekafka: job ID %q: partition: %w", jobID, err)
+	}
+	o, err := strconv.ParseInt(jobID[i+1:], 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("twicekafka: job ID %q: offset: %w", jobID, err)
+	}
+	return int32(p), o, nil
+}
+
+// Fetch hands the record out to a new consumer in the group: every
+// consumer still in the group leaves it first (a dead worker's session
+// ended; a live one loses the partition in the rebalance), a redrive
+// resets the group's offset to the record's, and the group's committed
+// offset decides: past the record, Kafka hands it out no more; otherwise
+// the new consumer polls it.
+func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
+	s, err := q.scenarioOf(op)
+	if err != nil {
+		return queue.Fetched{}, err
+	}
+	partition, offset, err := offsetOf(op.JobID)
+	if err != nil {
+		return queue.Fetched{}, err
+	}
+	s.mu.Lock()
+	open := s.open
+	s.open = nil
+	s.mu.Unlock()
+	for _, c := range open {
+		c.leave()
+	}
+	adm := kadm.NewClient(s.producer)
+	if op.Kind == queue.DeliveryRedrive {
+		var reset kadm.Offsets
+		reset.AddOffset(q.rec.Topic, partition, offset, -1)
+		resp, err := adm.CommitOffsets(ctx, q.opts.group, reset)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", q.opts.group, op.JobID, offset, err)
+		}
+	}
+	at, err := committedOffset(ctx, adm, q.opts.group, q.rec.Topic, partition)
+	if err != nil {
+		return queue.Fetched{}, err
+	}
+	if at > offset {
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", q.opts.group, at, q.rec.Topic, partition, offset)}, nil
+	}
+	cl, err := kgo.NewClient(s.clientOpts(kgo.ConsumerGroup(q.opts.group), kgo.ConsumeTopics(q.rec.Topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
+	if err != nil {
+		return queue.Fetched{}, fmt.Errorf("twicekafka: a kgo consumer in group %q: %w", q.opts.group, err)
+	}
+	c := &consumer{Client: cl}
+	r, err := pollFor(ctx, cl, partition, offset)
+	if err != nil {
+		c.close()
+		return queue.Fetched{}, fmt.Errorf("twicekafka: consumer in group %q polling %s: %w", q.opts.group, op.JobID, err)
+	}
+	c.Record = r
+	s.mu.Lock()
+	s.open = append(s.open, c)
+	s.all = append(s.all, c)
+	s.mu.Unlock()
+	return queue.Fetched{Delivered: true, Job: c}, nil
+}
+
+// pollFor polls until the record at offset comes; the records before it
+// are other deliveries' (see the package doc).
+func pollFor(ctx context.Context, cl *kgo.Client, partition int32, offset int64) (*kgo.Record, error) {
+	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("no record at offset %d within %v: %w", offset, pollTimeout, err)
+		}
+		var errs []error
+		fs.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s[%d]: %w", t, p, err)) })
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		var found *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if found == nil && r.Partition == partition && r.Offset == offset {
+				found = r
+			}
+		})
+		if found != nil {
+			return found, nil
+		}
+	}
+}
+
+// handle runs one delivery's handler on the record its consumer polled.
+func (q *kafkaQueue) handle(ctx context.Context, d *harness.Delivery, newHandler func(*harness.Delivery, *kgo.Client) Handler) error {
+	c, ok := d.Queued.(*consumer)
+	if !ok || c == nil {
+		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: the delivery carries no Kafka record (%T); run it through twicekafka.Job", q.name, d.Attempt, d.JobID, d.Queued)
+	}
+	h := newHandler(d, c.Client)
+	if h == nil {
+		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newHandler returned a nil Handler", q.name, d.Attempt, d.JobID)
+	}
+	return h(ctx, c.Record)
+}
+
+func consumerOf(op queue.Op) (*consumer, error) {
+	c, ok := op.Queued.(*consumer)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("twicekafka: the delivery of %s carries no Kafka consumer (%T)", op.JobID, op.Queued)
+	}
+	return c, nil
+}
+
+// Ack commits the record's offset with CommitRecords on the delivery's
+// consumer (CommitAfterHandler), or leaves the commit the handler made,
+// and the consumer leaves the group. A commit the coordinator refuses (the
+// partition moved to another consumer) leaves the record to the group's
+// committed offset: a retry that the next Fetch settles.
+func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
+	c, err := consumerOf(op)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	defer c.close()
+	if q.opts.commit == CommitInHandler {
+		return q.handlerCommitted(ctx, op, c)
+	}
+	if err := c.Client.CommitRecords(ctx, c.Record); err != nil {
+		return queue.Settled{Outcome: queue.Retry, Detail: fmt.Sprintf("commit refused: %v", err)}, nil
+	}
+	return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("committed offset %d", c.Record.Offset+1)}, nil
+}
+
+// Nack takes the consumer out of the group without committing, as a poll
+// loop that returns the handler's error and is restarted: the record
+// comes back from the committed offset after RestartDelay.
+func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
+	c, err := consumerOf(op)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	c.close()
+	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("not committed; the consumer restarts in %v", q.opts.restart)}, nil
+}
+
+// handlerCommitted reads the group's committed offset after a handler
+// that commits itself returned nil: past the record, it is done;
+// otherwise the handler did not commit (or the coordinator refused it),
+// and the record comes back from the committed offset.
+func (q *kafkaQueue) handlerCommitted(ctx context.Context, op queue.Op, c *consumer) (queue.Settled, error) {
+	s, err := q.scenarioOf(op)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	at, err := committedOffset(ctx, kadm.NewClient(s.producer), q.opts.group, c.Record.Topic, c.Record.Partition)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	if at > c.Record.Offset {
+		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("the handler committed offset %d", at)}, nil
+	}
+	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart,
+		Detail: fmt.Sprintf("the handler returned nil without a commit of offset %d; the consumer restarts in %v", c.Record.Offset+1, q.opts.restart)}, nil
+}
+
+// committedOffset is the group's committed offset of the partition, -1
+// when it has none (a group that never committed does not exist yet).
+func committedOffset(ctx context.Context, adm *kadm.Client, group, topic string, partition int32) (int64, error) {
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err == nil {
+		err = committed.Error()
+	}
+	if errors.Is(err, kerr.GroupIDNotFound) {
+		return -1, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("twicekafka: reading group %q's committed offsets: %w", group, err)
+	}
+	if at, ok := committed.Lookup(topic, partition); ok {
+		return at.At, nil
+	}
+	return -1, nil
+}
