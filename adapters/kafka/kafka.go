@@ -241,7 +241,7 @@ var clusterSeq atomic.Int64
 func (q *kafkaQueue) newScenario(db string) (*scenario, error) {
 	vn := &kfake.VirtualNetwork{}
 	c, err := kfake.NewCluster(kfake.ListenFn(vn.Listen), kfake.NumBrokers(1), kfake.Ports(9092),
-		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic))
+		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		return nil, fmt.Errorf("starting an in-process kfake cluster: %w", err)
 	}
@@ -429,7 +429,8 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", q.opts.group, at, q.rec.Topic, partition, offset)}, nil
 	}
 	cl, err := kgo.NewClient(s.clientOpts(kgo.ConsumerGroup(q.opts.group), kgo.ConsumeTopics(q.rec.Topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))...)
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		return queue.Fetched{}, fmt.Errorf("twicekafka: a kgo consumer in group %q: %w", q.opts.group, err)
 	}

@@ -152,3 +152,43 @@ func Run(ctx context.Context, cl *kgo.Client, handle func(context.Context, *kgo.
 		}
 	}
 }
+
+// Producer is what Receipt produces with: a *kgo.Client.
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// ReceiptsTopic is where Receipt sends a receipt per order.
+const ReceiptsTopic = "receipts"
+
+// Receipt writes the line with the key inbox, as InboxByKey, and then
+// sends a receipt record to ReceiptsTopic when the order was new. A crash
+// between its commit and the send loses the receipt: the redelivery finds
+// the order handled and sends nothing.
+type Receipt struct {
+	DB  *pgxpool.Pool
+	Out Producer
+}
+
+// Handle writes the line once per order, then sends its receipt.
+func (c Receipt) Handle(ctx context.Context, r *kgo.Record) error {
+	p, err := decode(r)
+	if err != nil {
+		return err
+	}
+	var fresh bool
+	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO processed_keys (key) VALUES ($1) ON CONFLICT DO NOTHING`, string(r.Key))
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		fresh = true
+		_, err = tx.Exec(ctx, insertLine, p.OrderID, p.AmountCents)
+		return err
+	})
+	if err != nil || !fresh {
+		return err
+	}
+	receipt := &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
+	return c.Out.ProduceSync(ctx, receipt).FirstErr()
+}

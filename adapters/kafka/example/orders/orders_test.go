@@ -87,6 +87,9 @@ func TestVerdicts(t *testing.T) {
 		// not against the producer's resend at a new offset.
 		{inboxByOffset(), names(producerCopies...)},
 		{inboxByKey(), nil},
+		// The receipt sent after the inbox commit is lost by a crash, a
+		// lost reply or a failed send between the two.
+		{receipt(), names(faults.NameCrashMidJob, faults.NameAmbiguousCommit, faults.NameEffectFailed, faults.NameRedrive)},
 	} {
 		t.Run(tc.job.Name, func(t *testing.T) {
 			res := run(t, tc.job)
@@ -126,4 +129,27 @@ func TestWriteThenCommit(t *testing.T) {
 	c := cfg
 	c.ExpectFinding = "the line is written before the offset commit: a redelivery writes it again"
 	harness.Check(t, writeThenCommit(), c)
+}
+
+func receipt() harness.Job {
+	return twicekafka.Job("receipt", paid, func(d *harness.Delivery, cl *kgo.Client) twicekafka.Handler {
+		return orders.Receipt{DB: d.DB, Out: twicekafka.Outbox(d, cl)}.Handle
+	})
+}
+
+// The receipt is a record to another topic, an effect: the clean run
+// sends one, and a crash after the inbox commit and before the send
+// loses it, which the effect oracle finds.
+func TestReceiptLostAfterTheCommit(t *testing.T) {
+	res := run(t, receipt())
+	require.Len(t, res.ReferenceEffects, 1, "%s", res)
+	assert.Equal(t, "kafka:"+orders.ReceiptsTopic, res.ReferenceEffects[0].Kind)
+	assert.Contains(t, failed(res), faults.NameCrashMidJob, "%s", res)
+	var missing bool
+	for _, s := range res.Scenarios {
+		if s.Fault == faults.NameCrashMidJob && s.EffectDiff != nil && len(s.Effects) == 0 {
+			missing = true
+		}
+	}
+	assert.True(t, missing, "a crash before the send leaves no receipt: %s", res)
 }
