@@ -250,3 +250,79 @@ func TestConformanceRedriveResetsTheOffset(t *testing.T) {
 		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
 	}
 }
+
+func (b *broker) session(t *testing.T, id string) *kgo.GroupTransactSession {
+	t.Helper()
+	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.c.ListenAddrs()...), kgo.Dialer(b.vn.DialContext),
+		kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond), kgo.TransactionalID(id), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func firstOf(t *testing.T, s *kgo.GroupTransactSession) *kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		fs := s.PollRecords(ctx, 1)
+		require.NoError(t, ctx.Err(), "no record polled")
+		require.NoError(t, fs.Err())
+		if rs := fs.Records(); len(rs) > 0 {
+			return rs[0]
+		}
+	}
+}
+
+// Kafka's exactly-once loop: a committed transaction carries the offset;
+// one that never ended (the worker died) or that lost its partition in a
+// rebalance (End reports it not committed) leaves the record to the next
+// consumer. The adapter's CommitTransactional says the same.
+func TestConformanceTransactional(t *testing.T) {
+	b := newBroker(t)
+	p := b.client(t)
+	r0 := b.produce(t, p, "k", "v")
+
+	dead := b.session(t, "t1")
+	require.Equal(t, r0.Offset, firstOf(t, dead).Offset)
+	require.NoError(t, dead.Begin())
+	dead.Close() // dies inside its transaction
+
+	moved := b.session(t, "t2")
+	require.Equal(t, r0.Offset, firstOf(t, moved).Offset, "a transaction that never ended committed nothing")
+	require.NoError(t, moved.Begin())
+	moved.Client().LeaveGroup() // the partition moves mid-record
+	committed, err := moved.End(context.Background(), kgo.TryCommit)
+	t.Logf("End after the partition moved: committed %v, %v", committed, err)
+	assert.False(t, committed)
+
+	ok := b.session(t, "t3")
+	got := firstOf(t, ok)
+	require.Equal(t, r0.Offset, got.Offset, "the aborted transaction committed nothing")
+	require.NoError(t, ok.Begin())
+	committed, err = ok.End(context.Background(), kgo.TryCommit)
+	require.NoError(t, err)
+	require.True(t, committed)
+	ok.Close()
+	r1 := b.produce(t, p, "sentinel", "")
+	assert.Equal(t, r1.Offset, firstOf(t, b.session(t, "t4")).Offset, "the committed transaction carried the offset")
+
+	tx := twicekafka.CommitMode(twicekafka.CommitTransactional)
+	for _, s := range scenarios(t, faults.CrashBeforeAck(), tx) {
+		require.Len(t, s.Deliveries, 2)
+		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
+	}
+	for _, s := range scenarios(t, faults.RunTwice(), tx) {
+		require.Len(t, s.Deliveries, 2)
+		assert.Contains(t, s.Deliveries[0].Settled, "transaction committed", "%s", s.Schedule)
+		assert.Contains(t, s.Deliveries[1].NotDelivered, "committed offset 1", "%s", s.Schedule)
+	}
+	var aborted int
+	for _, s := range scenarios(t, faults.ConcurrentDelivery(), tx) {
+		if s.Deliveries[0].Err == "" && assert.Contains(t, s.Deliveries[0].Settled, "transaction aborted", "%s", s.Schedule) {
+			aborted++
+		}
+	}
+	assert.Positive(t, aborted)
+}

@@ -124,6 +124,14 @@ const (
 	// client it was built with, wherever production calls it: before its
 	// write, after it. Nothing is committed for it after it returns.
 	CommitInHandler
+	// CommitTransactional is Kafka's exactly-once consume-transform-produce
+	// (kgo.GroupTransactSession): the consumer reads committed records
+	// only, a transaction begins after the poll, the records the handler
+	// produces on its client are in it, and the ack is the session's
+	// End(TryCommit), which commits them with the record's offset; a
+	// handler's error aborts it (TryAbort). PostgreSQL is outside the
+	// transaction: a write the handler made there stays when Kafka aborts.
+	CommitTransactional
 )
 
 func (c Commit) String() string {
@@ -132,6 +140,8 @@ func (c Commit) String() string {
 		return "commit after the handler"
 	case CommitInHandler:
 		return "the handler commits"
+	case CommitTransactional:
+		return "transactional"
 	}
 	return fmt.Sprintf("Commit(%d)", int(c))
 }
@@ -214,6 +224,9 @@ type consumer struct {
 	Client *kgo.Client
 	Record *kgo.Record
 
+	sess *kgo.GroupTransactSession // CommitTransactional's
+	poll func(context.Context) kgo.Fetches
+
 	left, closed atomic.Bool
 }
 
@@ -230,6 +243,10 @@ func (c *consumer) leave() {
 func (c *consumer) close() {
 	c.leave()
 	if c.closed.CompareAndSwap(false, true) {
+		if c.sess != nil {
+			c.sess.Close()
+			return
+		}
 		c.Client.Close()
 	}
 }
@@ -428,17 +445,20 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	if at > offset {
 		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", q.opts.group, at, q.rec.Topic, partition, offset)}, nil
 	}
-	cl, err := kgo.NewClient(s.clientOpts(kgo.ConsumerGroup(q.opts.group), kgo.ConsumeTopics(q.rec.Topic),
-		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.AllowAutoTopicCreation())...)
+	c, err := q.newConsumer(s)
 	if err != nil {
 		return queue.Fetched{}, fmt.Errorf("twicekafka: a kgo consumer in group %q: %w", q.opts.group, err)
 	}
-	c := &consumer{Client: cl}
-	r, err := pollFor(ctx, cl, partition, offset)
+	r, err := pollFor(ctx, c.poll, partition, offset)
 	if err != nil {
 		c.close()
 		return queue.Fetched{}, fmt.Errorf("twicekafka: consumer in group %q polling %s: %w", q.opts.group, op.JobID, err)
+	}
+	if c.sess != nil {
+		if err := c.sess.Begin(); err != nil {
+			c.close()
+			return queue.Fetched{}, fmt.Errorf("twicekafka: beginning the transaction of group %q's consumer: %w", q.opts.group, err)
+		}
 	}
 	c.Record = r
 	s.mu.Lock()
@@ -448,13 +468,39 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 
+var txnSeq atomic.Int64
+
+// newConsumer is a delivery's consumer in the group, with autocommit
+// disabled: a plain client, or for CommitTransactional a
+// GroupTransactSession reading committed records only.
+func (q *kafkaQueue) newConsumer(s *scenario) (*consumer, error) {
+	opts := s.clientOpts(kgo.ConsumerGroup(q.opts.group), kgo.ConsumeTopics(q.rec.Topic),
+		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.AllowAutoTopicCreation())
+	if q.opts.commit != CommitTransactional {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		return &consumer{Client: cl, poll: func(ctx context.Context) kgo.Fetches { return cl.PollRecords(ctx, 1) }}, nil
+	}
+	sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d", q.opts.group, txnSeq.Add(1))),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
+	if err != nil {
+		return nil, err
+	}
+	// One record a poll: the session's End commits every record polled,
+	// and the delivery handles one.
+	return &consumer{Client: sess.Client(), sess: sess, poll: func(ctx context.Context) kgo.Fetches { return sess.PollRecords(ctx, 1) }}, nil
+}
+
 // pollFor polls until the record at offset comes; the records before it
 // are other deliveries' (see the package doc).
-func pollFor(ctx context.Context, cl *kgo.Client, partition int32, offset int64) (*kgo.Record, error) {
+func pollFor(ctx context.Context, poll func(context.Context) kgo.Fetches, partition int32, offset int64) (*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, pollTimeout)
 	defer cancel()
 	for {
-		fs := cl.PollFetches(ctx)
+		fs := poll(ctx)
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("no record at offset %d within %v: %w", offset, pollTimeout, err)
 		}
@@ -507,8 +553,18 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 		return queue.Settled{}, err
 	}
 	defer c.close()
-	if q.opts.commit == CommitInHandler {
+	switch q.opts.commit {
+	case CommitInHandler:
 		return q.handlerCommitted(ctx, op, c)
+	case CommitTransactional:
+		committed, err := c.sess.End(ctx, kgo.TryCommit)
+		switch {
+		case err != nil:
+			return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("transaction not committed: %v", err)}, nil
+		case !committed:
+			return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: "transaction aborted: the consumer lost the partition in a rebalance"}, nil
+		}
+		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("transaction committed with offset %d", c.Record.Offset+1)}, nil
 	}
 	if err := c.Client.CommitRecords(ctx, c.Record); err != nil {
 		return queue.Settled{Outcome: queue.Retry, Detail: fmt.Sprintf("commit refused: %v", err)}, nil
@@ -523,6 +579,12 @@ func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Sett
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
+	}
+	if c.sess != nil {
+		if _, err := c.sess.End(ctx, kgo.TryAbort); err != nil {
+			c.close()
+			return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("aborting the transaction: %v; the consumer restarts in %v", err, q.opts.restart)}, nil
+		}
 	}
 	c.close()
 	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("not committed; the consumer restarts in %v", q.opts.restart)}, nil

@@ -15,6 +15,12 @@
 //     a new offset, and is written again.
 //   - InboxByKey keys its inbox by the record's key (the order): correct
 //     under every fault, resends included.
+//   - Receipt is InboxByKey that then sends a receipt record: a crash
+//     between its commit and the send loses the receipt.
+//   - Transactional runs in Kafka's exactly-once loop
+//     (kgo.GroupTransactSession): its receipt and the offset commit are
+//     one Kafka transaction, and its PostgreSQL write is outside it, so a
+//     redelivery after an aborted transaction writes the line again.
 package orders
 
 import (
@@ -191,4 +197,59 @@ func (c Receipt) Handle(ctx context.Context, r *kgo.Record) error {
 	}
 	receipt := &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
 	return c.Out.ProduceSync(ctx, receipt).FirstErr()
+}
+
+// Transactional writes the line and sends its receipt on the session's
+// client, inside the Kafka transaction the loop (RunTransactional) began
+// after its poll and commits with the record's offset.
+type Transactional struct {
+	DB  *pgxpool.Pool
+	Out Producer
+}
+
+// Handle writes the line and sends the receipt in the transaction.
+func (c Transactional) Handle(ctx context.Context, r *kgo.Record) error {
+	p, err := decode(r)
+	if err != nil {
+		return err
+	}
+	if _, err := c.DB.Exec(ctx, insertLine, p.OrderID, p.AmountCents); err != nil {
+		return err
+	}
+	receipt := &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
+	return c.Out.ProduceSync(ctx, receipt).FirstErr()
+}
+
+// RunTransactional is the exactly-once loop: poll, begin, handle each
+// record, and end the transaction, committing the records produced with
+// the polled offsets, or aborting after a handler's error.
+func RunTransactional(ctx context.Context, sess *kgo.GroupTransactSession, handle func(context.Context, *kgo.Record) error) error {
+	for {
+		fs := sess.PollFetches(ctx)
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := fs.Err(); err != nil {
+			return err
+		}
+		if err := sess.Begin(); err != nil {
+			return err
+		}
+		var herr error
+		fs.EachRecord(func(r *kgo.Record) {
+			if herr == nil {
+				herr = handle(ctx, r)
+			}
+		})
+		end := kgo.TryCommit
+		if herr != nil {
+			end = kgo.TryAbort
+		}
+		if _, err := sess.End(ctx, end); err != nil {
+			return err
+		}
+		if herr != nil {
+			return herr
+		}
+	}
 }

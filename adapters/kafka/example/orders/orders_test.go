@@ -90,6 +90,10 @@ func TestVerdicts(t *testing.T) {
 		// The receipt sent after the inbox commit is lost by a crash, a
 		// lost reply or a failed send between the two.
 		{receipt(), names(faults.NameCrashMidJob, faults.NameAmbiguousCommit, faults.NameEffectFailed, faults.NameRedrive)},
+		// Kafka's transaction holds the receipt and the offset, not the
+		// PostgreSQL line: every redelivery writes it again.
+		{transactional(), names(faults.NameProducerRetry, faults.NameConcurrentProducerRetry, faults.NameCrashBeforeAck,
+			faults.NameLostAck, faults.NameAmbiguousCommit, faults.NameVisibilityTimeout, faults.NameConcurrentDelivery, faults.NameRedrive)},
 	} {
 		t.Run(tc.job.Name, func(t *testing.T) {
 			res := run(t, tc.job)
@@ -152,4 +156,10 @@ func TestReceiptLostAfterTheCommit(t *testing.T) {
 		}
 	}
 	assert.True(t, missing, "a crash before the send leaves no receipt: %s", res)
+}
+
+func transactional() harness.Job {
+	return twicekafka.Job("transactional", paid, func(d *harness.Delivery, cl *kgo.Client) twicekafka.Handler {
+		return orders.Transactional{DB: d.DB, Out: cl}.Handle
+	}, twicekafka.CommitMode(twicekafka.CommitTransactional))
 }
