@@ -42,14 +42,25 @@
 //     the first record does not cover it, so the consumer handles it.
 //   - redrive: a person resets the group's offset to the record's (kadm's
 //     CommitOffsets, with the group empty), and a consumer polls it again.
+//   - effect faults: records the handler produces through Outbox are
+//     effects, each a step: a crash falls just before one or right after
+//     the broker took it, and a record produced twice is a duplicate.
+//
+// How the offset is committed is CommitMode's: after the handler returned
+// nil (CommitRecords, the default), by the handler itself
+// (CommitInHandler: CommitRecords before or after its write), or in
+// Kafka's exactly-once loop (CommitTransactional: a GroupTransactSession
+// whose End commits the records the handler produced with the offset;
+// PostgreSQL stays outside that transaction).
 //
 // What is real and what is modelled: the producer, the consumer group's
 // join, its assignment and rebalance, the fetch from the committed offset,
 // and the commit (and its refusal) are franz-go's and kfake's own code.
-// Modelled: a delivery handles one record, so a consumer handed records
-// before the one the harness delivers (a copy still uncommitted) skips
-// them (Kafka would hand them to the handler first; their own deliveries
-// cover them); a dead worker leaves the group at once (LeaveGroup) instead
+// Modelled: a delivery handles one record (its consumer polls one record
+// at a time), so a consumer handed records before the one the harness
+// delivers (a copy still uncommitted) skips them (Kafka would hand them to
+// the handler first; their own deliveries cover them), and its commit
+// covers them, as any later offset's does; a dead worker leaves the group at once (LeaveGroup) instead
 // of after its session timeout on the wall clock, which the harness clock
 // stands for (Rules.Redeliver); a handler's error is taken as the
 // production loop's returning it: the consumer leaves without committing

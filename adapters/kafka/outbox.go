@@ -18,12 +18,13 @@ type Producer interface {
 // Outbox is a Producer for one delivery whose records are effects: each
 // record is recorded in the scenario's effect log as an effect of kind
 // "kafka:" and its topic, with the record's key and value as payload
-// and no idempotency key (a record key deduplicates nothing in Kafka)
-// (two records with the same topic, key and value are the same effect),
-// and then produced with next, the delivery's client, on the scenario's
+// (two records with the same topic, key and value are the same effect)
+// and no idempotency key (a record's key deduplicates nothing), and then produced with next, the delivery's client, on the scenario's
 // cluster. Each record is a step of the delivery, so a crash can fall
 // just before it or right after the broker took it, and the default
-// exactly-once policy finds a record produced twice.
+// exactly-once policy finds a record produced twice. Under
+// CommitTransactional a record is recorded when produced, before its
+// transaction commits or aborts: use the session's client itself there.
 func Outbox(d *harness.Delivery, next Producer) Producer { return outbox{d: d, next: next} }
 
 type outbox struct {
