@@ -66,6 +66,9 @@
 // production loop's returning it: the consumer leaves without committing
 // and the record comes back from the committed offset after RestartDelay.
 //
+// With TWICE_KAFKA_BROKERS (BrokersEnv) set, the scenarios run on those
+// brokers instead, each on a topic and a group of its own.
+//
 // Offsets are not steps: a crash or a lost reply falls on the handler's
 // statements and effects, and on the commit only through the ack.
 package twicekafka
@@ -74,6 +77,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -220,9 +224,13 @@ type kafkaQueue struct {
 // consumers its deliveries opened that are still in the group.
 type scenario struct {
 	db       string
-	cluster  *kfake.Cluster
-	net      *kfake.VirtualNetwork
+	cluster  *kfake.Cluster // nil on the user's brokers
+	base     []kgo.Opt      // how a client reaches the brokers
 	producer *kgo.Client
+	// topic and group are the record's topic and the consumer group: the
+	// job's own on a kfake cluster, with a suffix of the scenario's on the
+	// user's brokers.
+	topic, group string
 
 	mu   sync.Mutex
 	open []*consumer // in the group
@@ -264,21 +272,55 @@ func (c *consumer) close() {
 
 var clusterSeq atomic.Int64
 
-// newScenario starts a fresh kfake cluster with the record's topic, on an
-// in-memory network of its own.
-func (q *kafkaQueue) newScenario(db string) (*scenario, error) {
+// BrokersEnv names the environment variable that points the checks at
+// the user's own Kafka brokers (comma-separated host:port) instead of an
+// in-process kfake cluster per scenario.
+const BrokersEnv = "TWICE_KAFKA_BROKERS"
+
+// newScenario gives a scenario its Kafka: a fresh kfake cluster with the
+// record's topic, on an in-memory network of its own, or a topic and a
+// group of its own on the brokers BrokersEnv names.
+func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, error) {
+	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		return q.remoteScenario(ctx, db, strings.Split(brokers, ","))
+	}
 	vn := &kfake.VirtualNetwork{}
 	c, err := kfake.NewCluster(kfake.ListenFn(vn.Listen), kfake.NumBrokers(1), kfake.Ports(9092),
 		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		return nil, fmt.Errorf("starting an in-process kfake cluster: %w", err)
 	}
-	p, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.Dialer(vn.DialContext))
+	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.Dialer(vn.DialContext)}
+	p, err := kgo.NewClient(base...)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	return &scenario{db: db, cluster: c, net: vn, producer: p}, nil
+	return &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}, nil
+}
+
+// remoteScenario makes the scenario's topic (one partition) and names its
+// group on the user's brokers. The handler sees the topic's suffixed
+// name: a column that stores it differs between clean runs and is left
+// out of the comparison as volatile.
+func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []string) (*scenario, error) {
+	// Database names are reused once a scenario is done with one.
+	suffix := fmt.Sprintf("-twice-%s-%d", db, clusterSeq.Add(1))
+	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
+	p, err := kgo.NewClient(base...)
+	if err != nil {
+		return nil, fmt.Errorf("a kgo producer on %s=%s: %w", BrokersEnv, strings.Join(brokers, ","), err)
+	}
+	topic := q.rec.Topic + suffix
+	resp, err := kadm.NewClient(p).CreateTopic(ctx, 1, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		p.Close()
+		return nil, fmt.Errorf("creating topic %q on %s=%s (unset it to use an in-process kfake cluster): %w", topic, BrokersEnv, strings.Join(brokers, ","), err)
+	}
+	return &scenario{db: db, base: base, producer: p, topic: topic, group: q.opts.group + suffix}, nil
 }
 
 func (s *scenario) close() {
@@ -289,13 +331,23 @@ func (s *scenario) close() {
 	for _, c := range all {
 		c.close()
 	}
+	if s.cluster != nil {
+		s.producer.Close()
+		s.cluster.Close()
+		return
+	}
+	// The user's brokers keep nothing of a finished scenario.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(s.producer)
+	_, _ = adm.DeleteGroup(ctx, s.group)
+	_, _ = adm.DeleteTopic(ctx, s.topic)
 	s.producer.Close()
-	s.cluster.Close()
 }
 
-// clientOpts are the options of a client on the scenario's cluster.
+// clientOpts are the options of a client on the scenario's brokers.
 func (s *scenario) clientOpts(more ...kgo.Opt) []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(s.cluster.ListenAddrs()...), kgo.Dialer(s.net.DialContext)}, more...)
+	return append(append([]kgo.Opt(nil), s.base...), more...)
 }
 
 // Schema is zero: the queue's storage is the kfake cluster.
@@ -333,9 +385,9 @@ func (q *kafkaQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
-	r := &kgo.Record{Topic: q.rec.Topic, Key: q.rec.Key, Value: q.rec.Value, Headers: q.rec.Headers, Timestamp: op.Now}
+	r := &kgo.Record{Topic: s.topic, Key: q.rec.Key, Value: q.rec.Value, Headers: q.rec.Headers, Timestamp: op.Now}
 	if err := s.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return queue.Enqueued{}, fmt.Errorf("twicekafka: producing job %d's record to %q: %w", op.Job, q.rec.Topic, err)
+		return queue.Enqueued{}, fmt.Errorf("twicekafka: producing job %d's record to %q: %w", op.Job, s.topic, err)
 	}
 	return queue.Enqueued{JobID: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)}, nil
 }
@@ -344,7 +396,7 @@ func (q *kafkaQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 // scenarios whose databases the harness has dropped.
 func (q *kafkaQueue) start(ctx context.Context, op queue.Op) error {
 	db := op.Conn.Config().Database
-	s, err := q.newScenario(db)
+	s, err := q.newScenario(ctx, db)
 	if err != nil {
 		return fmt.Errorf("twicekafka: job %q: %w", q.name, err)
 	}
@@ -440,35 +492,35 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	adm := kadm.NewClient(s.producer)
 	if op.Kind == queue.DeliveryRedrive {
 		var reset kadm.Offsets
-		reset.AddOffset(q.rec.Topic, partition, offset, -1)
-		resp, err := adm.CommitOffsets(ctx, q.opts.group, reset)
+		reset.AddOffset(s.topic, partition, offset, -1)
+		resp, err := adm.CommitOffsets(ctx, s.group, reset)
 		if err == nil {
 			err = resp.Error()
 		}
 		if err != nil {
-			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", q.opts.group, op.JobID, offset, err)
+			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
 		}
 	}
-	at, err := committedOffset(ctx, adm, q.opts.group, q.rec.Topic, partition)
+	at, err := committedOffset(ctx, adm, s.group, s.topic, partition)
 	if err != nil {
 		return queue.Fetched{}, err
 	}
 	if at > offset {
-		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", q.opts.group, at, q.rec.Topic, partition, offset)}, nil
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
 	}
 	c, err := q.newConsumer(s)
 	if err != nil {
-		return queue.Fetched{}, fmt.Errorf("twicekafka: a kgo consumer in group %q: %w", q.opts.group, err)
+		return queue.Fetched{}, fmt.Errorf("twicekafka: a kgo consumer in group %q: %w", s.group, err)
 	}
 	r, err := pollFor(ctx, c.poll, partition, offset)
 	if err != nil {
 		c.close()
-		return queue.Fetched{}, fmt.Errorf("twicekafka: consumer in group %q polling %s: %w", q.opts.group, op.JobID, err)
+		return queue.Fetched{}, fmt.Errorf("twicekafka: consumer in group %q polling %s: %w", s.group, op.JobID, err)
 	}
 	if c.sess != nil {
 		if err := c.sess.Begin(); err != nil {
 			c.close()
-			return queue.Fetched{}, fmt.Errorf("twicekafka: beginning the transaction of group %q's consumer: %w", q.opts.group, err)
+			return queue.Fetched{}, fmt.Errorf("twicekafka: beginning the transaction of group %q's consumer: %w", s.group, err)
 		}
 	}
 	c.Record = r
@@ -485,7 +537,7 @@ var txnSeq atomic.Int64
 // disabled: a plain client, or for CommitTransactional a
 // GroupTransactSession reading committed records only.
 func (q *kafkaQueue) newConsumer(s *scenario) (*consumer, error) {
-	opts := s.clientOpts(kgo.ConsumerGroup(q.opts.group), kgo.ConsumeTopics(q.rec.Topic),
+	opts := s.clientOpts(kgo.ConsumerGroup(s.group), kgo.ConsumeTopics(s.topic),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond),
 		kgo.AllowAutoTopicCreation())
 	if q.opts.commit != CommitTransactional {
@@ -495,7 +547,7 @@ func (q *kafkaQueue) newConsumer(s *scenario) (*consumer, error) {
 		}
 		return &consumer{Client: cl, poll: func(ctx context.Context) kgo.Fetches { return cl.PollRecords(ctx, 1) }}, nil
 	}
-	sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d", q.opts.group, txnSeq.Add(1))),
+	sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d", s.group, txnSeq.Add(1))),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
 	if err != nil {
 		return nil, err
@@ -610,7 +662,7 @@ func (q *kafkaQueue) handlerCommitted(ctx context.Context, op queue.Op, c *consu
 	if err != nil {
 		return queue.Settled{}, err
 	}
-	at, err := committedOffset(ctx, kadm.NewClient(s.producer), q.opts.group, c.Record.Topic, c.Record.Partition)
+	at, err := committedOffset(ctx, kadm.NewClient(s.producer), s.group, c.Record.Topic, c.Record.Partition)
 	if err != nil {
 		return queue.Settled{}, err
 	}
