@@ -135,7 +135,7 @@ const (
 	// crash-before-ack and lost-ack withhold it.
 	CommitAfterHandler Commit = iota
 	// CommitInHandler leaves the commit to the handler, which calls
-	// CommitRecords (or MarkCommitRecords and CommitMarkedOffsets) on the
+	// CommitRecords (or CommitUncommittedOffsets) on the
 	// client it was built with, wherever production calls it: before its
 	// write, after it. Nothing is committed for it after it returns.
 	CommitInHandler
