@@ -593,12 +593,9 @@ func send(ctx context.Context, d *delivery, a answer) error {
 	var err error
 	switch a.kind {
 	case ackAck, ackDouble:
-		err = d.msg.DoubleAck(ctx)
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-			// The server answers no ack for a message no longer pending
-			// (another delivery's ack came first); nothing changed.
-			err = nil
-		}
+		actx, cancel := context.WithTimeout(ctx, fetchWait)
+		err = d.msg.DoubleAck(actx)
+		cancel()
 	case ackNak:
 		err = d.msg.Nak()
 	case ackNakDelay:
