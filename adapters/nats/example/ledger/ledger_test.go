@@ -130,3 +130,33 @@ func TestCheckedWithBackOffCreditsTwice(t *testing.T) {
 	c.ExpectFinding = "BackOff[0] (10s) becomes the AckWait, shorter than the credit"
 	harness.Check(t, job, c)
 }
+
+// The same check gives the same verdict per schedule every time: the
+// server's timers are the harness clock's, and an ack's fate is decided
+// by what the handler did after it, not by which goroutine ran first.
+func TestVerdictsRepeat(t *testing.T) {
+	repeats := 20
+	if testing.Short() {
+		repeats = 3
+	}
+	c := cfg
+	c.Faults = []faults.Fault{faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep(), faults.VisibilityTimeout()}
+	for _, job := range []harness.Job{
+		twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst),
+		twicenats.Job("credit-checked", spec(ledger.RetryingConsumer), checked),
+	} {
+		var first map[string]result.Verdict
+		for range repeats {
+			res := run(t, job, c)
+			got := map[string]result.Verdict{}
+			for _, s := range res.Scenarios {
+				got[s.Schedule.String()] = s.Verdict
+			}
+			if first == nil {
+				first = got
+				continue
+			}
+			require.Equal(t, first, got, "job %s", job.Name)
+		}
+	}
+}
