@@ -518,7 +518,15 @@ func (q *natsQueue) work(ctx context.Context, hd *harness.Delivery, newHandler f
 	if err != nil {
 		return fmt.Errorf("twicenats: job %q: a pool on the delivery's DSN: %w", q.name, err)
 	}
-	defer pool.Close()
+	defer func() {
+		if pool.Stat().AcquiredConns() > 0 {
+			// The handler kept a connection (a transaction left open):
+			// Close would wait for it; the harness cuts it.
+			go pool.Close()
+			return
+		}
+		pool.Close()
+	}()
 	view := *hd
 	view.DB = pool
 	h := newHandler(&view)

@@ -2,6 +2,7 @@ package twicenats_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -171,4 +172,31 @@ func TestAckPolicyMustBeExplicit(t *testing.T) {
 	_, err := harness.Run(context.Background(), twicenats.Job("hit", spec(jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy}, ""), hit(ack)), with(faults.RunTwice()))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "AckExplicitPolicy")
+}
+
+// A handler that leaves its transaction open does not hang the delivery
+// (its pool is not closed under it): the harness cuts the connection, the
+// write rolls back, and the ack stands.
+func TestTransactionLeftOpen(t *testing.T) {
+	job := twicenats.Job("hit", spec(jetstream.ConsumerConfig{}, ""), func(d *harness.Delivery) jetstream.MessageHandler {
+		return func(msg jetstream.Msg) {
+			tx, err := d.DB.Begin(context.Background())
+			if err != nil {
+				return
+			}
+			_, _ = tx.Exec(context.Background(), `UPDATE hits SET n = n + 1`)
+			_ = msg.Ack()
+		}
+	})
+	res := run(t, job, with(faults.RunTwice()))
+	assert.True(t, res.Idempotent(), "%s", res)
+	var rows []string
+	for _, tb := range res.Reference.Tables {
+		if tb.Name == "hits" {
+			rows = append(rows, fmt.Sprint(tb.Rows))
+		}
+	}
+	assert.Equal(t, []string{"[[0]]"}, rows, "the open transaction rolled back")
+	require.Len(t, res.Scenarios, 1)
+	assert.Contains(t, res.Scenarios[0].Deliveries[1].NotDelivered, "acked by delivery 1")
 }
