@@ -328,13 +328,19 @@ func (q *natsQueue) publish(ctx context.Context, s *scenario, msg *nats.Msg, lat
 		return nil, fmt.Errorf("reading the stream: %w", err)
 	}
 	cfg := info.Config
-	short := cfg
-	short.Duplicates = minDuplicates
-	if _, err := s.js.UpdateStream(ctx, short); err != nil {
-		return nil, fmt.Errorf("shortening the stream's duplicate window: %w", err)
+	shorten := func(window time.Duration) error {
+		short := cfg
+		short.Duplicates = window
+		if _, err := s.js.UpdateStream(ctx, short); err != nil {
+			return fmt.Errorf("shortening the stream's duplicate window: %w", err)
+		}
+		return nil
+	}
+	if err := shorten(minDuplicates); err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(fetchWait)
-	for {
+	for i := 1; ; i++ {
 		ack, err := s.js.PublishMsg(ctx, msg, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("publishing a late copy to %s: %w", q.spec.Subject, err)
@@ -347,6 +353,15 @@ func (q *natsQueue) publish(ctx context.Context, s *scenario, msg *nats.Msg, lat
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("the stream still refused Nats-Msg-Id %q %v after its duplicate window was shortened to %v", q.spec.MsgID, fetchWait, minDuplicates)
+		}
+		if i%4 == 0 {
+			// The server restarts its purge timer on an update before
+			// it takes the new window, so the purge may have run with
+			// the old one and set itself for its end: change the window
+			// again to restart it with the short one.
+			if err := shorten(minDuplicates + time.Duration(i%8/4)*time.Millisecond); err != nil {
+				return nil, err
+			}
 		}
 		select {
 		case <-ctx.Done():

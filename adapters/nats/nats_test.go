@@ -99,7 +99,6 @@ func TestTerm(t *testing.T) {
 // A Nak'd message comes back at once, as the server's second delivery;
 // NakWithDelay waits its delay on the harness clock.
 func TestNakRetries(t *testing.T) {
-	naks := 0
 	job := twicenats.Job("hit", spec(jetstream.ConsumerConfig{}, ""), func(d *harness.Delivery) jetstream.MessageHandler {
 		return func(msg jetstream.Msg) {
 			md, err := msg.Metadata()
@@ -107,7 +106,6 @@ func TestNakRetries(t *testing.T) {
 				return
 			}
 			if md.NumDelivered == 1 {
-				naks++
 				_ = msg.NakWithDelay(time.Minute)
 				return
 			}
