@@ -1,0 +1,162 @@
+package ledger_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	twicenats "github.com/runtwice/twice/adapters/nats"
+	"github.com/runtwice/twice/adapters/nats/example/ledger"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
+)
+
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(ledger.Schema)}}
+
+func spec(consumer jetstream.ConsumerConfig) twicenats.Spec {
+	data, _ := json.Marshal(ledger.Credit{Account: 7, Amount: 50})
+	return twicenats.Spec{Stream: ledger.Stream, Consumer: consumer, Subject: ledger.Subject, Data: data, MsgID: "credit-9812"}
+}
+
+func inbox(d *harness.Delivery) jetstream.MessageHandler    { return ledger.Inbox{DB: d.DB}.Handle }
+func ackFirst(d *harness.Delivery) jetstream.MessageHandler { return ledger.AckFirst{DB: d.DB}.Handle }
+func checked(d *harness.Delivery) jetstream.MessageHandler  { return ledger.Checked{DB: d.DB}.Handle }
+
+func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
+	t.Helper()
+	res, err := harness.Run(context.Background(), job, c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	return res
+}
+
+// verdicts is each fault of the default matrix with whether any of its
+// scenarios was not idempotent.
+func verdicts(res *harness.Result) map[faults.Name]bool {
+	out := map[faults.Name]bool{}
+	for _, s := range res.Scenarios {
+		out[s.Fault] = out[s.Fault] || s.Verdict != result.Idempotent
+	}
+	return out
+}
+
+func failed(res *harness.Result) []faults.Name {
+	var out []faults.Name
+	for name, bad := range verdicts(res) {
+		if bad {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// The inbox consumer passes every fault of the default matrix: the
+// checks a team would write, with no adapter-specific setup.
+func TestInbox(t *testing.T) {
+	harness.Check(t, twicenats.Job("credit-inbox", spec(ledger.Consumer), inbox), cfg)
+}
+
+func TestInboxVerdicts(t *testing.T) {
+	res := run(t, twicenats.Job("credit-inbox", spec(ledger.Consumer), inbox), cfg)
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.Empty(t, failed(res))
+	for _, f := range faults.Default() {
+		if f.Name() == faults.NameEffectLostReply || f.Name() == faults.NameEffectFailed {
+			continue // the consumer makes no effect call
+		}
+		assert.Contains(t, verdicts(res), f.Name(), "a scenario of every default fault ran")
+	}
+}
+
+// The inbox passes under harness.Explore too.
+func TestInboxExplore(t *testing.T) {
+	x := harness.Explore(t, twicenats.Job("credit-inbox", spec(ledger.Consumer), inbox), cfg,
+		harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
+	assert.False(t, x.Failed(), "%+v", x)
+	assert.Positive(t, x.Executed)
+}
+
+// Acking before the write loses the credit when the worker dies at the
+// write: the server never delivers the acked message again. Every other
+// fault passes: the server hands an acked message to no one.
+func TestAckFirstLosesTheCreditOnACrash(t *testing.T) {
+	res := run(t, twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst), cfg)
+	assert.Equal(t, []faults.Name{faults.NameCrashMidJob, faults.NameRedrive}, failed(res), "%s", res)
+	for _, s := range res.Scenarios {
+		if s.Fault != faults.NameCrashMidJob || s.Verdict == result.Idempotent {
+			continue
+		}
+		require.GreaterOrEqual(t, len(s.Deliveries), 2, "%s", s.Schedule)
+		assert.Contains(t, s.Deliveries[1].NotDelivered, "acked by delivery 1", "%s", s.Schedule)
+		require.NotEmpty(t, s.StateDiff, "%s", s.Schedule)
+		assert.Equal(t, "accounts", s.StateDiff[0].Table)
+	}
+	c := cfg
+	c.ExpectFinding = "the ack reaches the server before the credit is written"
+	harness.Check(t, twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst), c)
+}
+
+// The kannon bug: with BackOff set, the server redelivers after
+// BackOff[0] (10s), not the 5 minutes AckWait says, so the check's
+// redelivery comes at +10s while the first credit runs, and both credit.
+// Only the overlap is found: every sequential redelivery finds the
+// inbox row, and the server never hands one message to two consumers
+// before its AckWait.
+func TestCheckedWithBackOffCreditsTwice(t *testing.T) {
+	job := twicenats.Job("credit-checked", spec(ledger.RetryingConsumer), checked)
+	assert.Equal(t, 10*time.Second, job.Queue.Rules().Redeliver, "BackOff[0] overrides AckWait")
+	res := run(t, job, cfg)
+	assert.Equal(t, []faults.Name{faults.NameVisibilityTimeout}, failed(res), "%s", res)
+	found := false
+	for _, s := range res.Scenarios {
+		if s.Fault != faults.NameVisibilityTimeout || s.Verdict == result.Idempotent {
+			continue
+		}
+		found = true
+		require.Len(t, s.Deliveries, 2, "%s", s.Schedule)
+		assert.Equal(t, 2, s.Deliveries[1].Attempt, "the server's NumDelivered")
+		assert.Equal(t, 10*time.Second, s.Schedule.Deliveries[1].Advance, "%s", s.Schedule)
+	}
+	assert.True(t, found)
+	c := cfg
+	c.ExpectFinding = "BackOff[0] (10s) becomes the AckWait, shorter than the credit"
+	harness.Check(t, job, c)
+}
+
+// The same check gives the same verdict per schedule every time: the
+// server's timers are the harness clock's, and an ack's fate is decided
+// by what the handler did after it, not by which goroutine ran first.
+func TestVerdictsRepeat(t *testing.T) {
+	repeats := 20
+	if testing.Short() {
+		repeats = 3
+	}
+	c := cfg
+	c.Faults = []faults.Fault{faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep(), faults.VisibilityTimeout()}
+	for _, job := range []harness.Job{
+		twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst),
+		twicenats.Job("credit-checked", spec(ledger.RetryingConsumer), checked),
+	} {
+		var first map[string]result.Verdict
+		for range repeats {
+			res := run(t, job, c)
+			got := map[string]result.Verdict{}
+			for _, s := range res.Scenarios {
+				got[s.Schedule.String()] = s.Verdict
+			}
+			if first == nil {
+				first = got
+				continue
+			}
+			require.Equal(t, first, got, "job %s", job.Name)
+		}
+	}
+}
