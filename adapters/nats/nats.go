@@ -406,11 +406,17 @@ func (q *natsQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, erro
 	if last := m.last; last != nil {
 		due := q.dueAt(m, last)
 		if op.Now.Before(due) {
-			why := fmt.Sprintf("delivery %d holds stream sequence %d until its AckWait passes at +%v", last.n, seq, due.Sub(last.from))
 			if m.naked {
-				why = fmt.Sprintf("stream sequence %d was Nak'd with a delay; the server delivers it again in %v", seq, due.Sub(op.Now))
+				// Due again later, as a scheduled job is: the harness
+				// moves its clock there.
+				why := fmt.Sprintf("stream sequence %d was Nak'd with a delay; the server delivers it again in %v", seq, due.Sub(op.Now))
+				return queue.Fetched{Reason: why, DueAt: due}, nil
 			}
-			return queue.Fetched{Reason: why, DueAt: due}, nil
+			// Held by a delivery: not a scheduled job, so no DueAt, or
+			// the harness would move its clock to the AckWait and turn a
+			// concurrent delivery into a redelivery.
+			why := fmt.Sprintf("delivery %d holds stream sequence %d until its AckWait passes at +%v", last.n, seq, due.Sub(last.from))
+			return queue.Fetched{Reason: why}, nil
 		}
 		if q.timing.maxDeliver > 0 && last.n >= q.timing.maxDeliver {
 			m.done = fmt.Sprintf("stream sequence %d reached MaxDeliver (%d deliveries): the server delivers it no more", seq, q.timing.maxDeliver)
