@@ -595,6 +595,12 @@ func (q *riverQueue[T]) Ack(ctx context.Context, op queue.Op) (queue.Settled, er
 	return q.setState(ctx, op, riverdriver.JobSetStateCompleted(row.ID, op.Now, nil), false)
 }
 
+// schedulerInterval is River's JobSchedulerIntervalDefault: River's
+// executor makes a job due within it available at once rather than
+// retryable or scheduled (internal/jobexecutor/job_executor.go), as the
+// scheduler would make it available before its next run anyway.
+const schedulerInterval = 5 * time.Second
+
 // Nack is River's executor after Work returned err: a snooze, a
 // cancellation, a discard after the last attempt, or a retry at the
 // worker's NextRetry or after the default retry policy's delay
@@ -611,7 +617,11 @@ func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queu
 		if err != nil {
 			return queue.Settled{}, err
 		}
-		return q.setState(ctx, op, riverdriver.JobSetStateSnoozed(row.ID, op.Now.Add(snooze.Duration), row.Attempt-1, meta), true)
+		at := op.Now.Add(snooze.Duration)
+		if snooze.Duration <= schedulerInterval {
+			return q.setState(ctx, op, riverdriver.JobSetStateSnoozedAvailable(row.ID, at, row.Attempt-1, meta), true)
+		}
+		return q.setState(ctx, op, riverdriver.JobSetStateSnoozed(row.ID, at, row.Attempt-1, meta), true)
 	}
 	errData, err := json.Marshal(rivertype.AttemptError{At: op.Now, Attempt: row.Attempt, Error: werr.Error()})
 	if err != nil {
@@ -624,7 +634,11 @@ func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queu
 	case row.Attempt >= row.MaxAttempts:
 		return q.setState(ctx, op, riverdriver.JobSetStateDiscarded(row.ID, op.Now, errData, nil), false)
 	}
-	return q.setState(ctx, op, riverdriver.JobSetStateErrorRetryable(row.ID, q.nextRetry(row, op.Now), errData, nil), false)
+	at := q.nextRetry(row, op.Now)
+	if at.Sub(op.Now) <= schedulerInterval {
+		return q.setState(ctx, op, riverdriver.JobSetStateErrorAvailable(row.ID, at, errData, nil), false)
+	}
+	return q.setState(ctx, op, riverdriver.JobSetStateErrorRetryable(row.ID, at, errData, nil), false)
 }
 
 func rowOf(op queue.Op) (*rivertype.JobRow, error) {
