@@ -302,6 +302,13 @@ func (c clock) NowOrNil() *time.Time {
 	return &t
 }
 
+// NowUTC is the harness clock's time, for River before v0.24, whose
+// TimeGenerator is named so.
+func (c clock) NowUTC() time.Time { return c().UTC() }
+
+// NowUTCOrNil is NowOrNil, for River before v0.24.
+func (c clock) NowUTCOrNil() *time.Time { return c.NowOrNil() }
+
 // client is a River client that never works jobs (it has no queues);
 // with a nil pool it only runs in the transactions it is given. With
 // workers, its inserts check the job's kind against them.
@@ -543,10 +550,18 @@ func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now tim
 		case row.Attempt >= max(row.MaxAttempts, 0):
 			state, finalized, scheduled = rivertype.JobStateDiscarded, at, row.ScheduledAt
 		}
-		_, err = exec.JobRescueMany(ctx, &riverdriver.JobRescueManyParams{
+		params := &riverdriver.JobRescueManyParams{
 			ID: []int64{id}, Error: [][]byte{errData}, FinalizedAt: []*time.Time{&finalized},
-			ScheduledAt: []time.Time{scheduled}, State: []string{string(state)}, StuckHorizon: horizon,
-		})
+			ScheduledAt: []time.Time{scheduled}, State: []string{string(state)},
+		}
+		// Newer River (v0.51.2 does) rescues only jobs still stuck at the horizon
+		// (a guard against a job that finished meanwhile); before, the
+		// field does not exist. Set it where it does, so the adapter
+		// works on every River version it supports.
+		if f := reflect.ValueOf(params).Elem().FieldByName("StuckHorizon"); f.IsValid() && f.Type() == reflect.TypeFor[time.Time]() {
+			f.Set(reflect.ValueOf(horizon))
+		}
+		_, err = exec.JobRescueMany(ctx, params)
 		return err
 	}
 	return nil
