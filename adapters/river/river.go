@@ -22,18 +22,22 @@
 // What each fault means for River:
 //
 //   - crash-before-ack: Work returned, River's completer never ran; the
-//     job stays running until the rescuer hands it out again
-//     (RescueStuckJobsAfter, 1h). A worker that completes the job with
+//     job stays running until River's rescuer makes it retryable: once
+//     the attempt started both RescueStuckJobsAfter (1h) and its timeout
+//     ago (the worker's Timeout, else the client's JobTimeout, 1 min),
+//     due a second later (River's first retry). A job whose timeout is
+//     negative is never rescued: it stays running for ever, and the check
+//     reports it did not complete. A worker that completes the job with
 //     JobCompleteTx in its own transaction is not handed out again.
 //   - lost-ack: the same, with the worker alive.
 //   - crash-mid-job, ambiguous-commit: the worker dies, or its commit's
 //     reply is lost and Work returns the error; the job is retried
 //     (retryable) or rescued, as River would.
 //   - visibility-timeout: the rescuer hands out a job whose attempt still
-//     runs. River first cancels that attempt's context at its timeout
-//     (JobTimeout, 1 min by default): a worker that honours its context
-//     stops there; only one with no timeout, or one that ignores it,
-//     overlaps a second attempt.
+//     runs. River cancels that attempt's context at its timeout, before
+//     the rescue: a worker that honours its context stops there; only one
+//     that ignores it overlaps a second attempt. With no timeout there is
+//     no rescue and no second attempt.
 //   - concurrent-delivery: River never hands out a running job before its
 //     rescue, so the second delivery is "not delivered".
 //   - producer-retry: the job is inserted twice; with UniqueOpts the copy
@@ -47,14 +51,17 @@
 package twiceriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"reflect"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -73,11 +80,13 @@ import (
 // River's defaults, which the check models unless an Option says
 // otherwise.
 const (
-	// DefaultRescueAfter is River's RescueStuckJobsAfter: a running job
-	// is handed out again this long after its attempt started.
+	// DefaultRescueAfter is River's RescueStuckJobsAfter: the rescuer
+	// looks at a running job this long after its attempt started (or
+	// JobTimeout plus an hour, when the client's JobTimeout is longer).
 	DefaultRescueAfter = time.Hour
 	// DefaultTimeout is River's JobTimeout: a worker's context is
-	// cancelled this long after its attempt started.
+	// cancelled this long after its attempt started, unless the worker's
+	// own Timeout says otherwise.
 	DefaultTimeout = time.Minute
 )
 
@@ -87,39 +96,55 @@ type Option func(*options)
 type options struct {
 	insert      *river.InsertOpts
 	rescueAfter time.Duration
-	timeout     time.Duration
+	jobTimeout  time.Duration
 	workers     *river.Workers
+	argsFor     any // func(int, time.Time) T, from ArgsPerEnqueue
 }
 
 // InsertOpts are the options the producer inserts the job with: its
-// queue, priority, max attempts, and UniqueOpts, under which a producer's
-// copy is refused as a duplicate.
+// queue, priority, max attempts, ScheduledAt, and UniqueOpts, under which
+// a producer's copy is refused as a duplicate.
 func InsertOpts(opts *river.InsertOpts) Option {
 	return func(o *options) { o.insert = opts }
 }
 
 // RescueAfter is the client's RescueStuckJobsAfter: how long after an
-// attempt started River hands a job that is still running out again.
+// attempt started River's rescuer looks at a job that is still running.
+// It rescues the job only once the attempt's timeout has passed as well
+// (the worker's Timeout, or the client's JobTimeout), and never when that
+// timeout is negative.
 func RescueAfter(d time.Duration) Option {
 	return func(o *options) { o.rescueAfter = d }
 }
 
-// Timeout is how long River lets an attempt run before it cancels the
-// worker's context: the client's JobTimeout, or the worker's own Timeout
-// when it has one; -1 for none. The check refuses a worker whose Timeout
-// says otherwise, since the faults depend on it.
-func Timeout(d time.Duration) Option {
-	return func(o *options) { o.timeout = d }
+// JobTimeout is the client's JobTimeout: how long River lets an attempt
+// of a worker whose Timeout is 0 run before it cancels the worker's
+// context; -1 for never. Zero is River's default, one minute. A worker's
+// own Timeout, read from the worker as River reads it, takes precedence.
+func JobTimeout(d time.Duration) Option {
+	return func(o *options) { o.jobTimeout = d }
 }
 
 // Workers is the workers bundle of the production client that works the
-// job. The delivery's client then checks the kinds of the jobs the worker
-// inserts as River does: a child job (InsertTx) of a kind no worker in the
-// bundle serves fails with river.UnknownJobKindError, as in production,
-// instead of passing the check. Without it the delivery's client is an
-// insert-only client, which checks no kinds.
+// job. The job's own insert and the delivery's client then check kinds as
+// River does: a job, or a child job the worker inserts (InsertTx), of a
+// kind no worker in the bundle serves fails with river's "job kind is not
+// registered" error, as in production, instead of passing the check.
+// Without it the clients are insert-only, which check no kinds.
 func Workers(w *river.Workers) Option {
 	return func(o *options) { o.workers = w }
+}
+
+// ArgsPerEnqueue builds the args for each insert of the job, as a producer
+// that retries builds them again: copy is 1 for the original and 2 and up
+// for the producer's copies (faults.ProducerRetry), now is the harness
+// clock at the insert. A producer that stamps its args (a RequestedAt)
+// gives each copy other args, so River's UniqueOpts{ByArgs: true} no
+// longer matches the original: the check then finds the copy runs again.
+// T must be the job's args type; Job's args are used for nothing else
+// than the worker's Timeout then.
+func ArgsPerEnqueue[T river.JobArgs](f func(copy int, now time.Time) T) Option {
+	return func(o *options) { o.argsFor = f }
 }
 
 // schema is River's: its migrations, up, one transaction per version, as
@@ -150,15 +175,25 @@ var quiet = slog.New(slog.DiscardHandler)
 // and newWorker builds the worker for each delivery from the delivery's
 // connections (d.DB, d.DSN, d.SQL) and clock (d.Now), as the worker's
 // process would at start-up. The worker's Work runs with a river.Client
-// on the delivery's pool in its context; its timeout is checked against
-// Timeout. The job carries River's schema, migrated before the config's
-// own setup.
+// on the delivery's pool in its context. The job carries River's schema,
+// migrated before the config's own setup.
+//
+// River's rescuer and executor read the worker's Timeout (and NextRetry),
+// so the check reads them too: newWorker is called once more, outside any
+// delivery, for the worker River's rescuer would ask (its Delivery has no
+// connections and no clock; keep them, do not use them, in newWorker).
+// An attempt's context is cancelled at that timeout, and a running job is
+// rescued only once both RescueAfter and the timeout have passed, never
+// when the timeout is negative: a worker with no timeout that dies
+// mid-attempt leaves its job running for ever, which the check reports as
+// a job that did not complete.
 func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Delivery) river.Worker[T], opts ...Option) harness.Job {
-	o := options{rescueAfter: DefaultRescueAfter, timeout: DefaultTimeout}
+	o := options{}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	q := &riverQueue[T]{name: name, args: args, opts: o}
+	q.err = q.resolve(newWorker)
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
@@ -171,6 +206,88 @@ type riverQueue[T river.JobArgs] struct {
 	name string
 	args T
 	opts options
+
+	argsFor func(int, time.Time) T
+	// rescuer is the worker River's rescuer and executor ask for its
+	// Timeout and NextRetry; timeout is the attempt's timeout as River
+	// resolves it (the worker's, else the client's JobTimeout), negative
+	// for none; rescueAfter is the client's RescueStuckJobsAfter.
+	rescuer     river.Worker[T]
+	timeout     time.Duration
+	rescueAfter time.Duration
+	// err is what is wrong with the job's options or worker, returned
+	// by its first Enqueue.
+	err error
+}
+
+// resolve reads the client's timing as River's NewClient resolves it and
+// the worker's Timeout as River's rescuer reads it.
+func (q *riverQueue[T]) resolve(newWorker func(*harness.Delivery) river.Worker[T]) error {
+	o := q.opts
+	if o.argsFor != nil {
+		f, ok := o.argsFor.(func(int, time.Time) T)
+		if !ok {
+			var zero T
+			return fmt.Errorf("twiceriver: job %q: ArgsPerEnqueue builds %s, but the job's args are %T; pass twiceriver.ArgsPerEnqueue[%T]", q.name, funcResult(o.argsFor), zero, zero)
+		}
+		q.argsFor = f
+	}
+	// River's own validation of its timing options.
+	if _, err := river.NewClient(riverpgxv5.New(nil), &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
+		return fmt.Errorf("twiceriver: job %q: River refuses JobTimeout %v with RescueAfter %v: %w", q.name, o.jobTimeout, o.rescueAfter, err)
+	}
+	jobTimeout := cmp.Or(o.jobTimeout, DefaultTimeout)
+	q.rescueAfter = o.rescueAfter
+	if q.rescueAfter == 0 {
+		q.rescueAfter = DefaultRescueAfter
+		if jobTimeout > DefaultRescueAfter {
+			q.rescueAfter = jobTimeout + DefaultRescueAfter
+		}
+	}
+	w, err := probe(newWorker)
+	if err != nil {
+		return fmt.Errorf("twiceriver: job %q: %w", q.name, err)
+	}
+	q.rescuer = w
+	q.timeout = cmp.Or(w.Timeout(q.probeJob()), jobTimeout)
+	return nil
+}
+
+func funcResult(f any) string {
+	t := reflect.TypeOf(f)
+	if t == nil || t.Kind() != reflect.Func || t.NumOut() != 1 {
+		return fmt.Sprintf("%T", f)
+	}
+	return t.Out(0).String()
+}
+
+// probe builds the worker River's rescuer would ask, outside any delivery.
+func probe[T river.JobArgs](newWorker func(*harness.Delivery) river.Worker[T]) (w river.Worker[T], err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("newWorker panicked when twiceriver built the worker, outside any delivery, to read its Timeout as River's rescuer does: %v; build the worker from the delivery's fields without calling them (keep d.DB, d.Now as they are) so it can be built before a delivery", p)
+		}
+	}()
+	w = newWorker(&harness.Delivery{Kind: queue.DeliveryFirst})
+	if w == nil {
+		return nil, errors.New("newWorker returned a nil worker")
+	}
+	return w, nil
+}
+
+// probeJob is the job as the producer inserts it, before any attempt.
+func (q *riverQueue[T]) probeJob() *river.Job[T] {
+	encoded, _ := json.Marshal(q.args)
+	return &river.Job[T]{JobRow: &rivertype.JobRow{Kind: q.args.Kind(), EncodedArgs: encoded, State: rivertype.JobStateAvailable}, Args: q.args}
+}
+
+// jobOf rebuilds River's Job from a row the queue handed out.
+func (q *riverQueue[T]) jobOf(row *rivertype.JobRow) (*river.Job[T], error) {
+	var args T
+	if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
+		return nil, fmt.Errorf("twiceriver: job %q, River job %d (attempt %d): its args %s do not decode into %T: %w", q.name, row.ID, row.Attempt, row.EncodedArgs, args, err)
+	}
+	return &river.Job[T]{JobRow: row, Args: args}, nil
 }
 
 // clock is River's time: the harness clock.
@@ -184,6 +301,13 @@ func (c clock) NowOrNil() *time.Time {
 	t := c().UTC()
 	return &t
 }
+
+// NowUTC is the harness clock's time, for River before v0.24, whose
+// TimeGenerator is named so.
+func (c clock) NowUTC() time.Time { return c().UTC() }
+
+// NowUTCOrNil is NowOrNil, for River before v0.24.
+func (c clock) NowUTCOrNil() *time.Time { return c.NowOrNil() }
 
 // client is a River client that never works jobs (it has no queues);
 // with a nil pool it only runs in the transactions it is given. With
@@ -199,17 +323,17 @@ func (q *riverQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorker
 	if !ok || row == nil {
 		return fmt.Errorf("twiceriver: job %q delivery of job %s: the delivery carries no River job row (%T); run it through twiceriver.Job", q.name, d.JobID, d.Queued)
 	}
-	var args T
-	if err := json.Unmarshal(row.EncodedArgs, &args); err != nil {
-		return fmt.Errorf("twiceriver: job %q, River job %d (attempt %d): its args %s do not decode into %T: %w", q.name, row.ID, row.Attempt, row.EncodedArgs, args, err)
+	job, err := q.jobOf(row)
+	if err != nil {
+		return err
 	}
 	w := newWorker(d)
 	if w == nil {
 		return fmt.Errorf("twiceriver: job %q, River job %d (attempt %d): newWorker returned a nil worker", q.name, row.ID, row.Attempt)
 	}
-	job := &river.Job[T]{JobRow: row, Args: args}
-	if got := w.Timeout(job); got != 0 && got != q.opts.timeout {
-		return fmt.Errorf("twiceriver: job %q: worker %T's Timeout is %v, but the check models River cancelling an attempt after %v; pass twiceriver.Timeout(%v) so the faults are the ones River can make", q.name, w, got, q.opts.timeout, got)
+	if got := cmp.Or(w.Timeout(job), cmp.Or(q.opts.jobTimeout, DefaultTimeout)); got != q.timeout {
+		return fmt.Errorf("twiceriver: job %q, River job %d (attempt %d): worker %T's timeout is %v on this delivery but was %v for the worker built before any delivery, which River's rescuer asks; the check times River's cancellation and rescue by one timeout, so make Timeout depend on neither the delivery nor the attempt",
+			q.name, row.ID, row.Attempt, w, got, q.timeout)
 	}
 	c, err := client(riverpgxv5.New(d.DB), d.Now, q.opts.workers)
 	if err != nil {
@@ -219,8 +343,8 @@ func (q *riverQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorker
 	err = work(rivertest.WorkContext(ctx, c), w, job, which)
 	if errors.Is(err, rivertype.ErrNotFound) {
 		// The job is running in the scenario's database, where Fetch
-		// just locked it: a JobCompleteTx that finds no such job ran in
-		// a transaction on another database.
+		// just locked it: a JobCompleteTx that finds no job ran in a
+		// transaction on another database.
 		return fmt.Errorf("%s: Work returned %w; but job %d is running in the scenario's database, so the JobCompleteTx that found no job ran in a transaction on another database: the worker writes through a pool of its own (a global pool, a DSN from the environment), not the delivery's; build the worker from d.DB, d.DSN or d.SQL() in newWorker",
 			which, err, row.ID)
 	}
@@ -241,15 +365,21 @@ func work[T river.JobArgs](ctx context.Context, w river.Worker[T], job *river.Jo
 // Schema is River's, migrated up.
 func (q *riverQueue[T]) Schema() queue.Schema { return schema }
 
-// Rules are River's rescuer and job timeout, and its tables.
+// firstRetry is River's retry delay for a job with no errors yet: a job
+// the rescuer makes retryable is due this long after the rescue (River's
+// 10% jitter left out, so runs compare).
+const firstRetry = time.Second
+
+// Rules are River's rescuer and job timeout, its unique states, and its
+// tables. The harness asks for a job again once River's rescuer could
+// have rescued it (RescueAfter and the attempt's timeout both passed) and
+// its first retry is due; the attempt's context is cancelled at its
+// timeout. With no timeout, River never rescues the job; the harness
+// asks after RescueAfter and is refused.
 func (q *riverQueue[T]) Rules() queue.Rules {
-	cancel := q.opts.timeout
-	if cancel < 0 {
-		cancel = 0
-	}
-	return queue.Rules{
-		Redeliver:   q.opts.rescueAfter,
-		CancelAfter: cancel,
+	r := queue.Rules{
+		Redeliver:   q.rescueAfter,
+		Dedup:       q.dedup(),
 		Tables:      []string{"river_migration", "river_leader", "river_queue", "river_client", "river_client_queue"},
 		JobTable:    "river_job",
 		JobIDColumn: "id",
@@ -257,6 +387,27 @@ func (q *riverQueue[T]) Rules() queue.Rules {
 		// only once the rescuer would (Redeliver).
 		OneDeliveryAtATime: true,
 	}
+	if q.timeout > 0 {
+		r.CancelAfter = q.timeout
+		r.Redeliver = max(q.rescueAfter, q.timeout) + firstRetry
+	}
+	return r
+}
+
+// dedup is how long River refuses a producer's copy: UniqueOpts.ByPeriod,
+// or, without a period, while the original is in River's unique states.
+func (q *riverQueue[T]) dedup() time.Duration {
+	if q.opts.insert == nil {
+		return 0
+	}
+	u := q.opts.insert.UniqueOpts
+	switch {
+	case u.ByPeriod > 0:
+		return u.ByPeriod
+	case u.ByArgs || u.ByQueue || len(u.ByState) > 0:
+		return -1
+	}
+	return 0
 }
 
 // inTx runs f in a transaction on the harness's connection.
@@ -274,16 +425,27 @@ func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, erro
 	return out, tx.Commit(ctx)
 }
 
-// Enqueue inserts the job with River's InsertTx, as the producer does.
+// Enqueue inserts the job with River's InsertTx, as the producer does,
+// with the args ArgsPerEnqueue builds for this copy if it is given.
 func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
+	if q.err != nil {
+		return queue.Enqueued{}, q.err
+	}
+	args := q.args
+	if q.argsFor != nil {
+		args = q.argsFor(op.Job, op.Now)
+	}
+	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, q.opts.workers)
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
 	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Enqueued, error) {
-		res, err := c.InsertTx(ctx, tx, q.args, q.opts.insert)
+		res, err := c.InsertTx(ctx, tx, args, q.opts.insert)
 		if err != nil {
-			return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w", q.args.Kind(), q.args, err)
+			if q.opts.workers != nil && strings.Contains(err.Error(), "not registered") {
+				return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w; the production client's workers bundle (twiceriver.Workers) has no worker for the job's own kind %q, so River refuses the insert in production too: add the worker with river.AddWorker", args.Kind(), args, err, args.Kind())
+			}
+			return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w", args.Kind(), args, err)
 		}
 		if res.UniqueSkippedAsDuplicate {
 			return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10), Duplicate: true,
@@ -294,10 +456,10 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 }
 
 // Fetch hands the job out as River's producer and maintenance services
-// would at op.Now: a redrive is River's JobRetry; a running job whose
-// attempt started RescueAfter ago is rescued first; then the job is
-// locked for a new attempt if it is available, retryable or scheduled and
-// due.
+// would at op.Now: a redrive is River's JobRetry; a running job is
+// rescued first, as River's rescuer decides; then the job is locked for a
+// new attempt if it is available, retryable or scheduled and due. A job
+// not yet due is answered with its DueAt.
 func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	id, err := strconv.ParseInt(op.JobID, 10, 64)
 	if err != nil {
@@ -308,19 +470,8 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 		return queue.Fetched{}, err
 	}
 	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Fetched, error) {
-		rescue, err := json.Marshal(rivertype.AttemptError{At: op.Now, Error: "Stuck job rescued by Rescuer"})
-		if err != nil {
-			return queue.Fetched{}, err
-		}
-		if _, err := tx.Exec(ctx, `
-			UPDATE river_job SET
-				state = CASE WHEN attempt >= max_attempts THEN 'discarded'::river_job_state ELSE 'retryable'::river_job_state END,
-				finalized_at = CASE WHEN attempt >= max_attempts THEN $2::timestamptz END,
-				errors = array_append(errors, $3::jsonb),
-				scheduled_at = $2::timestamptz
-			WHERE id = $1 AND state = 'running' AND attempted_at <= $2::timestamptz - $4::interval`,
-			id, op.Now, rescue, q.opts.rescueAfter); err != nil {
-			return queue.Fetched{}, fmt.Errorf("rescuing job %d: %w", id, err)
+		if err := q.rescue(ctx, tx, id, op.Now); err != nil {
+			return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
 		}
 		if op.Kind == queue.DeliveryRedrive {
 			// A person redrives a job that failed or is stuck; one River
@@ -354,21 +505,100 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 		if tag.RowsAffected() == 1 {
 			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
 		}
-		return notFetched(row, op.Now, q.opts.rescueAfter), nil
+		return q.notFetched(row, op.Now), nil
 	})
 }
 
+// rescue is River's JobRescuer (internal/maintenance/job_rescuer.go) on
+// one job, through River's driver: JobGetStuck finds it running since
+// before now-RescueAfter; a job whose cancellation was attempted is
+// cancelled; one whose attempt's timeout is negative, or has not passed,
+// is left running; otherwise it is retryable at the worker's NextRetry or
+// River's retry delay, or discarded after its last attempt. The rescue is
+// dated where River's rescuer could first make it.
+func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
+	exec := riverpgxv5.New(nil).UnwrapExecutor(tx)
+	horizon := now.Add(-q.rescueAfter)
+	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon})
+	if err != nil {
+		return err
+	}
+	for _, row := range stuck {
+		if row.ID != id || row.AttemptedAt == nil {
+			continue
+		}
+		var meta struct {
+			CancelAttemptedAt time.Time `json:"cancel_attempted_at"`
+		}
+		if len(row.Metadata) > 0 {
+			if err := json.Unmarshal(row.Metadata, &meta); err != nil {
+				return fmt.Errorf("reading the job's metadata %s: %w", row.Metadata, err)
+			}
+		}
+		at := row.AttemptedAt.Add(max(q.rescueAfter, q.timeout))
+		if meta.CancelAttemptedAt.IsZero() && (q.timeout < 0 || now.Sub(*row.AttemptedAt) < q.timeout) {
+			return nil // River: jobRetryDecisionIgnore.
+		}
+		errData, err := json.Marshal(rivertype.AttemptError{At: at, Attempt: max(row.Attempt, 0), Error: "Stuck job rescued by JobRescuer"})
+		if err != nil {
+			return err
+		}
+		state, finalized, scheduled := rivertype.JobStateRetryable, time.Time{}, q.nextRetry(row, at)
+		switch {
+		case !meta.CancelAttemptedAt.IsZero():
+			state, finalized, scheduled = rivertype.JobStateCancelled, at, row.ScheduledAt
+		case row.Attempt >= max(row.MaxAttempts, 0):
+			state, finalized, scheduled = rivertype.JobStateDiscarded, at, row.ScheduledAt
+		}
+		params := &riverdriver.JobRescueManyParams{
+			ID: []int64{id}, Error: [][]byte{errData}, FinalizedAt: []*time.Time{&finalized},
+			ScheduledAt: []time.Time{scheduled}, State: []string{string(state)},
+		}
+		// Newer River (v0.51.2 does) rescues only jobs still stuck at the horizon
+		// (a guard against a job that finished meanwhile); before, the
+		// field does not exist. Set it where it does, so the adapter
+		// works on every River version it supports.
+		if f := reflect.ValueOf(params).Elem().FieldByName("StuckHorizon"); f.IsValid() && f.Type() == reflect.TypeFor[time.Time]() {
+			f.Set(reflect.ValueOf(horizon))
+		}
+		_, err = exec.JobRescueMany(ctx, params)
+		return err
+	}
+	return nil
+}
+
+// nextRetry is when River retries row after a failure at now: the
+// worker's NextRetry, else River's default retry policy, (errors+1)⁴
+// seconds (its 10% jitter left out, so runs compare).
+func (q *riverQueue[T]) nextRetry(row *rivertype.JobRow, now time.Time) time.Time {
+	if q.rescuer != nil {
+		if job, err := q.jobOf(row); err == nil {
+			if t := q.rescuer.NextRetry(job); !t.IsZero() {
+				return t
+			}
+		}
+	}
+	return now.Add(time.Duration(math.Pow(float64(len(row.Errors)+1), 4)) * time.Second)
+}
+
 // notFetched says why River would not hand row out at now.
-func notFetched(row *rivertype.JobRow, now time.Time, rescue time.Duration) queue.Fetched {
+func (q *riverQueue[T]) notFetched(row *rivertype.JobRow, now time.Time) queue.Fetched {
 	switch row.State {
 	case rivertype.JobStateCompleted, rivertype.JobStateCancelled:
 		return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is %s", row.ID, row.State)}
 	case rivertype.JobStateRunning:
-		return queue.Fetched{Reason: fmt.Sprintf("River job %d is running (attempt %d); its rescuer hands it out again only %v after the attempt started", row.ID, row.Attempt, rescue)}
+		if q.timeout < 0 {
+			return queue.Fetched{Reason: fmt.Sprintf("River job %d is running (attempt %d); its worker has no timeout, so River's rescuer never hands it out again", row.ID, row.Attempt)}
+		}
+		return queue.Fetched{Reason: fmt.Sprintf("River job %d is running (attempt %d); its rescuer hands it out again only %v after the attempt started", row.ID, row.Attempt, max(q.rescueAfter, q.timeout))}
 	case rivertype.JobStateDiscarded:
 		return queue.Fetched{Reason: fmt.Sprintf("River job %d is discarded after %d attempts", row.ID, row.Attempt)}
 	}
-	return queue.Fetched{Reason: fmt.Sprintf("River job %d is %s until %s", row.ID, row.State, row.ScheduledAt.Sub(now))}
+	f := queue.Fetched{Reason: fmt.Sprintf("River job %d is %s until %s", row.ID, row.State, row.ScheduledAt.Sub(now))}
+	if row.ScheduledAt.After(now) {
+		f.DueAt = row.ScheduledAt
+	}
+	return f
 }
 
 // Ack is River's completer after Work returned nil.
@@ -380,10 +610,17 @@ func (q *riverQueue[T]) Ack(ctx context.Context, op queue.Op) (queue.Settled, er
 	return q.setState(ctx, op, riverdriver.JobSetStateCompleted(row.ID, op.Now, nil), false)
 }
 
+// schedulerInterval is River's JobSchedulerIntervalDefault: River's
+// executor makes a job due within it available at once rather than
+// retryable or scheduled (internal/jobexecutor/job_executor.go), as the
+// scheduler would make it available before its next run anyway.
+const schedulerInterval = 5 * time.Second
+
 // Nack is River's executor after Work returned err: a snooze, a
-// cancellation, a discard after the last attempt, or a retry after the
-// default retry policy's delay (attempt⁴ seconds; River adds up to 10%
-// jitter, which the check leaves out so runs compare).
+// cancellation, a discard after the last attempt, or a retry at the
+// worker's NextRetry or after the default retry policy's delay
+// ((errors+1)⁴ seconds; River adds up to 10% jitter, which the check
+// leaves out so runs compare).
 func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queue.Settled, error) {
 	row, err := rowOf(op)
 	if err != nil {
@@ -395,7 +632,11 @@ func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queu
 		if err != nil {
 			return queue.Settled{}, err
 		}
-		return q.setState(ctx, op, riverdriver.JobSetStateSnoozed(row.ID, op.Now.Add(snooze.Duration), row.Attempt-1, meta), true)
+		at := op.Now.Add(snooze.Duration)
+		if snooze.Duration <= schedulerInterval {
+			return q.setState(ctx, op, riverdriver.JobSetStateSnoozedAvailable(row.ID, at, row.Attempt-1, meta), true)
+		}
+		return q.setState(ctx, op, riverdriver.JobSetStateSnoozed(row.ID, at, row.Attempt-1, meta), true)
 	}
 	errData, err := json.Marshal(rivertype.AttemptError{At: op.Now, Attempt: row.Attempt, Error: werr.Error()})
 	if err != nil {
@@ -408,8 +649,11 @@ func (q *riverQueue[T]) Nack(ctx context.Context, op queue.Op, werr error) (queu
 	case row.Attempt >= row.MaxAttempts:
 		return q.setState(ctx, op, riverdriver.JobSetStateDiscarded(row.ID, op.Now, errData, nil), false)
 	}
-	delay := time.Duration(math.Pow(float64(row.Attempt), 4)) * time.Second
-	return q.setState(ctx, op, riverdriver.JobSetStateErrorRetryable(row.ID, op.Now.Add(delay), errData, nil), false)
+	at := q.nextRetry(row, op.Now)
+	if at.Sub(op.Now) <= schedulerInterval {
+		return q.setState(ctx, op, riverdriver.JobSetStateErrorAvailable(row.ID, at, errData, nil), false)
+	}
+	return q.setState(ctx, op, riverdriver.JobSetStateErrorRetryable(row.ID, at, errData, nil), false)
 }
 
 func rowOf(op queue.Op) (*rivertype.JobRow, error) {
@@ -460,7 +704,7 @@ func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdrive
 			after := max(row.ScheduledAt.Sub(op.Now), 0)
 			return queue.Settled{Outcome: queue.Snoozed, After: after, Detail: fmt.Sprintf("for %v", after)}, nil
 		}
-		return settled(row, op.Now, q.opts.rescueAfter), nil
+		return settled(row, op.Now, q.Rules().Redeliver), nil
 	})
 }
 

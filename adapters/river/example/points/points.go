@@ -38,17 +38,23 @@ type RewardArgs struct {
 func (RewardArgs) Kind() string { return "reward_order" }
 
 // RewardWorker adds the order's points and completes the job in the same
-// transaction, so a crash or a lost reply never awards twice. With
-// NoTimeout it runs as long as it needs (Timeout -1): River then never
-// cancels it, and when an attempt outlives the rescuer's hour a second
-// attempt overlaps it. JobCompleteTx does not check the attempt, so both
-// commit their points unless the worker rolls back an attempt that is no
-// longer the job's current one (GuardCurrent).
+// transaction, so a crash or a lost reply never awards twice. River
+// cancels an attempt's context at its timeout (AttemptTimeout, else the
+// client's JobTimeout) and rescues a job still running once that timeout
+// and the rescuer's hour have passed. With Detached the worker runs its
+// transaction on a context River cannot cancel, so a rescued job's second
+// attempt overlaps the first. JobCompleteTx does not check the attempt,
+// so both commit their points unless the worker rolls back an attempt that
+// is no longer the job's current one (GuardCurrent).
 type RewardWorker struct {
 	river.WorkerDefaults[RewardArgs]
-	Pool      *pgxpool.Pool
-	Guard     Guard
-	NoTimeout bool
+	Pool  *pgxpool.Pool
+	Guard Guard
+	// AttemptTimeout is the worker's Timeout: 0 for the client's
+	// JobTimeout, -1 for none (River then never rescues the job).
+	AttemptTimeout time.Duration
+	// Detached runs the award on context.WithoutCancel(ctx).
+	Detached bool
 }
 
 // Guard is how RewardWorker makes sure only the job's current attempt
@@ -74,16 +80,14 @@ const (
 	GuardCurrent
 )
 
-// Timeout is -1 (none) with NoTimeout, else River's default.
-func (w *RewardWorker) Timeout(*river.Job[RewardArgs]) time.Duration {
-	if w.NoTimeout {
-		return -1
-	}
-	return 0
-}
+// Timeout is AttemptTimeout.
+func (w *RewardWorker) Timeout(*river.Job[RewardArgs]) time.Duration { return w.AttemptTimeout }
 
 // Work awards the points.
 func (w *RewardWorker) Work(ctx context.Context, job *river.Job[RewardArgs]) error {
+	if w.Detached {
+		ctx = context.WithoutCancel(ctx)
+	}
 	tx, err := w.Pool.Begin(ctx)
 	if err != nil {
 		return err

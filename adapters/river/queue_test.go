@@ -1,0 +1,195 @@
+package twiceriver_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	twiceriver "github.com/runtwice/twice/adapters/river"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/pgserver"
+)
+
+// addArgs asks for points to be added; RequestedAt is stamped by the
+// producer on every call, as a producer that retries stamps it again.
+type addArgs struct {
+	Account     int64     `json:"account"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+func (addArgs) Kind() string { return "twice_add_points" }
+
+// addUniqueArgs is addArgs with River's unique tag on the account only,
+// so ByArgs ignores the timestamp.
+type addUniqueArgs struct {
+	Account     int64     `json:"account" river:"unique"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+func (addUniqueArgs) Kind() string { return "twice_add_points_unique" }
+
+type addWorker[T river.JobArgs] struct {
+	river.WorkerDefaults[T]
+	pool *pgxpool.Pool
+}
+
+func (w *addWorker[T]) Work(ctx context.Context, _ *river.Job[T]) error {
+	_, err := w.pool.Exec(ctx, `UPDATE accounts SET points = points + 5 WHERE id = 7`)
+	return err
+}
+
+func addJob[T river.JobArgs](name string, build func(int, time.Time) T) harness.Job {
+	return twiceriver.Job(name, build(1, time.Time{}),
+		func(d *harness.Delivery) river.Worker[T] { return &addWorker[T]{pool: d.DB} },
+		twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}),
+		twiceriver.ArgsPerEnqueue(build))
+}
+
+// A producer that stamps its args per call defeats UniqueOpts{ByArgs:
+// true}: River's unique key covers the timestamp, so the retried insert is
+// a new job and the points are added twice. With River's unique tag on
+// the account alone, the copy is refused.
+func TestByArgsWithPerCallTimestampUnderProducerRetry(t *testing.T) {
+	c := accounts
+	c.Faults = []faults.Fault{faults.ProducerRetry()}
+	// The producer's clock moves between its calls: n milliseconds on.
+	stamped := func(n int, now time.Time) addArgs {
+		return addArgs{Account: 7, RequestedAt: now.Add(time.Duration(n) * time.Millisecond)}
+	}
+	res, err := harness.Run(t.Context(), addJob("add-stamped", stamped), c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.False(t, res.Idempotent(), "the copy with a later RequestedAt is not River's duplicate: %s", res)
+	require.Len(t, res.Scenarios[0].Deliveries, 2)
+	assert.Empty(t, res.Scenarios[0].Deliveries[1].NotDelivered, "the copy is delivered")
+
+	tagged := func(n int, now time.Time) addUniqueArgs {
+		return addUniqueArgs{Account: 7, RequestedAt: now.Add(time.Duration(n) * time.Millisecond)}
+	}
+	res, err = harness.Run(t.Context(), addJob("add-tagged", tagged), c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "unique on the account alone refuses the copy: %s", res)
+	assert.Contains(t, res.Scenarios[0].Deliveries[1].NotDelivered, "duplicate")
+}
+
+// ArgsPerEnqueue must build the job's own args type.
+func TestArgsPerEnqueueOfAnotherTypeIsAnError(t *testing.T) {
+	_, err := harness.Run(t.Context(), twiceriver.Job("set", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+		twiceriver.ArgsPerEnqueue(func(int, time.Time) addArgs { return addArgs{} })), accounts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ArgsPerEnqueue builds twiceriver_test.addArgs, but the job's args are twiceriver_test.setArgs")
+}
+
+// With the production client's workers bundle, the job's own kind is
+// checked as River's client checks it at insert.
+func TestWorkersCheckTheJobsOwnKind(t *testing.T) {
+	other := river.NewWorkers()
+	river.AddWorker(other, &addWorker[addArgs]{})
+	_, err := harness.Run(t.Context(), twiceriver.Job("set", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+		twiceriver.Workers(other)), accounts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `has no worker for the job's own kind "twice_set_points"`)
+
+	both := river.NewWorkers()
+	river.AddWorker(both, &setWorker{})
+	c := accounts
+	c.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), twiceriver.Job("set", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+		twiceriver.Workers(both)), c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+}
+
+// Rules.Dedup follows UniqueOpts: ByPeriod, else while the original is in
+// River's unique states, else none.
+func TestRulesDedupFollowsUniqueOpts(t *testing.T) {
+	for _, tc := range []struct {
+		opts *river.InsertOpts
+		want func(time.Duration) bool
+		say  string
+	}{
+		{nil, func(d time.Duration) bool { return d == 0 }, "no insert options: no dedup"},
+		{&river.InsertOpts{Queue: "q"}, func(d time.Duration) bool { return d == 0 }, "not unique: no dedup"},
+		{&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}, func(d time.Duration) bool { return d < 0 }, "ByArgs: while in the unique states"},
+		{&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true, ByPeriod: 15 * time.Minute}}, func(d time.Duration) bool { return d == 15*time.Minute }, "ByPeriod: the period"},
+	} {
+		job := twiceriver.Job("set", setArgs{Account: 7},
+			func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+			twiceriver.InsertOpts(tc.opts))
+		got := job.Queue.Rules().Dedup
+		assert.True(t, tc.want(got), "%s: Dedup %v", tc.say, got)
+	}
+}
+
+// riverDB is a fresh database with River's schema, as the harness makes
+// one, and the harness's own connection to it.
+func riverDB(t *testing.T, q queue.Queue) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := pgserver.Shared(ctx)
+	require.NoError(t, err)
+	admin, err := pgx.Connect(ctx, srv.ConnString(""))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	name := fmt.Sprintf("twiceriver_queue_%d_%d", os.Getpid(), time.Now().UnixNano())
+	_, err = admin.Exec(ctx, "CREATE DATABASE "+name)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, srv.ConnString(name))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = conn.Close(context.Background())
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	require.NoError(t, q.Schema().Apply(ctx, conn))
+	return conn
+}
+
+// A job inserted with ScheduledAt, or snoozed, is not handed out before
+// it is due: Fetch says when it is (Fetched.DueAt), and hands it out
+// there.
+func TestScheduledAndSnoozedJobsAnswerDueAt(t *testing.T) {
+	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	due := start.Add(10 * time.Second)
+	q := twiceriver.Job("set-scheduled", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+		twiceriver.InsertOpts(&river.InsertOpts{ScheduledAt: due})).Queue
+	conn := riverDB(t, q)
+	ctx := t.Context()
+
+	enq, err := q.Enqueue(ctx, queue.Op{Conn: conn, Now: start, Job: 1})
+	require.NoError(t, err)
+	f, err := q.Fetch(ctx, queue.Op{Conn: conn, Now: start, Job: 1, JobID: enq.JobID, Kind: queue.DeliveryFirst})
+	require.NoError(t, err)
+	assert.False(t, f.Delivered)
+	assert.False(t, f.Done)
+	assert.True(t, due.Equal(f.DueAt), "DueAt %v, want %v", f.DueAt, due)
+	assert.Contains(t, f.Reason, "scheduled until 10s")
+
+	f, err = q.Fetch(ctx, queue.Op{Conn: conn, Now: due, Job: 1, JobID: enq.JobID, Kind: queue.DeliveryFirst})
+	require.NoError(t, err)
+	require.True(t, f.Delivered, "due at %v: %s", due, f.Reason)
+	assert.True(t, f.DueAt.IsZero())
+
+	s, err := q.Nack(ctx, queue.Op{Conn: conn, Now: due, Job: 1, JobID: enq.JobID, Kind: queue.DeliveryFirst, Queued: f.Job}, river.JobSnooze(5*time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, queue.Snoozed, s.Outcome)
+	f, err = q.Fetch(ctx, queue.Op{Conn: conn, Now: due, Job: 1, JobID: enq.JobID, Kind: queue.DeliveryRetry})
+	require.NoError(t, err)
+	assert.False(t, f.Delivered)
+	assert.True(t, due.Add(5*time.Minute).Equal(f.DueAt), "snoozed until %v", f.DueAt)
+}
