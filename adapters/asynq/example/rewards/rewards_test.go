@@ -312,7 +312,7 @@ func TestBadInputNamesTheJob(t *testing.T) {
 	_, err = harness.Run(context.Background(), twiceasynq.Job("grouped", rewards.NewRewardTask(9812), reward,
 		twiceasynq.Enqueue(asynq.Group("daily"))), cfg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `twiceasynq: job "grouped": Group("daily"): task aggregation is not modelled`)
+	assert.Contains(t, err.Error(), `twiceasynq: job "grouped": Group("daily"): task aggregation (Group) is not supported by twiceasynq yet`)
 }
 
 func mustParse(t *testing.T, s string) faults.Schedule {
