@@ -334,7 +334,7 @@ func (q *asynqQueue) process(ctx context.Context, d *harness.Delivery, newHandle
 	}
 	if mux, ok := handler.(*asynq.ServeMux); ok {
 		if _, pattern := mux.Handler(h.task); pattern == "" {
-			return fmt.Errorf("%s: the asynq.ServeMux has no handler for type %q: %w", which, info.Type, asynq.ErrHandlerNotFound)
+			return fmt.Errorf("%s: the asynq.ServeMux has no handler for type %q: %w", which, info.Type, asynq.NotFound(ctx, h.task))
 		}
 	}
 	for i := len(q.opts.middleware) - 1; i >= 0; i-- {
