@@ -3,7 +3,9 @@ package twiceasynq_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -138,4 +140,63 @@ func TestTaskIDDedupsWhileHeld(t *testing.T) {
 	assert.Equal(t, time.Hour, j.Queue.Rules().Dedup, "Unique wins over TaskID for the window")
 	j = twiceasynq.Job("grant", asynq.NewTask("grant:signup", nil, asynq.TaskID("grant-alice")), func(d *harness.Delivery) asynq.Handler { return grant(d.DB) })
 	assert.Negative(t, j.Queue.Rules().Dedup)
+}
+
+// The handler runs behind the production middleware, and the task it gets
+// is the one asynq's processor dequeued: its ResultWriter writes to Redis.
+func TestMiddlewareAndResultWriter(t *testing.T) {
+	var mu sync.Mutex
+	var wrapped, written int
+	mw := func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			mu.Lock()
+			wrapped++
+			mu.Unlock()
+			return next.ProcessTask(ctx, task)
+		})
+	}
+	payload, err := json.Marshal(setArgs{Account: 7})
+	require.NoError(t, err)
+	j := twiceasynq.Job("set-points", asynq.NewTask("points:set", payload), func(d *harness.Delivery) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			if err := setPoints(d.DB).ProcessTask(ctx, task); err != nil {
+				return err
+			}
+			if task.ResultWriter() == nil {
+				return errors.New("no ResultWriter: the task is not asynq's processor's")
+			}
+			if _, err := task.ResultWriter().Write([]byte("50")); err != nil {
+				return err
+			}
+			mu.Lock()
+			written++
+			mu.Unlock()
+			return nil
+		})
+	}, twiceasynq.Middleware(mw), twiceasynq.Enqueue(asynq.Retention(time.Hour)))
+	c := accounts
+	c.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), j, c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.Positive(t, written)
+	assert.Equal(t, written, wrapped, "every delivery ran behind the middleware")
+}
+
+// BenchmarkCheck measures a check of the set-points job under four faults
+// on asynq's own server and a real Redis.
+func BenchmarkCheck(b *testing.B) {
+	payload, err := json.Marshal(setArgs{Account: 7})
+	require.NoError(b, err)
+	job := twiceasynq.Job("set-points", asynq.NewTask("points:set", payload),
+		func(d *harness.Delivery) asynq.Handler { return setPoints(d.DB) })
+	scenarios := 0
+	for b.Loop() {
+		res, err := harness.Run(b.Context(), job, accounts)
+		require.NoError(b, err)
+		scenarios += len(res.Scenarios)
+		_ = res.DropDatabases(context.Background())
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(scenarios), "ms/scenario")
 }
