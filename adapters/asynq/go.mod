@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/runtwice/twice => ../..
 
 require (
-	github.com/hibiken/asynq v0.26.0
+	github.com/hibiken/asynq v0.25.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.14.1
 	github.com/runtwice/twice v0.0.0
