@@ -124,6 +124,7 @@ func (q *asynqQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	if err != nil {
 		return queue.Fetched{}, err
 	}
+	s.watch(ctx)
 	ts, err := s.taskOf(op.JobID)
 	if err != nil {
 		return queue.Fetched{}, err

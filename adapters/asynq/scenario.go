@@ -26,7 +26,8 @@ const poll = time.Millisecond
 // scenario is one execution's asynq: its Redis database, the harness's
 // client and inspector on it, and the workers (asynq servers) its
 // deliveries ran on. It is found by the harness's connection, which is
-// one per execution and closed when the execution ends.
+// one per execution; it ends when the context of its queue operations
+// does (see watch).
 type scenario struct {
 	q      *asynqQueue
 	conn   *pgx.Conn
@@ -42,6 +43,8 @@ type scenario struct {
 	workers  []*worker
 	taken    map[string]*delivery // dequeued by a processor, not yet handed out
 	uniqueAt map[string]time.Time // Unique lock key -> when its TTL ends on the harness clock
+
+	watchOnce sync.Once
 }
 
 // taskState is what the adapter keeps of a task besides what asynq keeps.
@@ -69,6 +72,7 @@ type worker struct {
 // handler: the task and context it made, and where the handler's result
 // goes back to it.
 type delivery struct {
+	s       *scenario
 	w       *worker
 	id      string
 	ctx     context.Context
@@ -117,7 +121,6 @@ func (q *asynqQueue) newScenario(ctx context.Context, conn *pgx.Conn) (*scenario
 	if err != nil {
 		return nil, err
 	}
-	reclaim()
 	db, err := rs.take()
 	if err != nil {
 		return nil, err
@@ -137,27 +140,18 @@ func (q *asynqQueue) newScenario(ctx context.Context, conn *pgx.Conn) (*scenario
 	return s, nil
 }
 
-// reclaim ends the scenarios whose connection the harness closed (their
-// execution is over) and returns their databases; those still being shut
-// down are returned by that shutdown.
-func reclaim() {
-	regMu.Lock()
-	var ended []*scenario
-	for c, s := range scenarios {
-		if c.IsClosed() {
-			ended = append(ended, s)
-			delete(scenarios, c)
-		}
-	}
-	for info, d := range deliveries {
-		if d.w.cut.Load() || d.settled {
-			delete(deliveries, info)
-		}
-	}
-	regMu.Unlock()
-	for _, s := range ended {
-		go s.end()
-	}
+// watch ends the scenario once ctx is done: the harness cancels the
+// context of its queue operations when the execution is over, just
+// before it closes its connection.
+func (s *scenario) watch(ctx context.Context) {
+	s.watchOnce.Do(func() {
+		context.AfterFunc(ctx, func() {
+			regMu.Lock()
+			delete(scenarios, s.conn)
+			regMu.Unlock()
+			s.end()
+		})
+	})
 }
 
 // end shuts the scenario's workers down, flushes its database (only after
@@ -172,10 +166,8 @@ func (s *scenario) end() {
 	}
 	regMu.Lock()
 	for info, d := range deliveries {
-		for _, w := range ws {
-			if d.w == w {
-				delete(deliveries, info)
-			}
+		if d.s == s {
+			delete(deliveries, info)
 		}
 	}
 	regMu.Unlock()
@@ -286,7 +278,7 @@ func (s *scenario) startWorker() (*worker, error) {
 // processor, which records it.
 func (s *scenario) bridge(w *worker, ctx context.Context, t *asynq.Task) error {
 	id, _ := asynq.GetTaskID(ctx)
-	d := &delivery{w: w, id: id, ctx: ctx, task: t, result: make(chan error, 1)}
+	d := &delivery{s: s, w: w, id: id, ctx: ctx, task: t, result: make(chan error, 1)}
 	w.busy.Store(true)
 	defer w.busy.Store(false)
 	s.mu.Lock()
