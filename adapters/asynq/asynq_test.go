@@ -3,8 +3,11 @@ package twiceasynq_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -72,4 +75,128 @@ func TestJobCarriesItsTables(t *testing.T) {
 	x := harness.Explore(t, setJob(t), accounts, harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
 	assert.False(t, x.Failed(), "%+v", x)
 	assert.Positive(t, x.Executed)
+}
+
+type signup struct {
+	User        string    `json:"user"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+// grant inserts a row per delivery: not idempotent on its own.
+func grant(pool *pgxpool.Pool) asynq.Handler {
+	return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+		var s signup
+		if err := json.Unmarshal(task.Payload(), &s); err != nil {
+			return err
+		}
+		_, err := pool.Exec(ctx, `INSERT INTO grants (username) VALUES ($1)`, s.User)
+		return err
+	})
+}
+
+func signupTask(t *testing.T, at time.Time) *asynq.Task {
+	b, err := json.Marshal(signup{User: "alice", RequestedAt: at})
+	require.NoError(t, err)
+	return asynq.NewTask("grant:signup", b, asynq.Unique(time.Hour))
+}
+
+// asynq's Unique dedups on the payload's checksum, so a producer that
+// stamps each call with its time defeats it: with Copies building the
+// copy's task per enqueue, the producer's second call is enqueued and
+// the grant is given twice. Byte-identical copies are refused.
+func TestCopiesBuiltPerEnqueueDefeatUnique(t *testing.T) {
+	grants := harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE grants (id bigserial PRIMARY KEY, username text NOT NULL)`)},
+		Faults: []faults.Fault{faults.ProducerRetry()},
+	}
+	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	newHandler := func(d *harness.Delivery) asynq.Handler { return grant(d.DB) }
+
+	same := twiceasynq.Job("grant", signupTask(t, start), newHandler)
+	assert.Equal(t, time.Hour, same.Queue.Rules().Dedup, "Unique's TTL is the queue's dedup window")
+	res, err := harness.Run(t.Context(), same, grants)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	assert.True(t, res.Idempotent(), "asynq refuses the byte-identical copy: %s", res)
+	assert.Contains(t, res.Scenarios[0].Deliveries[1].NotDelivered, asynq.ErrDuplicateTask.Error())
+
+	stamped := twiceasynq.Job("grant", signupTask(t, start), newHandler,
+		twiceasynq.Copies(func(n int, now time.Time) *asynq.Task {
+			return signupTask(t, now.Add(time.Duration(n)*time.Millisecond))
+		}))
+	res, err = harness.Run(t.Context(), stamped, grants)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	assert.False(t, res.Idempotent(), "the stamped copy passes Unique and grants twice: %s", res)
+	assert.Empty(t, res.Scenarios[0].Deliveries[1].NotDelivered)
+}
+
+// A TaskID's task refuses copies for as long as it is held.
+func TestTaskIDDedupsWhileHeld(t *testing.T) {
+	j := twiceasynq.Job("grant", signupTask(t, time.Time{}), func(d *harness.Delivery) asynq.Handler { return grant(d.DB) },
+		twiceasynq.Enqueue(asynq.TaskID("grant-alice")))
+	assert.Equal(t, time.Hour, j.Queue.Rules().Dedup, "Unique wins over TaskID for the window")
+	j = twiceasynq.Job("grant", asynq.NewTask("grant:signup", nil, asynq.TaskID("grant-alice")), func(d *harness.Delivery) asynq.Handler { return grant(d.DB) })
+	assert.Negative(t, j.Queue.Rules().Dedup)
+}
+
+// The handler runs behind the production middleware, and the task it gets
+// is the one asynq's processor dequeued: its ResultWriter writes to Redis.
+func TestMiddlewareAndResultWriter(t *testing.T) {
+	var mu sync.Mutex
+	var wrapped, written int
+	mw := func(next asynq.Handler) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			mu.Lock()
+			wrapped++
+			mu.Unlock()
+			return next.ProcessTask(ctx, task)
+		})
+	}
+	payload, err := json.Marshal(setArgs{Account: 7})
+	require.NoError(t, err)
+	j := twiceasynq.Job("set-points", asynq.NewTask("points:set", payload), func(d *harness.Delivery) asynq.Handler {
+		return asynq.HandlerFunc(func(ctx context.Context, task *asynq.Task) error {
+			if err := setPoints(d.DB).ProcessTask(ctx, task); err != nil {
+				return err
+			}
+			if task.ResultWriter() == nil {
+				return errors.New("no ResultWriter: the task is not asynq's processor's")
+			}
+			if _, err := task.ResultWriter().Write([]byte("50")); err != nil {
+				return err
+			}
+			mu.Lock()
+			written++
+			mu.Unlock()
+			return nil
+		})
+	}, twiceasynq.Middleware(mw), twiceasynq.Enqueue(asynq.Retention(time.Hour)))
+	c := accounts
+	c.Faults = []faults.Fault{faults.RunTwice()}
+	res, err := harness.Run(t.Context(), j, c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.Positive(t, written)
+	assert.Equal(t, written, wrapped, "every delivery ran behind the middleware")
+}
+
+// BenchmarkCheck measures a check of the set-points job under four faults
+// on asynq's own server and a real Redis.
+func BenchmarkCheck(b *testing.B) {
+	payload, err := json.Marshal(setArgs{Account: 7})
+	require.NoError(b, err)
+	job := twiceasynq.Job("set-points", asynq.NewTask("points:set", payload),
+		func(d *harness.Delivery) asynq.Handler { return setPoints(d.DB) })
+	scenarios := 0
+	for b.Loop() {
+		res, err := harness.Run(b.Context(), job, accounts)
+		require.NoError(b, err)
+		scenarios += len(res.Scenarios)
+		_ = res.DropDatabases(context.Background())
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(scenarios), "ms/scenario")
 }

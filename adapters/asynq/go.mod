@@ -5,8 +5,9 @@ go 1.26.0
 replace github.com/runtwice/twice => ../..
 
 require (
-	github.com/hibiken/asynq v0.26.0
+	github.com/hibiken/asynq v0.25.1
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/redis/go-redis/v9 v9.14.1
 	github.com/runtwice/twice v0.0.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -53,7 +54,6 @@ require (
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
-	github.com/redis/go-redis/v9 v9.14.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect

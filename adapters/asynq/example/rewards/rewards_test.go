@@ -154,7 +154,7 @@ func TestLedgerCrashBeforeAck(t *testing.T) {
 
 // seen is what a handler read from asynq's context, per delivery.
 type seen struct {
-	headers              map[string]string
+	payload              []byte
 	kind                 queue.DeliveryKind
 	attempt              int
 	id, queue            string
@@ -173,7 +173,7 @@ func (r *recorder) handler(d *harness.Delivery) asynq.Handler {
 		m, _ := asynq.GetMaxRetry(ctx)
 		q, _ := asynq.GetQueueName(ctx)
 		r.mu.Lock()
-		r.got = append(r.got, seen{t.Headers(), d.Kind, d.Attempt, id, q, n, m})
+		r.got = append(r.got, seen{t.Payload(), d.Kind, d.Attempt, id, q, n, m})
 		r.mu.Unlock()
 		return (&rewards.RewardHandler{Pool: d.DB}).ProcessTask(ctx, t)
 	})
@@ -200,7 +200,7 @@ func TestRetryCountCountsCrashes(t *testing.T) {
 		c.Faults = []faults.Fault{tc.fault}
 		payload, err := json.Marshal(rewards.RewardPayload{OrderID: 9812})
 		require.NoError(t, err)
-		task := asynq.NewTaskWithHeaders(rewards.TypeReward, payload, map[string]string{"trace": "checkout-1"})
+		task := asynq.NewTask(rewards.TypeReward, payload)
 		res := run(t, twiceasynq.Job("reward", task, rec.handler,
 			twiceasynq.Enqueue(asynq.MaxRetry(7), asynq.Queue("critical"))), c)
 		assert.True(t, res.Idempotent(), "%s", res)
@@ -209,7 +209,7 @@ func TestRetryCountCountsCrashes(t *testing.T) {
 			assert.Equal(t, g.retryCount+1, g.attempt, "the delivery's attempt is asynq's retry count + 1")
 			assert.Equal(t, "critical", g.queue)
 			assert.Equal(t, 7, g.maxRetry)
-			assert.Equal(t, map[string]string{"trace": "checkout-1"}, g.headers)
+			assert.Equal(t, payload, g.payload, "the task asynq dequeued carries the payload enqueued")
 		}
 		for _, s := range res.Scenarios {
 			var attempts []int
@@ -312,7 +312,7 @@ func TestBadInputNamesTheJob(t *testing.T) {
 	_, err = harness.Run(context.Background(), twiceasynq.Job("grouped", rewards.NewRewardTask(9812), reward,
 		twiceasynq.Enqueue(asynq.Group("daily"))), cfg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `twiceasynq: job "grouped": Group("daily"): task aggregation is not modelled`)
+	assert.Contains(t, err.Error(), `twiceasynq: job "grouped": Group("daily"): task aggregation (Group) is not supported by twiceasynq yet`)
 }
 
 func mustParse(t *testing.T, s string) faults.Schedule {
