@@ -302,7 +302,10 @@ type runner struct {
 	atOnce int
 
 	shifted shiftedRefs // clean runs at a later clock; see referenceAt
-	asked   askedSteps  // steps of overlapping deliveries; see confirmReductions
+	// cleanLead is how far the clean run's clock moved before its
+	// handler ran (a scheduled job's wait); set by reference.
+	cleanLead time.Duration
+	asked     askedSteps // steps of overlapping deliveries; see confirmReductions
 }
 
 func (r *runner) close(ctx context.Context) {
@@ -366,6 +369,13 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q: its clean reference run %d never ran the handler, so there is nothing to check: %s", r.job.Name, n, neverRan(ex)))
 	}
 	d := ex.Deliveries[ran]
+	// How long the clean run's clock moved before its handler ran: a
+	// scenario's work at JobStart matches a clean run started that much
+	// earlier.
+	r.cleanLead = 0
+	for _, o := range ex.Deliveries[:ran+1] {
+		r.cleanLead += o.Delivery.Advance + o.Waited
+	}
 	if why := ex.CleanFailure; why != "" {
 		if err := r.serverGone(ctx); err != nil {
 			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
@@ -463,7 +473,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
-	refState, refEffects, err := r.referenceAt(ctx, ex.JobStart, res)
+	refState, refEffects, err := r.referenceAt(ctx, max(ex.JobStart-r.cleanLead, 0), res)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}

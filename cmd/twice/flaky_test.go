@@ -129,18 +129,6 @@ func TestInternalErrorRecordExitsBroken(t *testing.T) {
 // A Check whose failing scenario did not fail again on a fresh database
 // is flaky in every output, which say what the rerun did.
 func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
-	const pkg = "example.com/jobs/alternating"
-	events := strings.Join([]string{
-		`{"Action":"start","Package":"` + pkg + `"}`,
-		`{"Action":"run","Package":"` + pkg + `","Test":"TestAlternating"}`,
-		`{"Action":"output","Package":"` + pkg + `","Test":"TestAlternating","Output":"    alternating_test.go:20: [twice] flaky: job \"alternating\": 1 of 1 scenarios failed\n"}`,
-		`{"Action":"fail","Package":"` + pkg + `","Test":"TestAlternating","Elapsed":1}`,
-		`{"Action":"fail","Package":"` + pkg + `","Elapsed":1}`,
-	}, "\n") + "\n"
-	runs := newTestRuns()
-	if err := runs.read(strings.NewReader(events), nil); err != nil {
-		t.Fatal(err)
-	}
 	sched, err := faults.Parse("j1a1w1!crash > +30s j1a2w2")
 	if err != nil {
 		t.Fatal(err)
@@ -150,10 +138,8 @@ func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
 		Problems: []result.Problem{{Kind: result.StateDiffers, Table: "counters"}},
 		Rerun:    &result.Rerun{Verdict: result.Idempotent},
 	}}}
-	recs := []record.Record{{Version: record.Version, Dir: "/src/alternating", Test: "TestAlternating", Rerun: "go test -run '^TestAlternating$' .", Written: time.Now(), Result: res}}
-	r := &report.Report{Command: "go test -json ./..."}
-	(&builder{runs: runs, dirs: map[string]string{"/src/alternating": pkg}, cwd: "/src"}).build(r, recs)
-	r.Finish()
+	r := oneCheckReport(t, "example.com/jobs/alternating", "TestAlternating",
+		`    alternating_test.go:20: [twice] flaky: job \"alternating\": 1 of 1 scenarios failed`, false, res)
 	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusFlaky {
 		t.Fatalf("jobs = %+v, want one flaky job", r.Jobs)
 	}
@@ -164,20 +150,8 @@ func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
 	if r.ExitCode != report.ExitFindings {
 		t.Errorf("ExitCode = %d, want %d", r.ExitCode, report.ExitFindings)
 	}
-	data, err := r.JSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	html, err := r.HTML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	junit, err := r.JUnit()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rerun = "run again on a fresh database, the same schedule was idempotent"
-	for name, out := range map[string]string{"report.json": string(data), "index.html": string(html), "summary.md": r.Markdown(), "junit.xml": string(junit)} {
+	for name, out := range outputs(t, r) {
 		if !strings.Contains(out, rerun) {
 			t.Errorf("%s does not say what the rerun did (%q)", name, rerun)
 		}

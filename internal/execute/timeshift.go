@@ -7,22 +7,20 @@ import (
 )
 
 // jobStart is how far the clock had moved when the job effectively
-// started: at the start of the first delivery that left a trace (a commit
-// or an effect). Deliveries before it died without one, so as far as the
+// started: when the first delivery that left a trace (a commit or an
+// effect) started its handler, after any move to its job's due time
+// (Waited). Deliveries before it died without one, so as far as the
 // database and the providers can tell the job ran only from then on, and
-// a clean run at that time is what the scenario must match.
-//
-// The clock moves a delivery made to its job's due time (Waited) count
-// only for the deliveries before it: a clean run started that late waits
-// for the due time itself, if it is still ahead.
+// a clean run doing its work at that time is what the scenario must
+// match; the harness starts that clean run earlier by as much as its own
+// clean run waited for the job to be due (a job scheduled for +10s).
 func (e *execution) jobStart() time.Duration {
 	var moved time.Duration
 	for _, d := range e.deliveries {
-		moved += d.spec.Advance
+		moved += d.spec.Advance + d.outcome.Waited
 		if d.durable {
 			return moved
 		}
-		moved += d.outcome.Waited
 	}
 	return 0
 }

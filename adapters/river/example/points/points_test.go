@@ -470,13 +470,25 @@ func (panicker) Work(context.Context, *river.Job[points.LedgerArgs]) error { pan
 
 // Exploration draws schedules over River's queue too: with one job ID
 // (the job is not unique, so a producer's copy awards again), the guarded
-// worker with no timeout survives whatever it draws.
+// worker with no timeout survives whatever it draws on River v0.48 and
+// later. Before v0.48.0 exploration finds River's own rescuer bug
+// (riverqueue/river#1302, see TestRewardOverlappingAttempts): a rescue
+// waiting on the row lock of an attempt that completes makes the job
+// retryable anyway, and the next attempt awards again.
 func TestExploreRiverWorker(t *testing.T) {
 	opts := harness.ExploreOptions{Checks: 25, Limits: faults.Limits{Jobs: 1}}
 	guarded, err := harness.ExploreRun(context.Background(), twiceriver.Job("reward-guarded", points.RewardArgs{OrderID: 9812}, reward(points.GuardCurrent, true)), cfg, opts)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = guarded.Result.DropDatabases(context.Background()) })
-	assert.Empty(t, guarded.Result.Scenarios, "the guarded worker: %s", guarded.Result)
+	if riverMinor(t) >= 48 {
+		assert.Empty(t, guarded.Result.Scenarios, "the guarded worker: %s", guarded.Result)
+		return
+	}
+	if guarded.Failed() {
+		for _, s := range guarded.Result.Failed() {
+			assert.Equal(t, []result.Problem{{Kind: result.StateDiffers, Table: "accounts"}}, s.Problems, "River %s: only the award counted twice: %s", riverVersion(t), s.Schedule)
+		}
+	}
 }
 
 // River never hands out a running job before its rescuer would, so the
