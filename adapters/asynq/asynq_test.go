@@ -17,6 +17,7 @@ import (
 	twiceasynq "github.com/runtwice/twice/adapters/asynq"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 type setArgs struct {
@@ -199,4 +200,35 @@ func BenchmarkCheck(b *testing.B) {
 		_ = res.DropDatabases(context.Background())
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(scenarios), "ms/scenario")
+}
+
+// asynq drops a task's Unique lock when the task succeeds, and deletes a
+// finished TaskID task, so a producer's call that comes after the job
+// completed is enqueued and run: the default matrix has that late copy
+// for a queue that dedups, and it grants twice under both.
+func TestLateCopyAfterCompletionIsEnqueued(t *testing.T) {
+	grants := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE grants (id bigserial PRIMARY KEY, username text NOT NULL)`)}}
+	newHandler := func(d *harness.Delivery) asynq.Handler { return grant(d.DB) }
+	for name, job := range map[string]harness.Job{
+		"Unique": twiceasynq.Job("grant", signupTask(t, time.Time{}), newHandler),
+		"TaskID": twiceasynq.Job("grant", asynq.NewTask("grant:signup", []byte(`{"user":"alice"}`), asynq.TaskID("grant-alice")), newHandler),
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := harness.Run(t.Context(), job, grants)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			var late []result.Scenario
+			for _, s := range res.Scenarios {
+				if s.Fault == faults.NameLateProducerRetry {
+					late = append(late, s)
+				}
+			}
+			require.NotEmpty(t, late, "the default matrix has a late copy for a queue that dedups: %s", res)
+			for _, s := range late {
+				assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: the late copy is enqueued and grants again", s.Schedule)
+				require.Len(t, s.Deliveries, 2, "%s", s.Schedule)
+				assert.Empty(t, s.Deliveries[1].NotDelivered, "%s: asynq enqueued the late copy", s.Schedule)
+			}
+		})
+	}
 }

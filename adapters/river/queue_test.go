@@ -193,3 +193,43 @@ func TestScheduledAndSnoozedJobsAnswerDueAt(t *testing.T) {
 	assert.False(t, f.Delivered)
 	assert.True(t, due.Add(5*time.Minute).Equal(f.DueAt), "snoozed until %v", f.DueAt)
 }
+
+// River's unique states include completed, so a producer's call that
+// comes after the job completed is refused as a duplicate: the default
+// matrix has that late copy for a unique job, and it passes, the copy
+// not delivered. A job that is not unique has no late copy in its matrix.
+func TestLateCopyAfterCompletionIsRefused(t *testing.T) {
+	c := accounts
+	c.Faults = []faults.Fault{faults.LateProducerRetry()}
+	stable := func(int, time.Time) addUniqueArgs { return addUniqueArgs{Account: 7} }
+	res, err := harness.Run(t.Context(), addJob("add-late", stable), c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	s := res.Scenarios[0]
+	assert.True(t, res.Idempotent(), "River refuses the late copy of a completed unique job: %s", res)
+	require.Len(t, s.Deliveries, 2)
+	assert.Contains(t, s.Deliveries[1].NotDelivered, "duplicate", "%s", s.Schedule)
+
+	late := func(res *harness.Result) int {
+		n := 0
+		for _, s := range res.Scenarios {
+			if s.Fault == faults.NameLateProducerRetry {
+				n++
+			}
+		}
+		return n
+	}
+	matrix := accounts
+	matrix.Faults = nil // the default matrix
+	res, err = harness.Run(t.Context(), addJob("add-late", stable), matrix)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.Positive(t, late(res), "the default matrix of a unique job has a late copy: %s", res)
+
+	res, err = harness.Run(t.Context(), twiceriver.Job("set", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} }), matrix)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.Zero(t, late(res), "a job that is not unique gets no late copy by default")
+}
