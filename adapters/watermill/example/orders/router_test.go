@@ -296,3 +296,28 @@ func TestCommandHandler(t *testing.T) {
 		"j1a1w1 > j1a2w2":            result.Idempotent,
 	}, verdicts(res), "%s", res)
 }
+
+// A broker that dedups message UUIDs within a window drops a producer's
+// copy that comes after the message was handled but inside the window,
+// and takes one that comes after it: the default matrix has both late
+// copies for such a broker, and only the one past the window awards
+// again.
+func TestLateCopiesAroundTheBrokersWindow(t *testing.T) {
+	producer := twicewatermill.Producer(func(int, time.Time) (*message.Message, error) {
+		return message.NewMessage("order-placed-9812", mustJSON(map[string]any{"order_id": 9812})), nil
+	})
+	job := twicewatermill.Job("award-points", nil, nil, handler(false), producer, twicewatermill.BrokerDedup(2*time.Minute))
+	res := run(t, job, harness.Config{})
+	byFault := map[faults.Name][]result.Scenario{}
+	for _, s := range res.Scenarios {
+		byFault[s.Fault] = append(byFault[s.Fault], s)
+	}
+	require.NotEmpty(t, byFault[faults.NameLateProducerRetry], "the default matrix has a late copy: %s", res)
+	require.NotEmpty(t, byFault[faults.NameProducerRetryAfterDedup], "and one past the broker's window: %s", res)
+	for _, s := range byFault[faults.NameLateProducerRetry] {
+		assert.Equal(t, result.Idempotent, s.Verdict, "%s: inside the window the broker drops the copy", s.Schedule)
+	}
+	for _, s := range byFault[faults.NameProducerRetryAfterDedup] {
+		assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: past the window the copy is a new message", s.Schedule)
+	}
+}
