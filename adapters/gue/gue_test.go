@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,10 +86,13 @@ func addPoints(d *harness.Delivery) gue.WorkFunc {
 // steps are the plan, so a crash between its write and gue's COMMIT is
 // found; before, the first delivery was an empty poll of no steps.
 func TestRunAfterRunsWhenDue(t *testing.T) {
+	var mu sync.Mutex // scenarios run in parallel
 	var seen []time.Time
 	job := twicegue.Job("add-points-later", twicegue.Spec[setArgs]{Type: "add-points", Args: setArgs{Account: 7}, RunAfter: 10 * time.Second},
 		func(d *harness.Delivery) gue.WorkFunc {
+			mu.Lock()
 			seen = append(seen, d.Now())
+			mu.Unlock()
 			return addPoints(d)
 		})
 	cfg := accounts
@@ -97,8 +101,11 @@ func TestRunAfterRunsWhenDue(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
 	assert.NotEmpty(t, res.Steps, "the plan is the delivery that ran the WorkFunc")
+	mu.Lock()
 	require.NotEmpty(t, seen)
-	assert.Equal(t, time.Date(2026, 1, 1, 9, 0, 10, 0, time.UTC), seen[0].UTC(), "the clean run's WorkFunc runs at run_at")
+	first := seen[0]
+	mu.Unlock()
+	assert.Equal(t, time.Date(2026, 1, 1, 9, 0, 10, 0, time.UTC), first.UTC(), "the clean run's WorkFunc runs at run_at")
 	assert.False(t, res.Idempotent(), "a write outside j.Tx() is made again after a crash: %s", res)
 	for _, s := range res.Scenarios {
 		require.NotEmpty(t, s.Deliveries)
