@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,18 +21,24 @@ import (
 // the faults act on its steps. Before, the first delivery was an empty
 // poll, the plan had no steps, and no crash scenario was made.
 func TestScheduledJobRunsWhenDue(t *testing.T) {
+	var mu sync.Mutex // scenarios run in parallel
 	var now []time.Time
 	job := harness.Job{Name: "scheduled-add", Queue: tableQueue{redeliver: time.Hour, holdRunning: true, runIn: 10 * time.Second, answerDue: true},
 		Handler: func(ctx context.Context, d *harness.Delivery) error {
+			mu.Lock()
 			now = append(now, d.Now())
+			mu.Unlock()
 			_, err := d.DB.Exec(ctx, `UPDATE rewards SET points = points + 50 WHERE order_id = 1`)
 			return err
 		}}
 	res := runQueue(t, job, queueConfig(faults.CrashAtEveryStep(), faults.CrashBeforeAck()))
 	require.Len(t, res.Steps, 1, "the plan is the delivery that ran the handler, not the poll before it was due")
+	mu.Lock()
 	require.NotEmpty(t, now)
+	first := now[0]
+	mu.Unlock()
 	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC) // Config.ClockStart's zero
-	assert.Equal(t, start.Add(10*time.Second), now[0].UTC(), "the clean run's handler runs at the due time")
+	assert.Equal(t, start.Add(10*time.Second), first.UTC(), "the clean run's handler runs at the due time")
 	assert.False(t, res.Idempotent(), "adding points on every run is found once the job runs: %s", res)
 	var crashed int
 	for _, s := range res.Scenarios {
