@@ -16,18 +16,6 @@ import (
 // "[twice] flaky", and its record holds every run of the schedule.
 func flakyFixture(t *testing.T) *report.Report {
 	t.Helper()
-	const pkg = "example.com/jobs/flaky"
-	events := strings.Join([]string{
-		`{"Action":"start","Package":"` + pkg + `"}`,
-		`{"Action":"run","Package":"` + pkg + `","Test":"TestExploreFlaky"}`,
-		`{"Action":"output","Package":"` + pkg + `","Test":"TestExploreFlaky","Output":"    flaky_test.go:20: [twice] flaky: job \"coin\": schedule j1a1w1 > j1a2w2 failed 1 of 2 runs\n"}`,
-		`{"Action":"fail","Package":"` + pkg + `","Test":"TestExploreFlaky","Elapsed":1}`,
-		`{"Action":"fail","Package":"` + pkg + `","Elapsed":1}`,
-	}, "\n") + "\n"
-	runs := newTestRuns()
-	if err := runs.read(strings.NewReader(events), nil); err != nil {
-		t.Fatal(err)
-	}
 	sched, err := faults.Parse("j1a1w1 > j1a2w2")
 	if err != nil {
 		t.Fatal(err)
@@ -36,11 +24,8 @@ func flakyFixture(t *testing.T) *report.Report {
 		{Fault: "explore", Schedule: sched, Verdict: result.Idempotent},
 		{Fault: "explore", Schedule: sched, Verdict: result.NotIdempotent, Problems: []result.Problem{{Kind: result.DidNotComplete, Detail: "job twice-job-1"}}},
 	}}
-	recs := []record.Record{{Version: record.Version, Dir: "/src/flaky", Test: "TestExploreFlaky", Rerun: "go test -run '^TestExploreFlaky$' .", Written: time.Now(), Result: res}}
-	r := &report.Report{Command: "go test -json ./..."}
-	(&builder{runs: runs, dirs: map[string]string{"/src/flaky": pkg}, cwd: "/src"}).build(r, recs)
-	r.Finish()
-	return r
+	return oneCheckReport(t, "example.com/jobs/flaky", "TestExploreFlaky",
+		`    flaky_test.go:20: [twice] flaky: job \"coin\": schedule j1a1w1 > j1a2w2 failed 1 of 2 runs`, false, res)
 }
 
 // A flaky exploration is flaky in every output and fails the run (exit
@@ -65,19 +50,8 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 	if r.Summary.Flaky != 1 || r.Summary.ExpectedFinding != 0 {
 		t.Errorf("summary = %+v, want one flaky job and no expected finding", r.Summary)
 	}
-	data, err := r.JSON()
-	if err != nil {
-		t.Fatal(err)
-	}
-	html, err := r.HTML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	junit, err := r.JUnit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, out := range map[string]string{"report.json": string(data), "index.html": string(html), "summary.md": r.Markdown(), "junit.xml": string(junit)} {
+	outs := outputs(t, r)
+	for name, out := range outs {
 		if !strings.Contains(strings.ToLower(out), "flaky") {
 			t.Errorf("%s does not say flaky", name)
 		}
@@ -85,7 +59,7 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 			t.Errorf("%s calls the flaky job an expected finding", name)
 		}
 	}
-	if strings.Contains(string(data), `"status": "expected-finding"`) {
+	if strings.Contains(outs["report.json"], `"status": "expected-finding"`) {
 		t.Error("report.json gives the flaky job the status expected-finding")
 	}
 }
