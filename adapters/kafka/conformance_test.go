@@ -50,11 +50,17 @@ func (b *broker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// consumer is a production consumer: group "g", autocommit disabled.
+// consumerOpts make a production consumer: group "g", autocommit
+// disabled, from the start of the topic.
+func consumerOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100 * time.Millisecond)}
+}
+
+// consumer is a production consumer (consumerOpts).
 func (b *broker) consumer(t *testing.T) *kgo.Client {
 	t.Helper()
-	return b.client(t, kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+	return b.client(t, consumerOpts()...)
 }
 
 func (b *broker) produce(t *testing.T, cl *kgo.Client, key, value string) *kgo.Record {
@@ -64,8 +70,14 @@ func (b *broker) produce(t *testing.T, cl *kgo.Client, key, value string) *kgo.R
 	return r
 }
 
+// poller is what polls records: a *kgo.Client or a
+// *kgo.GroupTransactSession.
+type poller interface {
+	PollRecords(ctx context.Context, maxPollRecords int) kgo.Fetches
+}
+
 // first is the first record cl polls.
-func first(t *testing.T, cl *kgo.Client) *kgo.Record {
+func first(t *testing.T, cl poller) *kgo.Record {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -102,6 +114,16 @@ func scenarios(t *testing.T, f faults.Fault, opts ...twicekafka.Option) []result
 	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
 	require.NotEmpty(t, res.Scenarios)
 	return res.Scenarios
+}
+
+// redelivered requires that under f the adapter hands the record to a
+// second delivery in every scenario.
+func redelivered(t *testing.T, f faults.Fault, opts ...twicekafka.Option) {
+	t.Helper()
+	for _, s := range scenarios(t, f, opts...) {
+		require.Len(t, s.Deliveries, 2)
+		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
+	}
 }
 
 // A committed record is not handed out again: a restarted consumer starts
@@ -165,10 +187,7 @@ func TestConformanceLostCommitIsRedelivered(t *testing.T) {
 	c1.Close()
 	assert.Equal(t, r0.Offset, first(t, b.consumer(t)).Offset)
 
-	for _, s := range scenarios(t, faults.LostAck()) {
-		require.Len(t, s.Deliveries, 2)
-		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
-	}
+	redelivered(t, faults.LostAck())
 }
 
 // A rebalance that hands the partition to a second consumer while the
@@ -245,34 +264,17 @@ func TestConformanceRedriveResetsTheOffset(t *testing.T) {
 	require.NoError(t, resp.Error())
 	assert.Equal(t, r0.Offset, first(t, b.consumer(t)).Offset)
 
-	for _, s := range scenarios(t, faults.Redrive(72*time.Hour)) {
-		require.Len(t, s.Deliveries, 2)
-		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
-	}
+	redelivered(t, faults.Redrive(72*time.Hour))
 }
 
 func (b *broker) session(t *testing.T, id string) *kgo.GroupTransactSession {
 	t.Helper()
-	s, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.c.ListenAddrs()...), kgo.Dialer(b.vn.DialContext),
-		kgo.ConsumerGroup("g"), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond), kgo.TransactionalID(id), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	opts := append([]kgo.Opt{kgo.SeedBrokers(b.c.ListenAddrs()...), kgo.Dialer(b.vn.DialContext),
+		kgo.TransactionalID(id), kgo.FetchIsolationLevel(kgo.ReadCommitted())}, consumerOpts()...)
+	s, err := kgo.NewGroupTransactSession(opts...)
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	return s
-}
-
-func firstOf(t *testing.T, s *kgo.GroupTransactSession) *kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for {
-		fs := s.PollRecords(ctx, 1)
-		require.NoError(t, ctx.Err(), "no record polled")
-		require.NoError(t, fs.Err())
-		if rs := fs.Records(); len(rs) > 0 {
-			return rs[0]
-		}
-	}
 }
 
 // Kafka's exactly-once loop: a committed transaction carries the offset;
@@ -285,12 +287,12 @@ func TestConformanceTransactional(t *testing.T) {
 	r0 := b.produce(t, p, "k", "v")
 
 	dead := b.session(t, "t1")
-	require.Equal(t, r0.Offset, firstOf(t, dead).Offset)
+	require.Equal(t, r0.Offset, first(t, dead).Offset)
 	require.NoError(t, dead.Begin())
 	dead.Close() // dies inside its transaction
 
 	moved := b.session(t, "t2")
-	require.Equal(t, r0.Offset, firstOf(t, moved).Offset, "a transaction that never ended committed nothing")
+	require.Equal(t, r0.Offset, first(t, moved).Offset, "a transaction that never ended committed nothing")
 	require.NoError(t, moved.Begin())
 	moved.Client().LeaveGroup() // the partition moves mid-record
 	committed, err := moved.End(context.Background(), kgo.TryCommit)
@@ -298,7 +300,7 @@ func TestConformanceTransactional(t *testing.T) {
 	assert.False(t, committed)
 
 	ok := b.session(t, "t3")
-	got := firstOf(t, ok)
+	got := first(t, ok)
 	require.Equal(t, r0.Offset, got.Offset, "the aborted transaction committed nothing")
 	require.NoError(t, ok.Begin())
 	committed, err = ok.End(context.Background(), kgo.TryCommit)
@@ -306,13 +308,10 @@ func TestConformanceTransactional(t *testing.T) {
 	require.True(t, committed)
 	ok.Close()
 	r1 := b.produce(t, p, "sentinel", "")
-	assert.Equal(t, r1.Offset, firstOf(t, b.session(t, "t4")).Offset, "the committed transaction carried the offset")
+	assert.Equal(t, r1.Offset, first(t, b.session(t, "t4")).Offset, "the committed transaction carried the offset")
 
 	tx := twicekafka.CommitMode(twicekafka.CommitTransactional)
-	for _, s := range scenarios(t, faults.CrashBeforeAck(), tx) {
-		require.Len(t, s.Deliveries, 2)
-		assert.Empty(t, s.Deliveries[1].NotDelivered, "%s", s.Schedule)
-	}
+	redelivered(t, faults.CrashBeforeAck(), tx)
 	for _, s := range scenarios(t, faults.RunTwice(), tx) {
 		require.Len(t, s.Deliveries, 2)
 		assert.Contains(t, s.Deliveries[0].Settled, "transaction committed", "%s", s.Schedule)
