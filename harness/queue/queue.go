@@ -131,6 +131,12 @@ type Fetched struct {
 	// is scheduled for +10s and was never due: " and Reason. Zero means
 	// not scheduled: Reason alone, and the harness asks again only in the
 	// queue's later rounds (after Rules.Redeliver).
+	//
+	// DueAt is only for a job that waits for its own time. A job another
+	// delivery holds (a lease, an unacked message, a visibility timeout)
+	// is not scheduled: leave DueAt zero and say so in Reason, or the
+	// harness's clock move turns a concurrent delivery into a redelivery
+	// after the lease.
 	DueAt time.Time
 }
 
