@@ -86,6 +86,8 @@ type Exploration struct {
 	ReplayLine string
 	// Duration is the wall time of the whole exploration.
 	Duration time.Duration
+
+	rounds int // rapid checks that drew schedules, shrinking aside
 }
 
 // Failed reports whether exploration found a schedule that failed, every
@@ -258,6 +260,7 @@ type explorer struct {
 	executed int
 
 	drawn     int
+	rounds    int              // rapid checks that drew, shrinking aside
 	found     *faults.Schedule // the first failing schedule
 	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
 	shrinking bool
@@ -313,7 +316,7 @@ func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) erro
 			break
 		}
 	}
-	x.Checks = e.drawn
+	x.Checks, x.rounds = e.drawn, e.rounds
 	return e.err
 }
 
@@ -327,6 +330,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 	if !e.shrinking {
 		scheds = scheds[:min(len(scheds), checks-e.drawn)]
 		e.drawn += len(scheds)
+		e.rounds++
 	}
 	for i := range scheds {
 		scheds[i].Fault = faults.NameExplore
