@@ -86,6 +86,8 @@ type Exploration struct {
 	ReplayLine string
 	// Duration is the wall time of the whole exploration.
 	Duration time.Duration
+
+	rounds int // rapid checks that drew schedules, shrinking aside
 }
 
 // Failed reports whether exploration found a schedule that failed, every
@@ -258,6 +260,7 @@ type explorer struct {
 	executed int
 
 	drawn     int
+	rounds    int              // rapid checks that drew, shrinking aside
 	found     *faults.Schedule // the first failing schedule
 	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
 	shrinking bool
@@ -266,10 +269,15 @@ type explorer struct {
 	err       error             // breakage met inside the property
 }
 
-// batch is how many schedules one rapid check draws; they run in
+// batch is the most schedules one rapid check draws; they run in
 // parallel. It is fixed, not the machine's core count, so that a seed
-// draws the same schedules everywhere.
-const batch = 4
+// draws the same schedules everywhere. It is well above the pool's width
+// (-twice.parallel): the pool waits for a check's last schedule before
+// rapid draws the next check, so with 4 (1 to 4 drawn, about 2 on
+// average) half of a 2-core pool stood idle and a schedule cost about
+// twice its own run. rapid deletes the schedules a failure does not need
+// while it shrinks, and the rest are not rerun (the cache).
+var batch = 16 // a variable only so BenchmarkExploreVsMatrix can price the old 4 in the same run
 
 // fromList runs schedules (saved or replayed) and takes the first that
 // fails as the finding, without shrinking it.
@@ -308,7 +316,7 @@ func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) erro
 			break
 		}
 	}
-	x.Checks = e.drawn
+	x.Checks, x.rounds = e.drawn, e.rounds
 	return e.err
 }
 
@@ -322,6 +330,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 	if !e.shrinking {
 		scheds = scheds[:min(len(scheds), checks-e.drawn)]
 		e.drawn += len(scheds)
+		e.rounds++
 	}
 	for i := range scheds {
 		scheds[i].Fault = faults.NameExplore
