@@ -101,6 +101,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if w := r.x.LeftOpen(); w != nil {
 		res.Warnings = append(res.Warnings, *w)
 	}
+	if w := r.x.ConnectionsLeftOpen(); w != nil {
+		res.Warnings = append(res.Warnings, *w)
+	}
 	if w := noStepTaken(len(plan.Steps), res.Scenarios); w != nil {
 		res.Warnings = append(res.Warnings, *w)
 	}

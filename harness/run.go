@@ -156,6 +156,15 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.ReferenceEffects = fx[0]
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	res.Steps = steps1
+	if d := disagreement(refs, fx, refSteps); d != nil {
+		d.Rows = slices.DeleteFunc(d.Rows, func(c result.RunCounts) bool { return slices.Contains(cfg.IgnoreTables, c.Name) })
+		if len(d.Rows) == 0 {
+			d.Rows = nil
+		}
+		if d.Rows != nil || d.Effects != nil || d.StepAt != 0 {
+			res.Warnings = append(res.Warnings, result.Warning{Kind: result.CleanRunsDisagree, Disagreement: d})
+		}
+	}
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
 		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup}

@@ -47,3 +47,31 @@ func TestPassNamesVolatileColumnsInEveryReport(t *testing.T) {
 		}
 	}
 }
+
+// The warnings of issue 27's remainder (clean runs that disagree beyond
+// volatile columns, a DSN connection left open) reach every report, as
+// the open-transaction warning does.
+func TestNewWarningsInEveryReport(t *testing.T) {
+	sched, err := faults.Parse("j1a1w1 > j1a1w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &result.Result{Job: "odd", Status: result.StatusIdempotent,
+		Warnings: []result.Warning{
+			{Kind: result.CleanRunsDisagree, Disagreement: &result.Disagreement{Rows: []result.RunCounts{{Name: "marks", Runs: [2]int{1, 0}}}}},
+			{Kind: result.ConnectionLeftOpen, Deliveries: 1, First: sched.Deliveries[0], Schedule: sched, Connections: 1},
+		},
+		Scenarios: []result.Scenario{{Fault: faults.NameRunTwice, Schedule: sched, Verdict: result.Idempotent}}}
+	r := oneCheckReport(t, "example.com/jobs/odd", "TestOdd", "", true, res)
+	out := outputs(t, r)
+	for _, warning := range []string{
+		`its two clean reference runs disagree beyond volatile columns: table "marks" has 1 row in the first, 0 in the second`,
+		"returned with 1 connection it opened on d.DSN still open",
+	} {
+		for _, name := range []string{"report.json", "index.html", "summary.md"} {
+			if !strings.Contains(out[name], warning) && !strings.Contains(out[name], strings.ReplaceAll(warning, `"`, "&#34;")) && !strings.Contains(out[name], strings.ReplaceAll(warning, `"`, `\"`)) {
+				t.Errorf("%s does not carry the warning %q", name, warning)
+			}
+		}
+	}
+}

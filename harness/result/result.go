@@ -162,6 +162,20 @@ const (
 	// no fault reached it, no state of it was compared, and it may have
 	// written to a database the harness did not create.
 	NoStepTaken WarningKind = "no-step-taken"
+	// CleanRunsDisagree: the check's clean reference runs of the job
+	// differed in a way no volatile column explains: a table holds another
+	// number of rows, an effect kind happened another number of times, or
+	// the steps differ. The handler does not do the same thing twice on the
+	// same input (a counter kept across calls, a random or wall-clock
+	// branch), so the reference is one of several outcomes and whatever
+	// differed was left out of every comparison as volatile: a pass says
+	// little. Disagreement says how the runs differed.
+	CleanRunsDisagree WarningKind = "clean-runs-disagree"
+	// ConnectionLeftOpen: a handler returned while a connection it opened
+	// itself on Delivery.DSN (not the delivery's pool d.DB or d.SQL()) was
+	// still open. The harness closed it; in production it stays open until
+	// the process exits, one more for every job.
+	ConnectionLeftOpen WarningKind = "connection-left-open"
 )
 
 // Warning is something a check noticed that is not a verdict.
@@ -178,6 +192,30 @@ type Warning struct {
 	Connections int `json:",omitempty"`
 	// CleanSteps is how many steps the clean run took (NoStepTaken).
 	CleanSteps int `json:",omitempty"`
+	// Disagreement is how the clean runs differed (CleanRunsDisagree).
+	Disagreement *Disagreement `json:",omitempty"`
+}
+
+// Disagreement is how two clean reference runs of a job differed beyond
+// volatile columns and effect fields.
+type Disagreement struct {
+	// Rows are the tables whose number of rows differs between the runs.
+	Rows []RunCounts `json:",omitempty"`
+	// Effects are the effect kinds that happened a different number of
+	// times.
+	Effects []RunCounts `json:",omitempty"`
+	// Steps counts each run's steps, and StepAt is the first step (from 1)
+	// that differs: another statement text, or another effect kind. Both
+	// are zero when the steps agree.
+	Steps  [2]int `json:",omitzero"`
+	StepAt int    `json:",omitempty"`
+}
+
+// RunCounts is how many of something (a table's rows, an effect kind's
+// effects) each of two clean runs had.
+type RunCounts struct {
+	Name string
+	Runs [2]int
 }
 
 // Idempotent reports whether every scenario was idempotent.

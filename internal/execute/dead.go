@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // buryTimeout bounds how long the server may take to end a dead
@@ -33,7 +35,7 @@ func (e *execution) bury(d *deliveryRun) {
 		return
 	}
 	if n := d.proxy.BusyAtRelease(); n > 0 && !d.dead {
-		e.r.leftOpen.add(d.spec, e.sched, n)
+		e.r.leftOpen.add(result.TransactionLeftOpen, d.spec, e.sched, n)
 	}
 	if pids := d.proxy.TakeCut(); len(pids) > 0 {
 		if err := e.r.terminate(e.ctx, e.db.Name, pids); err != nil {

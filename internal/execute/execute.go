@@ -557,6 +557,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	if err != nil {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
 	}
+	wireproxy.MarkPool(&cfg.ConnConfig.Config) // tells its connections from the handler's own on the DSN
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
@@ -697,6 +698,7 @@ func (e *execution) stop(d *deliveryRun) {
 	if d.dead {
 		d.proxy.Kill()
 	} else {
+		e.noteOwnConns(d) // ownconns.go
 		d.proxy.Release()
 	}
 	e.bury(d) // dead.go

@@ -71,6 +71,7 @@ type Executor struct {
 	stragglers stragglers   // handler goroutines not waited for; see linger.go
 	backends   backendPools // server backends kept per database; see backends.go
 	leftOpen   leftOpen     // deliveries that returned with a transaction open; see leftopen.go
+	leftConns  leftOpen     // deliveries that returned with a DSN connection open; see ownconns.go
 }
 
 // New returns an Executor for a check with settings s.

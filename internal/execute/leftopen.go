@@ -18,23 +18,30 @@ type leftOpen struct {
 	w  result.Warning // First is the first such delivery
 }
 
-func (l *leftOpen) add(d faults.Delivery, sched faults.Schedule, conns int) {
+func (l *leftOpen) add(kind result.WarningKind, d faults.Delivery, sched faults.Schedule, conns int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w.Deliveries == 0 {
-		l.w = result.Warning{Kind: result.TransactionLeftOpen, First: d, Schedule: sched, Connections: conns}
+		l.w = result.Warning{Kind: kind, First: d, Schedule: sched, Connections: conns}
 	}
 	l.w.Deliveries++
 }
 
-// LeftOpen is the warning about deliveries of the check that returned
-// with a connection still in a transaction or busy, or nil.
-func (r *Executor) LeftOpen() *result.Warning {
-	r.leftOpen.mu.Lock()
-	defer r.leftOpen.mu.Unlock()
-	if r.leftOpen.w.Deliveries == 0 {
+func (l *leftOpen) warning() *result.Warning {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.Deliveries == 0 {
 		return nil
 	}
-	w := r.leftOpen.w
+	w := l.w
 	return &w
 }
+
+// LeftOpen is the warning about deliveries of the check that returned
+// with a connection still in a transaction or busy, or nil.
+func (r *Executor) LeftOpen() *result.Warning { return r.leftOpen.warning() }
+
+// ConnectionsLeftOpen is the warning about deliveries of the check whose
+// handler returned with a connection it opened on the DSN still open
+// (ownconns.go), or nil.
+func (r *Executor) ConnectionsLeftOpen() *result.Warning { return r.leftConns.warning() }

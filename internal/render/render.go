@@ -352,8 +352,37 @@ func Warning(job string, w result.Warning) string {
 		}
 		return fmt.Sprintf("[twice] warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
 			job, first, w.CleanSteps, text.Plural(w.CleanSteps, "step"))
+	case result.CleanRunsDisagree:
+		if w.Disagreement != nil {
+			return fmt.Sprintf("[twice] warning: job %q: its two clean reference runs disagree beyond volatile columns: %s. The handler did not do the same thing twice on the same input (a counter kept across calls, randomness or time.Now() deciding what it does), so the reference is one outcome of several and what differed was left out of every comparison: this pass says little. Make the handler's work depend only on its job, the database and d.Now",
+				job, disagreement(*w.Disagreement))
+		}
+	case result.ConnectionLeftOpen:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s it opened on d.DSN still open",
+			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
+		const fix = "Close every connection the handler opens (defer conn.Close(ctx)), or use d.DB or d.SQL(), which the harness closes"
+		if w.Deliveries == 1 {
+			return fmt.Sprintf("[twice] warning: job %q: %s; the harness closed it, a worker would keep it until it exits. %s", job, first, fix)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection they opened on d.DSN still open, the first %s; the harness closed them, a worker would keep them until it exits. %s", job, w.Deliveries, first, fix)
 	}
 	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
+}
+
+// disagreement says how two clean runs differed: "table "orders" has 1
+// row in the first, 0 in the second; ...".
+func disagreement(d result.Disagreement) string {
+	var parts []string
+	for _, c := range d.Rows {
+		parts = append(parts, fmt.Sprintf("table %q has %d %s in the first, %d in the second", c.Name, c.Runs[0], text.Plural(c.Runs[0], "row"), c.Runs[1]))
+	}
+	for _, c := range d.Effects {
+		parts = append(parts, fmt.Sprintf("%d %q %s in the first, %d in the second", c.Runs[0], c.Name, text.Plural(c.Runs[0], "effect"), c.Runs[1]))
+	}
+	if d.StepAt > 0 {
+		parts = append(parts, fmt.Sprintf("the first took %d %s, the second %d, differing from step %d", d.Steps[0], text.Plural(d.Steps[0], "step"), d.Steps[1], d.StepAt))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // ScheduleName is a schedule as messages name it: its text and the fault

@@ -40,6 +40,7 @@ type conn struct {
 	server net.Conn
 	pid    uint32
 	probes bool // the server can say whether a transaction wrote (commitprobe.go)
+	pool   bool // a connection of the delivery's own pools (mark.go)
 
 	// Owned by the serve goroutine.
 	in       *bufio.Reader

@@ -106,6 +106,7 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		return c.refuse("0A000", fmt.Sprintf("[twice] the proxy of %s does not relay replication connections", p.label))
 	}
 
+	pool := marked(msg.Parameters)
 	var unknownOptions []string
 	params := make(map[string]string, len(msg.Parameters))
 	for k, v := range msg.Parameters {
@@ -138,6 +139,7 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		return c.refuseDead(p.Dead())
 	}
 	c.be, c.server, c.tx, c.probes = be, be.conn, 'I', be.probes
+	c.pool = pool
 	c.mu.Unlock()
 	if err := p.register(c, be.pid, secret); err != nil {
 		return c.refuseDead(err)
