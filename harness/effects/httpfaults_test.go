@@ -14,14 +14,15 @@ import (
 	"github.com/runtwice/twice/harness/effects"
 )
 
-// slowServer answers only once its client gave up (or after a minute,
+// slowServer answers only once its client gave up (or after 5s,
 // so that nothing hangs).
 func slowServer(t *testing.T) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // read to its end, the server sees the client go
 		select {
 		case <-r.Context().Done():
-		case <-time.After(time.Minute):
+		case <-time.After(5 * time.Second):
 		}
 	}))
 	t.Cleanup(srv.Close)
