@@ -60,7 +60,7 @@ func TestSlowAnswerIsStripeGosTimeout(t *testing.T) {
 		mu.Unlock()
 		if n == 1 {
 			_, _ = io.Copy(io.Discard, r.Body) // read to its end, the server sees the client go
-			select { // late: the client gives up first
+			select {                           // late: the client gives up first
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
 			}
