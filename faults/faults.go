@@ -150,6 +150,12 @@ type Step struct {
 	// key, if any.
 	Effect string `json:",omitempty"`
 	Key    string `json:",omitempty"`
+	// HTTP marks an effect call that is an HTTP request (made through
+	// harness.Delivery.HTTPClient): its client may send it again with the
+	// same key within one call (an SDK's retries, net/http's replay on a
+	// broken connection), so the default matrix loses its answer with
+	// KindEffectOutage rather than KindEffectLostReply.
+	HTTP bool `json:",omitempty"`
 }
 
 // IsEffect reports whether the step is an effect call rather than a
@@ -186,6 +192,7 @@ const (
 	NameRedrive                 Name = "redrive"
 	NameEffectLostReply         Name = "effect-lost-reply"
 	NameEffectFailed            Name = "effect-failed"
+	NameEffectSlow              Name = "effect-slow"
 	NameLateProducerRetry       Name = "late-producer-retry"
 	NameProducerRetryAfterDedup Name = "producer-retry-after-dedup"
 	// NameReplay is a schedule given by Replay or -twice.replay;
@@ -392,9 +399,50 @@ func EffectLostReplyAt(k int) Fault {
 }
 
 // EffectLostReplies is EffectLostReplyAt every effect call of the clean
-// run.
+// run, except that an HTTP call with an idempotency key (Step.HTTP) gets
+// EffectOutageAt: a lost answer that its client's own retry with the same
+// key recovers is no finding and is not worth a scenario, while losing
+// the call and all those retries reaches the handler's error path.
 func EffectLostReplies() Fault {
-	return fault{name: NameEffectLostReply, expand: func(p Plan) []Schedule { return atEveryEffect(p, KindEffectLostReply) }}
+	return fault{name: NameEffectLostReply, expand: func(p Plan) []Schedule {
+		var out []Schedule
+		for i, s := range p.Steps {
+			switch {
+			case s.IsEffect() && s.HTTP && s.Key != "":
+				out = append(out, effectFault(KindEffectOutage, i+1)...)
+			case s.IsEffect():
+				out = append(out, effectFault(KindEffectLostReply, i+1)...)
+			}
+		}
+		return out
+	}}
+}
+
+// EffectOutageAt is EffectLostReplyAt for effect call k and for every
+// retry of it with the same idempotency key in the delivery
+// (KindEffectOutage): the provider makes the call, answers every retry
+// from the key, and no answer arrives, as in an outage longer than the
+// client's retries. Step k must be an effect call of the clean run.
+func EffectOutageAt(k int) Fault {
+	if k < 1 {
+		return invalid(NameEffectLostReply, "faults.EffectOutageAt(%d): steps count from 1", k)
+	}
+	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectOutage, k) }}
+}
+
+// EffectSlowAt is a provider that makes effect call k but answers only
+// after the client gave up waiting (KindEffectSlow): an HTTP call returns
+// at once the error of the client's own timeout, as net/http makes it,
+// with no wall-clock wait; the delivery goes on. It is not in the default
+// matrix: the provider has made the call, as under a lost reply, and
+// every client seen (stripe-go, net/http) handles the timeout as it does
+// a cut connection, retrying or failing alike. Step k must be an effect
+// call of the clean run.
+func EffectSlowAt(k int) Fault {
+	if k < 1 {
+		return invalid(NameEffectSlow, "faults.EffectSlowAt(%d): steps count from 1", k)
+	}
+	return fault{name: NameEffectSlow, expand: func(Plan) []Schedule { return effectFault(KindEffectSlow, k) }}
 }
 
 // EffectFailedAt is a provider that refuses effect call k before making

@@ -89,7 +89,7 @@ func TestParseRejects(t *testing.T) {
 		{"j1a1w1!lostreply", "needs the step of its effect call"},
 		{"j1a1w1!failed", "needs the step of its effect call"},
 		{"j1a1w1!failed:0", "failed needs a step from 1"},
-		{"j1a1w1!timeout:2", "lostreply:N, failed:N or crashafter:N"},
+		{"j1a1w1!timeout:2", "crashafter:N, outage:N or slow:N"},
 		{"j1a1w1!crashafter", "needs the step of its effect call"},
 		{"+soon j1a1w1", "not a positive duration"},
 		{"j1a1w1 > j1a2w2@3:1", "can only overlap a delivery started before it"},

@@ -70,7 +70,8 @@ type Delivery struct {
 	// > late j2a1w2".
 	Late bool `json:",omitempty"`
 	// At is the step KindCrash, KindAmbiguous, KindCrashAfterEffect,
-	// KindEffectLostReply and KindEffectFailed act on (1-based); for
+	// KindEffectLostReply, KindEffectFailed, KindEffectOutage and
+	// KindEffectSlow act on (1-based); for
 	// KindCrash, zero means after the last step, before the ack.
 	At int
 }
@@ -110,10 +111,29 @@ const (
 	// return value ignored, its worker discarded: the effect happened and
 	// nothing the handler would have written after it did.
 	KindCrashAfterEffect
+	// KindEffectOutage: KindEffectLostReply for effect call At and for
+	// every later call of the delivery with the same (non-empty)
+	// idempotency key: the provider makes the call and every retry of it
+	// answers from the key, and no answer reaches the client, as in an
+	// outage longer than the client's own retries (stripe-go's, net/http's
+	// replay of a request with an Idempotency-Key). The retries reach the
+	// provider, so a retry with a new key makes the effect again; the
+	// client's error reaches the handler. Without a key it is
+	// KindEffectLostReply.
+	KindEffectOutage
+	// KindEffectSlow: the provider makes effect call At, but its answer
+	// comes only after the client gave up waiting: an HTTP call returns
+	// the error of the client's own timeout (net/http's "Client.Timeout
+	// exceeded while awaiting headers", a net.Error whose Timeout is
+	// true, matching context.DeadlineExceeded) at once, without waiting
+	// the timeout out; any other effect call returns a timeout as under
+	// KindEffectLostReply. The delivery goes on.
+	KindEffectSlow
 )
 
 // String names the kind as a schedule writes it: "crash", "ambiguous",
-// "lostack", "lostreply", "failed", "crashafter", or "" for KindNone.
+// "lostack", "lostreply", "failed", "crashafter", "outage", "slow", or ""
+// for KindNone.
 func (k Kind) String() string {
 	switch k {
 	case KindCrash:
@@ -128,20 +148,29 @@ func (k Kind) String() string {
 		return "failed"
 	case KindCrashAfterEffect:
 		return "crashafter"
+	case KindEffectOutage:
+		return "outage"
+	case KindEffectSlow:
+		return "slow"
 	}
 	return ""
 }
 
 // OnEffect reports whether the kind acts only on an effect call:
-// KindEffectLostReply, KindEffectFailed and KindCrashAfterEffect.
+// KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect,
+// KindEffectOutage and KindEffectSlow.
 func (k Kind) OnEffect() bool {
-	return k == KindEffectLostReply || k == KindEffectFailed || k == KindCrashAfterEffect
+	switch k {
+	case KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect, KindEffectOutage, KindEffectSlow:
+		return true
+	}
+	return false
 }
 
 // String renders the delivery: job, attempt and worker ("j1a2w2"), then
 // "@1:3" when it starts once delivery 1 has done 3 steps, then its fault
 // ("!crash:3", "!crash", "!ambiguous:4", "!lostack", "!lostreply:2",
-// "!failed:2", "!crashafter:2"); a clock move comes first ("+30s
+// "!failed:2", "!crashafter:2", "!outage:2", "!slow:2"); a clock move comes first ("+30s
 // j1a2w2"), then "late " for a copy enqueued only as it starts ("+1h1s
 // late j2a1w2").
 func (d Delivery) String() string {
@@ -166,7 +195,7 @@ func (d Delivery) String() string {
 		fmt.Fprintf(&b, "!ambiguous:%d", d.At)
 	case KindLostAck:
 		b.WriteString("!lostack")
-	case KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect:
+	case KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect, KindEffectOutage, KindEffectSlow:
 		fmt.Fprintf(&b, "!%s:%d", d.Fault, d.At)
 	}
 	return b.String()
@@ -271,7 +300,7 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("delivery %d (%s): an ambiguous commit needs its step", i+1, d)
 		case d.Fault.OnEffect() && d.At == 0:
 			return fmt.Errorf("delivery %d (%s): an effect fault needs the step of its effect call", i+1, d)
-		case d.Fault < KindNone || d.Fault > KindCrashAfterEffect:
+		case d.Fault < KindNone || d.Fault > KindEffectSlow:
 			return fmt.Errorf("delivery %d: unknown fault kind %d", i+1, int(d.Fault))
 		case d.Late && d.Job == 1:
 			return fmt.Errorf("delivery %d (%s): only a producer's copy (job 2 and up) can be enqueued late; job 1 is the original, enqueued before any delivery", i+1, d)
@@ -358,8 +387,12 @@ func parseDelivery(text string) (Delivery, error) {
 			d.Fault = KindEffectFailed
 		case "crashafter":
 			d.Fault = KindCrashAfterEffect
+		case "outage":
+			d.Fault = KindEffectOutage
+		case "slow":
+			d.Fault = KindEffectSlow
 		default:
-			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N, failed:N or crashafter:N", text, kind)
+			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N, failed:N, crashafter:N, outage:N or slow:N", text, kind)
 		}
 		if hasAt {
 			if d.Fault == KindLostAck {

@@ -673,7 +673,7 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 	}
 	for _, d := range s.Deliveries {
 		switch d.Fault {
-		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed, faults.KindCrashAfterEffect:
+		case faults.KindCrash, faults.KindAmbiguous, faults.KindEffectLostReply, faults.KindEffectFailed, faults.KindCrashAfterEffect, faults.KindEffectOutage, faults.KindEffectSlow:
 		default:
 			continue
 		}

@@ -4,12 +4,18 @@
 // builds the *stripe.Client on the delivery's HTTP client, where
 // production builds it on the default one.
 //
+// The job has the shape production code often has: pay, then record the
+// payment with INSERT ... ON CONFLICT DO NOTHING. The database side is
+// idempotent (a second record is a no-op); whether the payment is depends
+// on its key alone, since every redelivery calls Stripe again.
+//
 // WithJobKey sends an Idempotency-Key made from the job
 // ("payout-restaurant-381-2026-W42"), the same on every retry, so Stripe
 // answers a retry from the key, for as long as it remembers keys (24h): a
 // redrive days later pays twice. WithDefaultKey sends none of its own, so
 // stripe-go draws a new random key on every call: it survives its own
-// retries inside one call, and nothing else.
+// retries inside one call, and nothing else; every redelivery, even after
+// the record was written, pays again.
 package stripepayout
 
 import (
@@ -44,8 +50,8 @@ type Job struct {
 	Stripe *stripe.Client
 }
 
-// WithJobKey pays unless this week's payout is recorded, with an
-// idempotency key made from what the job is, then records it.
+// WithJobKey pays, with an idempotency key made from what the job is,
+// then records the payout unless it is recorded already.
 func (j Job) WithJobKey(ctx context.Context, p Payout) error {
 	return j.pay(ctx, p, fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
 }
@@ -57,12 +63,6 @@ func (j Job) WithDefaultKey(ctx context.Context, p Payout) error {
 }
 
 func (j Job) pay(ctx context.Context, p Payout, key string) error {
-	var recorded bool
-	err := j.DB.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM payouts WHERE restaurant_id = $1 AND week = $2)`,
-		p.RestaurantID, p.Week).Scan(&recorded)
-	if err != nil || recorded {
-		return err
-	}
 	params := &stripe.TransferCreateParams{
 		Amount:      stripe.Int64(p.AmountPaise),
 		Currency:    stripe.String("inr"),

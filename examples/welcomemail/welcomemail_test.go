@@ -2,6 +2,7 @@ package welcomemail_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/runtwice/twice/assert"
@@ -138,5 +139,31 @@ func TestSendOnceCrashAfterSend(t *testing.T) {
 	}
 	if len(by) != 2 || by[0] != 1 || by[1] != 2 {
 		t.Errorf("emails sent by attempts %v, want [1 2]: the dead worker's, then the redelivery's", by)
+	}
+}
+
+// A permanent refusal (Providers.SMTP.PermanentRefusal: "550 5.7.1")
+// reaches the job as net/smtp's SendMail error, and the job returns it:
+// nothing was sent, and the queue's retry sends the one email.
+func TestSendOncePermanentRefusal(t *testing.T) {
+	cfg := config
+	cfg.Providers.SMTP.PermanentRefusal = true
+	cfg.Faults = []faults.Fault{faults.EffectFailures()}
+	res := harness.Check(t, sendOnce, cfg)
+	if len(res.Scenarios) != 1 {
+		t.Fatalf("%d scenarios, want one refusal of the one send", len(res.Scenarios))
+	}
+	s := res.Scenarios[0]
+	if first := s.Deliveries[0]; !strings.HasPrefix(first.Err, "550 ") || !strings.Contains(first.Err, "5.7.1 [twice]") {
+		t.Errorf("first delivery returned %q, want SendMail's 550 5.7.1", first.Err)
+	}
+	sent := 0
+	for _, e := range s.Effects {
+		if e.Happened() {
+			sent++
+		}
+	}
+	if len(s.Effects) != 2 || sent != 1 {
+		t.Errorf("effects %v, want the refused message and the retry's one email", s.Effects)
 	}
 }

@@ -32,9 +32,12 @@
 // the delivery just before the call (nothing happens) or right after the
 // provider accepted it. Under an effect fault the delivery lives on and
 // the call returns an *Error: a timeout after the provider made the
-// effect (faults.KindEffectLostReply), or a 503 before it did
-// (faults.KindEffectFailed). A dead delivery's calls are refused and not
-// recorded.
+// effect (faults.KindEffectLostReply, faults.KindEffectOutage, which
+// also loses the answers to the call's retries with its key), an answer
+// after the client's timeout (faults.KindEffectSlow; an HTTP client gets
+// net/http's own timeout error, at once), or a refusal before it did
+// (faults.KindEffectFailed: HTTPHost.Refusal, SMTPProvider). A dead
+// delivery's calls are refused and not recorded.
 //
 // # The executor's side
 //
@@ -42,6 +45,6 @@
 // nothing here imports the harness: it makes a Log per scenario with
 // NewLog, gives each delivery its Clients with Log.Clients and a Steps of
 // its own, which grants each call when the schedule says and answers a
-// Fate (Answered, ReplyLost, Refused), and reads Log.Effects when the
+// Fate (Answered, ReplyLost, Refused, AnsweredLate), and reads Log.Effects when the
 // scenario is done.
 package effects

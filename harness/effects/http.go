@@ -173,9 +173,38 @@ func (t *deliveryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		}
 		return nil, err
 	}
+	if resp.Header.Get(lateHeader) != "" {
+		// The answer comes after the client's timeout: what the client
+		// gets is that timeout, at once.
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return nil, errClientTimeout
+	}
 	resp.Request = req
 	return resp, nil
 }
+
+// lateHeader marks, from the listener to the delivery's transport, an
+// answer that comes after the client's timeout (faults.KindEffectSlow);
+// the client never sees it.
+const lateHeader = "X-Twice-Answer-Late"
+
+// errClientTimeout is what a delivery's transport returns for an answer
+// that comes after the client's timeout: the error net/http's own
+// Client.Timeout makes (http.Client wraps it in a *url.Error naming the
+// request, as it does a real one), with the same text, Timeout and
+// Temporary true, and matching context.DeadlineExceeded. The harness
+// does not wait the timeout out: the error comes at once.
+var errClientTimeout error = &clientTimeoutError{}
+
+type clientTimeoutError struct{}
+
+func (*clientTimeoutError) Error() string {
+	return "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+}
+func (*clientTimeoutError) Timeout() bool     { return true }
+func (*clientTimeoutError) Temporary() bool   { return true }
+func (*clientTimeoutError) Is(err error) bool { return err == context.DeadlineExceeded }
 
 func closeBody(req *http.Request) {
 	if req.Body != nil {
@@ -273,10 +302,16 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if safeMethod(r.Method) {
 		err = d.c.read(r.Context(), e, do)
 	} else {
-		err = d.c.call(r.Context(), e, do)
+		err = d.c.callStep(r.Context(), e, true, do)
 	}
 	var fx *Error
 	switch {
+	case errors.As(err, &fx) && fx.Late:
+		// The provider did the work; its answer comes after the client
+		// gave up, which the delivery's transport turns into the client's
+		// timeout.
+		w.Header().Set(lateHeader, "1")
+		w.WriteHeader(http.StatusGatewayTimeout)
 	case errors.As(err, &fx) && fx.Applied:
 		cut(w) // the provider did the work; its answer never arrives
 	case errors.As(err, &fx):
@@ -306,7 +341,7 @@ func safeMethod(m string) bool {
 // read is call for a request that only reads: the same step and fates,
 // nothing recorded in the log.
 func (c *Clients) read(ctx context.Context, e assert.Effect, do func() (string, bool, error)) error {
-	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key}
+	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: true}
 	fate, err := c.steps.Begin(ctx, step)
 	if err != nil {
 		return err
@@ -315,9 +350,9 @@ func (c *Clients) read(ctx context.Context, e assert.Effect, do func() (string, 
 	switch fate {
 	case Refused:
 		return &Error{Kind: e.Kind}
-	case ReplyLost:
+	case ReplyLost, AnsweredLate:
 		_, _, _ = do()
-		return &Error{Kind: e.Kind, Applied: true}
+		return &Error{Kind: e.Kind, Applied: true, Late: fate == AnsweredLate}
 	}
 	_, _, err = do()
 	return err
@@ -337,14 +372,18 @@ func cut(w http.ResponseWriter) {
 
 // refuse answers an effect-failed fault: the provider refused the call
 // before running it, as a busy provider does.
+// How is the host's HTTPHost.Refusal.
 func refuse(w http.ResponseWriter, h *httpHostState) {
 	w.Header().Set("Retry-After", "1")
-	if h.stripe != nil {
+	switch {
+	case h.setting.Refusal == RefuseRateLimit && h.stripe != nil:
 		writeStripeError(w, http.StatusTooManyRequests, "invalid_request_error", "rate_limit", "",
 			"Too many requests hit the API too quickly. We recommend an exponential backoff of your requests.")
-		return
+	case h.setting.Refusal == RefuseRateLimit:
+		http.Error(w, "429 too many requests: try again later", http.StatusTooManyRequests)
+	default:
+		http.Error(w, "503 service unavailable: try again later", http.StatusServiceUnavailable)
 	}
-	http.Error(w, "503 service unavailable: try again later", http.StatusServiceUnavailable)
 }
 
 // httpCall is one request as the provider sees it.

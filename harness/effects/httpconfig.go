@@ -50,6 +50,44 @@ type HTTPHost struct {
 	// KeyWindow is how long keys are remembered, on the harness clock;
 	// zero means 24h, Stripe's window.
 	KeyWindow time.Duration
+	// Refusal is how the host refuses a call under an effect-failed
+	// fault (faults.KindEffectFailed); the zero value is as the provider
+	// does it.
+	Refusal HTTPRefusal
+}
+
+// HTTPRefusal is how a host refuses a call under an effect-failed fault.
+// Clients tell refusals apart: stripe-go retries a 503 without Stripe's
+// JSON body within the call, with the same key, but not a 429 rate_limit,
+// which reaches the handler.
+type HTTPRefusal int
+
+const (
+	// RefuseAsProvider refuses as the host's provider does: on a Stripe
+	// host RefuseRateLimit, on any other RefuseUnavailable.
+	RefuseAsProvider HTTPRefusal = iota
+	// RefuseRateLimit answers 429 with Retry-After: 1; on a Stripe host
+	// with Stripe's JSON error (type invalid_request_error, code
+	// rate_limit), elsewhere in plain text.
+	RefuseRateLimit
+	// RefuseUnavailable answers 503 with Retry-After: 1 and a plain-text
+	// body, as a load balancer in front of the provider does, also on a
+	// Stripe host.
+	RefuseUnavailable
+)
+
+// String names the refusal: "as-provider", "429 rate limit", "503
+// unavailable".
+func (r HTTPRefusal) String() string {
+	switch r {
+	case RefuseAsProvider:
+		return "as-provider"
+	case RefuseRateLimit:
+		return "429 rate limit"
+	case RefuseUnavailable:
+		return "503 unavailable"
+	}
+	return fmt.Sprintf("HTTPRefusal(%d)", int(r))
 }
 
 func (p HTTPProviders) check() error {
@@ -59,6 +97,8 @@ func (p HTTPProviders) check() error {
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts has an empty host; name hosts as request URLs do (%q)", StripeHost)
 		case h.Stripe && (h.Answer != nil || h.Dedup):
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q] sets Stripe and a generic provider's Answer or Dedup; the Stripe provider answers and deduplicates by itself: set one or the other", host)
+		case h.Refusal < RefuseAsProvider || h.Refusal > RefuseUnavailable:
+			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].Refusal is %v; set effects.RefuseRateLimit, effects.RefuseUnavailable, or leave it zero for the provider's own", host, h.Refusal)
 		case h.KeyWindow < 0:
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].KeyWindow is %v; set how long keys are remembered, or leave it zero for 24h", host, h.KeyWindow)
 		}
@@ -77,6 +117,12 @@ func (p HTTPProviders) host(host string) HTTPHost {
 	}
 	if h.KeyHeader == "" {
 		h.KeyHeader = DefaultKeyHeader
+	}
+	if h.Refusal == RefuseAsProvider {
+		h.Refusal = RefuseUnavailable
+		if h.Stripe {
+			h.Refusal = RefuseRateLimit
+		}
 	}
 	return h
 }

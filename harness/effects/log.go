@@ -19,6 +19,16 @@ type Providers struct {
 	Payments PaymentProvider
 	// HTTP is the providers behind every delivery's HTTPClient.
 	HTTP HTTPProviders
+	// SMTP is the sink behind every delivery's SMTPAddr.
+	SMTP SMTPProvider
+}
+
+// SMTPProvider sets up the SMTP sink behind Clients.SMTPAddr.
+type SMTPProvider struct {
+	// PermanentRefusal makes an effect-failed fault refuse the message
+	// with "550 5.7.1", a permanent refusal a client must not retry,
+	// instead of the transient "451 4.3.0". Nothing is sent either way.
+	PermanentRefusal bool
 }
 
 // Log is the effect log of one scenario (or one clean reference run): the
@@ -40,6 +50,7 @@ type Log struct {
 	// HTTP providers (http.go): started by the first HTTPClient, ended by
 	// Close.
 	httpCfg  HTTPProviders
+	smtpCfg  SMTPProvider
 	httpOnce sync.Once
 	http     *httpSink
 	httpErr  error
@@ -58,7 +69,7 @@ func NewLog(now func() time.Time, p Providers) (*Log, error) {
 	if err := p.HTTP.check(); err != nil {
 		return nil, err
 	}
-	return &Log{now: now, payments: p.Payments.store(), httpCfg: p.HTTP}, nil
+	return &Log{now: now, payments: p.Payments.store(), httpCfg: p.HTTP, smtpCfg: p.SMTP}, nil
 }
 
 // Close ends what the providers started for the scenario: the listener
@@ -165,7 +176,13 @@ func (c *Clients) Payments() *Payments { return &Payments{c: c} }
 // refused call never reaches do, and a call whose answer is lost runs do,
 // is recorded as made, and returns a timeout to the handler.
 func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
-	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key}
+	return c.callStep(ctx, e, false, do)
+}
+
+// callStep is call, saying whether the call is an HTTP request
+// (faults.Step.HTTP).
+func (c *Clients) callStep(ctx context.Context, e assert.Effect, isHTTP bool, do func() (result string, replayed bool, err error)) error {
+	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: isHTTP}
 	fate, err := c.steps.Begin(ctx, call)
 	if err != nil {
 		return err
@@ -182,9 +199,9 @@ func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result s
 	if err != nil {
 		e.Err = err.Error()
 	}
-	if fate == ReplyLost {
+	if fate == ReplyLost || fate == AnsweredLate {
 		e.ReplyLost = true
-		err = &Error{Kind: e.Kind, Applied: true}
+		err = &Error{Kind: e.Kind, Applied: true, Late: fate == AnsweredLate}
 	}
 	e.Delivery, e.JobID, e.Attempt = c.label, c.jobID, c.attempt
 	e.At = c.log.now()

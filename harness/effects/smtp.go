@@ -89,7 +89,10 @@ type smtpSink struct {
 //     client's DATA fails as on a timeout or a dropped link, though the
 //     message went out;
 //   - under an effect-failed fault the sink refuses the message with
-//     "451 4.3.0", a transient refusal, and nothing is sent.
+//     "451 4.3.0", a transient refusal, or with "550 5.7.1", a permanent
+//     one, when Providers.SMTP.PermanentRefusal is set; nothing is sent;
+//   - under an effect-slow fault it is as under effect-lost-reply: the
+//     answer comes after the client gave up.
 //
 // A dead delivery's messages are refused (421) and not recorded, and so
 // are its later sessions; after the scenario ended nobody listens. When
@@ -174,6 +177,14 @@ var errRefused = &smtp.SMTPError{
 	Message:      "[twice] email provider: the message was refused before it was sent; try again",
 }
 
+// errRejected is the sink's answer under an effect-failed fault when
+// Providers.SMTP.PermanentRefusal is set.
+var errRejected = &smtp.SMTPError{
+	Code:         550,
+	EnhancedCode: smtp.EnhancedCode{5, 7, 1},
+	Message:      "[twice] email provider: the message was rejected and not sent; do not retry it as it is",
+}
+
 func (s *smtpSink) session(ctx context.Context, conn *smtp.Conn) (smtp.Session, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -242,6 +253,8 @@ func (s *smtpSession) Data(r io.Reader) error {
 		// Accepted and recorded; the answer never reaches the client.
 		_ = s.conn.Conn().Close()
 		return err
+	case errors.As(err, &fault) && s.sink.c.log.smtpCfg.PermanentRefusal:
+		return errRejected
 	case errors.As(err, &fault):
 		return errRefused
 	default:

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -285,4 +286,23 @@ func TestNetSMTPReportsQuitErrorAfterAcceptedData(t *testing.T) {
 	default:
 		t.Fatal("the relay never accepted the message")
 	}
+}
+
+// With Providers.SMTP.PermanentRefusal an effect-failed fault is a
+// permanent refusal: net/smtp's SendMail returns the 550, nothing is
+// sent.
+func TestSMTPSinkPermanentRefusal(t *testing.T) {
+	at := time.Date(2026, 10, 12, 9, 0, 0, 0, time.UTC)
+	log, err := effects.NewLog(func() time.Time { return at }, effects.Providers{SMTP: effects.SMTPProvider{PermanentRefusal: true}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = log.Close() })
+	addr := log.Clients("j1a1w1", "twice-job-1", 1, &fateSteps{fate: effects.Refused}).SMTPAddr()
+	err = send(addr, welcome("1"))
+	var reply *textproto.Error
+	require.ErrorAs(t, err, &reply)
+	assert.Equal(t, 550, reply.Code)
+	assert.Contains(t, reply.Msg, "5.7.1 [twice]")
+	got := log.Effects()
+	require.Len(t, got, 1)
+	assert.False(t, got[0].Happened())
 }

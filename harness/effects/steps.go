@@ -37,9 +37,15 @@ const (
 	// Refused: the provider refuses the call before handling it, a 503
 	// (faults.KindEffectFailed).
 	Refused
+	// AnsweredLate: the provider handles the call, but its answer comes
+	// after the client gave up waiting (faults.KindEffectSlow): an HTTP
+	// call returns the client's own timeout error, any other call times
+	// out as under ReplyLost.
+	AnsweredLate
 )
 
-// String names the fate: "answered", "reply-lost", "refused".
+// String names the fate: "answered", "reply-lost", "refused",
+// "answered-late".
 func (f Fate) String() string {
 	switch f {
 	case Answered:
@@ -48,6 +54,8 @@ func (f Fate) String() string {
 		return "reply-lost"
 	case Refused:
 		return "refused"
+	case AnsweredLate:
+		return "answered-late"
 	}
 	return fmt.Sprintf("Fate(%d)", int(f))
 }
@@ -68,6 +76,9 @@ type Error struct {
 	// Applied is true when the provider made the effect and only its
 	// answer was lost.
 	Applied bool
+	// Late is true, with Applied, when the answer was not lost but came
+	// after the client's timeout (faults.KindEffectSlow).
+	Late bool
 }
 
 // Error says what the handler's client would: a timeout, or a 503.

@@ -106,6 +106,7 @@ type deliveryRun struct {
 	effectMu    sync.Mutex           // guards effectReq, set by the handler's goroutine
 	effectReq   *stepRequest         // the granted effect call awaiting endEffect
 	dieAfter    *stepRequest         // an effect the delivery dies right after
+	outageKey   string               // KindEffectOutage: the key whose later calls lose their answers too
 	midJobFault bool                 // a crash, ambiguous or effect fault hit it before its end
 	durable     bool                 // it committed something or made an effect
 	done        int                  // steps completed
@@ -864,10 +865,18 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// handler decides what to make of it.
 			d.midJobFault = true
 			call := text.OneLine(req.step.SQL)
-			if d.spec.Fault == faults.KindEffectLostReply {
+			switch d.spec.Fault {
+			case faults.KindEffectLostReply:
 				req.fate, req.end = effects.ReplyLost, result.TimedOut
 				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
-			} else {
+			case faults.KindEffectOutage:
+				req.fate, req.end = effects.ReplyLost, result.TimedOut
+				d.outageKey = req.call.Key
+				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made, and to every retry of it with its key; the calls timed out: %s", req.seq, call)
+			case faults.KindEffectSlow:
+				req.fate, req.end = effects.AnsweredLate, result.TimedOut
+				d.outcome.Fault = fmt.Sprintf("had the answer to step %d, which the provider made, come after the client's timeout: %s", req.seq, call)
+			default:
 				req.fate, req.end = effects.Refused, result.Refused
 				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
 			}
@@ -875,6 +884,10 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 			// Another path than the clean run's: there is no call to act on.
 			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
 		}
+	}
+	if d.outageKey != "" && req.effect && req.seq > d.spec.At && req.call.Key == d.outageKey {
+		// A retry of the outage's call with its key: its answer is lost too.
+		req.fate, req.end = effects.ReplyLost, result.TimedOut
 	}
 	d.inflight[req] = &inflightStep{req: req}
 	if !req.effect {
