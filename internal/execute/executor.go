@@ -289,7 +289,8 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
 	snapshotter := s.(*assert.Snapshotter)
 	conn := db.KeptConn()
-	if conn == nil {
+	kept := conn != nil
+	if !kept {
 		var err error
 		conn, err = pgx.Connect(ctx, db.ConnString)
 		if err != nil {
@@ -301,7 +302,7 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	// others hold the template's rows, which the snapshotter reads once
 	// and shares.
 	var changed func(schema, table string) bool
-	if kept := conn == db.KeptConn(); kept {
+	if kept {
 		ch, err := db.Changed(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
