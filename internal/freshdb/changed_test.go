@@ -55,6 +55,8 @@ func TestChangedSeesEveryWrite(t *testing.T) {
 		{"a COPY", `COPY by_function FROM PROGRAM 'echo 5'`, []string{"public.by_function"}, false},
 		{"a rolled-back insert that burns a sequence value", `BEGIN; INSERT INTO plain (v) VALUES ('never'); ROLLBACK`, []string{}, false},
 		{"a write in a subtransaction rolled back", `BEGIN; SAVEPOINT s; DELETE FROM plain; ROLLBACK TO s; COMMIT`, []string{}, false},
+		{"a sequence set back uncalled", `SELECT setval('plain_id_seq', 1, false)`, []string{}, false},
+		{"a sequence drawn from", `SELECT nextval('plain_id_seq')`, []string{}, false},
 		{"a TRUNCATE", `TRUNCATE audit`, nil, true},
 		{"a table created by the job", `CREATE TABLE made (x int); INSERT INTO made VALUES (1)`, nil, true},
 		{"a trigger disabled by the job", `ALTER TABLE plain DISABLE TRIGGER ALL; UPDATE plain SET v = 'hidden'`, nil, true},

@@ -302,16 +302,25 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	if err != nil {
 		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
 	}
-	var b strings.Builder
+	// One statement sets back only the sequences that moved: setval
+	// writes WAL, and a schema of a few hundred serial columns would pay
+	// it for each on every reset. A sequence the template left called
+	// moved when its last value differs (NULL once setval(..., false)
+	// made it uncalled); one left uncalled is always set back, as
+	// pg_sequence_last_value cannot tell its position.
+	var values []string
 	for _, s := range seqs {
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
 		}
-		fmt.Fprintf(&b, "SELECT setval(%d::regclass, %d, %t);\n", s.oid, last, called)
+		values = append(values, fmt.Sprintf("(%d::oid::regclass, %d::int8, %t)", s.oid, last, called))
 	}
-	plan.setvals = b.String()
+	if len(values) > 0 {
+		plan.setvals = "SELECT count(setval(v.s, v.last, v.called)) FROM (VALUES " + strings.Join(values, ", ") +
+			") v(s, last, called) WHERE NOT v.called OR pg_sequence_last_value(v.s) IS DISTINCT FROM v.last;\n"
+	}
 	return plan, "", nil
 }
 
