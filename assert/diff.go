@@ -94,14 +94,15 @@ func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	f := newFilter(opts)
 	ahead := sequencesAhead(once, twice)
 	once, twice = withSequenceColumns(once, opts.SequenceColumns), withSequenceColumns(twice, opts.SequenceColumns)
-	ro, rt := renumbered(once), renumbered(twice)
+	shared := sharedTables(once, twice)
+	ro, rt := renumbered(once, shared), renumbered(twice, shared)
 	var names []string
 	for _, s := range []*Snapshot{once, twice} {
 		if s == nil {
 			continue
 		}
 		for _, t := range s.Tables {
-			if !f.tables[t.Name] {
+			if !f.tables[t.Name] && !shared[t.Name] {
 				names = append(names, t.Name)
 			}
 		}
@@ -126,6 +127,29 @@ func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 		}
 	}
 	return diffs, nil
+}
+
+// sharedTables names the tables whose rows once and twice share, as
+// Snapshotter.TakeChanged gives the tables neither side changed: equal
+// by construction, so neither compared nor renumbered. Their columns
+// must match too (SequenceColumns may mark one side's only).
+func sharedTables(once, twice *Snapshot) map[string]bool {
+	if once == nil || twice == nil {
+		return nil
+	}
+	var shared map[string]bool
+	for i := range once.Tables {
+		a := &once.Tables[i]
+		b := twice.table(a.Name)
+		if b == nil || len(a.Rows) == 0 || len(a.Rows) != len(b.Rows) || &a.Rows[0] != &b.Rows[0] || !slices.Equal(a.Columns, b.Columns) {
+			continue
+		}
+		if shared == nil {
+			shared = map[string]bool{}
+		}
+		shared[a.Name] = true
+	}
+	return shared
 }
 
 // filter says which tables, columns and paths inside columns are left
@@ -486,14 +510,15 @@ func renderEntry(e entry, cols []string, opts []cmp.Option) []string {
 // A key only one run wrote is volatile; where values differ in type, or
 // arrays in length, the value holding the difference is volatile whole.
 func VolatileColumns(ref1, ref2 *Snapshot) []string {
-	r1, r2 := renumbered(ref1), renumbered(ref2)
+	shared := sharedTables(ref1, ref2)
+	r1, r2 := renumbered(ref1, shared), renumbered(ref2, shared)
 	var out []string
 	if ref1 == nil || ref2 == nil {
 		return nil
 	}
 	for _, t1 := range ref1.Tables {
 		t2 := ref2.table(t1.Name)
-		if t2 == nil {
+		if t2 == nil || shared[t1.Name] {
 			continue
 		}
 		var cols []string // on both sides

@@ -12,28 +12,41 @@ const maxReferenceDepth = 8
 // sequence values, so raw ids differ between runs that wrote the same rows;
 // ranks do not. A foreign key value with no match in the referenced column
 // (a missing table, a NOT VALID constraint) keeps its raw value.
-func renumbered(s *Snapshot) map[string][][]any {
+func renumbered(s *Snapshot, skip map[string]bool) map[string][][]any {
 	if s == nil {
 		return nil
 	}
-	ranks := map[string]rankMap{}
-	for _, t := range s.Tables {
-		for i, c := range t.Columns {
-			if !c.Sequence {
-				continue
-			}
-			m := ranksOf(t.Rows, i)
-			ranks[t.Name+"."+c.Name] = m
+	// Ranks are made only for the columns a table compared here needs:
+	// a big table both sides share is neither compared nor ranked, unless
+	// a compared table's foreign key points at it.
+	ranks := map[string]*rankMap{}
+	rankOf := func(src string) (*rankMap, bool) {
+		if m, ok := ranks[src]; ok {
+			return m, m != nil
 		}
+		var m *rankMap
+		if tn, cn, ok := splitColumnRef(src); ok {
+			if t := s.table(tn); t != nil {
+				if i := slices.IndexFunc(t.Columns, func(c Column) bool { return c.Name == cn && c.Sequence }); i >= 0 {
+					r := ranksOf(t.Rows, i)
+					m = &r
+				}
+			}
+		}
+		ranks[src] = m
+		return m, m != nil
 	}
 	out := make(map[string][][]any, len(s.Tables))
 	for _, t := range s.Tables {
+		if skip[t.Name] {
+			continue
+		}
 		maps := make([]*rankMap, len(t.Columns))
 		mapped := false
 		for i := range t.Columns {
 			if src := s.sequenceSource(t.Name, &t.Columns[i], 0); src != "" {
-				if m, ok := ranks[src]; ok {
-					maps[i], mapped = &m, true
+				if m, ok := rankOf(src); ok {
+					maps[i], mapped = m, true
 				}
 			}
 		}

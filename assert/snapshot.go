@@ -264,6 +264,12 @@ type snapshotPlan struct {
 	tables      []Table // columns and references, no rows; sorted by Name
 	sources     []tableSource
 	sequences   []sequenceSource
+
+	// pristine holds, per table of tables, the rows a database read by
+	// TakeChanged had when it had not changed that table: the template's,
+	// read once and shared by every later snapshot (nil until read).
+	pristineMu sync.Mutex
+	pristine   [][][]any
 }
 
 // batcher is the part of *pgx.Conn, *pgxpool.Pool and pgx.Tx that sends
@@ -275,6 +281,27 @@ type batcher interface {
 // Take reads every user table of the database q is connected to; see
 // TakeSnapshot for which tables, and Snapshotter for how.
 func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
+	return s.take(ctx, q, nil)
+}
+
+// TakeChanged is Take for a database that is a copy of one template
+// database, made with CREATE DATABASE ... TEMPLATE or reset in place to
+// its content, and of which the server told which tables were written
+// since: changed reports them, by schema and table name. Every other
+// table must hold exactly the template's rows. TakeChanged reads those
+// once, from the first database that had not changed them, and shares
+// them with every later snapshot, whose own rows it reads only for the
+// tables changed; DiffState does not compare a table whose rows two
+// snapshots share. A table is changed when a row of it, or (for a
+// partitioned or inheritance parent) of a table under it, was written.
+//
+// Use one Snapshotter per template database for TakeChanged; changed
+// nil is Take.
+func (s *Snapshotter) TakeChanged(ctx context.Context, q Querier, changed func(schema, table string) bool) (*Snapshot, error) {
+	return s.take(ctx, q, changed)
+}
+
+func (s *Snapshotter) take(ctx context.Context, q Querier, changed func(schema, table string) bool) (*Snapshot, error) {
 	if q == nil {
 		return nil, fmt.Errorf("[twice] internal: TakeSnapshot: nil Querier")
 	}
@@ -282,7 +309,7 @@ func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
 	plan := s.last
 	s.mu.Unlock()
 	if plan != nil {
-		snap, fp, err := readWithPlan(ctx, q, plan)
+		snap, fp, err := readWithPlan(ctx, q, plan, changed)
 		if err != nil || snap != nil {
 			return snap, err
 		}
@@ -291,7 +318,7 @@ func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
 		known := s.plans[fp]
 		s.mu.Unlock()
 		if known != nil {
-			snap, _, err := readWithPlan(ctx, q, known)
+			snap, _, err := readWithPlan(ctx, q, known, changed)
 			if err != nil || snap != nil {
 				s.use(known)
 				return snap, err
@@ -304,7 +331,7 @@ func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
 		return nil, err
 	}
 	s.use(plan)
-	snap, _, err := readWithPlan(ctx, q, plan)
+	snap, _, err := readWithPlan(ctx, q, plan, changed)
 	if err == nil && snap == nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot: the catalog changed while it was read; is DDL still running?")
 	}
@@ -343,14 +370,46 @@ SELECT concat_ws(' ',
 
 // readWithPlan reads the rows and sequence positions plan says to read.
 // When the catalog no longer matches plan it returns a nil snapshot and
-// the catalog's fingerprint.
-func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan) (*Snapshot, string, error) {
+// the catalog's fingerprint. With changed set, the tables it does not
+// report take plan's pristine rows, once they are known.
+func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed func(schema, table string) bool) (*Snapshot, string, error) {
 	snap := &Snapshot{Tables: make([]Table, len(plan.tables))}
 	for i, t := range plan.tables {
 		snap.Tables[i] = Table{Name: t.Name, Columns: slices.Clone(t.Columns)}
 	}
+	// read[i]: table i is read from the database; fill[i]: and its rows
+	// are the template's, to keep.
+	read := make([]bool, len(plan.tables))
+	fill := make([]bool, len(plan.tables))
+	plan.pristineMu.Lock()
+	if changed != nil && plan.pristine == nil {
+		plan.pristine = make([][][]any, len(plan.tables))
+	}
+	for i, src := range plan.sources {
+		switch {
+		case changed == nil || changed(src.schema, src.rel):
+			read[i] = true
+		case plan.pristine[i] == nil:
+			read[i], fill[i] = true, true
+		default:
+			snap.Tables[i].Rows = plan.pristine[i]
+		}
+	}
+	plan.pristineMu.Unlock()
+	keep := func() {
+		if changed == nil {
+			return
+		}
+		plan.pristineMu.Lock()
+		defer plan.pristineMu.Unlock()
+		for i := range fill {
+			if fill[i] && plan.pristine[i] == nil {
+				plan.pristine[i] = snap.Tables[i].Rows
+			}
+		}
+	}
 	if b, isBatcher := q.(batcher); isBatcher {
-		fp, err := readBatch(ctx, b, plan, snap)
+		fp, err := readBatch(ctx, b, plan, snap, read)
 		if err != nil && ctx.Err() == nil {
 			// A batch is prepared as a whole, so a query the changed
 			// catalog no longer fits fails it before the fingerprint is
@@ -362,6 +421,7 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan) (*Snapshot
 		if err != nil || fp != plan.fingerprint {
 			return nil, fp, err
 		}
+		keep()
 		return snap, fp, nil
 	}
 	fp, err := readFingerprint(ctx, q)
@@ -372,24 +432,31 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan) (*Snapshot
 		return nil, fp, err
 	}
 	for i := range snap.Tables {
+		if !read[i] {
+			continue
+		}
 		rows, err := q.Query(ctx, plan.sources[i].sql, pgx.QueryExecModeDescribeExec)
 		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
 			return nil, fp, err
 		}
 	}
+	keep()
 	return snap, fp, nil
 }
 
 // readBatch reads into snap, in one round trip, the fingerprint, then,
-// when it is plan's, the rows and sequence positions.
-func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot) (fp string, err error) {
+// when it is plan's, the sequence positions and the rows of the tables
+// read marks.
+func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot, read []bool) (fp string, err error) {
 	b := &pgx.Batch{}
 	b.Queue(catalogFingerprintSQL)
 	if len(plan.sequences) > 0 {
 		b.Queue(sequenceValuesSQL, sequenceOIDs(plan.sequences))
 	}
-	for _, src := range plan.sources {
-		b.Queue(src.sql)
+	for i, src := range plan.sources {
+		if read[i] {
+			b.Queue(src.sql)
+		}
 	}
 	br := q.SendBatch(ctx, b)
 	defer func() {
@@ -410,6 +477,9 @@ func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapsho
 		}
 	}
 	for i := range snap.Tables {
+		if !read[i] {
+			continue
+		}
 		rows, err := br.Query()
 		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
 			return fp, err

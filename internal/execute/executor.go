@@ -290,7 +290,8 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
 	snapshotter := s.(*assert.Snapshotter)
 	conn := db.KeptConn()
-	if conn == nil {
+	kept := conn != nil
+	if !kept {
 		var err error
 		conn, err = pgx.Connect(ctx, db.ConnString)
 		if err != nil {
@@ -298,7 +299,20 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 		}
 		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	}
-	snap, err := snapshotter.Take(ctx, conn)
+	// The server's change log says which tables the scenario wrote; the
+	// others hold the template's rows, which the snapshotter reads once
+	// and shares.
+	var changed func(schema, table string) bool
+	if kept {
+		ch, err := db.Changed(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+		}
+		if ch.Known {
+			changed = func(schema, table string) bool { return ch.Tables[freshdb.TableID{Schema: schema, Name: table}] }
+		}
+	}
+	snap, err := snapshotter.TakeChanged(ctx, conn, changed)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
 	}

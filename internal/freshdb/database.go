@@ -173,6 +173,9 @@ func (d *Database) reset(ctx context.Context, spare []uint32) error {
 	if p == nil {
 		return errors.New("the template cannot be reset in place")
 	}
+	if d.tpl.logged {
+		return d.resetLogged(ctx, p)
+	}
 	if d.restored == nil {
 		d.restored = make([]uint32, len(p.tables))
 	}
@@ -199,7 +202,7 @@ func (d *Database) reset(ctx context.Context, spare []uint32) error {
 		}
 	}
 	slices.Sort(written)
-	res, err := d.admin.PgConn().Exec(ctx, p.script(written)).ReadAll()
+	res, err := d.admin.PgConn().Exec(ctx, p.script(written, false)).ReadAll()
 	if err != nil {
 		return err
 	}
@@ -225,6 +228,103 @@ func (d *Database) reset(ctx context.Context, spare []uint32) error {
 		d.restored[i] = uint32(xid8) // xid8 is the epoch and the xid
 	}
 	return nil
+}
+
+// resetLogged resets, with the template's change log, exactly the tables
+// written since the last reset (or the clone): the log says which, in the
+// round trip that reads the catalog fingerprint. Every other session has
+// ended (closeOthers), so nothing writes between that read and the reset,
+// and the reset itself changes no catalog row the fingerprint covers.
+func (d *Database) resetLogged(ctx context.Context, p *resetPlan) error {
+	ch, err := d.readChanged(ctx)
+	if err != nil {
+		return err
+	}
+	if !ch.Known {
+		return errChanged
+	}
+	var written []int
+	for oid := range ch.oids {
+		if i, ok := p.byOID[oid]; ok {
+			written = append(written, i)
+		}
+	}
+	slices.Sort(written)
+	_, err = d.admin.PgConn().Exec(ctx, p.script(written, true)).ReadAll()
+	return err
+}
+
+// TableID names a table by schema and name, as the catalog spells them.
+type TableID struct{ Schema, Name string }
+
+// Changed is what the server says a database's handlers wrote since it
+// was handed out.
+type Changed struct {
+	// Known is false when the server cannot tell: the template has no
+	// change log (not a superuser), the harness keeps no connection to
+	// the database, or the database's catalog no longer matches the
+	// template's (DDL: a new table, a dropped or disabled trigger). Then
+	// every table must be taken as changed.
+	Known bool
+	// Tables are the tables with a row written, those under them and
+	// those over them (partitioned and inheritance parents, whose rows
+	// include their children's).
+	Tables map[TableID]bool
+	oids   map[uint32]bool
+}
+
+// Changed reads from the template's change log which tables were written
+// since the database was handed out, in one round trip on the kept
+// connection: every INSERT, UPDATE, DELETE, TRUNCATE or COPY that
+// committed, however it ran (a function, a trigger, a foreign key
+// action). Writes still uncommitted, or rolled back, are not listed.
+// Sequences are not tables and never listed: compare them always. Use it
+// between deliveries, like Query.
+func (d *Database) Changed(ctx context.Context) (Changed, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tpl.logged || d.admin == nil {
+		return Changed{}, nil
+	}
+	return d.readChanged(ctx)
+}
+
+// readChanged is Changed, under d.mu, with d.admin open.
+func (d *Database) readChanged(ctx context.Context) (Changed, error) {
+	b := &pgx.Batch{}
+	b.Queue(fingerprintSQL)
+	b.Queue(changedSQL)
+	br := d.admin.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	var fp string
+	if err := br.QueryRow().Scan(&fp); err != nil {
+		return Changed{}, fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
+	}
+	d.tpl.mu.Lock()
+	want := d.tpl.fingerprint
+	d.tpl.mu.Unlock()
+	if fp != want {
+		return Changed{}, nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+	}
+	ch := Changed{Known: true, Tables: map[TableID]bool{}, oids: map[uint32]bool{}}
+	for rows.Next() {
+		var oid int64
+		var id TableID
+		if err := rows.Scan(&oid, &id.Schema, &id.Name); err != nil {
+			rows.Close()
+			return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+		}
+		ch.Tables[id] = true
+		ch.oids[uint32(oid)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+	}
+	return ch, nil
 }
 
 // closeOthers ends every session but conn's and spare's in conn's

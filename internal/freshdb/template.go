@@ -35,6 +35,9 @@ type Template struct {
 	strategy string     // CREATE DATABASE ... STRATEGY, "" for the server default
 	reset    *resetPlan // how a clone is reset in place; nil when it cannot be
 	why      string     // why reuse is impossible, for docs and tests
+	// logged says the template has the change log (changeLogSQL): every
+	// statement that writes a table notes it in twice.changed.
+	logged bool
 
 	mu          sync.Mutex
 	idle        []*Database
@@ -137,6 +140,13 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	if r.version >= 150000 {
 		t.strategy = defaultStrategy
 	}
+	if r.superuser {
+		// A trigger on a table someone else owns needs a superuser.
+		if _, err := conn.PgConn().Exec(ctx, changeLogSQL).ReadAll(); err != nil {
+			return nil, fmt.Errorf("[twice] internal: installing the change log in template database %s: %w", name, err)
+		}
+		t.logged = true
+	}
 	t.reset, t.why, err = resetScript(ctx, conn, r)
 	if err != nil {
 		return nil, err
@@ -147,6 +157,47 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	return t, nil
 }
 
+// changeLogSQL installs the change log in a template: a statement-level
+// AFTER trigger on every table (partitions and the reserved schema's
+// included) appends the table's OID to twice.changed for every INSERT,
+// UPDATE, DELETE, TRUNCATE (and COPY, MERGE, foreign key actions, writes
+// from functions and other triggers) that completes, in the writer's
+// transaction: a rolled-back write leaves no note, as it leaves no row.
+// The log is a plain heap without index, so concurrent writers never
+// wait on each other for it. It is the harness's, not the job's: the
+// reset runs with session_replication_role = replica, which fires no
+// ordinary trigger, and empties it; snapshots leave the reserved schema
+// out. Triggers show in pg_trigger, in every clone alike, so the catalog
+// fingerprint of a clone still matches the template's; DDL that drops or
+// disables one changes it, and then nothing relies on the log.
+const changeLogSQL = `
+CREATE SCHEMA IF NOT EXISTS twice;
+CREATE TABLE twice.changed (rel oid NOT NULL);
+CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
+DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND c.relpersistence <> 't' AND c.oid >= 16384
+		  AND c.oid <> 'twice.changed'::regclass
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
+	LOOP
+		EXECUTE format('CREATE TRIGGER twice_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION twice.note_changed()', r);
+	END LOOP;
+END$$;`
+
+// changedSQL lists the tables written since the template or the last
+// reset, from the change log: each noted table, the tables under it
+// (a write through a partitioned or inheritance parent lands in its
+// children) and then the tables over those (a parent's snapshot holds
+// its children's rows), by OID and by schema and name.
+const changedSQL = `WITH RECURSIVE noted AS (SELECT DISTINCT rel FROM twice.changed),
+down(rel) AS (SELECT rel FROM noted UNION SELECT i.inhrelid FROM pg_inherits i JOIN down ON i.inhparent = down.rel),
+up(rel) AS (SELECT rel FROM down UNION SELECT i.inhparent FROM pg_inherits i JOIN up ON i.inhrelid = up.rel)
+SELECT c.oid::int8, n.nspname, c.relname FROM up JOIN pg_class c ON c.oid = up.rel JOIN pg_namespace n ON n.oid = c.relnamespace`
+
 // defaultStrategy is the CREATE DATABASE strategy for clones (PostgreSQL
 // 15+), chosen by BenchmarkHandOut.
 const defaultStrategy = "FILE_COPY"
@@ -156,10 +207,12 @@ const defaultStrategy = "FILE_COPY"
 // reinserts its rows, and the statements that set every sequence back.
 type resetPlan struct {
 	tables  []resetTable
+	byOID   map[uint32]int // index in tables
 	setvals string
 }
 
 type resetTable struct {
+	oid    uint32
 	name   string // quoted, qualified
 	rows   int64  // the template's
 	insert string // reinserts the template's rows; "" when it has none
@@ -183,14 +236,18 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	if always > 0 {
 		return nil, "the schema has ENABLE ALWAYS/REPLICA triggers, which would fire during a reset", nil
 	}
-	type table struct{ name, cols string }
+	type table struct {
+		oid        uint32
+		name, cols string
+	}
 	rows, err := conn.Query(ctx, `
-		SELECT format('%I.%I', n.nspname, c.relname),
+		SELECT c.oid, format('%I.%I', n.nspname, c.relname),
 		       coalesce((SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
 		                 FROM pg_attribute a
 		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
+		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
@@ -198,12 +255,12 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	}
 	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
 		var t table
-		return t, row.Scan(&t.name, &t.cols)
+		return t, row.Scan(&t.oid, &t.name, &t.cols)
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
 	}
-	plan = &resetPlan{}
+	plan = &resetPlan{byOID: map[uint32]int{}}
 	for _, t := range tables {
 		// The rows go back as one array literal of the table's row type, in
 		// the template's physical row order, each value through its type's
@@ -217,7 +274,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
 		}
-		rt := resetTable{name: t.name, rows: n}
+		rt := resetTable{oid: t.oid, name: t.name, rows: n}
 		switch {
 		case n == 0:
 		case t.cols == "" || values == nil:
@@ -225,6 +282,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		default:
 			rt.insert = fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM unnest(%s::%s[]);\n", t.name, t.cols, t.cols, *values, t.name)
 		}
+		plan.byOID[t.oid] = len(plan.tables)
 		plan.tables = append(plan.tables, rt)
 	}
 	rows, err = conn.Query(ctx, `SELECT c.oid::bigint, format('%I.%I', n.nspname, c.relname)
@@ -244,16 +302,25 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	if err != nil {
 		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
 	}
-	var b strings.Builder
+	// One statement sets back only the sequences that moved: setval
+	// writes WAL, and a schema of a few hundred serial columns would pay
+	// it for each on every reset. A sequence the template left called
+	// moved when its last value differs (NULL once setval(..., false)
+	// made it uncalled); one left uncalled is always set back, as
+	// pg_sequence_last_value cannot tell its position.
+	var values []string
 	for _, s := range seqs {
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
 		}
-		fmt.Fprintf(&b, "SELECT setval(%d::regclass, %d, %t);\n", s.oid, last, called)
+		values = append(values, fmt.Sprintf("(%d::oid::regclass, %d::int8, %t)", s.oid, last, called))
 	}
-	plan.setvals = b.String()
+	if len(values) > 0 {
+		plan.setvals = "SELECT count(setval(v.s, v.last, v.called)) FROM (VALUES " + strings.Join(values, ", ") +
+			") v(s, last, called) WHERE NOT v.called OR pg_sequence_last_value(v.s) IS DISTINCT FROM v.last;\n"
+	}
 	return plan, "", nil
 }
 
@@ -283,9 +350,12 @@ func (p *resetPlan) writtenSQL(restored []uint32) string {
 // with triggers and foreign keys off, empty them and reinsert the
 // template's rows, set every sequence back, and report the transaction's
 // ID. The catalog fingerprint is read after it, as a prepared statement.
-func (p *resetPlan) script(tables []int) string {
+func (p *resetPlan) script(tables []int, logged bool) string {
 	var b strings.Builder
 	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
+	if logged {
+		b.WriteString("DELETE FROM twice.changed;\n")
+	}
 	for _, i := range tables {
 		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE
 		// makes new files for every table and index) and leaves the catalog
