@@ -55,7 +55,8 @@ type Fault interface {
 }
 
 // Expansion is a fault expanded for one plan, its schedules split by when
-// they run. Only the concurrent faults leave any out.
+// they run. Only the concurrent faults and the crashes at every step
+// (CrashAtEveryStep, Redrive) leave any out.
 type Expansion struct {
 	// Fault names the fault.
 	Fault Name
@@ -69,8 +70,15 @@ type Expansion struct {
 	// Pruned are the orders the partial-order reduction left out as
 	// equivalent to one in Run or Refused (see Free). Run them if a
 	// delivery took other steps at the free positions than the clean run
-	// did. Empty with Plan.Unreduced.
+	// did. Empty with Plan.Unreduced. For CrashAtEveryStep and Redrive
+	// they are the crash points Classes left out, in order: run them if
+	// a class's representative took other steps inside its class than
+	// the clean run did.
 	Pruned []Schedule
+	// Classes are the runs of crash points of CrashAtEveryStep and
+	// Redrive that end in the same state (see CrashClass), each run once;
+	// only those of more than one crash point. Empty with Plan.Unreduced.
+	Classes []CrashClass
 }
 
 // Plan is what a fault is expanded from: the job's clean run and the
@@ -85,11 +93,13 @@ type Plan struct {
 	// redrive; zero means 72h, past the payment providers' 24h key
 	// window. The Redrive fault takes its own (Redrive(after)).
 	RedriveAfter time.Duration
-	// Unreduced turns off the partial-order reduction of the concurrent
-	// faults: they then try every order (or the sample), including
-	// orders that differ from another only in when a delivery ran a step
-	// that touches nothing the other can see (a BEGIN, a SET; see Free).
-	// Without it the orders left out are Expansion.Pruned.
+	// Unreduced turns off the reductions: the partial-order reduction of
+	// the concurrent faults, which then try every order (or the sample),
+	// including orders that differ from another only in when a delivery
+	// ran a step that touches nothing the other can see (a BEGIN, a SET;
+	// see Free), and the crash classes of CrashAtEveryStep and Redrive,
+	// which then crash at every step (see CrashClass). Without it the
+	// schedules left out are Expansion.Pruned.
 	Unreduced bool
 	// Dedup is how long the queue refuses a producer's copy of a job it
 	// holds, from the original's enqueue on the harness clock; negative
@@ -222,6 +232,9 @@ func (f fault) Expand(p Plan) Expansion {
 			ss[i].Fault = f.name
 		}
 	}
+	for i := range e.Classes {
+		e.Classes[i].Run.Fault = f.name
+	}
 	return e
 }
 func (fault) sealed() {}
@@ -331,14 +344,13 @@ func CrashAt(k int) Fault {
 	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule { return crashAt(p, k) }}
 }
 
-// CrashAtEveryStep is CrashAt for every step of the clean run.
+// CrashAtEveryStep is CrashAt for every step of the clean run, one crash
+// point of each class of those that end in the same state (see
+// CrashClass): the crash points inside one transaction, with no commit
+// point or effect call between them, run once.
 func CrashAtEveryStep() Fault {
-	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for k := 1; k <= len(p.Steps); k++ {
-			out = append(out, crashAt(p, k)...)
-		}
-		return out
+	return fault{name: NameCrashMidJob, expandAll: func(p Plan) Expansion {
+		return crashPoints(p, func(k int) Schedule { return crashAt(p, k)[0] })
 	}}
 }
 
@@ -608,7 +620,8 @@ func overlappedStatements(steps []Step) []Schedule {
 
 // Redrive is a job that died half-done and was redriven by a human after
 // a while, on the harness clock: the first delivery crashes before step k
-// (one schedule per step) or after its last step, then the clock moves
+// (one schedule per class of crash points that end in the same state, as
+// CrashAtEveryStep) or after its last step, then the clock moves
 // after and the job is delivered again. The default matrix's redrive is
 // Redrive(DefaultRedriveAfter), 72h: past the 24h window in which
 // payment providers remember idempotency keys. after must be positive,
@@ -618,17 +631,14 @@ func Redrive(after time.Duration) Fault {
 	if after <= 0 {
 		return invalid(NameRedrive, "faults.Redrive(%s): a redrive comes after the crash; give a positive duration, like faults.DefaultRedriveAfter (72h)", after)
 	}
-	return fault{name: NameRedrive, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for k := 1; k <= len(p.Steps)+1; k++ {
-			at := k
-			if k > len(p.Steps) {
-				at = 0 // after the last step
-			}
-			out = append(out, one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
-				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})...)
+	return fault{name: NameRedrive, expandAll: func(p Plan) Expansion {
+		redrive := func(at int) Schedule {
+			return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
+				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})[0]
 		}
-		return out
+		e := crashPoints(p, redrive)
+		e.Run = append(e.Run, redrive(0)) // after the last step
+		return e
 	}}
 }
 

@@ -131,8 +131,9 @@ type Result struct {
 	Shard *ShardRun `json:",omitempty"`
 
 	// Reductions say, for each concurrent fault whose interleavings the
-	// partial-order reduction thinned, how many orders it left out and
-	// whether it had to run them after all.
+	// partial-order reduction thinned, and for each crash fault whose
+	// crash points were run one per class (faults.CrashClass), how many
+	// schedules it left out and whether it had to run them after all.
 	Reductions []Reduction `json:",omitempty"`
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
 	// not to be idempotent, or empty.
@@ -223,6 +224,13 @@ type Reduction struct {
 	// all the same; the Refused orders then ran too, after the others.
 	// nil when the queue refused it.
 	HandedOut *faults.Schedule `json:",omitempty"`
+	// Classes are, for crash-mid-job and redrive, the runs of crash
+	// points that end in the same state (no commit point or effect call
+	// between them), each run once: Orders counts the crash points run,
+	// Pruned those left out. Diverged, then, is the representative's
+	// first delivery taking, inside its class, another step than the
+	// clean run did; the crash points left out ran too.
+	Classes []faults.CrashClass `json:",omitempty"`
 }
 
 // Divergence is a delivery of a reduced scenario that took, at a

@@ -1,0 +1,114 @@
+package faults
+
+// Crash classes: crash points that end in the same state.
+//
+// A crash just before step k leaves durable what steps 1..k-1 made
+// durable: their commit points (Step.CommitPoint) and their effect calls.
+// Two crash points k < k' therefore leave the same state when steps
+// k..k'-1 are statements that are not commit points: statements inside a
+// transaction the crash rolls back (the worker dies, its connections
+// close, their transactions and session locks end), or reads outside
+// one. The redelivery that follows starts on the same state, at the same
+// clock, with the same attempt number, and so runs as it would after
+// any of them. One crash point of each such class is enough, for
+// CrashAtEveryStep and for Redrive alike (a redrive is a crash followed
+// by a late redelivery).
+//
+// The one thing such a statement can leave behind is a sequence value it
+// drew (nextval does not roll back). The representative of a class is
+// its last crash point, the one that ran every statement of the class,
+// so it draws at least as many values as any other member: a gap the
+// state comparison reports (a sequence drawn into text, SequenceColumns)
+// shows there if it shows at any member; serial columns are compared by
+// rank, so the others' smaller gaps compare alike.
+//
+// An effect call and a commit point end a class: a crash after one
+// leaves it done, a crash before it does not. So does a delivery's end:
+// the crash after the last step (before the ack) is a class of its own.
+//
+// The other faults that act at a step are not merged: an ambiguous
+// commit acts on commit points only, the effect faults on effect calls
+// only, and visibility-timeout runs a second delivery while the first
+// holds the locks and snapshot it has taken after k steps, which differ
+// from one k to the next (a check-then-act inside a transaction is found
+// only between its check and its act).
+//
+// The classes come from the clean run's steps. The harness checks the
+// representative's first delivery, which took every step of its class:
+// when a step of the class is not the clean run's statement (another
+// text, an effect call, a commit point), it runs the crash points left
+// out as well.
+
+// CrashClass is a run of crash points From..To (1-based, as Delivery.At)
+// that end in the same state: steps From..To-1 are statements of the
+// clean run that make nothing durable. Its representative crashes just
+// before step To; the others are left out.
+type CrashClass struct {
+	// From and To are the first and last crash point of the class.
+	From, To int
+	// Run is the representative's schedule (a crash at To), one of
+	// Expansion.Run.
+	Run Schedule
+}
+
+// Members is how many crash points the class stands for.
+func (c CrashClass) Members() int { return c.To - c.From + 1 }
+
+// crashClasses splits crash points 1..n (n steps) into classes of
+// equivalent ones, as [from, to] pairs in order.
+func crashClasses(steps []Step) [][2]int {
+	var out [][2]int
+	for k := 1; k <= len(steps); k++ {
+		// Crash points k-1 and k differ by step k-1.
+		if k > 1 && durableNothing(steps[k-2]) {
+			out[len(out)-1][1] = k
+			continue
+		}
+		out = append(out, [2]int{k, k})
+	}
+	return out
+}
+
+// durableNothing reports whether a crash right after s leaves the same
+// state as one right before it: s is a statement and not a commit point.
+func durableNothing(s Step) bool { return !s.IsEffect() && !s.CommitPoint && !s.Autocommit }
+
+// crashPoints expands a fault that crashes at every step with build
+// making the schedule of a crash before step k: one crash point per class
+// runs, the others are left out (Expansion.Pruned), unless p.Unreduced.
+func crashPoints(p Plan, build func(k int) Schedule) Expansion {
+	var e Expansion
+	for _, c := range crashClasses(p.Steps) {
+		if p.Unreduced || c[0] == c[1] {
+			for k := c[0]; k <= c[1]; k++ {
+				e.Run = append(e.Run, build(k))
+			}
+			continue
+		}
+		rep := build(c[1])
+		e.Run = append(e.Run, rep)
+		e.Classes = append(e.Classes, CrashClass{From: c[0], To: c[1], Run: rep})
+		for k := c[0]; k < c[1]; k++ {
+			e.Pruned = append(e.Pruned, build(k))
+		}
+	}
+	return e
+}
+
+// Differs returns the first step, 1-based, of the class's representative
+// whose first delivery took steps took where the class assumed the clean
+// run's steps clean: a step From..To-1 of another text, an effect call or
+// a commit point, or no step To (the crash never came). Zero when it
+// took what the class assumed.
+func (c CrashClass) Differs(clean, took []Step) int {
+	for k := c.From; k <= c.To; k++ {
+		switch {
+		case k > len(took):
+			return k
+		case k == c.To:
+		case k > len(clean) || took[k-1].SQL != clean[k-1].SQL || !durableNothing(took[k-1]):
+			return k
+		}
+	}
+	return 0
+}
