@@ -22,6 +22,13 @@
 // left out (Expansion.Pruned) for a fault whose deliveries took other
 // steps at the free positions than the clean run did.
 //
+// CrashAtEveryStep and Redrive crash once per class of crash points that
+// end in the same state (CrashClass): with no commit point or effect call
+// between them, as inside one transaction, every crash rolls back to the
+// same durable state. The rest are Expansion.Pruned, which the harness
+// runs when the crashed delivery took other steps inside its class than
+// the clean run did.
+//
 // Default is the matrix a plain harness.Check runs;
 // DefaultWithout(NameVisibilityTimeout) is that matrix minus one fault.
 // A constructor given an argument out of range (Redrive(0),

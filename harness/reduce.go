@@ -21,6 +21,13 @@ import (
 // one at a position the reduction moved is not local (or missing), it
 // runs the orders the reduction left out as well: the verdict is never
 // weaker than without the reduction.
+//
+// crash-mid-job and redrive crash once per class of crash points that
+// end in the same state (faults.CrashClass: no commit point or effect
+// call between them), at the class's last point. Its crashed delivery
+// ran every step of the class; when one of them is not the clean run's
+// statement, or is an effect call or a commit point, the crash points
+// left out run as well (confirmClasses).
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned (each expanded once, into expanded), how many orders
