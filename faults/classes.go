@@ -1,5 +1,7 @@
 package faults
 
+import "strings"
+
 // Crash classes: crash points that end in the same state.
 //
 // A crash just before step k leaves durable what steps 1..k-1 made
@@ -111,4 +113,130 @@ func (c CrashClass) Differs(clean, took []Step) int {
 		}
 	}
 	return 0
+}
+
+// Pause classes: visibility-timeout pause points that end alike when the
+// second delivery waits on the first one's locks.
+//
+// VisibilityTimeout pauses the first delivery after k steps while a
+// second one runs. Inside one transaction the pause points are not
+// equivalent in general: the first delivery holds other locks and has
+// read other rows after k steps than after k+1 (a check-then-act is
+// found only between its check and its act). One case is: when, paused
+// after k steps, the first delivery already holds a lock the second
+// one's first statement that is not local waits on. Then the first
+// delivery runs the rest of its steps alone and commits, and only then
+// does the second one go on. Paused after k' > k steps instead, with
+// steps k+1..k' statements of the same transaction that make nothing
+// durable and release no lock (no ROLLBACK, ROLLBACK TO SAVEPOINT or
+// advisory unlock: PostgreSQL holds every other lock to the end of the
+// transaction), it still holds that lock, its steps k+1..k' saw
+// nothing of the second delivery (which had committed nothing), so the
+// second delivery's statement waits again, at the latest where it
+// waited before, the first delivery runs its remaining steps as it did,
+// and the second goes on from the same committed state. So a pause
+// class is run from its first point, and the harness keeps the
+// reduction only when that scenario shows the pattern: the second
+// delivery's first steps (statements that are not commit points) then
+// one that waited, the first delivery's remaining steps granted next,
+// one lock wait in all; otherwise it runs the pause points left out.
+
+// PauseClass is a run of visibility-timeout pause points From..To (After
+// of the second delivery) where steps From+1..To of the clean run are
+// statements that make nothing durable and release no lock. Its
+// representative pauses after From steps; the others are left out, and
+// run unless the representative's second delivery waited on the first
+// one's locks at its first step that is not local (see
+// PauseClass.Waited).
+type PauseClass struct {
+	From, To int
+	Run      Schedule
+}
+
+// keepsLocks reports whether a pause right after s is equivalent, as a
+// pause class assumes, to one right before it: s makes nothing durable
+// and releases no lock.
+func keepsLocks(s Step) bool {
+	if !durableNothing(s) {
+		return false
+	}
+	q := strings.ToUpper(strings.TrimSpace(s.SQL))
+	return !strings.HasPrefix(q, "ROLLBACK") && !strings.HasPrefix(q, "ABORT") &&
+		!strings.Contains(q, "ADVISORY_UNLOCK") && !strings.Contains(q, "PREPARE TRANSACTION")
+}
+
+// pausePoints expands VisibilityTimeout: one pause point of each class
+// runs (its first), the others are left out, unless p.Unreduced. A class
+// starts after a statement that is not local and keeps its locks, and
+// goes on while the next step keeps them too.
+func pausePoints(p Plan, build func(k int) Schedule) Expansion {
+	var e Expansion
+	n := len(p.Steps)
+	for k := 1; k <= n; k++ {
+		// A class starts after a statement that may have taken a lock
+		// (not a local step, which takes none: the second delivery would
+		// not wait there).
+		to := k
+		for !p.Unreduced && keepsLocks(p.Steps[k-1]) && !p.Steps[k-1].Local && to < n && keepsLocks(p.Steps[to]) {
+			to++
+		}
+		rep := build(k)
+		e.Run = append(e.Run, rep)
+		if to > k {
+			e.Pauses = append(e.Pauses, PauseClass{From: k, To: to, Run: rep})
+			for j := k + 1; j <= to; j++ {
+				e.Pruned = append(e.Pruned, build(j))
+			}
+		}
+		k = to
+	}
+	return e
+}
+
+// Waited reports whether the representative of the class, run with
+// granted order order, lock waits waits and its deliveries having asked
+// for steps asked (the clean run's steps clean, n of them), kept the
+// class: its first delivery took the clean run's steps From+1..To, and
+// its second took j >= 1 steps, the first j-1 statements that are not
+// commit points, the j-th waited on a lock, and the first delivery was
+// granted every remaining step before the second's next one, with one
+// lock wait in all.
+func (c PauseClass) Waited(clean []Step, asked [2][]Step, order []int, waits int) bool {
+	if waits != 1 {
+		return false
+	}
+	for k := c.From + 1; k <= c.To; k++ {
+		if k > len(asked[0]) || k > len(clean) || asked[0][k-1].SQL != clean[k-1].SQL || !keepsLocks(asked[0][k-1]) {
+			return false
+		}
+	}
+	n := len(asked[0])
+	if len(order) < n || c.From >= n {
+		return false
+	}
+	t := 0
+	for ; t < c.From; t++ {
+		if order[t] != 1 {
+			return false
+		}
+	}
+	j := 0
+	for ; t < len(order) && order[t] == 2; t++ {
+		j++
+	}
+	if j < 1 || j > len(asked[1]) {
+		return false
+	}
+	for _, s := range asked[1][:j-1] {
+		if !durableNothing(s) {
+			return false
+		}
+	}
+	for rest := c.From; rest < n; rest++ {
+		if t >= len(order) || order[t] != 1 {
+			return false
+		}
+		t++
+	}
+	return true
 }

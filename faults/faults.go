@@ -86,6 +86,11 @@ type Expansion struct {
 	// Redrive that end in the same state (see CrashClass), each run once;
 	// only those of more than one crash point. Empty with Plan.Unreduced.
 	Classes []CrashClass
+	// Pauses are the runs of pause points of VisibilityTimeout that end
+	// alike when the second delivery waits on the first one's locks (see
+	// PauseClass), each run from its first point. Empty with
+	// Plan.Unreduced.
+	Pauses []PauseClass
 }
 
 // Plan is what a fault is expanded from: the job's clean run and the
@@ -241,6 +246,9 @@ func (f fault) Expand(p Plan) Expansion {
 	}
 	for i := range e.Classes {
 		e.Classes[i].Run.Fault = f.name
+	}
+	for i := range e.Pauses {
+		e.Pauses[i].Run.Fault = f.name
 	}
 	return e
 }
@@ -454,21 +462,22 @@ func effectFault(k Kind, at int) []Schedule {
 // VisibilityTimeout is a job slower than the queue's visibility timeout:
 // after the first delivery has done k steps the clock passes the timeout
 // and a second delivery starts on another worker; it runs its steps, then
-// the first one goes on. One schedule per k from 1 to the number of steps.
+// the first one goes on. One schedule per k from 1 to the number of
+// steps, but for the pause points of a class (PauseClass) inside one
+// transaction: its first runs, and the others only when the second
+// delivery did not wait there on the first one's locks.
 func VisibilityTimeout() Fault {
-	return fault{name: NameVisibilityTimeout, expand: func(p Plan) []Schedule {
+	return fault{name: NameVisibilityTimeout, expandAll: func(p Plan) Expansion {
 		n := len(p.Steps)
-		var out []Schedule
-		for k := 1; k <= n; k++ {
-			out = append(out, Schedule{
+		return pausePoints(p, func(k int) Schedule {
+			return Schedule{
 				Deliveries: []Delivery{
 					{Job: 1, Attempt: 1, Worker: 1},
 					{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility(), With: 1, After: k},
 				},
 				Order: blockAt(n, n, k, 1, 2),
-			})
-		}
-		return out
+			}
+		})
 	}}
 }
 

@@ -246,3 +246,68 @@ func TestCrashClassIsLogged(t *testing.T) {
 	require.Len(t, lines, 1, "logs %q", rec.Logs())
 	assert.Equal(t, `[twice] job "logged": crash-mid-job: the 4 crash points at steps 1..4, with no commit point or effect call between them, end in the same state: one run (j1a1w1!crash:4 > +30s j1a2w2); 1 crash point run in all, 3 left out`, lines[0])
 }
+
+// A visibility-timeout pause inside a transaction whose upserts the
+// second delivery waits on: the pauses after the first upsert up to
+// before the COMMIT end alike, so one runs, and the result says so.
+func TestPauseClassRunsOnceWhenTheSecondDeliveryWaits(t *testing.T) {
+	res, err := harness.Run(t.Context(), transactionJob(8), harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE rows (id int PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.VisibilityTimeout()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Steps, 10, "BEGIN, 8 upserts, COMMIT")
+	require.Len(t, res.Reductions, 1)
+	red := res.Reductions[0]
+	assert.Nil(t, red.Unwaited)
+	require.Len(t, red.Pauses, 1)
+	assert.Equal(t, [2]int{2, 9}, [2]int{red.Pauses[0].From, red.Pauses[0].To})
+	var after []int
+	for _, sc := range res.Scenarios {
+		after = append(after, sc.Schedule.Deliveries[1].After)
+	}
+	assert.Equal(t, []int{1, 2, 10}, after, "after BEGIN, after the first upsert (for 2..9), after COMMIT")
+	assert.Equal(t, 7, red.Pruned)
+	assert.True(t, res.Idempotent(), "%s", res)
+}
+
+// A check-then-act inside a transaction that takes no lock the second
+// delivery waits on: the pause class's representative (after the check)
+// shows no wait, so the other pause points run too, and the bug is
+// found.
+func TestPauseClassFallsBackWithoutAWait(t *testing.T) {
+	job := harness.Job{Name: "lock-then-check", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1`); err != nil {
+				return err
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM log WHERE what = 'sent'`).Scan(&n); err != nil || n > 0 {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO log (what) VALUES ('sent')`)
+			return err
+		})
+	}}
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE log (id serial PRIMARY KEY, what text NOT NULL)`)},
+		Faults: []faults.Fault{faults.VisibilityTimeout()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Reductions, 1)
+	red := res.Reductions[0]
+	require.NotNil(t, red.Unwaited, "the second delivery waits on nothing")
+	assert.Equal(t, 2, red.Unwaited.Deliveries[1].After)
+	failedAfter := map[int]bool{}
+	ran := map[int]bool{}
+	for _, sc := range res.Scenarios {
+		ran[sc.Schedule.Deliveries[1].After] = true
+		if sc.Verdict != result.Idempotent {
+			failedAfter[sc.Schedule.Deliveries[1].After] = true
+		}
+	}
+	assert.Equal(t, map[int]bool{1: true, 2: true, 3: true, 4: true, 5: true}, ran, "every pause point ran")
+	assert.True(t, failedAfter[3], "paused between the check and the act (a point left out, run on the fallback): %v", failedAfter)
+}

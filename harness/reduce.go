@@ -8,6 +8,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/text"
 )
@@ -51,6 +52,14 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expand
 	for _, f := range expanded {
 		ran, refused, pruned := f.Run, f.Refused, f.Pruned
 		if len(refused)+len(pruned) == 0 {
+			continue
+		}
+		if len(f.Pauses) > 0 {
+			prunedAt := next
+			next += len(pruned)
+			if err := r.confirmPauses(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
+				return err
+			}
 			continue
 		}
 		if len(f.Classes) > 0 {
@@ -134,6 +143,43 @@ func (r *runner) confirmClasses(ctx context.Context, plan faults.Plan, f faults.
 	}
 	res.Reductions = append(res.Reductions, red)
 	if red.Diverged == nil {
+		return nil
+	}
+	return r.runMore(ctx, more, res)
+}
+
+// confirmPauses records what the pause classes of visibility-timeout (see
+// faults.PauseClass) left out, and runs it, as more, when a class's
+// representative did not show its second delivery waiting on the first
+// one's locks. A shard that was not dealt a representative runs it too,
+// only to learn that, and leaves it out of its result.
+func (r *runner) confirmPauses(ctx context.Context, plan faults.Plan, f faults.Expansion, more placed, res *Result) error {
+	red := result.Reduction{Fault: f.Fault, Orders: len(f.Run), Pruned: len(f.Pruned), Pauses: f.Pauses}
+	ran := map[string]result.Scenario{}
+	for _, sc := range res.Scenarios {
+		ran[sc.Schedule.String()] = sc
+	}
+	for _, c := range f.Pauses {
+		sc, ok := ran[c.Run.String()]
+		if !ok {
+			var db *freshdb.Database
+			var err error
+			sc, db, err = r.scenario(ctx, c.Run, res)
+			if err == nil && db != nil {
+				err = r.giveBack(ctx, db)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		a, ok := r.asked.of(c.Run)
+		if !ok || !c.Waited(plan.Steps, a.steps, sc.Order, sc.LockWaits) {
+			red.Unwaited = new(c.Run)
+			break
+		}
+	}
+	res.Reductions = append(res.Reductions, red)
+	if red.Unwaited == nil {
 		return nil
 	}
 	return r.runMore(ctx, more, res)
@@ -257,6 +303,10 @@ func reductionLines(res *Result) []string {
 			out = append(out, classLine(red))
 			continue
 		}
+		if len(red.Pauses) > 0 {
+			out = append(out, pauseLine(red))
+			continue
+		}
 		orders, pruned := red.Orders, red.Pruned-red.Refused
 		if red.Refused > 0 {
 			if red.HandedOut == nil {
@@ -308,5 +358,20 @@ func classLine(red result.Reduction) string {
 			c.Members(), c.From, c.To, c.Run))
 	}
 	return fmt.Sprintf("%s: %s; %d crash %s run in all, %d left out", red.Fault, strings.Join(classes, "; "),
+		red.Orders, text.Plural(red.Orders, "point"), red.Pruned)
+}
+
+// pauseLine says what the pause classes of visibility-timeout did.
+func pauseLine(red result.Reduction) string {
+	if red.Unwaited != nil {
+		return fmt.Sprintf("%s: in %s the second delivery did not wait on the first one's locks, as its pause class assumed, so the %d pause %s left out ran too",
+			red.Fault, *red.Unwaited, red.Pruned, text.Plural(red.Pruned, "point"))
+	}
+	var classes []string
+	for _, c := range red.Pauses {
+		classes = append(classes, fmt.Sprintf("the pauses after steps %d..%d, inside one transaction, end alike as the second delivery waited on the first one's locks: one run (%s)",
+			c.From, c.To, c.Run))
+	}
+	return fmt.Sprintf("%s: %s; %d pause %s run in all, %d left out", red.Fault, strings.Join(classes, "; "),
 		red.Orders, text.Plural(red.Orders, "point"), red.Pruned)
 }

@@ -231,6 +231,14 @@ type Reduction struct {
 	// first delivery taking, inside its class, another step than the
 	// clean run did; the crash points left out ran too.
 	Classes []faults.CrashClass `json:",omitempty"`
+	// Pauses are, for visibility-timeout, the runs of pause points inside
+	// one transaction run from their first (faults.PauseClass): Orders
+	// counts the pause points run, Pruned those left out. Unwaited is the
+	// first representative whose second delivery did not wait on the
+	// first one's locks as the class assumes; the pause points left out
+	// then ran too. nil when every one did.
+	Pauses   []faults.PauseClass `json:",omitempty"`
+	Unwaited *faults.Schedule    `json:",omitempty"`
 }
 
 // Divergence is a delivery of a reduced scenario that took, at a
