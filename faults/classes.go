@@ -198,7 +198,8 @@ func pausePoints(p Plan, build func(k int) Schedule) Expansion {
 // for steps asked (the clean run's steps clean, n of them), kept the
 // class: its first delivery took the clean run's steps From+1..To, and
 // its second took j >= 1 steps, the first j-1 statements that are not
-// commit points, the j-th waited on a lock, and the first delivery was
+// commit points, the j-th waited on a lock (the second had steps left,
+// yet the first was granted its next one), and the first delivery was
 // granted every remaining step before the second's next one, with one
 // lock wait in all.
 func (c PauseClass) Waited(clean []Step, asked [2][]Step, order []int, waits int) bool {
@@ -224,7 +225,10 @@ func (c PauseClass) Waited(clean []Step, asked [2][]Step, order []int, waits int
 	for ; t < len(order) && order[t] == 2; t++ {
 		j++
 	}
-	if j < 1 || j > len(asked[1]) {
+	// The order gives the second delivery every step before the first
+	// one's next, so the first one was granted one only while the second
+	// waited, or once it had ended: it must have steps left.
+	if j < 1 || j >= len(asked[1]) {
 		return false
 	}
 	for _, s := range asked[1][:j-1] {

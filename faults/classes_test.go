@@ -95,3 +95,47 @@ func TestCrashClassDiffers(t *testing.T) {
 		}
 	}
 }
+
+// Visibility-timeout's pause classes start after a statement that may
+// hold a lock and end before a commit point; Waited keeps one only for
+// the pattern of a second delivery waiting on the first one's locks.
+func TestPauseClasses(t *testing.T) {
+	clean := steps("BEGIN", "INSERT a", "INSERT b", "INSERT c", "COMMIT")
+	clean[4].CommitPoint = true
+	e := faults.VisibilityTimeout().Expand(faults.Plan{Steps: clean})
+	if len(e.Pauses) != 1 || e.Pauses[0].From != 2 || e.Pauses[0].To != 4 {
+		t.Fatalf("pauses %+v, want one class 2..4", e.Pauses)
+	}
+	var after []int
+	for _, s := range e.Run {
+		after = append(after, s.Deliveries[1].After)
+	}
+	if diff := cmp.Diff([]int{1, 2, 5}, after); diff != "" {
+		t.Errorf("pause points run (-want +got):\n%s", diff)
+	}
+	if len(e.Pruned) != 2 {
+		t.Errorf("%d left out, want 2", len(e.Pruned))
+	}
+	c := e.Pauses[0]
+	d2 := steps("BEGIN", "INSERT a", "INSERT b", "INSERT c", "COMMIT")
+	asked := [2][]faults.Step{clean, d2}
+	// d1 did BEGIN, INSERT a; d2 BEGIN, then INSERT a waited; d1 went
+	// on to its COMMIT, then d2 finished.
+	waited := []int{1, 1, 2, 2, 1, 1, 1, 2, 2, 2}
+	if !c.Waited(clean, asked, waited, 1) {
+		t.Error("the wait pattern was not recognised")
+	}
+	if c.Waited(clean, asked, waited, 2) {
+		t.Error("two lock waits kept the class")
+	}
+	if c.Waited(clean, asked, []int{1, 1, 2, 2, 2, 2, 2, 1, 1, 1}, 1) {
+		t.Error("a second delivery that ran through kept the class")
+	}
+	released := steps("BEGIN", "INSERT a", "ROLLBACK TO SAVEPOINT s", "INSERT c", "COMMIT")
+	if c.Waited(clean, [2][]faults.Step{released, d2}, waited, 1) {
+		t.Error("a first delivery that released its locks inside the class kept it")
+	}
+	if e := faults.VisibilityTimeout().Expand(faults.Plan{Steps: clean, Unreduced: true}); len(e.Run) != 5 || len(e.Pauses)+len(e.Pruned) != 0 {
+		t.Errorf("Unreduced: %d run, %d classes, %d left out; want 5, 0, 0", len(e.Run), len(e.Pauses), len(e.Pruned))
+	}
+}
