@@ -22,6 +22,13 @@
 // left out (Expansion.Pruned) for a fault whose deliveries took other
 // steps at the free positions than the clean run did.
 //
+// CrashAtEveryStep and Redrive crash once per class of crash points that
+// end in the same state (CrashClass): with no commit point or effect call
+// between them, as inside one transaction, every crash rolls back to the
+// same durable state. The rest are Expansion.Pruned, which the harness
+// runs when the crashed delivery took other steps inside its class than
+// the clean run did.
+//
 // Default is the matrix a plain harness.Check runs;
 // DefaultWithout(NameVisibilityTimeout) is that matrix minus one fault.
 // A constructor given an argument out of range (Redrive(0),
@@ -55,7 +62,8 @@ type Fault interface {
 }
 
 // Expansion is a fault expanded for one plan, its schedules split by when
-// they run. Only the concurrent faults leave any out.
+// they run. Only the concurrent faults and the crashes at every step
+// (CrashAtEveryStep, Redrive) leave any out.
 type Expansion struct {
 	// Fault names the fault.
 	Fault Name
@@ -69,8 +77,20 @@ type Expansion struct {
 	// Pruned are the orders the partial-order reduction left out as
 	// equivalent to one in Run or Refused (see Free). Run them if a
 	// delivery took other steps at the free positions than the clean run
-	// did. Empty with Plan.Unreduced.
+	// did. Empty with Plan.Unreduced. For CrashAtEveryStep and Redrive
+	// they are the crash points Classes left out, in order: run them if
+	// a class's representative took other steps inside its class than
+	// the clean run did.
 	Pruned []Schedule
+	// Classes are the runs of crash points of CrashAtEveryStep and
+	// Redrive that end in the same state (see CrashClass), each run once;
+	// only those of more than one crash point. Empty with Plan.Unreduced.
+	Classes []CrashClass
+	// Pauses are the runs of pause points of VisibilityTimeout that end
+	// alike when the second delivery waits on the first one's locks (see
+	// PauseClass), each run from its first point. Empty with
+	// Plan.Unreduced.
+	Pauses []PauseClass
 }
 
 // Plan is what a fault is expanded from: the job's clean run and the
@@ -85,11 +105,13 @@ type Plan struct {
 	// redrive; zero means 72h, past the payment providers' 24h key
 	// window. The Redrive fault takes its own (Redrive(after)).
 	RedriveAfter time.Duration
-	// Unreduced turns off the partial-order reduction of the concurrent
-	// faults: they then try every order (or the sample), including
-	// orders that differ from another only in when a delivery ran a step
-	// that touches nothing the other can see (a BEGIN, a SET; see Free).
-	// Without it the orders left out are Expansion.Pruned.
+	// Unreduced turns off the reductions: the partial-order reduction of
+	// the concurrent faults, which then try every order (or the sample),
+	// including orders that differ from another only in when a delivery
+	// ran a step that touches nothing the other can see (a BEGIN, a SET;
+	// see Free), and the crash classes of CrashAtEveryStep and Redrive,
+	// which then crash at every step (see CrashClass). Without it the
+	// schedules left out are Expansion.Pruned.
 	Unreduced bool
 	// Dedup is how long the queue refuses a producer's copy of a job it
 	// holds, from the original's enqueue on the harness clock; negative
@@ -229,6 +251,12 @@ func (f fault) Expand(p Plan) Expansion {
 			ss[i].Fault = f.name
 		}
 	}
+	for i := range e.Classes {
+		e.Classes[i].Run.Fault = f.name
+	}
+	for i := range e.Pauses {
+		e.Pauses[i].Run.Fault = f.name
+	}
 	return e
 }
 func (fault) sealed() {}
@@ -338,14 +366,13 @@ func CrashAt(k int) Fault {
 	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule { return crashAt(p, k) }}
 }
 
-// CrashAtEveryStep is CrashAt for every step of the clean run.
+// CrashAtEveryStep is CrashAt for every step of the clean run, one crash
+// point of each class of those that end in the same state (see
+// CrashClass): the crash points inside one transaction, with no commit
+// point or effect call between them, run once.
 func CrashAtEveryStep() Fault {
-	return fault{name: NameCrashMidJob, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for k := 1; k <= len(p.Steps); k++ {
-			out = append(out, crashAt(p, k)...)
-		}
-		return out
+	return fault{name: NameCrashMidJob, expandAll: func(p Plan) Expansion {
+		return crashPoints(p, func(k int) Schedule { return crashAt(p, k)[0] })
 	}}
 }
 
@@ -483,21 +510,22 @@ func effectFault(k Kind, at int) []Schedule {
 // VisibilityTimeout is a job slower than the queue's visibility timeout:
 // after the first delivery has done k steps the clock passes the timeout
 // and a second delivery starts on another worker; it runs its steps, then
-// the first one goes on. One schedule per k from 1 to the number of steps.
+// the first one goes on. One schedule per k from 1 to the number of
+// steps, but for the pause points of a class (PauseClass) inside one
+// transaction: its first runs, and the others only when the second
+// delivery did not wait there on the first one's locks.
 func VisibilityTimeout() Fault {
-	return fault{name: NameVisibilityTimeout, expand: func(p Plan) []Schedule {
+	return fault{name: NameVisibilityTimeout, expandAll: func(p Plan) Expansion {
 		n := len(p.Steps)
-		var out []Schedule
-		for k := 1; k <= n; k++ {
-			out = append(out, Schedule{
+		return pausePoints(p, func(k int) Schedule {
+			return Schedule{
 				Deliveries: []Delivery{
 					{Job: 1, Attempt: 1, Worker: 1},
 					{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility(), With: 1, After: k},
 				},
 				Order: blockAt(n, n, k, 1, 2),
-			})
-		}
-		return out
+			}
+		})
 	}}
 }
 
@@ -656,7 +684,8 @@ func overlappedStatements(steps []Step) []Schedule {
 
 // Redrive is a job that died half-done and was redriven by a human after
 // a while, on the harness clock: the first delivery crashes before step k
-// (one schedule per step) or after its last step, then the clock moves
+// (one schedule per class of crash points that end in the same state, as
+// CrashAtEveryStep) or after its last step, then the clock moves
 // after and the job is delivered again. The default matrix's redrive is
 // Redrive(DefaultRedriveAfter), 72h: past the 24h window in which
 // payment providers remember idempotency keys. after must be positive,
@@ -666,17 +695,14 @@ func Redrive(after time.Duration) Fault {
 	if after <= 0 {
 		return invalid(NameRedrive, "faults.Redrive(%s): a redrive comes after the crash; give a positive duration, like faults.DefaultRedriveAfter (72h)", after)
 	}
-	return fault{name: NameRedrive, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for k := 1; k <= len(p.Steps)+1; k++ {
-			at := k
-			if k > len(p.Steps) {
-				at = 0 // after the last step
-			}
-			out = append(out, one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
-				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})...)
+	return fault{name: NameRedrive, expandAll: func(p Plan) Expansion {
+		redrive := func(at int) Schedule {
+			return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
+				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})[0]
 		}
-		return out
+		e := crashPoints(p, redrive)
+		e.Run = append(e.Run, redrive(0)) // after the last step
+		return e
 	}}
 }
 

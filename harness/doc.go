@@ -54,6 +54,13 @@
 // orders that differ only in when a delivery ran a free step (a BEGIN, a
 // SET: faults.Free), judged from the clean run; when a delivery's own
 // steps differ there, the orders left out run too (Result.Reductions).
+// Likewise crash-mid-job and redrive crash once per class of crash
+// points with no commit point or effect call between them
+// (faults.CrashClass): inside one transaction they roll back to the same
+// state. When the crashed delivery took other steps inside the class
+// than the clean run, the other crash points run too. Visibility-timeout
+// runs one pause of each run inside a transaction (faults.PauseClass),
+// and the rest unless its second delivery waited on the first one's locks.
 // They also overlap autocommit writes inside one statement: a place of
 // the order marked held (faults.Schedule.Holds, "1~" in the text) runs
 // its statement inside a transaction whose commit, and the handler's

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/text"
 )
@@ -20,6 +22,13 @@ import (
 // one at a position the reduction moved is not local (or missing), it
 // runs the orders the reduction left out as well: the verdict is never
 // weaker than without the reduction.
+//
+// crash-mid-job and redrive crash once per class of crash points that
+// end in the same state (faults.CrashClass: no commit point or effect
+// call between them), at the class's last point. Its crashed delivery
+// ran every step of the class; when one of them is not the clean run's
+// statement, or is an effect call or a commit point, the crash points
+// left out run as well (confirmClasses).
 
 // confirmReductions records, for every fault of the check that the
 // reduction thinned (each expanded once, into expanded), how many orders
@@ -43,6 +52,22 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expand
 	for _, f := range expanded {
 		ran, refused, pruned := f.Run, f.Refused, f.Pruned
 		if len(refused)+len(pruned) == 0 {
+			continue
+		}
+		if len(f.Pauses) > 0 {
+			prunedAt := next
+			next += len(pruned)
+			if err := r.confirmPauses(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
+				return err
+			}
+			continue
+		}
+		if len(f.Classes) > 0 {
+			prunedAt := next
+			next += len(pruned)
+			if err := r.confirmClasses(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
+				return err
+			}
 			continue
 		}
 		refusedAt := next
@@ -84,6 +109,80 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expand
 		}
 	}
 	return nil
+}
+
+// confirmClasses records what the crash classes of f (crash-mid-job or
+// redrive, see faults.CrashClass) left out, and runs it, as more, when a
+// class's representative took, inside its class, other steps than the
+// clean run did. A shard that was not dealt a representative runs it too,
+// only to learn that, and leaves it out of its result, so every shard
+// decides alike.
+func (r *runner) confirmClasses(ctx context.Context, plan faults.Plan, f faults.Expansion, more placed, res *Result) error {
+	red := result.Reduction{Fault: f.Fault, Orders: len(f.Run), Pruned: len(f.Pruned), Classes: f.Classes}
+	for _, c := range f.Classes {
+		a, ok := r.asked.of(c.Run)
+		if !ok {
+			_, db, err := r.scenario(ctx, c.Run, res)
+			if err == nil && db != nil {
+				err = r.giveBack(ctx, db)
+			}
+			if err != nil {
+				return err
+			}
+			if a, ok = r.asked.of(c.Run); !ok {
+				return fmt.Errorf("[twice] %s: the steps of %s were not recorded", f.Fault, c.Run)
+			}
+		}
+		if at := c.Differs(plan.Steps, a.steps[0]); at != 0 {
+			red.Diverged = &result.Divergence{Schedule: c.Run, Delivery: 1, At: at}
+			if at <= len(a.steps[0]) {
+				red.Diverged.Took = new(a.steps[0][at-1])
+			}
+			break
+		}
+	}
+	res.Reductions = append(res.Reductions, red)
+	if red.Diverged == nil {
+		return nil
+	}
+	return r.runMore(ctx, more, res)
+}
+
+// confirmPauses records what the pause classes of visibility-timeout (see
+// faults.PauseClass) left out, and runs it, as more, when a class's
+// representative did not show its second delivery waiting on the first
+// one's locks. A shard that was not dealt a representative runs it too,
+// only to learn that, and leaves it out of its result.
+func (r *runner) confirmPauses(ctx context.Context, plan faults.Plan, f faults.Expansion, more placed, res *Result) error {
+	red := result.Reduction{Fault: f.Fault, Orders: len(f.Run), Pruned: len(f.Pruned), Pauses: f.Pauses}
+	ran := map[string]result.Scenario{}
+	for _, sc := range res.Scenarios {
+		ran[sc.Schedule.String()] = sc
+	}
+	for _, c := range f.Pauses {
+		sc, ok := ran[c.Run.String()]
+		if !ok {
+			var db *freshdb.Database
+			var err error
+			sc, db, err = r.scenario(ctx, c.Run, res)
+			if err == nil && db != nil {
+				err = r.giveBack(ctx, db)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		a, ok := r.asked.of(c.Run)
+		if !ok || !c.Waited(plan.Steps, a.steps, sc.Order, sc.LockWaits) {
+			red.Unwaited = new(c.Run)
+			break
+		}
+	}
+	res.Reductions = append(res.Reductions, red)
+	if red.Unwaited == nil {
+		return nil
+	}
+	return r.runMore(ctx, more, res)
 }
 
 // handedOut returns the first of scheds whose second delivery the queue
@@ -200,6 +299,14 @@ func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
 func reductionLines(res *Result) []string {
 	var out []string
 	for _, red := range res.Reductions {
+		if len(red.Classes) > 0 {
+			out = append(out, classLine(red))
+			continue
+		}
+		if len(red.Pauses) > 0 {
+			out = append(out, pauseLine(red))
+			continue
+		}
 		orders, pruned := red.Orders, red.Pruned-red.Refused
 		if red.Refused > 0 {
 			if red.HandedOut == nil {
@@ -230,4 +337,41 @@ func reductionLines(res *Result) []string {
 		out = append(out, line)
 	}
 	return out
+}
+
+// classLine says what the crash classes of one fault did: "crash-mid-job:
+// 66 crash points at steps 1..66, with no commit point or effect call
+// between them, end in the same state: one run (j1a1w1!crash:66 > +30s
+// j1a2w2); 1 crash point run in all, 65 left out".
+func classLine(red result.Reduction) string {
+	if d := red.Diverged; d != nil {
+		what := fmt.Sprintf("took no step %d", d.At)
+		if d.Took != nil {
+			what = fmt.Sprintf("took step %d: %s", d.At, text.OneLine(render.Step(*d.Took)))
+		}
+		return fmt.Sprintf("%s: delivery %d of %s %s, not the clean run's statement its crash class assumed there, so the %d crash %s left out ran too",
+			red.Fault, d.Delivery, d.Schedule, what, red.Pruned, text.Plural(red.Pruned, "point"))
+	}
+	var classes []string
+	for _, c := range red.Classes {
+		classes = append(classes, fmt.Sprintf("the %d crash points at steps %d..%d, with no commit point or effect call between them, end in the same state: one run (%s)",
+			c.Members(), c.From, c.To, c.Run))
+	}
+	return fmt.Sprintf("%s: %s; %d crash %s run in all, %d left out", red.Fault, strings.Join(classes, "; "),
+		red.Orders, text.Plural(red.Orders, "point"), red.Pruned)
+}
+
+// pauseLine says what the pause classes of visibility-timeout did.
+func pauseLine(red result.Reduction) string {
+	if red.Unwaited != nil {
+		return fmt.Sprintf("%s: in %s the second delivery did not wait on the first one's locks, as its pause class assumed, so the %d pause %s left out ran too",
+			red.Fault, *red.Unwaited, red.Pruned, text.Plural(red.Pruned, "point"))
+	}
+	var classes []string
+	for _, c := range red.Pauses {
+		classes = append(classes, fmt.Sprintf("the pauses after steps %d..%d, inside one transaction, end alike as the second delivery waited on the first one's locks: one run (%s)",
+			c.From, c.To, c.Run))
+	}
+	return fmt.Sprintf("%s: %s; %d pause %s run in all, %d left out", red.Fault, strings.Join(classes, "; "),
+		red.Orders, text.Plural(red.Orders, "point"), red.Pruned)
 }

@@ -131,8 +131,9 @@ type Result struct {
 	Shard *ShardRun `json:",omitempty"`
 
 	// Reductions say, for each concurrent fault whose interleavings the
-	// partial-order reduction thinned, how many orders it left out and
-	// whether it had to run them after all.
+	// partial-order reduction thinned, and for each crash fault whose
+	// crash points were run one per class (faults.CrashClass), how many
+	// schedules it left out and whether it had to run them after all.
 	Reductions []Reduction `json:",omitempty"`
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
 	// not to be idempotent, or empty.
@@ -261,6 +262,21 @@ type Reduction struct {
 	// all the same; the Refused orders then ran too, after the others.
 	// nil when the queue refused it.
 	HandedOut *faults.Schedule `json:",omitempty"`
+	// Classes are, for crash-mid-job and redrive, the runs of crash
+	// points that end in the same state (no commit point or effect call
+	// between them), each run once: Orders counts the crash points run,
+	// Pruned those left out. Diverged, then, is the representative's
+	// first delivery taking, inside its class, another step than the
+	// clean run did; the crash points left out ran too.
+	Classes []faults.CrashClass `json:",omitempty"`
+	// Pauses are, for visibility-timeout, the runs of pause points inside
+	// one transaction run from their first (faults.PauseClass): Orders
+	// counts the pause points run, Pruned those left out. Unwaited is the
+	// first representative whose second delivery did not wait on the
+	// first one's locks as the class assumes; the pause points left out
+	// then ran too. nil when every one did.
+	Pauses   []faults.PauseClass `json:",omitempty"`
+	Unwaited *faults.Schedule    `json:",omitempty"`
 }
 
 // Divergence is a delivery of a reduced scenario that took, at a
