@@ -58,6 +58,12 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
+// announce is twice's first line: what it was asked to report on, and
+// what comes first.
+func (p *progress) announce(patterns []string) {
+	_, _ = fmt.Fprintf(p.out, "[twice] report on %s: go list names the packages, then go test builds and runs their tests\n", strings.Join(patterns, " "))
+}
+
 func (p *progress) start(total, deps int, recDir string) {
 	p.mu.Lock()
 	p.begin, p.total, p.deps, p.recDir = time.Now(), total, deps, recDir

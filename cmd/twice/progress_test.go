@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -59,8 +60,11 @@ func TestProgressWhileBuilding(t *testing.T) {
 	run([]string{"report", "-o", filepath.Join(t.TempDir(), "r"), "./" + filepath.ToSlash(dir)}, &stdout, &stderr)
 	lines := strings.Split(stderr.String(), "\n")
 	t.Logf("stderr:\n%s", stderr.String())
-	if !strings.HasPrefix(lines[0], "[twice] building the tests of 1 package") {
-		t.Errorf("the first line does not say twice is building: %q", lines[0])
+	if want := "[twice] report on ./" + filepath.ToSlash(dir) + ": go list names the packages, then go test builds and runs their tests"; lines[0] != want {
+		t.Errorf("the first line does not say what twice does:\n%q\nwant\n%q", lines[0], want)
+	}
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], "[twice] building the tests of 1 package") {
+		t.Errorf("the second line does not say twice is building: %q", lines[1:])
 	}
 	built := regexp.MustCompile(`^\[twice\] the first test binary runs after \d+:\d\d \(([1-9]\d*) of up to \d+ packages compiled, 1 test binary linked\)$`)
 	found := false
@@ -70,4 +74,53 @@ func TestProgressWhileBuilding(t *testing.T) {
 	if !found {
 		t.Errorf("no line says how many packages go compiled and linked before the test ran (want one matching %s)", built)
 	}
+}
+
+// TestProgressBeforeGo: twice's first line is out before it runs go at
+// all, since even go list takes seconds on an empty build cache (and the
+// user already waited for go run to build twice). The go on PATH here
+// only leaves a mark that it ran.
+func TestProgressBeforeGo(t *testing.T) {
+	bin := t.TempDir()
+	ran := filepath.Join(bin, "go-ran")
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte("#!/bin/sh\n: > '"+ran+"'\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin)
+	t.Setenv("GOROOT", "")
+	w := &firstWrite{ran: ran}
+	run([]string{"report", "-o", filepath.Join(t.TempDir(), "r"), "./examples/a", "./examples/b"}, &bytes.Buffer{}, w)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("twice never ran the go on PATH (%v); it wrote:\n%s", err, w.all.String())
+	}
+	if want := "[twice] report on ./examples/a ./examples/b: go list names the packages, then go test builds and runs their tests\n"; w.first != want {
+		t.Errorf("twice's first write is %q, want %q", w.first, want)
+	}
+	if w.goFirst {
+		t.Error("twice ran go before it said anything")
+	}
+}
+
+// firstWrite keeps the first thing written to it and whether the fake go
+// had run by then.
+type firstWrite struct {
+	ran string
+
+	mu      sync.Mutex
+	first   string
+	goFirst bool
+	all     bytes.Buffer
+}
+
+func (w *firstWrite) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.all.Len() == 0 {
+		w.first = string(b)
+		_, err := os.Stat(w.ran)
+		w.goFirst = err == nil
+	}
+	return w.all.Write(b)
 }

@@ -193,6 +193,14 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 	if err != nil {
 		return broken(r, started, err.Error()), nil
 	}
+	// Said before go is first asked anything: with an empty build cache
+	// and a busy machine even go list takes seconds, and go run had the
+	// user wait for twice's own build already.
+	prog.announce(pkgs)
+	// The most go test may compile, for progress, counted while go list
+	// names the packages: it reads the same files.
+	deps := make(chan int, 1)
+	go func() { deps <- countDeps(goBin, g.tags, pkgs) }()
 	list := listPackages(goBin, g.tags, pkgs)
 	for _, m := range list.missing {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemNoPackage, Package: m.pattern, Fatal: true,
@@ -225,7 +233,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err)), nil
 	}
 	runs := newTestRuns()
-	prog.start(list.total, countDeps(goBin, g.tags, list.found), rd.records())
+	prog.start(list.total, <-deps, rd.records())
 	readErr := runs.read(stdoutPipe, prog.event)
 	sig, waitErr := child.wait()
 	prog.stop()
