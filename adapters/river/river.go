@@ -65,6 +65,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
@@ -425,6 +426,22 @@ func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, erro
 	return out, tx.Commit(ctx)
 }
 
+// autocommit is the harness's connection as the pgx.Tx River's driver
+// runs its statements on, with no transaction around them: each statement
+// commits on its own, as on the pool River's completer, producer and
+// rescuer use in production, and costs no BEGIN and COMMIT round trips.
+type autocommit struct{ *harnessConn }
+
+// harnessConn names the embedded connection apart from pgx.Tx's Conn.
+type harnessConn = pgx.Conn
+
+var errAutocommit = errors.New("twiceriver: internal: River's statements on the harness's connection run without a transaction, so there is nothing to commit or roll back")
+
+func (a autocommit) Commit(context.Context) error   { return errAutocommit }
+func (a autocommit) Rollback(context.Context) error { return errAutocommit }
+func (a autocommit) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+func (a autocommit) Conn() *pgx.Conn                { return a.harnessConn }
+
 // Enqueue inserts the job with River's InsertTx, as the producer does,
 // with the args ArgsPerEnqueue builds for this copy if it is given.
 func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
@@ -469,6 +486,24 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	if err != nil {
 		return queue.Fetched{}, err
 	}
+	if op.Kind != queue.DeliveryRedrive {
+		// River's producer locks an available job in one statement of
+		// its own; the rescuer touches only running jobs, so when the
+		// job can be locked at once a rescue first would have changed
+		// nothing, and the lock needs no transaction around it.
+		tx := autocommit{op.Conn}
+		tag, err := lock(ctx, tx, id, op.Now)
+		if err != nil {
+			return queue.Fetched{}, err
+		}
+		if tag.RowsAffected() == 1 {
+			row, err := c.JobGetTx(ctx, tx, id)
+			if err != nil {
+				return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+			}
+			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
+		}
+	}
 	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Fetched, error) {
 		if err := q.rescue(ctx, tx, id, op.Now); err != nil {
 			return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
@@ -487,16 +522,9 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 				return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
 			}
 		}
-		tag, err := tx.Exec(ctx, `
-			UPDATE river_job SET
-				state = 'running',
-				attempt = attempt + 1,
-				attempted_at = $2::timestamptz,
-				attempted_by = array_append(coalesce(attempted_by, '{}'), 'twice')
-			WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`,
-			id, op.Now)
+		tag, err := lock(ctx, tx, id, op.Now)
 		if err != nil {
-			return queue.Fetched{}, fmt.Errorf("fetching job %d: %w", id, err)
+			return queue.Fetched{}, err
 		}
 		row, err := c.JobGetTx(ctx, tx, id)
 		if err != nil {
@@ -507,6 +535,23 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 		}
 		return q.notFetched(row, op.Now), nil
 	})
+}
+
+// lock moves job id to running for a new attempt if it is available,
+// retryable or scheduled and due at now, as River's producer does.
+func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
+	tag, err := tx.Exec(ctx, `
+		UPDATE river_job SET
+			state = 'running',
+			attempt = attempt + 1,
+			attempted_at = $2::timestamptz,
+			attempted_by = array_append(coalesce(attempted_by, '{}'), 'twice')
+		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`,
+		id, now)
+	if err != nil {
+		return tag, fmt.Errorf("fetching job %d: %w", id, err)
+	}
+	return tag, nil
 }
 
 // rescue is River's JobRescuer (internal/maintenance/job_rescuer.go) on
@@ -678,11 +723,12 @@ func snoozes(metadata []byte) ([]byte, error) {
 }
 
 // setState runs River's own JobSetStateIfRunningMany, as its completer
-// does: a job no longer running (completed in the worker's transaction,
-// taken by another attempt) is left as it is. It reports the state the
-// job is in afterwards; snooze says p is a snooze.
+// does, in one statement of its own on the connection as the completer
+// runs it on its pool: a job no longer running (completed in the worker's
+// transaction, taken by another attempt) is left as it is. It reports the
+// state the job is in afterwards; snooze says p is a snooze.
 func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdriver.JobSetStateIfRunningParams, snooze bool) (queue.Settled, error) {
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Settled, error) {
+	return func(tx pgx.Tx) (queue.Settled, error) {
 		rows, err := riverpgxv5.New(nil).UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
 			ID:              []int64{p.ID},
 			Attempt:         []*int{p.Attempt},
@@ -705,7 +751,7 @@ func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdrive
 			return queue.Settled{Outcome: queue.Snoozed, After: after, Detail: fmt.Sprintf("for %v", after)}, nil
 		}
 		return settled(row, op.Now, q.Rules().Redeliver), nil
-	})
+	}(autocommit{op.Conn})
 }
 
 // settled reads the job's state after the completer ran.

@@ -198,6 +198,7 @@ func (p *process) newPool() (*pgxpool.Pool, error) {
 // crash, or at the end of the scenario), its process is closed.
 type worker struct {
 	job *jobSpec
+	mu  sync.Mutex // guards p: deliveries on one worker may start together
 	p   *process
 }
 
@@ -207,6 +208,8 @@ func newWorker(job *jobSpec) *worker {
 
 // started is the worker's process, started on its first delivery.
 func (w *worker) started() (*process, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.p != nil {
 		return w.p, nil
 	}

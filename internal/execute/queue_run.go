@@ -34,6 +34,7 @@ type queueRun struct {
 
 	running *queueCall   // the operation on conn
 	blocked bool         // the server says it waits on a lock
+	asked   int          // how often the server was asked whether running waits
 	waiting []*queueCall // operations waiting for conn, in order
 	ops     chan struct{}
 
@@ -230,7 +231,7 @@ func (q *queueRun) next(e *execution) {
 	}
 	c := q.waiting[0]
 	q.waiting = q.waiting[1:]
-	q.running, q.blocked = c, false
+	q.running, q.blocked, q.asked = c, false, 0
 	c.op.Conn, c.op.Now = q.conn, e.clock.Now()
 	go func() {
 		defer func() { q.ops <- struct{}{} }()
@@ -337,6 +338,7 @@ func (q *queueRun) checkStall(ctx context.Context, e *execution) error {
 	if q.running == nil || q.blocked {
 		return nil
 	}
+	q.asked++
 	waits, err := e.r.waitsOnLock(ctx, q.pid)
 	if err != nil {
 		return err
@@ -348,10 +350,16 @@ func (q *queueRun) checkStall(ctx context.Context, e *execution) error {
 	return nil
 }
 
+// maxQueuePoll bounds how long a running operation goes unasked: the
+// server is asked lockPoll after it started, then at doubling intervals up
+// to this, so an operation that takes long on a busy machine, without
+// waiting on any lock, costs a few questions rather than one per lockPoll.
+const maxQueuePoll = 8 * lockPoll
+
 // wake is when the loop must look again for the queue's sake.
 func (q *queueRun) wake(e *execution) (time.Duration, bool) {
 	if q.running != nil && !q.blocked {
-		return lockPoll, true
+		return min(lockPoll<<min(q.asked, 3), maxQueuePoll), true
 	}
 	return 0, false
 }
