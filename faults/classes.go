@@ -177,7 +177,7 @@ func pausePoints(p Plan, build func(k int) Schedule) Expansion {
 		// (not a local step, which takes none: the second delivery would
 		// not wait there).
 		to := k
-		for !p.Unreduced && keepsLocks(p.Steps[k-1]) && !p.Steps[k-1].Local && to < n && keepsLocks(p.Steps[to]) {
+		for !p.Unreduced && !p.QueueStatements && keepsLocks(p.Steps[k-1]) && !p.Steps[k-1].Local && to < n && keepsLocks(p.Steps[to]) {
 			to++
 		}
 		rep := build(k)

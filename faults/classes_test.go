@@ -139,3 +139,15 @@ func TestPauseClasses(t *testing.T) {
 		t.Errorf("Unreduced: %d run, %d classes, %d left out; want 5, 0, 0", len(e.Run), len(e.Pauses), len(e.Pruned))
 	}
 }
+
+// A queue that runs statements of its own between deliveries (an
+// adapter's fetch) gets every pause point: its fetch may wait on a lock
+// the first delivery takes later in what would be the class.
+func TestNoPauseClassesWhenTheQueueRunsStatements(t *testing.T) {
+	clean := steps("BEGIN", "INSERT a", "INSERT b", "INSERT c", "COMMIT")
+	clean[4].CommitPoint = true
+	e := faults.VisibilityTimeout().Expand(faults.Plan{Steps: clean, QueueStatements: true})
+	if len(e.Pauses) != 0 || len(e.Pruned) != 0 || len(e.Run) != 5 {
+		t.Errorf("pauses %+v, %d left out, %d run; want no class, every one of the 5 pause points run", e.Pauses, len(e.Pruned), len(e.Run))
+	}
+}

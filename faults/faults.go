@@ -131,6 +131,14 @@ type Plan struct {
 	// handed the second delivery out after all. ConcurrentProducerRetry's
 	// copy has a job ID of its own and is not affected.
 	OneDeliveryAtATime bool
+	// QueueStatements says the queue runs statements of its own on the
+	// job's database between deliveries (a queue adapter's fetch: River's
+	// rescuer, gue's lock). A pause class of VisibilityTimeout assumes
+	// that only the second delivery's statements meet the locks the
+	// first holds, so with QueueStatements every pause point runs: the
+	// queue's fetch may wait on a lock the first delivery takes later in
+	// the class (River's rescuer on the job row its completion locked).
+	QueueStatements bool
 }
 
 // Step is one observable action of a delivery: a statement that reached

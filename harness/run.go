@@ -167,7 +167,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, QueueStatements: job.Queue != nil}
 	return r, res, plan, nil
 }
 
