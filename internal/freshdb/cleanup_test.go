@@ -29,7 +29,11 @@ func TestCleanStale(t *testing.T) {
 	if _, err := freshdb.CleanStale(ctx, srv); err != nil { // starts this run
 		t.Fatal(err)
 	}
-	dead, live := randomHex(t, 8), randomHex(t, 8)
+	// The dead run's ID starts with a letter, so that its upper-case
+	// spelling below is another name: an ID of digits only (2% of random
+	// ones, e.g. 16036132) made the same name twice, and CREATE DATABASE
+	// failed with "already exists".
+	dead, live := "d"+randomHex(t, 8)[1:], randomHex(t, 8)
 
 	// A live run on another machine: it holds its lock on its own session.
 	liveConn, err := pgx.Connect(ctx, admin)
