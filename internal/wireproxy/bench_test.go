@@ -15,19 +15,32 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
 // BenchmarkProxyOverhead runs the same 200-statement handler straight to the
-// server and through proxies (loopback TCP and unix socket) whose hooks let
-// every step through, in the same iterations (rotating which goes first),
-// and reports each per statement and the proxies' ratios to direct: of the
-// totals, and the median of the iterations' own ratios (-p50), which a
-// burst of load on a shared machine moves less. The relay is the floor of
-// any proxy in between: a unix socket whose bytes are copied to the
-// server's and back (io.Copy each way) with nothing parsed, so unix/relay
-// is what the proxy's own work costs over the extra hop.
+// server and through proxies whose hooks let every step through, in the
+// same iterations (rotating which goes first), and reports each per
+// statement and the proxies' ratios to direct: of the totals, and the
+// median of the iterations' own ratios (-p50), which a burst of load on a
+// shared machine moves less.
+//
+// Every leg reaches the server the same way direct does, on the server's
+// unix socket (pgserver's local server listens on nothing else), so a
+// ratio is what the hop to the proxy and the proxy's work cost. The legs:
+//   - tcp: the client on the proxy's loopback TCP port (what a handler's
+//     own DSN reaches in the harness);
+//   - unix: the client on the proxy's unix socket;
+//   - pipe: the client dialled in the process ([Proxy.Dial]), no socket
+//     between client and proxy;
+//   - relay: a bare relay, the floor of any proxy on a unix socket: a unix
+//     socket whose bytes are copied to the server's and back (io.Copy each
+//     way) with nothing parsed, so unix/relay is what the proxy's own work
+//     costs over the extra hop;
+//   - piperelay: the same bare relay behind an in-process pipe, the floor
+//     of the pipe leg (pipe/piperelay is the proxy's own work).
 func BenchmarkProxyOverhead(b *testing.B) {
 	const stmts = 200
 	handlers := []struct {
@@ -69,43 +82,110 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { overUnix.Close() })
+	overPipe := listen(b, "bench-pipe", dsn, hooks)
 	ctx := context.Background()
-	conns := []*pgx.Conn{connect(b, dsn), connect(b, overTCP.DSN()), connect(b, overUnix.DSN()), relayConn(b, dsn)}
+	legs := []struct {
+		name string
+		conn *pgx.Conn
+	}{
+		{"direct", connect(b, dsn)},
+		{"tcp", connect(b, overTCP.DSN())},
+		{"unix", connect(b, overUnix.DSN())},
+		{"pipe", dialConn(b, overPipe.DSN(), func(ctx context.Context, _, _ string) (net.Conn, error) { return overPipe.Dial(ctx) })},
+		{"relay", relayConn(b, dsn)},
+		{"piperelay", pipeRelayConn(b, dsn)},
+	}
+	ratios := [][2]string{{"tcp", "direct"}, {"unix", "direct"}, {"pipe", "direct"}, {"relay", "direct"}, {"piperelay", "direct"}, {"unix", "relay"}, {"pipe", "piperelay"}}
+	index := func(name string) int {
+		return slices.IndexFunc(legs, func(l struct {
+			name string
+			conn *pgx.Conn
+		}) bool {
+			return l.name == name
+		})
+	}
 	for _, h := range handlers {
 		b.Run(h.name, func(b *testing.B) {
-			var took [4]time.Duration // direct, over TCP, over a unix socket, through a bare relay
-			var tcpRatios, unixRatios, relayRatios []float64
+			took := make([]time.Duration, len(legs))
+			perIter := make([][]float64, len(ratios))
 			for i := 0; b.Loop(); i++ {
-				var this [4]time.Duration
-				for k := range conns {
-					k = (k + i) % len(conns) // rotate who goes first
+				this := make([]time.Duration, len(legs))
+				for k := range legs {
+					k = (k + i) % len(legs) // rotate who goes first
 					start := time.Now()
-					if err := h.run(ctx, conns[k]); err != nil {
-						b.Fatal(err)
+					if err := h.run(ctx, legs[k].conn); err != nil {
+						b.Fatalf("%s: %v", legs[k].name, err)
 					}
 					this[k] = time.Since(start)
 					took[k] += this[k]
 				}
-				tcpRatios = append(tcpRatios, float64(this[1])/float64(this[0]))
-				unixRatios = append(unixRatios, float64(this[2])/float64(this[0]))
-				relayRatios = append(relayRatios, float64(this[3])/float64(this[0]))
+				for r, pair := range ratios {
+					perIter[r] = append(perIter[r], float64(this[index(pair[0])])/float64(this[index(pair[1])]))
+				}
 			}
 			n := float64(b.N * stmts)
-			b.ReportMetric(float64(took[0].Nanoseconds())/n, "direct-ns/stmt")
-			b.ReportMetric(float64(took[1].Nanoseconds())/n, "tcp-ns/stmt")
-			b.ReportMetric(float64(took[2].Nanoseconds())/n, "unix-ns/stmt")
-			b.ReportMetric(float64(took[1])/float64(took[0]), "tcp/direct")
-			b.ReportMetric(float64(took[2])/float64(took[0]), "unix/direct")
-			b.ReportMetric(median(tcpRatios), "tcp/direct-p50")
-			b.ReportMetric(median(unixRatios), "unix/direct-p50")
-			b.ReportMetric(float64(took[3])/float64(took[0]), "relay/direct")
-			b.ReportMetric(median(relayRatios), "relay/direct-p50")
-			b.ReportMetric(float64(took[2])/float64(took[3]), "unix/relay")
+			for k, l := range legs {
+				b.ReportMetric(float64(took[k].Nanoseconds())/n, l.name+"-ns/stmt")
+			}
+			for r, pair := range ratios {
+				name := pair[0] + "/" + pair[1]
+				b.ReportMetric(float64(took[index(pair[0])])/float64(took[index(pair[1])]), name)
+				b.ReportMetric(median(perIter[r]), name+"-p50")
+			}
 		})
 	}
 	if steps.Load() == 0 {
 		b.Fatal("no step went through the proxy")
 	}
+}
+
+// dialConn connects with dsn's settings through dial.
+func dialConn(b *testing.B, dsn string, dial pgconn.DialFunc) *pgx.Conn {
+	b.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.DialFunc = dial
+	conn, err := pgx.ConnectConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// pipeRelayConn connects to the server of dsn through a bare relay behind
+// an in-process pipe: the pipe's far end is copied to the server's socket
+// and back, unparsed.
+func pipeRelayConn(b *testing.B, dsn string) *pgx.Conn {
+	b.Helper()
+	upstream := serverSocket(b, dsn)
+	var wg sync.WaitGroup
+	b.Cleanup(wg.Wait)
+	return dialConn(b, dsn, func(ctx context.Context, _, _ string) (net.Conn, error) {
+		server, err := (&net.Dialer{}).DialContext(ctx, "unix", upstream)
+		if err != nil {
+			return nil, err
+		}
+		client, far := net.Pipe()
+		wg.Go(func() { _, _ = io.Copy(server, far); server.Close() })
+		wg.Go(func() { _, _ = io.Copy(far, server); far.Close() })
+		return client, nil
+	})
+}
+
+// serverSocket is the path of the unix socket dsn names.
+func serverSocket(b *testing.B, dsn string) string {
+	b.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.Host, "/") {
+		b.Skipf("the relays need the server on a unix socket, not %s", cfg.Host)
+	}
+	return filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
 }
 
 func median(xs []float64) float64 {
@@ -124,14 +204,11 @@ func median(xs []float64) float64 {
 // the server's socket and back, unparsed.
 func relayConn(b *testing.B, dsn string) *pgx.Conn {
 	b.Helper()
+	upstream := serverSocket(b, dsn)
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if !strings.HasPrefix(cfg.Host, "/") {
-		b.Skipf("the relay needs the server on a unix socket, not %s", cfg.Host)
-	}
-	upstream := filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
 	dir, err := os.MkdirTemp("", "twice-relay")
 	if err != nil {
 		b.Fatal(err)

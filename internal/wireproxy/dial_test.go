@@ -1,0 +1,73 @@
+package wireproxy_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runtwice/twice/internal/wireproxy"
+)
+
+// dialThrough connects to p in the process (Proxy.Dial), with dsn's other
+// settings.
+func dialThrough(t testing.TB, p *wireproxy.Proxy) (*pgx.Conn, error) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(p.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return p.Dial(ctx) }
+	return pgx.ConnectConfig(context.Background(), cfg)
+}
+
+// A connection dialled in the process is a connection of the delivery
+// like one on the listener: its statements are steps, a batch larger than
+// any socket buffer goes through the unbuffered pipe, Kill cuts it, later
+// ones are refused, and Dial fails once the proxy is closed.
+func TestDial(t *testing.T) {
+	ctx := context.Background()
+	dsn := newDatabase(t)
+	var rec recorder
+	p := listen(t, "d1", dsn, rec.hooks())
+	c, err := dialThrough(t, p)
+	if err != nil {
+		t.Fatalf("connecting through Dial: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "INSERT INTO items (id) VALUES ($1)", 80); err != nil {
+		t.Fatal(err)
+	}
+	// 2000 statements of 1 kB each: the batch and its replies are each
+	// one step's round trip, larger than the pipe (which buffers nothing).
+	var batch pgx.Batch
+	for i := range 2000 {
+		batch.Queue("SELECT $1::int, repeat('x', 1000)", i)
+	}
+	if err := c.SendBatch(ctx, &batch).Close(); err != nil {
+		t.Fatalf("a large batch through Dial: %v", err)
+	}
+	if n := count(t, connect(t, dsn), "SELECT count(*) FROM items WHERE id = 80"); n != 1 {
+		t.Errorf("count of the row inserted through Dial = %d, want 1", n)
+	}
+	if got := len(rec.steps()); got != 2 {
+		t.Errorf("%d steps through Dial, want 2 (the insert and the batch)", got)
+	}
+	p.Kill()
+	if _, err := c.Exec(ctx, "INSERT INTO items (id) VALUES ($1)", 81); err == nil {
+		t.Error("a statement through Dial succeeded after Kill")
+	}
+	_, err = dialThrough(t, p)
+	if pgErr, ok := errors.AsType[*pgconn.PgError](err); !ok || pgErr.Code != "08004" {
+		t.Errorf("connecting through Dial after Kill: err = %v, want SQLSTATE 08004 (refused)", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Dial(ctx); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Dial after Close: err = %v, want net.ErrClosed", err)
+	}
+}
