@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -559,6 +560,9 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
 	}
 	wireproxy.MarkPool(&cfg.ConnConfig.Config) // tells its connections from the handler's own on the DSN
+	// The delivery's own pools reach the proxy in the process, without
+	// the loopback hop the DSN's connections pay (wireproxy.Proxy.Dial).
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return p.Dial(ctx) }
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
