@@ -20,12 +20,12 @@ import (
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
-// BenchmarkProxyOverhead runs the same 200-statement handler straight to the
+// BenchmarkProxyOverhead runs the same 200 statements straight to the
 // server and through proxies whose hooks let every step through, in the
-// same iterations (rotating which goes first), and reports each per
-// statement and the proxies' ratios to direct: of the totals, and the
-// median of the iterations' own ratios (-p50), which a burst of load on a
-// shared machine moves less.
+// same iterations, the legs taking turns every 10 statements (rotating who
+// goes first), and reports each per statement and the proxies' ratios: of
+// the totals, and the median of the iterations' own ratios (-p50), which a
+// burst of load on a shared machine moves less.
 //
 // Every leg reaches the server the same way direct does, on the server's
 // unix socket (pgserver's local server listens on nothing else), so a
@@ -42,32 +42,28 @@ import (
 //   - piperelay: the same bare relay behind an in-process pipe, the floor
 //     of the pipe leg (pipe/piperelay is the proxy's own work).
 func BenchmarkProxyOverhead(b *testing.B) {
-	const stmts = 200
+	const (
+		stmts = 200
+		// chunk statements run on one leg before the next leg's turn, so
+		// the legs of an iteration run within milliseconds of each other
+		// and a burst of load on the machine falls on all of them alike.
+		chunk = 10
+	)
 	handlers := []struct {
 		name string
-		run  func(ctx context.Context, c *pgx.Conn) error
+		tx   bool // the statements run in a transaction, begun and rolled back around them
+		stmt func(ctx context.Context, q querier, id int) error
 	}{
-		{"select", func(ctx context.Context, c *pgx.Conn) error {
+		{"select", false, func(ctx context.Context, q querier, id int) error {
 			var n int
-			for i := range stmts {
-				if err := c.QueryRow(ctx, "SELECT $1::int", i).Scan(&n); err != nil {
-					return err
-				}
-			}
-			return nil
+			return q.QueryRow(ctx, "SELECT $1::int", id).Scan(&n)
 		}},
-		{"insert-tx", func(ctx context.Context, c *pgx.Conn) error {
-			tx, err := c.Begin(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.Rollback(ctx)
-			for i := range stmts - 2 {
-				if _, err := tx.Exec(ctx, "INSERT INTO items (id, note) VALUES ($1, 'x')", 1000+i); err != nil {
-					return err
-				}
-			}
-			return tx.Rollback(ctx) // the same cost as COMMIT here, and the table stays small
+		{"insert-tx", true, func(ctx context.Context, q querier, id int) error {
+			// Rolled back (the same cost as COMMIT here, and the table
+			// stays small); each leg inserts ids of its own, as the legs'
+			// transactions are open at once.
+			_, err := q.Exec(ctx, "INSERT INTO items (id, note) VALUES ($1, 'x')", id)
+			return err
 		}},
 	}
 	dsn := newDatabase(b)
@@ -108,15 +104,47 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		b.Run(h.name, func(b *testing.B) {
 			took := make([]time.Duration, len(legs))
 			perIter := make([][]float64, len(ratios))
+			body := stmts
+			if h.tx {
+				body = stmts - 2 // BEGIN and ROLLBACK are statements too
+			}
 			for i := 0; b.Loop(); i++ {
 				this := make([]time.Duration, len(legs))
-				for k := range legs {
-					k = (k + i) % len(legs) // rotate who goes first
+				timed := func(k int, f func() error) {
 					start := time.Now()
-					if err := h.run(ctx, legs[k].conn); err != nil {
+					if err := f(); err != nil {
 						b.Fatalf("%s: %v", legs[k].name, err)
 					}
-					this[k] = time.Since(start)
+					this[k] += time.Since(start)
+				}
+				qs := make([]querier, len(legs))
+				txs := make([]pgx.Tx, len(legs))
+				for j := range legs {
+					k := (j + i) % len(legs) // rotate who goes first
+					qs[k] = legs[k].conn
+					if h.tx {
+						timed(k, func() (err error) { txs[k], err = legs[k].conn.Begin(ctx); qs[k] = txs[k]; return err })
+					}
+				}
+				for from := 0; from < body; from += chunk {
+					for j := range legs {
+						k := (j + i + from/chunk) % len(legs)
+						timed(k, func() error {
+							for s := from; s < min(from+chunk, body); s++ {
+								if err := h.stmt(ctx, qs[k], 1000*(k+1)+s); err != nil {
+									return err
+								}
+							}
+							return nil
+						})
+					}
+				}
+				for j := range legs {
+					if k := (j + i) % len(legs); h.tx {
+						timed(k, func() error { return txs[k].Rollback(ctx) })
+					}
+				}
+				for k := range legs {
 					took[k] += this[k]
 				}
 				for r, pair := range ratios {
@@ -186,6 +214,12 @@ func serverSocket(b *testing.B, dsn string) string {
 		b.Skipf("the relays need the server on a unix socket, not %s", cfg.Host)
 	}
 	return filepath.Join(cfg.Host, fmt.Sprintf(".s.PGSQL.%d", cfg.Port))
+}
+
+// querier runs statements on a connection or in its transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 func median(xs []float64) float64 {
