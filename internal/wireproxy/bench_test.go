@@ -91,7 +91,8 @@ func BenchmarkProxyOverhead(b *testing.B) {
 		{"relay", relayConn(b, dsn)},
 		{"piperelay", pipeRelayConn(b, dsn)},
 	}
-	ratios := [][2]string{{"tcp", "direct"}, {"unix", "direct"}, {"pipe", "direct"}, {"relay", "direct"}, {"piperelay", "direct"}, {"unix", "relay"}, {"pipe", "piperelay"}}
+	ratios := [][2]string{{"tcp", "direct"}, {"unix", "direct"}, {"pipe", "direct"}, {"relay", "direct"}, {"piperelay", "direct"}, {"unix", "relay"}, {"pipe", "piperelay"},
+		{"pipe", "tcp"}} // the delivery's pools dialled the proxy's TCP port before Proxy.Dial
 	index := func(name string) int {
 		return slices.IndexFunc(legs, func(l struct {
 			name string
