@@ -6,7 +6,8 @@
 // One [Proxy] serves one delivery: it listens on a loopback port (or a unix
 // socket) of its own, and every connection made to it belongs to the
 // delivery, as does every one [Proxy.Dial] opens inside the process,
-// which skips the kernel's hop to the proxy. The proxies of one scenario may share [Backends], which
+// which skips the kernel's hop to the proxy. The proxies of one scenario
+// may share [Backends], which
 // keeps the server connections of cleanly closed client connections for
 // the next delivery: a connect is then a handshake with the proxy alone. The proxy works at the protocol level, so every Go driver goes
 // through it: pgx in each query exec mode and database/sql over pgx's
