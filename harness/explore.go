@@ -162,7 +162,8 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 // ExploreRun is the core of Explore: it runs the job's clean references
 // once, replays the schedules saved in opts.Dir, then draws opts.Checks
 // schedules with rapid and runs each on a fresh database against the same
-// references. A failing schedule is run opts.Reruns more times: when it
+// references. Several rapid streams draw at once into one scenario pool
+// (one stream when a seed is given, so that it replays). A failing schedule is run opts.Reruns more times: when it
 // does not fail every time it is reported as flaky, otherwise rapid
 // shrinks it toward fewer deliveries, fewer faults and earlier steps, and
 // the shrunk schedule is run again as many times.

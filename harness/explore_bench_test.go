@@ -31,6 +31,7 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 	scenarios, schedules, oldSchedules, runDeliveries := 0, 0, 0, 0
 	exploreDeliveries, references, explorations := 0, 0, 0
 	var poolUse float64
+	var fit deliveryFit
 	for i := 0; b.Loop(); i++ {
 		check := func() {
 			start := time.Now()
@@ -46,6 +47,7 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 			runDeliveries += 2 // the references
 			for _, sc := range res.Scenarios {
 				runDeliveries += len(sc.Schedule.Deliveries)
+				fit.add(float64(len(sc.Schedule.Deliveries)), sc.Duration.Seconds())
 			}
 		}
 		explore := func(streams int, took *time.Duration, count *int) {
@@ -88,8 +90,37 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 	perDelivery := perScenario * float64(scenarios) / float64(runDeliveries)
 	perScheduleDelivery := perSchedule * float64(schedules) / float64(exploreDeliveries)
 	b.ReportMetric(perScheduleDelivery/perDelivery, "schedule/scenario-per-delivery")
+	// What a matrix scenario holding a schedule's deliveries would cost,
+	// by a line fitted to the matrix scenarios' own run times: the ratio
+	// left once the schedules' extra deliveries are priced in.
+	if sched, scen := fit.at(float64(exploreDeliveries)/float64(schedules)), fit.at(float64(runDeliveries)/float64(scenarios)); sched > 0 && scen > 0 {
+		b.ReportMetric(perSchedule/perScenario/(sched/scen), "schedule/scenario-same-deliveries")
+	}
 	b.ReportMetric(float64(exploreDeliveries)/float64(schedules), "deliveries/schedule")
 	b.ReportMetric(float64(references)/float64(explorations), "later-refs/exploration")
 	b.ReportMetric(poolUse/float64(explorations), "pool-use")
 	b.ReportMetric(0, "ns/op") // the loop times both; the metrics above split them
+}
+
+// deliveryFit is a least-squares line of a scenario's run time over its
+// deliveries.
+type deliveryFit struct{ n, x, y, xx, xy float64 }
+
+func (f *deliveryFit) add(x, y float64) {
+	f.n++
+	f.x += x
+	f.y += y
+	f.xx += x * x
+	f.xy += x * y
+}
+
+// at is the line's run time at x deliveries; 0 when the scenarios all
+// held as many deliveries, so that no line fits.
+func (f *deliveryFit) at(x float64) float64 {
+	d := f.n*f.xx - f.x*f.x
+	if d == 0 {
+		return 0
+	}
+	slope := (f.n*f.xy - f.x*f.y) / d
+	return (f.y-slope*f.x)/f.n + slope*x
 }
