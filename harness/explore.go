@@ -96,6 +96,14 @@ type Exploration struct {
 	// from the first draw to the last schedule's end: busy over drawn
 	// times the pool's width is how full the pool was.
 	busy, drawing time.Duration
+	timed         []timedRun // every executed schedule's
+}
+
+// timedRun is how many deliveries an executed schedule held and how long
+// its scenario took.
+type timedRun struct {
+	deliveries int
+	took       time.Duration
 }
 
 // Failed reports whether exploration found a schedule that failed, every
@@ -235,7 +243,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 		err = e.conclude(ctx, x)
 	}
 	x.Executed, x.deliveries = e.executed, e.deliveries
-	x.references, x.busy = shiftedRuns(r), e.busy
+	x.references, x.busy, x.timed = shiftedRuns(r), e.busy, e.timed
 	if err != nil {
 		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 	}
@@ -276,6 +284,7 @@ type explorer struct {
 	executed   int
 	deliveries int           // in the executed schedules
 	busy       time.Duration // the executed schedules' run time, summed
+	timed      []timedRun
 
 	drawn     int
 	rounds    int               // rapid checks that drew, shrinking aside
@@ -527,6 +536,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]resu
 			o.sc, o.ok = outs[i], true
 			e.deliveries += len(todo[i].Deliveries)
 			e.busy += outs[i].Duration
+			e.timed = append(e.timed, timedRun{deliveries: len(todo[i].Deliveries), took: outs[i].Duration})
 		}
 		close(o.done)
 	}

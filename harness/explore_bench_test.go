@@ -47,7 +47,6 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 			runDeliveries += 2 // the references
 			for _, sc := range res.Scenarios {
 				runDeliveries += len(sc.Schedule.Deliveries)
-				fit.add(float64(len(sc.Schedule.Deliveries)), sc.Duration.Seconds())
 			}
 		}
 		explore := func(streams int, took *time.Duration, count *int) {
@@ -68,6 +67,7 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 				references += refs
 				poolUse += harness.ExplorePoolUse(x, runtime.GOMAXPROCS(0))
 				explorations++
+				harness.ExploreTimes(x, func(deliveries int, took time.Duration) { fit.add(float64(deliveries), took.Seconds()) })
 			}
 		}
 		runs := []func(){
@@ -90,11 +90,15 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 	perDelivery := perScenario * float64(scenarios) / float64(runDeliveries)
 	perScheduleDelivery := perSchedule * float64(schedules) / float64(exploreDeliveries)
 	b.ReportMetric(perScheduleDelivery/perDelivery, "schedule/scenario-per-delivery")
-	// What a matrix scenario holding a schedule's deliveries would cost,
-	// by a line fitted to the matrix scenarios' own run times: the ratio
-	// left once the schedules' extra deliveries are priced in.
+	// The schedules' extra deliveries priced in: a line fitted to the
+	// schedules' run times over their deliveries (1 to 5; the matrix's
+	// hold 2 nearly all) says what one of the matrix's mean deliveries
+	// would take, and the ratio is divided by what the schedule's mean
+	// takes over that.
 	if sched, scen := fit.at(float64(exploreDeliveries)/float64(schedules)), fit.at(float64(runDeliveries)/float64(scenarios)); sched > 0 && scen > 0 {
 		b.ReportMetric(perSchedule/perScenario/(sched/scen), "schedule/scenario-same-deliveries")
+	} else {
+		b.Logf("no line fits the schedules' run times over their deliveries: %.1f ms at %.2f deliveries, %.1f ms at %.2f", scen*1000, float64(runDeliveries)/float64(scenarios), sched*1000, float64(exploreDeliveries)/float64(schedules))
 	}
 	b.ReportMetric(float64(exploreDeliveries)/float64(schedules), "deliveries/schedule")
 	b.ReportMetric(float64(references)/float64(explorations), "later-refs/exploration")

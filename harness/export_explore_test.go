@@ -1,5 +1,7 @@
 package harness
 
+import "time"
+
 // SetExploreBatch sets how many schedules one rapid check draws at most,
 // and returns a func that restores it; BenchmarkExploreVsMatrix prices
 // the old batch in the same run as the new one. Not for parallel tests.
@@ -28,4 +30,12 @@ func ExploreCounts(x *Exploration) (deliveries, references int) {
 // scenarios' run time summed over the drawing's wall time times width.
 func ExplorePoolUse(x *Exploration, width int) float64 {
 	return x.busy.Seconds() / (x.drawing.Seconds() * float64(width))
+}
+
+// ExploreTimes calls f with every schedule x executed: how many
+// deliveries it held and how long its scenario took.
+func ExploreTimes(x *Exploration, f func(deliveries int, took time.Duration)) {
+	for _, t := range x.timed {
+		f(t.deliveries, t.took)
+	}
 }
