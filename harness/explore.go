@@ -92,8 +92,8 @@ type Exploration struct {
 	// references how many clean runs at a later clock they were
 	// compared with (each runs once, on a database of its own).
 	deliveries, references int
-	// busy is the scenarios' run time summed, drawn is the wall time
-	// from the first draw to the last schedule's end: busy over drawn
+	// busy is the scenarios' run time summed, drawing the wall time
+	// from the first draw to the last schedule's end: busy over drawing
 	// times the pool's width is how full the pool was.
 	busy, drawing time.Duration
 	timed         []timedRun // every executed schedule's
@@ -171,10 +171,11 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 // once, replays the schedules saved in opts.Dir, then draws opts.Checks
 // schedules with rapid and runs each on a fresh database against the same
 // references. Several rapid streams draw at once into one scenario pool
-// (one stream when a seed is given, so that it replays). A failing schedule is run opts.Reruns more times: when it
-// does not fail every time it is reported as flaky, otherwise rapid
-// shrinks it toward fewer deliveries, fewer faults and earlier steps, and
-// the shrunk schedule is run again as many times.
+// (one stream when a seed is given, so that it replays). A failing
+// schedule is run opts.Reruns more times: when it does not fail every
+// time it is reported as flaky, otherwise rapid shrinks it toward fewer
+// deliveries, fewer faults and earlier steps, and the shrunk schedule is
+// run again as many times.
 //
 // A non-nil error means the exploration itself could not run; findings
 // are in the Exploration. The database of the first of the finding's
@@ -300,7 +301,7 @@ type explorer struct {
 // draws the same schedules everywhere. rapid deletes the schedules a
 // failure does not need while it shrinks, and the rest are not rerun
 // (the cache).
-var batch = 16 // a variable only so BenchmarkExploreVsMatrix can price the old 4 in the same run
+const batch = 16
 
 // streams is how many rapid.Checks draw at once, each from a seed of its
 // own, into the one scenario pool. A rapid check waits for its last
@@ -311,7 +312,7 @@ var batch = 16 // a variable only so BenchmarkExploreVsMatrix can price the old 
 // first stream to fail shrinks alone: the others stop drawing. With a
 // seed given (-twice.seed, -rapid.seed) one stream draws, so that the
 // seed replays the same schedules.
-var streams = 4
+var streams = 4 // a variable only so BenchmarkExploreVsMatrix can price one stream in the same run
 
 // stream is one rapid.Check's share of an exploration.
 type stream struct {
@@ -574,11 +575,7 @@ func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]result.
 	outs := make([]result.Scenario, len(scheds))
 	var wg sync.WaitGroup
 	for i, s := range scheds {
-		select {
-		case e.slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if !e.acquire(ctx) {
 			break
 		}
 		wg.Go(func() {
@@ -599,6 +596,21 @@ func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]result.
 		return nil, err
 	}
 	return outs, nil
+}
+
+// acquire takes a slot of the pool, or reports false when ctx ended
+// first.
+func (e *explorer) acquire(ctx context.Context) bool {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	if ctx.Err() != nil {
+		<-e.slots
+		return false
+	}
+	return true
 }
 
 // shiftedRuns is how many clean runs at a later clock r made.

@@ -2,15 +2,6 @@ package harness
 
 import "time"
 
-// SetExploreBatch sets how many schedules one rapid check draws at most,
-// and returns a func that restores it; BenchmarkExploreVsMatrix prices
-// the old batch in the same run as the new one. Not for parallel tests.
-func SetExploreBatch(n int) (restore func()) {
-	old := batch
-	batch = n
-	return func() { batch = old }
-}
-
 // SetExploreStreams sets how many rapid.Checks draw at once, and returns
 // a func that restores it; BenchmarkExploreVsMatrix prices one stream in
 // the same run as several. Not for parallel tests.
