@@ -24,7 +24,10 @@ import (
 // more deliveries than a matrix scenario. later-refs/exploration counts
 // the clean runs at a later clock an exploration made (not counted as
 // schedules), and pool-use how full the scenario pool was while rapid
-// drew.
+// drew. schedule/scenario-same-deliveries prices the extra deliveries
+// in by a line fitted to the schedules' own run times (fit-ms-fixed +
+// fit-ms/delivery per delivery): it is the ratio left if a matrix
+// scenario held as many deliveries as a schedule.
 func BenchmarkExploreVsMatrix(b *testing.B) {
 	ctx := context.Background()
 	var runTime, exploreTime, oldTime time.Duration
@@ -100,6 +103,8 @@ func BenchmarkExploreVsMatrix(b *testing.B) {
 	} else {
 		b.Logf("no line fits the schedules' run times over their deliveries: %.1f ms at %.2f deliveries, %.1f ms at %.2f", scen*1000, float64(runDeliveries)/float64(scenarios), sched*1000, float64(exploreDeliveries)/float64(schedules))
 	}
+	b.ReportMetric(fit.at(0)*1000, "fit-ms-fixed")
+	b.ReportMetric((fit.at(1)-fit.at(0))*1000, "fit-ms/delivery")
 	b.ReportMetric(float64(exploreDeliveries)/float64(schedules), "deliveries/schedule")
 	b.ReportMetric(float64(references)/float64(explorations), "later-refs/exploration")
 	b.ReportMetric(poolUse/float64(explorations), "pool-use")
