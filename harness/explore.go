@@ -88,6 +88,22 @@ type Exploration struct {
 	Duration time.Duration
 
 	rounds int // rapid checks that drew schedules, shrinking aside
+	// deliveries is how many deliveries the executed schedules held;
+	// references how many clean runs at a later clock they were
+	// compared with (each runs once, on a database of its own).
+	deliveries, references int
+	// busy is the scenarios' run time summed, drawing the wall time
+	// from the first draw to the last schedule's end: busy over drawing
+	// times the pool's width is how full the pool was.
+	busy, drawing time.Duration
+	timed         []timedRun // every executed schedule's
+}
+
+// timedRun is how many deliveries an executed schedule held and how long
+// its scenario took.
+type timedRun struct {
+	deliveries int
+	took       time.Duration
 }
 
 // Failed reports whether exploration found a schedule that failed, every
@@ -154,10 +170,12 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 // ExploreRun is the core of Explore: it runs the job's clean references
 // once, replays the schedules saved in opts.Dir, then draws opts.Checks
 // schedules with rapid and runs each on a fresh database against the same
-// references. A failing schedule is run opts.Reruns more times: when it
-// does not fail every time it is reported as flaky, otherwise rapid
-// shrinks it toward fewer deliveries, fewer faults and earlier steps, and
-// the shrunk schedule is run again as many times.
+// references. Several rapid streams draw at once into one scenario pool
+// (one stream when a seed is given, so that it replays). A failing
+// schedule is run opts.Reruns more times: when it does not fail every
+// time it is reported as flaky, otherwise rapid shrinks it toward fewer
+// deliveries, fewer faults and earlier steps, and the shrunk schedule is
+// run again as many times.
 //
 // A non-nil error means the exploration itself could not run; findings
 // are in the Exploration. The database of the first of the finding's
@@ -201,7 +219,8 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
-	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]result.Scenario{}}
+	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]*outcome{},
+		slots: make(chan struct{}, r.parallel())}
 	x := &Exploration{Result: res}
 	switch {
 	case isReplay:
@@ -217,12 +236,15 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 		err = e.fromList(ctx, x, schedulesOf(saved))
 	}
 	if err == nil && e.found == nil && !isReplay {
+		began := time.Now()
 		err = e.explore(ctx, x, checks)
+		x.drawing = time.Since(began)
 	}
 	if err == nil && e.found != nil {
 		err = e.conclude(ctx, x)
 	}
-	x.Executed = e.executed
+	x.Executed, x.deliveries = e.executed, e.deliveries
+	x.references, x.busy, x.timed = shiftedRuns(r), e.busy, e.timed
 	if err != nil {
 		return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 	}
@@ -254,16 +276,21 @@ type explorer struct {
 	plan faults.Plan
 	opts ExploreOptions
 	name string
+	// slots holds a token per running scenario: the streams share the
+	// pool's width (-twice.parallel).
+	slots chan struct{}
 
-	mu       sync.Mutex
-	cache    map[string]result.Scenario // outcome by schedule text: a schedule drawn again is not rerun
-	executed int
+	mu         sync.Mutex          // guards what follows: the streams share it
+	cache      map[string]*outcome // by schedule text: a schedule drawn again is not rerun
+	executed   int
+	deliveries int           // in the executed schedules
+	busy       time.Duration // the executed schedules' run time, summed
+	timed      []timedRun
 
 	drawn     int
-	rounds    int              // rapid checks that drew, shrinking aside
-	found     *faults.Schedule // the first failing schedule
-	last      *faults.Schedule // the last failing schedule the property saw: rapid's minimal
-	shrinking bool
+	rounds    int               // rapid checks that drew, shrinking aside
+	found     *faults.Schedule  // the first failing schedule
+	last      *faults.Schedule  // the last failing schedule the property saw: rapid's minimal
 	flakyRuns []result.Scenario // every run of found, when they disagreed
 	stop      bool              // the property passes without running anything
 	err       error             // breakage met inside the property
@@ -271,13 +298,27 @@ type explorer struct {
 
 // batch is the most schedules one rapid check draws; they run in
 // parallel. It is fixed, not the machine's core count, so that a seed
-// draws the same schedules everywhere. It is well above the pool's width
-// (-twice.parallel): the pool waits for a check's last schedule before
-// rapid draws the next check, so with 4 (1 to 4 drawn, about 2 on
-// average) half of a 2-core pool stood idle and a schedule cost about
-// twice its own run. rapid deletes the schedules a failure does not need
-// while it shrinks, and the rest are not rerun (the cache).
-var batch = 16 // a variable only so BenchmarkExploreVsMatrix can price the old 4 in the same run
+// draws the same schedules everywhere. rapid deletes the schedules a
+// failure does not need while it shrinks, and the rest are not rerun
+// (the cache).
+const batch = 16
+
+// streams is how many rapid.Checks draw at once, each from a seed of its
+// own, into the one scenario pool. A rapid check waits for its last
+// schedule before rapid draws the next, so one stream left the pool
+// idle at every check's tail: with batches of 4 (about 2 drawn on
+// average) half of a 2-core pool stood idle, and with 16 (about 4.5) a
+// schedule still cost 1.6 scenarios. Other streams fill that tail. The
+// first stream to fail shrinks alone: the others stop drawing. With a
+// seed given (-twice.seed, -rapid.seed) one stream draws, so that the
+// seed replays the same schedules.
+var streams = 4 // a variable only so BenchmarkExploreVsMatrix can price one stream in the same run
+
+// stream is one rapid.Check's share of an exploration.
+type stream struct {
+	shrinking bool // this stream found the failure and rapid shrinks it
+	drawn     int
+}
 
 // fromList runs schedules (saved or replayed) and takes the first that
 // fails as the finding, without shrinking it.
@@ -296,48 +337,80 @@ func (e *explorer) fromList(ctx context.Context, x *Exploration, scheds []faults
 	return nil
 }
 
-// explore draws schedules with rapid until checks have been drawn or one
-// fails; a failing one is confirmed by reruns and shrunk.
+// explore draws schedules with rapid, in parallel streams, until checks
+// have been drawn or one fails; a failing one is confirmed by reruns and
+// shrunk.
 func (e *explorer) explore(ctx context.Context, x *Exploration, checks int) error {
 	gen := rapid.SliceOfN(faults.Generate(e.plan, e.opts.Limits), 1, batch)
-	for e.drawn < checks && !e.stop && e.found == nil {
-		before := e.drawn
-		rt := &rapidTB{name: e.name}
-		files := rapidFiles()
-		rapid.Check(rt, func(t *rapid.T) { e.property(ctx, t, gen, checks, x) })
-		seed, err := files.takeNew()
-		if err != nil {
-			return err
-		}
-		if seed != 0 && e.found != nil {
-			x.Seed = seed
-		}
-		if e.drawn == before {
-			break
-		}
+	n := streams
+	if seeded() {
+		n = 1
+	}
+	files := rapidFiles()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			st := &stream{}
+			for !st.shrinking && !e.done(st, checks) {
+				before := st.drawn
+				rt := &rapidTB{name: e.name}
+				rapid.Check(rt, func(t *rapid.T) { e.property(ctx, t, st, gen, checks, x) })
+				if st.drawn == before {
+					break
+				}
+			}
+		})
+	}
+	wg.Wait()
+	seed, err := files.takeNew()
+	if err != nil {
+		return err
+	}
+	if seed != 0 && e.found != nil {
+		x.Seed = seed
 	}
 	x.Checks, x.rounds = e.drawn, e.rounds
 	return e.err
 }
 
+// seeded reports whether rapid draws from a seed it was given rather
+// than a random one.
+func seeded() bool {
+	f := flag.Lookup("rapid.seed")
+	return f == nil || f.Value.String() != "0"
+}
+
+// done reports whether st draws no more: the budget is spent, or
+// exploration stopped or found a failure that another stream shrinks.
+func (e *explorer) done(st *stream, checks int) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.stop || (!st.shrinking && (e.found != nil || e.drawn >= checks))
+}
+
 // property is rapid's property: the drawn schedules are all idempotent.
 // Every failure fails at the same call, so rapid shrinks by it.
-func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generator[[]faults.Schedule], checks int, x *Exploration) {
-	if e.stop || (!e.shrinking && e.drawn >= checks) {
+func (e *explorer) property(ctx context.Context, t *rapid.T, st *stream, gen *rapid.Generator[[]faults.Schedule], checks int, x *Exploration) {
+	if e.done(st, checks) {
 		return
 	}
 	scheds := gen.Draw(t, "schedules")
-	if !e.shrinking {
+	if !st.shrinking {
+		e.mu.Lock()
 		scheds = scheds[:min(len(scheds), checks-e.drawn)]
 		e.drawn += len(scheds)
-		e.rounds++
+		st.drawn += len(scheds)
+		if len(scheds) > 0 {
+			e.rounds++
+		}
+		e.mu.Unlock()
 	}
 	for i := range scheds {
 		scheds[i].Fault = faults.NameExplore
 	}
 	outs, err := e.runAll(ctx, scheds)
 	if err != nil {
-		e.err, e.stop = err, true
+		e.fatal(err)
 		return
 	}
 	for i, sc := range outs {
@@ -345,24 +418,47 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, gen *rapid.Generato
 			continue
 		}
 		s := scheds[i]
-		if !e.shrinking {
-			e.shrinking = true
-			e.found = &s
-			x.Found, x.FoundAfter = &s, e.drawn
+		if !st.shrinking {
+			e.mu.Lock()
+			first := e.found == nil && !e.stop
+			if first {
+				st.shrinking = true
+				e.found = &s
+				x.Found, x.FoundAfter = &s, e.drawn
+			}
+			e.mu.Unlock()
+			if !first {
+				return // another stream found one first, and shrinks it
+			}
 			runs, err := e.rerun(ctx, s, e.opts.reruns())
 			if err != nil {
-				e.err, e.stop = err, true
+				e.fatal(err)
 				return
 			}
 			if all := append([]result.Scenario{sc}, runs...); flaky(all) {
 				// rapid, seeing the failure vanish, does not shrink it.
+				e.mu.Lock()
 				e.last, e.stop, e.flakyRuns = &s, true, all
+				e.mu.Unlock()
 				return
 			}
 		}
+		e.mu.Lock()
 		e.last = &s
+		e.mu.Unlock()
 		t.Fatalf("[twice] not idempotent")
 	}
+}
+
+// fatal stops exploration at the harness's own breakage err; the first
+// such error is the one reported.
+func (e *explorer) fatal(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+	e.stop = true
 }
 
 // conclude runs the last failing schedule opts.Reruns more times, keeps
@@ -380,7 +476,7 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 			return err
 		}
 		e.mu.Lock()
-		runs = append([]result.Scenario{e.cache[s.String()]}, more...)
+		runs = append([]result.Scenario{e.cache[s.String()].sc}, more...)
 		e.mu.Unlock()
 		if ev != nil {
 			ev.scenario++ // after the cached run, whose database is gone
@@ -404,31 +500,62 @@ func (e *explorer) conclude(ctx context.Context, x *Exploration) error {
 	return nil
 }
 
+// outcome is a schedule's scenario, once done is closed; ok is false
+// when its run broke off with the harness's error.
+type outcome struct {
+	done chan struct{}
+	sc   result.Scenario
+	ok   bool
+}
+
 // runAll runs the schedules not run before, in parallel, and returns
-// every schedule's scenario.
+// every schedule's scenario. A schedule another stream is running is
+// waited for, not run again.
 func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, error) {
 	var todo []faults.Schedule
+	var mine []*outcome
+	all := make([]*outcome, len(scheds))
 	e.mu.Lock()
-	for _, s := range scheds {
-		if _, ok := e.cache[s.String()]; !ok {
-			e.cache[s.String()] = result.Scenario{} // claimed; filled below
+	for i, s := range scheds {
+		o := e.cache[s.String()]
+		if o == nil {
+			o = &outcome{done: make(chan struct{})}
+			e.cache[s.String()] = o
 			todo = append(todo, s)
+			mine = append(mine, o)
 		}
+		all[i] = o
 	}
 	e.mu.Unlock()
 	outs, err := e.run(ctx, todo)
+	e.mu.Lock()
+	if err == nil {
+		e.executed += len(todo)
+	}
+	for i, o := range mine {
+		if err == nil {
+			o.sc, o.ok = outs[i], true
+			e.deliveries += len(todo[i].Deliveries)
+			e.busy += outs[i].Duration
+			e.timed = append(e.timed, timedRun{deliveries: len(todo[i].Deliveries), took: outs[i].Duration})
+		}
+		close(o.done)
+	}
+	e.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.executed += len(todo)
-	for i, s := range todo {
-		e.cache[s.String()] = outs[i]
-	}
 	out := make([]result.Scenario, len(scheds))
-	for i, s := range scheds {
-		out[i] = e.cache[s.String()]
+	for i, o := range all {
+		select {
+		case <-o.done:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		if !o.ok {
+			return nil, fmt.Errorf("[twice] internal: schedule %s broke off in another stream of the exploration", scheds[i])
+		}
+		out[i] = o.sc
 	}
 	return out, nil
 }
@@ -438,14 +565,59 @@ func (e *explorer) rerun(ctx context.Context, s faults.Schedule, n int) ([]resul
 	return e.run(ctx, repeat(s, n))
 }
 
-// run runs scheds through the scenario pool and gives the evidence back:
-// only conclude keeps a database.
+// run runs scheds through the scenario pool, each as soon as a slot is
+// free (the streams share the slots), and gives the evidence back: only
+// conclude keeps a database. The first error stops the rest, as in
+// runner.scenarios.
 func (e *explorer) run(ctx context.Context, scheds []faults.Schedule) ([]result.Scenario, error) {
-	outs, evidence, err := e.r.scenarios(ctx, scheds, e.res)
-	if err == nil && evidence != nil {
-		err = e.r.giveBack(context.WithoutCancel(ctx), evidence.db)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	outs := make([]result.Scenario, len(scheds))
+	var wg sync.WaitGroup
+	for i, s := range scheds {
+		if !e.acquire(ctx) {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-e.slots }()
+			out, evidence, err := e.r.scenarios(ctx, []faults.Schedule{s}, e.res)
+			if err == nil && evidence != nil {
+				err = e.r.giveBack(context.WithoutCancel(ctx), evidence.db)
+			}
+			if err != nil {
+				cancel(err)
+				return
+			}
+			outs[i] = out[0]
+		})
 	}
-	return outs, err
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return outs, nil
+}
+
+// acquire takes a slot of the pool, or reports false when ctx ended
+// first.
+func (e *explorer) acquire(ctx context.Context) bool {
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	if ctx.Err() != nil {
+		<-e.slots
+		return false
+	}
+	return true
+}
+
+// shiftedRuns is how many clean runs at a later clock r made.
+func shiftedRuns(r *runner) int {
+	r.shifted.mu.Lock()
+	defer r.shifted.mu.Unlock()
+	return len(r.shifted.runs)
 }
 
 // repeat is n copies of s.
