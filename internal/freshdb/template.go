@@ -42,6 +42,7 @@ type Template struct {
 	mu          sync.Mutex
 	idle        []*Database
 	fingerprint string // catalog fingerprint of a fresh clone, set by the first clone
+	quick       string // quickSQL of a fresh clone, set by the first clone; logged only
 }
 
 type build struct {
@@ -170,6 +171,16 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // out. Triggers show in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
 // disables one changes it, and then nothing relies on the log.
+//
+// A second log, twice.ddl, notes DDL: event triggers, enabled ALWAYS so
+// that session_replication_role = replica does not silence them, note
+// every command they see but those on temporary objects (which the
+// catalog fingerprint leaves out too). An empty twice.ddl, with the event
+// triggers, their functions and what event triggers cannot see (large
+// objects, the database's settings) as in a fresh clone, says the catalog
+// is the template's (quickSQL), in a few index lookups where the full
+// fingerprint reads every catalog row of every table. Event triggers are
+// created last: the change log's own CREATE TRIGGERs are not noted.
 const changeLogSQL = `
 CREATE SCHEMA IF NOT EXISTS twice;
 CREATE TABLE twice.changed (rel oid NOT NULL);
@@ -186,7 +197,45 @@ BEGIN
 	LOOP
 		EXECUTE format('CREATE TRIGGER twice_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION twice.note_changed()', r);
 	END LOOP;
-END$$;`
+END$$;
+CREATE TABLE twice.ddl (tag text NOT NULL);
+CREATE FUNCTION twice.note_ddl() RETURNS event_trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		-- A DROP is noted by note_drop, which can tell temporary objects.
+		IF TG_TAG LIKE 'DROP %' THEN RETURN; END IF;
+		IF EXISTS (SELECT FROM pg_event_trigger_ddl_commands() WHERE schema_name IS DISTINCT FROM 'pg_temp')
+		   OR NOT EXISTS (SELECT FROM pg_event_trigger_ddl_commands()) THEN
+			INSERT INTO twice.ddl VALUES (TG_TAG);
+		END IF;
+	END$$;
+CREATE FUNCTION twice.note_drop() RETURNS event_trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() WHERE NOT is_temporary) THEN
+			INSERT INTO twice.ddl VALUES (TG_TAG);
+		END IF;
+	END$$;
+CREATE EVENT TRIGGER twice_ddl ON ddl_command_end EXECUTE FUNCTION twice.note_ddl();
+CREATE EVENT TRIGGER twice_drop ON sql_drop EXECUTE FUNCTION twice.note_drop();
+ALTER EVENT TRIGGER twice_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER twice_drop ENABLE ALWAYS;`
+
+// quickSQL is what says, with the change log, that a clone's catalog is
+// still the template's: the DDL noted (none), and what notes it or cannot
+// be noted, each read through an index or from a table a schema of many
+// tables does not grow: a clone whose quickSQL matches the first clone's
+// has the template's catalog, as fingerprintSQL would tell at a cost
+// that grows with the number of tables. Only for a template with the
+// change log.
+const quickSQL = `SELECT concat_ws(' ',
+	'ddl:' || (SELECT count(*) FROM twice.ddl),
+	'evt:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_event_trigger),
+	'proc:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_proc
+		WHERE oid IN (to_regprocedure('twice.note_changed()'), to_regprocedure('twice.note_ddl()'), to_regprocedure('twice.note_drop()'))),
+	'lo:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_largeobject_metadata),
+	'dbset:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_db_role_setting
+		WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())))`
 
 // changedSQL lists the tables written since the template or the last
 // reset, from the change log: each noted table, the tables under it
@@ -247,7 +296,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
-		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed')
+		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed') AND c.oid IS DISTINCT FROM to_regclass('twice.ddl')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
