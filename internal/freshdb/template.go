@@ -3,6 +3,7 @@ package freshdb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -361,18 +362,24 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	// moved when its last value differs (NULL once setval(..., false)
 	// made it uncalled); one left uncalled is always set back, as
 	// pg_sequence_last_value cannot tell its position.
-	var values []string
+	// The positions go in as three array literals, not a VALUES list:
+	// the script is planned on every reset, and a VALUES list of a few
+	// hundred rows took longer to plan than to run.
+	var oids, lasts, calls []string
 	for _, s := range seqs {
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
 		}
-		values = append(values, fmt.Sprintf("(%d::oid::regclass, %d::int8, %t)", s.oid, last, called))
+		oids = append(oids, strconv.FormatInt(s.oid, 10))
+		lasts = append(lasts, strconv.FormatInt(last, 10))
+		calls = append(calls, strconv.FormatBool(called))
 	}
-	if len(values) > 0 {
-		plan.setvals = "SELECT count(setval(v.s, v.last, v.called)) FROM (VALUES " + strings.Join(values, ", ") +
-			") v(s, last, called) WHERE NOT v.called OR pg_sequence_last_value(v.s) IS DISTINCT FROM v.last;\n"
+	if len(seqs) > 0 {
+		plan.setvals = "SELECT count(setval(v.s::regclass, v.last, v.called)) FROM unnest('{" + strings.Join(oids, ",") + "}'::oid[], '{" +
+			strings.Join(lasts, ",") + "}'::int8[], '{" + strings.Join(calls, ",") + "}'::bool[]) v(s, last, called)" +
+			" WHERE NOT v.called OR pg_sequence_last_value(v.s::regclass) IS DISTINCT FROM v.last;\n"
 	}
 	return plan, "", nil
 }
