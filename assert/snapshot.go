@@ -238,7 +238,8 @@ func TakeSnapshot(ctx context.Context, q Querier) (*Snapshot, error) {
 // Snapshotter takes snapshots, as TakeSnapshot does, of databases that
 // share one schema, such as the fresh copies of one template database. It
 // reads the catalog (tables, columns, types, foreign keys, sequences) once
-// and keeps what it learnt as a plan; each later snapshot checks a
+// and keeps what it learnt as a plan; each later snapshot (but
+// TakeChanged's, whose caller vouches for the catalog) checks a
 // fingerprint of the catalog (the number of rows and the newest
 // transaction ID of pg_class, pg_attribute, pg_attrdef, pg_type,
 // pg_namespace, pg_constraint, pg_sequence and extension memberships),
@@ -252,6 +253,9 @@ type Snapshotter struct {
 	mu    sync.Mutex
 	last  *snapshotPlan            // the plan the last snapshot used
 	plans map[string]*snapshotPlan // by fingerprint; at most maxPlans
+	// template is the plan of the template's catalog, which the first
+	// TakeChanged read; the later ones use it unchecked.
+	template *snapshotPlan
 }
 
 // maxPlans bounds the plans a Snapshotter keeps: the template's, and a
@@ -295,6 +299,13 @@ func (s *Snapshotter) Take(ctx context.Context, q Querier) (*Snapshot, error) {
 // snapshots share. A table is changed when a row of it, or (for a
 // partitioned or inheritance parent) of a table under it, was written.
 //
+// A changed func also says that the database's catalog is the template's,
+// unchanged by DDL: a server's change log can tell only then (the
+// harness's is Known only then). The first TakeChanged plans, and checks
+// the catalog's fingerprint, as Take does; every later one reads with that
+// plan and no fingerprint, whose cost grows with the tables of the schema.
+// After DDL, call Take (changed nil): it checks the fingerprint.
+//
 // Use one Snapshotter per template database for TakeChanged; changed
 // nil is Take.
 func (s *Snapshotter) TakeChanged(ctx context.Context, q Querier, changed func(schema, table string) bool) (*Snapshot, error) {
@@ -305,37 +316,60 @@ func (s *Snapshotter) take(ctx context.Context, q Querier, changed func(schema, 
 	if q == nil {
 		return nil, fmt.Errorf("[twice] internal: TakeSnapshot: nil Querier")
 	}
+	if changed != nil {
+		s.mu.Lock()
+		tpl := s.template
+		s.mu.Unlock()
+		if tpl != nil {
+			snap, _, err := readWithPlan(ctx, q, tpl, changed, false)
+			return snap, err
+		}
+	}
+	snap, plan, err := s.takeChecked(ctx, q, changed)
+	if err == nil && changed != nil {
+		s.mu.Lock()
+		if s.template == nil {
+			s.template = plan
+		}
+		s.mu.Unlock()
+	}
+	return snap, err
+}
+
+// takeChecked is take with the catalog's fingerprint checked; it returns
+// the plan it read with.
+func (s *Snapshotter) takeChecked(ctx context.Context, q Querier, changed func(schema, table string) bool) (*Snapshot, *snapshotPlan, error) {
 	s.mu.Lock()
 	plan := s.last
 	s.mu.Unlock()
 	if plan != nil {
-		snap, fp, err := readWithPlan(ctx, q, plan, changed)
+		snap, fp, err := readWithPlan(ctx, q, plan, changed, true)
 		if err != nil || snap != nil {
-			return snap, err
+			return snap, plan, err
 		}
 		// Another schema than last time's: one planned before?
 		s.mu.Lock()
 		known := s.plans[fp]
 		s.mu.Unlock()
 		if known != nil {
-			snap, _, err := readWithPlan(ctx, q, known, changed)
+			snap, _, err := readWithPlan(ctx, q, known, changed, true)
 			if err != nil || snap != nil {
 				s.use(known)
-				return snap, err
+				return snap, known, err
 			}
 		}
 	}
 	// No plan for this catalog: the first snapshot, or a handler ran DDL.
 	plan, err := readCatalog(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s.use(plan)
-	snap, _, err := readWithPlan(ctx, q, plan, changed)
+	snap, _, err := readWithPlan(ctx, q, plan, changed, true)
 	if err == nil && snap == nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot: the catalog changed while it was read; is DDL still running?")
+		return nil, nil, fmt.Errorf("[twice] internal: snapshot: the catalog changed while it was read; is DDL still running?")
 	}
-	return snap, err
+	return snap, plan, err
 }
 
 // use makes plan the one to try first, and keeps it.
@@ -369,10 +403,11 @@ SELECT concat_ws(' ',
 	(SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_depend WHERE refclassid = 'pg_extension'::regclass))`
 
 // readWithPlan reads the rows and sequence positions plan says to read.
-// When the catalog no longer matches plan it returns a nil snapshot and
-// the catalog's fingerprint. With changed set, the tables it does not
-// report take plan's pristine rows, once they are known.
-func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed func(schema, table string) bool) (*Snapshot, string, error) {
+// With check, when the catalog no longer matches plan it returns a nil
+// snapshot and the catalog's fingerprint; without, the caller knows it
+// matches, and the fingerprint is not read. With changed set, the tables
+// it does not report take plan's pristine rows, once they are known.
+func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed func(schema, table string) bool, check bool) (*Snapshot, string, error) {
 	snap := &Snapshot{Tables: make([]Table, len(plan.tables))}
 	for i, t := range plan.tables {
 		snap.Tables[i] = Table{Name: t.Name, Columns: slices.Clone(t.Columns)}
@@ -409,8 +444,8 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 		}
 	}
 	if b, isBatcher := q.(batcher); isBatcher {
-		fp, err := readBatch(ctx, b, plan, snap, read)
-		if err != nil && ctx.Err() == nil {
+		fp, err := readBatch(ctx, b, plan, snap, read, check)
+		if err != nil && check && ctx.Err() == nil {
 			// A batch is prepared as a whole, so a query the changed
 			// catalog no longer fits fails it before the fingerprint is
 			// read.
@@ -424,9 +459,13 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 		keep()
 		return snap, fp, nil
 	}
-	fp, err := readFingerprint(ctx, q)
-	if err != nil || fp != plan.fingerprint {
-		return nil, fp, err
+	fp := plan.fingerprint
+	if check {
+		var err error
+		fp, err = readFingerprint(ctx, q)
+		if err != nil || fp != plan.fingerprint {
+			return nil, fp, err
+		}
 	}
 	if err := readSequenceValues(ctx, q, plan.sequences, snap); err != nil {
 		return nil, fp, err
@@ -444,12 +483,14 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 	return snap, fp, nil
 }
 
-// readBatch reads into snap, in one round trip, the fingerprint, then,
-// when it is plan's, the sequence positions and the rows of the tables
-// read marks.
-func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot, read []bool) (fp string, err error) {
+// readBatch reads into snap, in one round trip, the fingerprint (with
+// check; without, it is taken to be plan's), then, when it is plan's, the
+// sequence positions and the rows of the tables read marks.
+func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot, read []bool, check bool) (fp string, err error) {
 	b := &pgx.Batch{}
-	b.Queue(catalogFingerprintSQL)
+	if check {
+		b.Queue(catalogFingerprintSQL)
+	}
 	if len(plan.sequences) > 0 {
 		b.Queue(sequenceValuesSQL, sequenceOIDs(plan.sequences))
 	}
@@ -466,9 +507,12 @@ func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapsho
 			err = fmt.Errorf("[twice] internal: snapshot: %w", cerr)
 		}
 	}()
-	fp, err = scanFingerprint(br.Query())
-	if err != nil || fp != plan.fingerprint {
-		return fp, err
+	fp = plan.fingerprint
+	if check {
+		fp, err = scanFingerprint(br.Query())
+		if err != nil || fp != plan.fingerprint {
+			return fp, err
+		}
 	}
 	if len(plan.sequences) > 0 {
 		rows, err := br.Query()

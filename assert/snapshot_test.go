@@ -466,3 +466,48 @@ func TestSnapshotterReadsRowsEveryTime(t *testing.T) {
 		exec(t, conn, `DELETE FROM t WHERE v = 'b'`)
 	}
 }
+
+// recording is a Querier that notes every query it sends.
+type recording struct {
+	conn *pgx.Conn
+	sent []string
+}
+
+func (q *recording) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	q.sent = append(q.sent, sql)
+	return q.conn.Query(ctx, sql, args...)
+}
+
+// TestTakeChangedTrustsTheTemplatesPlan: the first TakeChanged plans and
+// checks the catalog; a later one reads only the changed tables and the
+// sequences, with no catalog query at all, and a Take after DDL in
+// between still sees the DDL.
+func TestTakeChangedTrustsTheTemplatesPlan(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	conn := newDB(t, `CREATE TABLE a (id serial PRIMARY KEY); CREATE TABLE b (n int);
+		INSERT INTO a DEFAULT VALUES; INSERT INTO b VALUES (1)`)
+	onlyA := func(_, table string) bool { return table == "a" }
+	var s assert.Snapshotter
+	q := &recording{conn: conn}
+	first, err := s.TakeChanged(ctx, q, onlyA)
+	require.NoError(t, err)
+	require.NotEmpty(t, q.sent)
+
+	exec(t, conn, `INSERT INTO a DEFAULT VALUES`)
+	q.sent = nil
+	second, err := s.TakeChanged(ctx, q, onlyA)
+	require.NoError(t, err)
+	require.Len(t, table(t, second, "a").Rows, len(table(t, first, "a").Rows)+1)
+	require.Equal(t, table(t, first, "b"), table(t, second, "b"))
+	for _, sql := range q.sent {
+		require.NotContains(t, sql, "pg_attribute", "a later TakeChanged read the catalog")
+		require.NotContains(t, sql, `"b"`, "a later TakeChanged read a table not changed")
+	}
+	require.Len(t, q.sent, 2, "want the sequences and table a: %q", q.sent)
+
+	exec(t, conn, `ALTER TABLE b ADD COLUMN extra int`)
+	afterDDL, err := s.Take(ctx, q)
+	require.NoError(t, err)
+	require.Len(t, table(t, afterDDL, "b").Columns, 2)
+}

@@ -57,9 +57,17 @@ func TestChangedSeesEveryWrite(t *testing.T) {
 		{"a write in a subtransaction rolled back", `BEGIN; SAVEPOINT s; DELETE FROM plain; ROLLBACK TO s; COMMIT`, []string{}, false},
 		{"a sequence set back uncalled", `SELECT setval('plain_id_seq', 1, false)`, []string{}, false},
 		{"a sequence drawn from", `SELECT nextval('plain_id_seq')`, []string{}, false},
-		{"a TRUNCATE", `TRUNCATE audit`, nil, true},
+		// TRUNCATE is a write, not DDL: the log notes it.
+		{"a TRUNCATE", `TRUNCATE audit`, []string{"public.audit"}, false},
+		{"a temporary table", `CREATE TEMP TABLE scratch (x int PRIMARY KEY); INSERT INTO scratch VALUES (1); DROP TABLE scratch`, []string{}, false},
 		{"a table created by the job", `CREATE TABLE made (x int); INSERT INTO made VALUES (1)`, nil, true},
+		{"a table created and dropped", `CREATE TABLE gone (x int); DROP TABLE gone`, nil, true},
+		{"a column renamed", `ALTER TABLE plain RENAME COLUMN v TO w`, nil, true},
+		{"a comment", `COMMENT ON TABLE plain IS 'changed'`, nil, true},
+		{"DDL in replica mode", `SET session_replication_role = replica; ALTER TABLE audit ADD COLUMN extra int`, nil, true},
 		{"a trigger disabled by the job", `ALTER TABLE plain DISABLE TRIGGER ALL; UPDATE plain SET v = 'hidden'`, nil, true},
+		{"the DDL log's event trigger dropped", `DROP EVENT TRIGGER twice_ddl; CREATE TABLE unseen (x int)`, nil, true},
+		{"a large object", `SELECT lo_from_bytea(0, 'blob')`, nil, true},
 	} {
 		run(t, d.ConnString, sc.sql)
 		ch, err := d.Changed(ctx)

@@ -96,11 +96,17 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	if err != nil {
 		return nil, err
 	}
+	var quick string
+	if t.logged {
+		if err := d.admin.QueryRow(ctx, quickSQL).Scan(&quick); err != nil {
+			return nil, fmt.Errorf("[twice] internal: reading the change log's state in new database %s: %w", name, err)
+		}
+	}
 	t.mu.Lock()
 	if t.fingerprint == "" {
-		t.fingerprint = fp
+		t.fingerprint, t.quick = fp, quick
 	}
-	same := t.fingerprint == fp
+	same := t.fingerprint == fp && t.quick == quick
 	t.mu.Unlock()
 	if !same {
 		return nil, fmt.Errorf("[twice] internal: new database %s differs in its catalog from earlier clones of %s", name, t.Name)
@@ -232,9 +238,9 @@ func (d *Database) reset(ctx context.Context, spare []uint32) error {
 
 // resetLogged resets, with the template's change log, exactly the tables
 // written since the last reset (or the clone): the log says which, in the
-// round trip that reads the catalog fingerprint. Every other session has
+// round trip that checks the catalog (quickSQL). Every other session has
 // ended (closeOthers), so nothing writes between that read and the reset,
-// and the reset itself changes no catalog row the fingerprint covers.
+// and the reset itself runs no DDL.
 func (d *Database) resetLogged(ctx context.Context, p *resetPlan) error {
 	ch, err := d.readChanged(ctx)
 	if err != nil {
@@ -262,9 +268,10 @@ type TableID struct{ Schema, Name string }
 type Changed struct {
 	// Known is false when the server cannot tell: the template has no
 	// change log (not a superuser), the harness keeps no connection to
-	// the database, or the database's catalog no longer matches the
-	// template's (DDL: a new table, a dropped or disabled trigger). Then
-	// every table must be taken as changed.
+	// the database, or a handler ran DDL (a new table, a dropped or
+	// disabled trigger; the template's event triggers note it), or wrote
+	// what DDL's log cannot see (a large object, the database's
+	// settings). Then every table must be taken as changed.
 	Known bool
 	// Tables are the tables with a row written, those under them and
 	// those over them (partitioned and inheritance parents, whose rows
@@ -289,21 +296,23 @@ func (d *Database) Changed(ctx context.Context) (Changed, error) {
 	return d.readChanged(ctx)
 }
 
-// readChanged is Changed, under d.mu, with d.admin open.
+// readChanged is Changed, under d.mu, with d.admin open. The catalog
+// check is quickSQL, not the fingerprint: its cost does not grow with
+// the tables of the schema.
 func (d *Database) readChanged(ctx context.Context) (Changed, error) {
 	b := &pgx.Batch{}
-	b.Queue(fingerprintSQL)
+	b.Queue(quickSQL)
 	b.Queue(changedSQL)
 	br := d.admin.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
-	var fp string
-	if err := br.QueryRow().Scan(&fp); err != nil {
-		return Changed{}, fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
+	var quick string
+	if err := br.QueryRow().Scan(&quick); err != nil {
+		return Changed{}, fmt.Errorf("[twice] internal: reading the change log's state: %w", err)
 	}
 	d.tpl.mu.Lock()
-	want := d.tpl.fingerprint
+	want := d.tpl.quick
 	d.tpl.mu.Unlock()
-	if fp != want {
+	if quick != want {
 		return Changed{}, nil
 	}
 	rows, err := br.Query()

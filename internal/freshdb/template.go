@@ -3,6 +3,7 @@ package freshdb
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -42,6 +43,7 @@ type Template struct {
 	mu          sync.Mutex
 	idle        []*Database
 	fingerprint string // catalog fingerprint of a fresh clone, set by the first clone
+	quick       string // quickSQL of a fresh clone, set by the first clone; logged only
 }
 
 type build struct {
@@ -170,6 +172,16 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // out. Triggers show in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
 // disables one changes it, and then nothing relies on the log.
+//
+// A second log, twice.ddl, notes DDL: event triggers, enabled ALWAYS so
+// that session_replication_role = replica does not silence them, note
+// every command they see but those on temporary objects (which the
+// catalog fingerprint leaves out too). An empty twice.ddl, with the event
+// triggers, their functions and what event triggers cannot see (large
+// objects, the database's settings) as in a fresh clone, says the catalog
+// is the template's (quickSQL), in a few index lookups where the full
+// fingerprint reads every catalog row of every table. Event triggers are
+// created last: the change log's own CREATE TRIGGERs are not noted.
 const changeLogSQL = `
 CREATE SCHEMA IF NOT EXISTS twice;
 CREATE TABLE twice.changed (rel oid NOT NULL);
@@ -186,17 +198,59 @@ BEGIN
 	LOOP
 		EXECUTE format('CREATE TRIGGER twice_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION twice.note_changed()', r);
 	END LOOP;
-END$$;`
+END$$;
+CREATE TABLE twice.ddl (tag text NOT NULL);
+CREATE FUNCTION twice.note_ddl() RETURNS event_trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		-- A DROP is noted by note_drop, which can tell temporary objects.
+		IF TG_TAG LIKE 'DROP %' THEN RETURN; END IF;
+		IF EXISTS (SELECT FROM pg_event_trigger_ddl_commands() WHERE schema_name IS DISTINCT FROM 'pg_temp')
+		   OR NOT EXISTS (SELECT FROM pg_event_trigger_ddl_commands()) THEN
+			INSERT INTO twice.ddl VALUES (TG_TAG);
+		END IF;
+	END$$;
+CREATE FUNCTION twice.note_drop() RETURNS event_trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		IF EXISTS (SELECT FROM pg_event_trigger_dropped_objects() WHERE NOT is_temporary) THEN
+			INSERT INTO twice.ddl VALUES (TG_TAG);
+		END IF;
+	END$$;
+CREATE EVENT TRIGGER twice_ddl ON ddl_command_end EXECUTE FUNCTION twice.note_ddl();
+CREATE EVENT TRIGGER twice_drop ON sql_drop EXECUTE FUNCTION twice.note_drop();
+ALTER EVENT TRIGGER twice_ddl ENABLE ALWAYS;
+ALTER EVENT TRIGGER twice_drop ENABLE ALWAYS;`
+
+// quickSQL is what says, with the change log, that a clone's catalog is
+// still the template's: the DDL noted (none), and what notes it or cannot
+// be noted, each read through an index or from a table a schema of many
+// tables does not grow: a clone whose quickSQL matches the first clone's
+// has the template's catalog, as fingerprintSQL would tell at a cost
+// that grows with the number of tables. Only for a template with the
+// change log.
+const quickSQL = `SELECT concat_ws(' ',
+	'ddl:' || (SELECT count(*) FROM twice.ddl),
+	'evt:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_event_trigger),
+	'proc:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_proc
+		WHERE oid IN (to_regprocedure('twice.note_changed()'), to_regprocedure('twice.note_ddl()'), to_regprocedure('twice.note_drop()'))),
+	'lo:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_largeobject_metadata),
+	'dbset:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_db_role_setting
+		WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())))`
 
 // changedSQL lists the tables written since the template or the last
 // reset, from the change log: each noted table, the tables under it
 // (a write through a partitioned or inheritance parent lands in its
 // children) and then the tables over those (a parent's snapshot holds
-// its children's rows), by OID and by schema and name.
+// its children's rows), by OID and by schema and name. Each name is
+// looked up by OID (OFFSET 0 keeps the lookup from being flattened into
+// a join, which the planner makes a hash join over all of pg_class: 1,400
+// rows at 200 tables, for the one or two a scenario writes).
 const changedSQL = `WITH RECURSIVE noted AS (SELECT DISTINCT rel FROM twice.changed),
 down(rel) AS (SELECT rel FROM noted UNION SELECT i.inhrelid FROM pg_inherits i JOIN down ON i.inhparent = down.rel),
 up(rel) AS (SELECT rel FROM down UNION SELECT i.inhparent FROM pg_inherits i JOIN up ON i.inhrelid = up.rel)
-SELECT c.oid::int8, n.nspname, c.relname FROM up JOIN pg_class c ON c.oid = up.rel JOIN pg_namespace n ON n.oid = c.relnamespace`
+SELECT c.oid::int8, c.nspname, c.relname FROM up CROSS JOIN LATERAL (
+	SELECT c.oid, n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = up.rel OFFSET 0) c`
 
 // defaultStrategy is the CREATE DATABASE strategy for clones (PostgreSQL
 // 15+), chosen by BenchmarkHandOut.
@@ -247,7 +301,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '')
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
-		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed')
+		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed') AND c.oid IS DISTINCT FROM to_regclass('twice.ddl')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
@@ -308,18 +362,24 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	// moved when its last value differs (NULL once setval(..., false)
 	// made it uncalled); one left uncalled is always set back, as
 	// pg_sequence_last_value cannot tell its position.
-	var values []string
+	// The positions go in as three array literals, not a VALUES list:
+	// the script is planned on every reset, and a VALUES list of a few
+	// hundred rows took longer to plan than to run.
+	var oids, lasts, calls []string
 	for _, s := range seqs {
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
 		}
-		values = append(values, fmt.Sprintf("(%d::oid::regclass, %d::int8, %t)", s.oid, last, called))
+		oids = append(oids, strconv.FormatInt(s.oid, 10))
+		lasts = append(lasts, strconv.FormatInt(last, 10))
+		calls = append(calls, strconv.FormatBool(called))
 	}
-	if len(values) > 0 {
-		plan.setvals = "SELECT count(setval(v.s, v.last, v.called)) FROM (VALUES " + strings.Join(values, ", ") +
-			") v(s, last, called) WHERE NOT v.called OR pg_sequence_last_value(v.s) IS DISTINCT FROM v.last;\n"
+	if len(seqs) > 0 {
+		plan.setvals = "SELECT count(setval(v.s::regclass, v.last, v.called)) FROM unnest('{" + strings.Join(oids, ",") + "}'::oid[], '{" +
+			strings.Join(lasts, ",") + "}'::int8[], '{" + strings.Join(calls, ",") + "}'::bool[]) v(s, last, called)" +
+			" WHERE NOT v.called OR pg_sequence_last_value(v.s::regclass) IS DISTINCT FROM v.last;\n"
 	}
 	return plan, "", nil
 }
