@@ -960,6 +960,9 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			e.checkDeaf(d, msg) // goexit.go
 			continue
 		}
+		if !e.lockWaitMatters(d) {
+			continue
+		}
 		for _, f := range d.inflight {
 			if f.blocked || f.held {
 				continue
@@ -979,6 +982,28 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockWaitMatters reports whether it matters now that a running step of
+// d waits on a lock: when a step waits to be granted (the running one
+// holds it back unless it waits), another delivery runs beside d (the
+// two may wait on each other, and a hold waits for the other's step),
+// or d is overdue for its cancellation (cancelled once it waits). A lone
+// delivery with nothing waiting behind it is not asked about, which
+// spares a question to the server every lockPoll of each of its slower
+// statements, on the loop that grants its next one: whatever it waits
+// for, nothing the executor could grant would release it, and when
+// something asks for a grant the question is asked then.
+func (e *execution) lockWaitMatters(d *deliveryRun) bool {
+	if e.holder != nil || (d.overdue && !d.cancelled) {
+		return true
+	}
+	for _, o := range e.deliveries {
+		if len(o.pending) > 0 || (o != d && o.started && !o.ended) {
+			return true
+		}
+	}
+	return false
 }
 
 // wake is when the loop must look again without an event: soon while a
@@ -1001,7 +1026,7 @@ func (e *execution) wake() time.Duration {
 			continue
 		}
 		for _, f := range d.inflight {
-			if !f.blocked && !f.held {
+			if !f.blocked && !f.held && !f.req.effect && e.lockWaitMatters(d) {
 				return lockPoll
 			}
 		}
