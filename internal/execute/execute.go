@@ -121,6 +121,21 @@ type inflightStep struct {
 	req     *stepRequest
 	blocked bool
 	held    bool // its statement ran; its commit waits (holds.go)
+	// asks counts the times the server was asked whether it waits on a
+	// lock; nextAsk is when to ask again (see stepPoll).
+	asks    int
+	nextAsk time.Time
+}
+
+// stepPoll is how long after a granted statement's asks-th question
+// whether it waits on a lock (the first: after its grant) the next one
+// comes: lockPoll, then doubling up to maxQueuePoll. A statement waits on
+// a lock as soon as it reaches the locked row, so the first questions
+// find most waits; one that is only slow, on a busy machine, costs a few
+// questions rather than one every lockPoll, each on the loop that grants
+// the next step.
+func stepPoll(asks int) time.Duration {
+	return min(lockPoll<<min(asks, 3), maxQueuePoll)
 }
 
 // stepRequest is a step waiting for its grant: a statement held by the
@@ -889,7 +904,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 		// A retry of the outage's call with its key: its answer is lost too.
 		req.fate, req.end = effects.ReplyLost, result.TimedOut
 	}
-	d.inflight[req] = &inflightStep{req: req}
+	d.inflight[req] = &inflightStep{req: req, nextAsk: time.Now().Add(stepPoll(0))}
 	if !req.effect {
 		d.bySQL[req.step.Index] = req
 	}
@@ -970,6 +985,11 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			if f.req.effect {
 				continue // a fake never waits on a database lock
 			}
+			if now.Before(f.nextAsk) {
+				continue
+			}
+			f.asks++
+			f.nextAsk = now.Add(stepPoll(f.asks))
 			waits, err := e.r.waitsOnLock(ctx, f.req.step.PID)
 			if err != nil {
 				return err
@@ -1027,7 +1047,7 @@ func (e *execution) wake() time.Duration {
 		}
 		for _, f := range d.inflight {
 			if !f.blocked && !f.held && !f.req.effect && e.lockWaitMatters(d) {
-				return lockPoll
+				next = min(next, time.Until(f.nextAsk))
 			}
 		}
 		if until := time.Until(d.deadline); until < next {
