@@ -228,7 +228,7 @@ func (c *conn) cut() {
 // for the next delivery. Writes are refused from now on, so nothing the
 // client sent after the crash reaches the server.
 func (c *conn) crash() bool {
-	if c.p.backends == nil || !(c.parked.Load() || c.atStep.Load()) {
+	if c.p.backends == nil || (!c.parked.Load() && !c.atStep.Load()) {
 		return false
 	}
 	if !c.crashed.CompareAndSwap(false, true) {
