@@ -17,7 +17,10 @@ const buryTimeout = 10 * time.Second
 // other delivery of the scenario starts: a dead worker's backends are
 // terminated, and the harness waits until the server no longer lists
 // them, so their open transactions are rolled back and their locks
-// released. Cutting the sockets alone leaves a backend in the middle of a
+// released. (A backend that was between round trips when the worker
+// died is not cut: its proxy rolls it back, resets it and keeps it, and
+// TakeCut returns once it has, which spares the terminate, the wait and
+// a new backend for the next delivery.) Cutting the sockets alone leaves a backend in the middle of a
 // statement running it to its end (holding its row locks), and one
 // waiting for its client ends only once it is next scheduled: a
 // redelivery that claims rows with FOR UPDATE SKIP LOCKED then skipped the

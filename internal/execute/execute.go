@@ -122,6 +122,21 @@ type inflightStep struct {
 	req     *stepRequest
 	blocked bool
 	held    bool // its statement ran; its commit waits (holds.go)
+	// asks counts the times the server was asked whether it waits on a
+	// lock; nextAsk is when to ask again (see stepPoll).
+	asks    int
+	nextAsk time.Time
+}
+
+// stepPoll is how long after a granted statement's asks-th question
+// whether it waits on a lock (the first: after its grant) the next one
+// comes: lockPoll, then doubling up to maxQueuePoll. A statement waits on
+// a lock as soon as it reaches the locked row, so the first questions
+// find most waits; one that is only slow, on a busy machine, costs a few
+// questions rather than one every lockPoll, each on the loop that grants
+// the next step.
+func stepPoll(asks int) time.Duration {
+	return min(lockPoll<<min(asks, 3), maxQueuePoll)
 }
 
 // stepRequest is a step waiting for its grant: a statement held by the
@@ -893,7 +908,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 		// A retry of the outage's call with its key: its answer is lost too.
 		req.fate, req.end = effects.ReplyLost, result.TimedOut
 	}
-	d.inflight[req] = &inflightStep{req: req}
+	d.inflight[req] = &inflightStep{req: req, nextAsk: time.Now().Add(stepPoll(0))}
 	if !req.effect {
 		d.bySQL[req.step.Index] = req
 	}
@@ -964,6 +979,9 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			e.checkDeaf(d, msg) // goexit.go
 			continue
 		}
+		if !e.lockWaitMatters(d) {
+			continue
+		}
 		for _, f := range d.inflight {
 			if f.blocked || f.held {
 				continue
@@ -971,6 +989,11 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			if f.req.effect {
 				continue // a fake never waits on a database lock
 			}
+			if now.Before(f.nextAsk) {
+				continue
+			}
+			f.asks++
+			f.nextAsk = now.Add(stepPoll(f.asks))
 			waits, err := e.r.waitsOnLock(ctx, f.req.step.PID)
 			if err != nil {
 				return err
@@ -983,6 +1006,28 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// lockWaitMatters reports whether it matters now that a running step of
+// d waits on a lock: when a step waits to be granted (the running one
+// holds it back unless it waits), another delivery runs beside d (the
+// two may wait on each other, and a hold waits for the other's step),
+// or d is overdue for its cancellation (cancelled once it waits). A lone
+// delivery with nothing waiting behind it is not asked about, which
+// spares a question to the server every lockPoll of each of its slower
+// statements, on the loop that grants its next one: whatever it waits
+// for, nothing the executor could grant would release it, and when
+// something asks for a grant the question is asked then.
+func (e *execution) lockWaitMatters(d *deliveryRun) bool {
+	if e.holder != nil || (d.overdue && !d.cancelled) {
+		return true
+	}
+	for _, o := range e.deliveries {
+		if len(o.pending) > 0 || (o != d && o.started && !o.ended) {
+			return true
+		}
+	}
+	return false
 }
 
 // wake is when the loop must look again without an event: soon while a
@@ -1005,8 +1050,8 @@ func (e *execution) wake() time.Duration {
 			continue
 		}
 		for _, f := range d.inflight {
-			if !f.blocked && !f.held {
-				return lockPoll
+			if !f.blocked && !f.held && !f.req.effect && e.lockWaitMatters(d) {
+				next = min(next, time.Until(f.nextAsk))
 			}
 		}
 		if until := time.Until(d.deadline); until < next {

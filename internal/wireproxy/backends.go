@@ -25,10 +25,14 @@ import (
 // It is reset with DISCARD ALL (session settings, prepared statements,
 // cursors, temporary tables, advisory locks, LISTEN) and kept for the next
 // connection that asks for the same upstream with the same startup
-// parameters. A backend of a killed delivery, of a cut connection, or of a
-// connection inside a transaction is closed, as a crash closes it: the
-// server rolls its transaction back and releases its locks. A backend
-// serves one client connection at a time.
+// parameters. A backend of a killed delivery goes back too when its
+// connection was between round trips (waiting for its client, or for a
+// step's grant): ROLLBACK, then DISCARD ALL, leave the server as the
+// session's end at a crash would, before [Proxy.TakeCut] returns. A
+// backend of a cut connection, of one killed with a round trip out, or of
+// a connection released inside a transaction is closed, as a crash
+// closes it: the server rolls its transaction back and releases its
+// locks. A backend serves one client connection at a time.
 //
 // The zero value is not usable; call [NewBackends]. Its methods are safe
 // for concurrent use.
@@ -137,6 +141,11 @@ func (b *Backends) put(be *backend) {
 		_ = be.conn.Close()
 		return
 	}
+	b.keep(be)
+}
+
+// keep keeps be, reset already, or ends it when b is closed.
+func (b *Backends) keep(be *backend) {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -195,11 +204,34 @@ var discardAll = func() []byte {
 // reset runs DISCARD ALL and reads its reply up to ReadyForQuery, which
 // must say idle. ParameterStatus messages (a RESET ALL reports what it
 // restores) update what the next client is told.
-func (be *backend) reset() error {
+func (be *backend) reset() error { return be.run(discardAll, 1) }
+
+// rollback resets the session of a worker that died: ROLLBACK first when
+// a transaction block is open (a failed one too), then DISCARD ALL, in
+// one round trip. The server is left as a session that ended would have
+// left it: the transaction rolled back, its locks and the session's
+// advisory locks released, temporary tables, prepared statements,
+// cursors, LISTENs and settings gone.
+func (be *backend) rollback(inTransaction bool) error {
+	if !inTransaction {
+		return be.reset()
+	}
+	return be.run(rollbackThenDiscard, 2)
+}
+
+// rollbackThenDiscard is a Query message of ROLLBACK and one of DISCARD
+// ALL: two, since DISCARD ALL cannot run in the implicit transaction of
+// a multi-statement query string.
+var rollbackThenDiscard = append(append([]byte(nil), rollbackMessage...), discardAll...)
+
+// run sends msgs, simple queries that leave no transaction open, and
+// reads their replies up to the replies-th ReadyForQuery, each of which
+// must say idle.
+func (be *backend) run(msgs []byte, replies int) error {
 	if err := be.conn.SetDeadline(time.Now().Add(resetTimeout)); err != nil {
 		return err
 	}
-	if _, err := be.conn.Write(discardAll); err != nil {
+	if _, err := be.conn.Write(msgs); err != nil {
 		return err
 	}
 	var head [5]byte
@@ -225,6 +257,9 @@ func (be *backend) reset() error {
 		case 'Z':
 			if n != 1 || body[0] != 'I' {
 				return fmt.Errorf("DISCARD ALL left transaction status %q", body)
+			}
+			if replies--; replies > 0 {
+				continue
 			}
 			return be.conn.SetDeadline(time.Time{})
 		case 'E':

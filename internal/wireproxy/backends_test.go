@@ -160,10 +160,13 @@ func TestBackendReusedWithoutSessionState(t *testing.T) {
 	}
 }
 
-// A killed delivery's backend ends, as a crashed worker's does: its
-// transaction rolls back, its locks go, and it is never handed out again.
-// So does the backend of a connection left inside a transaction when the
-// delivery is released.
+// A killed delivery's backend, and one that crashed at a step, between
+// round trips, is left as a crashed worker's session would leave the
+// server: its transaction rolled back, its row and advisory locks gone,
+// by the time TakeCut returns; it is then kept for the next delivery
+// with its session reset. The backend of a connection left inside a
+// transaction when the delivery is released ends, and is never handed
+// out again.
 func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 	for _, end := range []string{"kill", "crash at a step", "release in a transaction"} {
 		t.Run(end, func(t *testing.T) {
@@ -198,9 +201,15 @@ func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 			default:
 				p1.Release()
 			}
-			eventually(t, "the backend gone from pg_stat_activity", func() bool {
-				return count(t, direct, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", int32(pid)) == 0
-			})
+			kept := end != "release in a transaction"
+			if cut := p1.TakeCut(); kept && len(cut) != 0 {
+				t.Errorf("TakeCut = %v, want none: the backend was between round trips", cut)
+			}
+			if !kept {
+				eventually(t, "the backend gone from pg_stat_activity", func() bool {
+					return count(t, direct, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", int32(pid)) == 0
+				})
+			}
 			if n := count(t, direct, "SELECT count(*) FROM items WHERE id = 90"); n != 0 {
 				t.Errorf("the dead delivery's open transaction committed: count = %d", n)
 			}
@@ -211,12 +220,26 @@ func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 			if _, err := direct.Exec(ctx, "SELECT * FROM items WHERE id = 1 FOR UPDATE NOWAIT"); err != nil {
 				t.Errorf("the dead delivery's row lock is still held: %v", err)
 			}
-			if s := b.Stats(); s.Kept != 0 || s.Idle != 0 {
-				t.Errorf("Stats = %+v, want nothing kept", s)
-			}
 			p2 := listenShared(t, "d2", dsn, b, wireproxy.Hooks{})
-			if got := backendPID(t, connect(t, p2.DSN())); got == pid {
-				t.Errorf("the next delivery got the dead one's backend %d", pid)
+			if !kept {
+				if s := b.Stats(); s.Kept != 0 || s.Idle != 0 {
+					t.Errorf("Stats = %+v, want nothing kept", s)
+				}
+				if got := backendPID(t, connect(t, p2.DSN())); got == pid {
+					t.Errorf("the next delivery got the dead one's backend %d", pid)
+				}
+				return
+			}
+			if s := b.Stats(); s.Kept != 1 || s.Idle != 1 {
+				t.Errorf("Stats = %+v, want the rolled-back backend kept", s)
+			}
+			c2 := connect(t, p2.DSN())
+			if got := backendPID(t, c2); got != pid {
+				t.Errorf("the next delivery got backend %d, want the rolled-back %d", got, pid)
+			}
+			var inTx bool
+			if err := c2.QueryRow(ctx, "SELECT pg_current_xact_id_if_assigned() IS NOT NULL OR count(*) > 0 FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'").Scan(&inTx); err != nil || inTx {
+				t.Errorf("the kept backend holds what the dead delivery had: %v, %v", inTx, err)
 			}
 		})
 	}

@@ -33,6 +33,15 @@ type conn struct {
 
 	ended  chan struct{} // closed when serve has ended and the backend is given back or closed
 	parked atomic.Bool   // waiting for the client's next message, nothing half read
+	// atStep: serve waits for a step's grant (Hooks.Before), nothing of
+	// the step's batch forwarded and every earlier round trip synced.
+	atStep atomic.Bool
+	// crashed: the delivery died while the connection was parked or at a
+	// step; serve rolls its backend back and gives it to Config.Backends
+	// rather than cut it (see crash).
+	crashed atomic.Bool
+	// serverClosed: cut closed the server socket.
+	serverClosed atomic.Bool
 
 	// Set once by startup, under mu; pid under p.mu by register. server is
 	// be.conn until the backend is given back.
@@ -50,6 +59,7 @@ type conn struct {
 	prepared map[string]*prepared
 	portals  map[string]*prepared
 	open     *Step // a step begun at a Flush whose Sync is still to come
+	unsynced bool  // messages were forwarded at a Flush, their Sync still to come
 
 	// wmu serialises writes to the server: the serve goroutine forwards
 	// the client's messages, and a held step's COMMIT or ROLLBACK comes
@@ -142,6 +152,12 @@ func (c *conn) serve() {
 	c.p.wg.Add(1)
 	go c.readServer()
 	err := c.relay() // any error ends the connection; the client sees it closed
+	if c.crashed.Load() {
+		if be := c.detachCrashed(); be != nil {
+			c.p.backends.keep(be)
+		}
+		return // the deferred cut closes the server socket when it was not detached
+	}
 	c.commitOrphanedHold()
 	if errors.Is(err, errQuit) || errors.Is(err, errReleased) {
 		if be := c.detach(); be != nil {
@@ -196,9 +212,61 @@ func (c *conn) cut() {
 	c.mu.Unlock()
 	_ = c.client.Close()
 	if server != nil {
+		c.serverClosed.Store(true)
 		c.p.noteCut(c)
 		_ = server.Close()
 	}
+}
+
+// crash ends the connection of a delivery that died, as cut does for
+// the client, and reports whether its backend can be kept: the
+// connection was parked or waiting for a step's grant, so the server is
+// between round trips. Its serve goroutine then rolls back what the
+// session had open and resets it (detachCrashed): the server's state
+// is what a backend that ended at the crash would have left, without
+// terminating the backend, waiting for it to go, and starting another
+// for the next delivery. Writes are refused from now on, so nothing the
+// client sent after the crash reaches the server.
+func (c *conn) crash() bool {
+	if c.p.backends == nil || (!c.parked.Load() && !c.atStep.Load()) {
+		return false
+	}
+	if !c.crashed.CompareAndSwap(false, true) {
+		return true // the serve goroutine's own crash and Kill met
+	}
+	c.isCut.Store(true)
+	_ = c.client.Close()
+	return true
+}
+
+// detachCrashed takes the backend off a crashed connection once its
+// reader stopped at a message boundary with nothing out, after rolling
+// back its transaction and resetting its session (ROLLBACK, DISCARD
+// ALL). It returns nil when that cannot be done: the deferred cut then
+// closes the socket and the harness terminates the backend, as for any
+// cut connection.
+func (c *conn) detachCrashed() *backend {
+	c.mu.Lock()
+	ok := len(c.pending) == 0 && !c.drop && c.open == nil && !c.unsynced && c.hold == nil && !c.serverClosed.Load() && c.server != nil
+	if ok {
+		c.detaching = true
+	}
+	c.mu.Unlock()
+	if !ok || c.server.SetReadDeadline(time.Now()) != nil {
+		return nil
+	}
+	<-c.done
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.stopped || c.serverClosed.Load() || len(c.pending) > 0 {
+		return nil
+	}
+	if err := c.be.rollback(c.tx != 'I'); err != nil {
+		return nil
+	}
+	c.server = nil
+	c.p.unregister(c)
+	return c.be
 }
 
 // relay reads the client's messages and forwards them, step by step.
@@ -286,6 +354,14 @@ func (c *conn) relay() error {
 // syncOrFlush ends an extended-protocol batch. The batch is a step when it
 // executes; a step begun at a Flush stays open until its Sync.
 func (c *conn) syncOrFlush(sync bool) error {
+	err := c.endBatch(sync)
+	if err == nil {
+		c.unsynced = !sync // forwarded: a Sync ends what a Flush left open
+	}
+	return err
+}
+
+func (c *conn) endBatch(sync bool) error {
 	if c.open != nil {
 		if sync {
 			c.open = nil
@@ -363,6 +439,10 @@ func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, erro
 	}
 	action := Forward
 	if c.p.hooks.Before != nil {
+		// Until the step is forwarded (or refused), a crash finds the
+		// server between round trips: see crash.
+		c.atStep.Store(c.open == nil && !c.unsynced)
+		defer c.atStep.Store(false)
 		action = c.p.hooks.Before(c.p.ctx, *s)
 	}
 	if dead := c.p.Dead(); dead != nil {
@@ -373,6 +453,7 @@ func (c *conn) step(sql string, stmts []statement, probe probeKind) (*Step, erro
 		c.p.kill(err)
 		return nil, err
 	}
+	c.atStep.Store(false)
 	c.appendProbe(probe)
 	if action == Hold && s.Unholdable == "" {
 		c.mu.Lock()

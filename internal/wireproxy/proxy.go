@@ -59,8 +59,10 @@
 //
 // # Lifetime
 //
-// [Proxy.Kill] makes the delivery dead: every socket is cut, and later
-// connections get a FATAL error instead of a server. [Proxy.Release]
+// [Proxy.Kill] makes the delivery dead: every client socket is cut, and
+// later connections get a FATAL error instead of a server; a backend
+// between round trips is rolled back and kept (see [Backends]), any
+// other is cut. [Proxy.Release]
 // ends a delivery that finished: later connections are refused the same
 // way, busy connections are cut, and idle ones give their backends back. The listener stays open
 // until [Proxy.Close], so a late connection of a dead delivery can never
@@ -132,6 +134,7 @@ type Proxy struct {
 	pids    []uint32
 	secrets map[uint32][4]byte // pid -> the cancel key given to the client
 	cutPIDs []uint32           // backends of cut connections, until TakeCut
+	crashed []*conn            // connections Kill left to roll back, until TakeCut
 	busy    int                // connections Release found busy and cut
 
 	// serverOnly asks the server about every step outside a transaction
@@ -219,13 +222,22 @@ func (p *Proxy) DSN() string {
 }
 
 // Kill makes the delivery dead now, as if its worker crashed: it cuts every
-// socket of the delivery (client and server sides, so the server rolls back
-// open transactions), cancels blocked [Hooks.Before] calls, and refuses every
-// later connection. Killing a dead proxy does nothing.
+// client socket of the delivery, cancels blocked [Hooks.Before] calls, and
+// refuses every later connection. A server connection between round trips
+// has its transaction rolled back and its session reset, and is kept
+// (with Config.Backends; [Proxy.TakeCut] waits for it); any other is cut,
+// so the server rolls back its open transaction. Killing a dead proxy does
+// nothing.
 func (p *Proxy) Kill() { p.kill(fmt.Errorf("%w: %s was killed", ErrDead, p.label)) }
 
 func (p *Proxy) kill(why error) {
 	for _, c := range p.end(why, false) {
+		if c.crash() {
+			p.mu.Lock()
+			p.crashed = append(p.crashed, c)
+			p.mu.Unlock()
+			continue
+		}
 		c.cut()
 	}
 }
@@ -344,7 +356,18 @@ func (p *Proxy) PIDs() []uint32 {
 // waits until the server no longer lists them before another delivery
 // starts (see harness's dead.go), as a real crash would have ended them
 // long before.
+//
+// It first waits for the connections Kill found between round trips,
+// whose backends are rolled back and kept rather than cut (a backend
+// that cannot be is cut, and listed).
 func (p *Proxy) TakeCut() []uint32 {
+	p.mu.Lock()
+	crashed := p.crashed
+	p.crashed = nil
+	p.mu.Unlock()
+	for _, c := range crashed {
+		<-c.ended
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	cut := p.cutPIDs
