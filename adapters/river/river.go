@@ -171,6 +171,13 @@ func migrate(ctx context.Context, conn *pgx.Conn) error {
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// txDriver is River's driver for the statements the check runs on the
+// harness's connection, shared by every job and scenario as River shares
+// one driver per pool: its SQL template cache then renders each of
+// River's statements once, and they reach pgx's statement cache with the
+// same text every time.
+var txDriver = riverpgxv5.New(nil)
+
 // Job is a River job for harness.Check, harness.Explore and the runner:
 // args are the job's arguments, inserted by the producer as River would,
 // and newWorker builds the worker for each delivery from the delivery's
@@ -195,6 +202,9 @@ func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Deliver
 	}
 	q := &riverQueue[T]{name: name, args: args, opts: o}
 	q.err = q.resolve(newWorker)
+	if q.err == nil {
+		q.reader, q.err = client(txDriver, time.Now, nil)
+	}
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
@@ -216,6 +226,9 @@ type riverQueue[T river.JobArgs] struct {
 	rescuer     river.Worker[T]
 	timeout     time.Duration
 	rescueAfter time.Duration
+	// reader is a River client for what reads no clock (JobGetTx),
+	// built once per job as River's client is per driver.
+	reader *river.Client[pgx.Tx]
 	// err is what is wrong with the job's options or worker, returned
 	// by its first Enqueue.
 	err error
@@ -234,7 +247,7 @@ func (q *riverQueue[T]) resolve(newWorker func(*harness.Delivery) river.Worker[T
 		q.argsFor = f
 	}
 	// River's own validation of its timing options.
-	if _, err := river.NewClient(riverpgxv5.New(nil), &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
+	if _, err := river.NewClient(txDriver, &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
 		return fmt.Errorf("twiceriver: job %q: River refuses JobTimeout %v with RescueAfter %v: %w", q.name, o.jobTimeout, o.rescueAfter, err)
 	}
 	jobTimeout := cmp.Or(o.jobTimeout, DefaultTimeout)
@@ -452,11 +465,15 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 	if q.argsFor != nil {
 		args = q.argsFor(op.Job, op.Now)
 	}
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, q.opts.workers)
+	c, err := client(txDriver, func() time.Time { return op.Now }, q.opts.workers)
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Enqueued, error) {
+	// River's insert and its notify are one statement each, so they need
+	// no transaction of their own around them: the producer's is not
+	// the check's to model, and BEGIN and COMMIT would cost two round
+	// trips per job.
+	return func(tx pgx.Tx) (queue.Enqueued, error) {
 		res, err := c.InsertTx(ctx, tx, args, q.opts.insert)
 		if err != nil {
 			if q.opts.workers != nil && strings.Contains(err.Error(), "not registered") {
@@ -469,7 +486,7 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 				Reason: fmt.Sprintf("River's UniqueOpts matched job %d (%s)", res.Job.ID, res.Job.State)}, nil
 		}
 		return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10)}, nil
-	})
+	}(autocommit{op.Conn})
 }
 
 // Fetch hands the job out as River's producer and maintenance services
@@ -482,10 +499,10 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	if err != nil {
 		return queue.Fetched{}, fmt.Errorf("job ID %q is not River's: %w", op.JobID, err)
 	}
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
-	if err != nil {
-		return queue.Fetched{}, err
+	if q.err != nil {
+		return queue.Fetched{}, q.err
 	}
+	c := q.reader
 	if op.Kind != queue.DeliveryRedrive {
 		// River's producer locks an available job in one statement of
 		// its own; the rescuer touches only running jobs, so when the
@@ -518,7 +535,12 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 			if row.State == rivertype.JobStateCompleted {
 				return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
 			}
-			if _, err := c.JobRetryTx(ctx, tx, id); err != nil {
+			// JobRetry reads River's clock: a client at op.Now.
+			retrier, err := client(txDriver, func() time.Time { return op.Now }, nil)
+			if err != nil {
+				return queue.Fetched{}, err
+			}
+			if _, err := retrier.JobRetryTx(ctx, tx, id); err != nil {
 				return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
 			}
 		}
@@ -562,7 +584,7 @@ func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.Comma
 // River's retry delay, or discarded after its last attempt. The rescue is
 // dated where River's rescuer could first make it.
 func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
-	exec := riverpgxv5.New(nil).UnwrapExecutor(tx)
+	exec := txDriver.UnwrapExecutor(tx)
 	horizon := now.Add(-q.rescueAfter)
 	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon})
 	if err != nil {
@@ -729,7 +751,7 @@ func snoozes(metadata []byte) ([]byte, error) {
 // state the job is in afterwards; snooze says p is a snooze.
 func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdriver.JobSetStateIfRunningParams, snooze bool) (queue.Settled, error) {
 	return func(tx pgx.Tx) (queue.Settled, error) {
-		rows, err := riverpgxv5.New(nil).UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
+		rows, err := txDriver.UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
 			ID:              []int64{p.ID},
 			Attempt:         []*int{p.Attempt},
 			ErrData:         [][]byte{p.ErrData},
