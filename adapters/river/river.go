@@ -62,6 +62,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -229,6 +231,9 @@ type riverQueue[T river.JobArgs] struct {
 	// reader is a River client for what reads no clock (JobGetTx),
 	// built once per job as River's client is per driver.
 	reader *river.Client[pgx.Tx]
+	// inserters are the producer's River clients, each used by one
+	// Enqueue at a time at that Enqueue's time.
+	inserters inserters
 	// err is what is wrong with the job's options or worker, returned
 	// by its first Enqueue.
 	err error
@@ -328,6 +333,50 @@ func (c clock) NowUTCOrNil() *time.Time { return c.NowOrNil() }
 // workers, its inserts check the job's kind against them.
 func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *river.Workers) (*river.Client[pgx.Tx], error) {
 	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}, Workers: workers})
+}
+
+// inserters keeps the producer's River clients of one job, so that a
+// check builds a few of them, as a producer process keeps one, instead of
+// one per Enqueue: River then limits its insert notifications as it does
+// in production (one per queue per FetchCooldown), rather than sending
+// one per job. Each runs at the time of the Enqueue that took it.
+type inserters struct {
+	mu   sync.Mutex
+	free []*inserter
+}
+
+// inserter is a River client whose clock reads the time of the Enqueue
+// that uses it.
+type inserter struct {
+	client *river.Client[pgx.Tx]
+	now    atomic.Pointer[time.Time]
+}
+
+// take returns a client no other Enqueue uses, at time now.
+func (p *inserters) take(now time.Time, workers *river.Workers) (*inserter, error) {
+	p.mu.Lock()
+	var in *inserter
+	if n := len(p.free); n > 0 {
+		in, p.free = p.free[n-1], p.free[:n-1]
+	}
+	p.mu.Unlock()
+	if in == nil {
+		in = &inserter{}
+		c, err := client(txDriver, func() time.Time { return *in.now.Load() }, workers)
+		if err != nil {
+			return nil, err
+		}
+		in.client = c
+	}
+	in.now.Store(&now)
+	return in, nil
+}
+
+// give returns in for a later Enqueue.
+func (p *inserters) give(in *inserter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, in)
 }
 
 // work runs one delivery: it rebuilds River's Job from the row the
@@ -465,16 +514,17 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 	if q.argsFor != nil {
 		args = q.argsFor(op.Job, op.Now)
 	}
-	c, err := client(txDriver, func() time.Time { return op.Now }, q.opts.workers)
+	c, err := q.inserters.take(op.Now, q.opts.workers)
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	defer q.inserters.give(c)
 	// River's insert and its notify are one statement each, so they need
 	// no transaction of their own around them: the producer's is not
 	// the check's to model, and BEGIN and COMMIT would cost two round
 	// trips per job.
 	return func(tx pgx.Tx) (queue.Enqueued, error) {
-		res, err := c.InsertTx(ctx, tx, args, q.opts.insert)
+		res, err := c.client.InsertTx(ctx, tx, args, q.opts.insert)
 		if err != nil {
 			if q.opts.workers != nil && strings.Contains(err.Error(), "not registered") {
 				return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w; the production client's workers bundle (twiceriver.Workers) has no worker for the job's own kind %q, so River refuses the insert in production too: add the worker with river.AddWorker", args.Kind(), args, err, args.Kind())
@@ -508,16 +558,16 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 		// its own; the rescuer touches only running jobs, so when the
 		// job can be locked at once a rescue first would have changed
 		// nothing, and the lock needs no transaction around it.
-		tx := autocommit{op.Conn}
-		tag, err := lock(ctx, tx, id, op.Now)
-		if err != nil {
-			return queue.Fetched{}, err
+		// The lock and River's JobGetTx go in one round trip.
+		tx := &lockThenRead{autocommit: autocommit{op.Conn}, id: id, now: op.Now}
+		row, err := c.JobGetTx(ctx, tx, id)
+		if tx.err != nil {
+			return queue.Fetched{}, tx.err
 		}
-		if tag.RowsAffected() == 1 {
-			row, err := c.JobGetTx(ctx, tx, id)
-			if err != nil {
-				return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
-			}
+		if err != nil {
+			return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+		}
+		if tx.tag.RowsAffected() == 1 {
 			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
 		}
 	}
@@ -559,17 +609,61 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	})
 }
 
-// lock moves job id to running for a new attempt if it is available,
-// retryable or scheduled and due at now, as River's producer does.
-func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
-	tag, err := tx.Exec(ctx, `
+// lockThenRead is the harness's connection as the pgx.Tx River's JobGetTx
+// reads the job on, with the lock sent ahead of River's query in the same
+// pipeline (one implicit transaction): tag is the lock's, err its error.
+type lockThenRead struct {
+	autocommit
+	id  int64
+	now time.Time
+	tag pgconn.CommandTag
+	err error
+}
+
+// QueryRow sends the lock and River's query together; the row's Scan
+// reads both answers.
+func (t *lockThenRead) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	b := &pgx.Batch{}
+	b.Queue(lockSQL, t.id, t.now)
+	b.Queue(sql, args...)
+	return &lockedRow{t: t, br: t.SendBatch(ctx, b)}
+}
+
+// lockedRow is River's row after the lock's answer.
+type lockedRow struct {
+	t  *lockThenRead
+	br pgx.BatchResults
+}
+
+func (r *lockedRow) Scan(dest ...any) error {
+	tag, err := r.br.Exec()
+	if err != nil {
+		_ = r.br.Close()
+		r.t.err = fmt.Errorf("fetching job %d: %w", r.t.id, err)
+		return r.t.err
+	}
+	r.t.tag = tag
+	if err := r.br.QueryRow().Scan(dest...); err != nil {
+		_ = r.br.Close()
+		return err
+	}
+	return r.br.Close()
+}
+
+// lockSQL moves job $1 to running for a new attempt if it is available,
+// retryable or scheduled and due at $2, as River's producer does.
+const lockSQL = `
 		UPDATE river_job SET
 			state = 'running',
 			attempt = attempt + 1,
 			attempted_at = $2::timestamptz,
 			attempted_by = array_append(coalesce(attempted_by, '{}'), 'twice')
-		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`,
-		id, now)
+		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`
+
+// lock moves job id to running for a new attempt if it is available,
+// retryable or scheduled and due at now, as River's producer does.
+func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
+	tag, err := tx.Exec(ctx, lockSQL, id, now)
 	if err != nil {
 		return tag, fmt.Errorf("fetching job %d: %w", id, err)
 	}
