@@ -147,7 +147,11 @@ func (s *scenario) watch(ctx context.Context) {
 	s.watchOnce.Do(func() {
 		context.AfterFunc(ctx, func() {
 			regMu.Lock()
-			delete(scenarios, s.conn)
+			// The harness keeps its connection for the next scenario on
+			// the database, which may have started its own by now.
+			if scenarios[s.conn] == s {
+				delete(scenarios, s.conn)
+			}
 			regMu.Unlock()
 			s.end()
 		})

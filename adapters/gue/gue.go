@@ -240,12 +240,27 @@ func (q *gueQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued,
 	}
 	j := &gue.Job{Type: q.spec.Type, Queue: q.spec.Queue, Priority: q.spec.Priority, Args: args,
 		RunAt: op.Now.Add(q.spec.RunAfter).UTC()} // gue's default is the wall clock's now
-	err = inTx(ctx, op.Conn, func(tx pgx.Tx) error { return c.EnqueueTx(ctx, j, pgxv5.NewTx(tx)) })
-	if err != nil {
+	// gue's enqueue is one INSERT: it needs no transaction of its own,
+	// and BEGIN and COMMIT would cost two round trips per job.
+	if err := c.EnqueueTx(ctx, j, pgxv5.NewTx(autocommit{op.Conn})); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueueing gue job %q: %w", q.spec.Type, err)
 	}
 	return queue.Enqueued{JobID: j.ID.String()}, nil
 }
+
+// autocommit is the harness's connection as the pgx.Tx gue's EnqueueTx
+// runs its statement on, with no transaction around it.
+type autocommit struct{ *harnessConn }
+
+// harnessConn names the embedded connection apart from pgx.Tx's Conn.
+type harnessConn = pgx.Conn
+
+var errAutocommit = errors.New("twicegue: internal: gue's statements on the harness's connection run without a transaction, so there is nothing to commit or roll back")
+
+func (a autocommit) Commit(context.Context) error   { return errAutocommit }
+func (a autocommit) Rollback(context.Context) error { return errAutocommit }
+func (a autocommit) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
+func (a autocommit) Conn() *pgx.Conn                { return a.harnessConn }
 
 // inTx runs f in a transaction on the harness's connection.
 func inTx(ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) error) error {
@@ -289,6 +304,11 @@ func scanJob(row pgx.Row) (*gue.Job, error) {
 // where the harness moves its clock and asks again, so the WorkFunc runs
 // when gue would run it.
 func (q *gueQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
+	if op.Kind != queue.DeliveryRedrive {
+		if out, ok, err := q.fetchAtOnce(ctx, op); ok || err != nil {
+			return out, err
+		}
+	}
 	var out queue.Fetched
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
 		if op.Kind == queue.DeliveryRedrive {
@@ -333,6 +353,27 @@ func (q *gueQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, er
 		return nil
 	})
 	return out, err
+}
+
+// fetchAtOnce is Fetch in one statement, for the common case: the row is
+// there, no attempt holds its lock, no j.Error wrote its run_at on the
+// wall clock, and it is due. The lock is tested by the statement alone,
+// as Fetch's short transaction would test it; ok is false when the job
+// needs Fetch's transaction. The errors Fetch reads are looked up after
+// the row, so a j.Error whose commit the row shows was noted before it.
+func (q *gueQueue[T]) fetchAtOnce(ctx context.Context, op queue.Op) (out queue.Fetched, ok bool, err error) {
+	j, err := scanJob(op.Conn.QueryRow(ctx, `SELECT `+jobColumns+` FROM gue_jobs WHERE job_id = $1 FOR UPDATE SKIP LOCKED`, op.JobID))
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return queue.Fetched{}, false, nil
+	case err != nil:
+		return queue.Fetched{}, false, fmt.Errorf("locking gue job %s: %w", op.JobID, err)
+	}
+	if _, erred := q.errored.Load(op.JobID); erred || j.RunAt.After(op.Now) {
+		return queue.Fetched{}, false, nil
+	}
+	q.attempts.Store(j, &attempt{})
+	return queue.Fetched{Delivered: true, Job: j}, true, nil
 }
 
 // onHarnessClock moves the run_at that j.Error wrote on the wall clock
@@ -503,6 +544,9 @@ func (q *gueQueue[T]) settle(ctx context.Context, op queue.Op) (queue.Settled, e
 	missed, workErr, errorSet := at.missed, at.workErr, at.errorSet
 	at.mu.Unlock()
 
+	if out, ok, err := q.settleAtOnce(ctx, op, missed, errorSet); ok || err != nil {
+		return out, err
+	}
 	var out queue.Settled
 	err := inTx(ctx, op.Conn, func(tx pgx.Tx) error {
 		var errorCount int32
@@ -542,6 +586,23 @@ func (q *gueQueue[T]) settle(ctx context.Context, op queue.Op) (queue.Settled, e
 		return nil
 	})
 	return out, err
+}
+
+// settleAtOnce is settle in one statement, for the common case: the
+// delivery committed and deleted the row (gue's ack), with no j.Error and
+// no missed lock. ok is false when the job needs settle's transaction.
+func (q *gueQueue[T]) settleAtOnce(ctx context.Context, op queue.Op, missed string, errorSet bool) (queue.Settled, bool, error) {
+	if missed != "" || errorSet {
+		return queue.Settled{}, false, nil
+	}
+	var exists bool
+	if err := op.Conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM gue_jobs WHERE job_id = $1)`, op.JobID).Scan(&exists); err != nil {
+		return queue.Settled{}, false, fmt.Errorf("reading gue job %s: %w", op.JobID, err)
+	}
+	if exists {
+		return queue.Settled{}, false, nil
+	}
+	return q.deleted(op.JobID, missed, nil, errorSet), true, nil
 }
 
 // deleted reads a job whose row is gone: a delivery's j.Error discarded

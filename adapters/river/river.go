@@ -62,6 +62,8 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -171,6 +173,13 @@ func migrate(ctx context.Context, conn *pgx.Conn) error {
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// txDriver is River's driver for the statements the check runs on the
+// harness's connection, shared by every job and scenario as River shares
+// one driver per pool: its SQL template cache then renders each of
+// River's statements once, and they reach pgx's statement cache with the
+// same text every time.
+var txDriver = riverpgxv5.New(nil)
+
 // Job is a River job for harness.Check, harness.Explore and the runner:
 // args are the job's arguments, inserted by the producer as River would,
 // and newWorker builds the worker for each delivery from the delivery's
@@ -195,6 +204,9 @@ func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Deliver
 	}
 	q := &riverQueue[T]{name: name, args: args, opts: o}
 	q.err = q.resolve(newWorker)
+	if q.err == nil {
+		q.reader, q.err = client(txDriver, time.Now, nil)
+	}
 	return harness.Job{
 		Name:    name,
 		Queue:   q,
@@ -216,6 +228,12 @@ type riverQueue[T river.JobArgs] struct {
 	rescuer     river.Worker[T]
 	timeout     time.Duration
 	rescueAfter time.Duration
+	// reader is a River client for what reads no clock (JobGetTx),
+	// built once per job as River's client is per driver.
+	reader *river.Client[pgx.Tx]
+	// inserters are the producer's River clients, each used by one
+	// Enqueue at a time at that Enqueue's time.
+	inserters inserters
 	// err is what is wrong with the job's options or worker, returned
 	// by its first Enqueue.
 	err error
@@ -234,7 +252,7 @@ func (q *riverQueue[T]) resolve(newWorker func(*harness.Delivery) river.Worker[T
 		q.argsFor = f
 	}
 	// River's own validation of its timing options.
-	if _, err := river.NewClient(riverpgxv5.New(nil), &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
+	if _, err := river.NewClient(txDriver, &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
 		return fmt.Errorf("twiceriver: job %q: River refuses JobTimeout %v with RescueAfter %v: %w", q.name, o.jobTimeout, o.rescueAfter, err)
 	}
 	jobTimeout := cmp.Or(o.jobTimeout, DefaultTimeout)
@@ -315,6 +333,50 @@ func (c clock) NowUTCOrNil() *time.Time { return c.NowOrNil() }
 // workers, its inserts check the job's kind against them.
 func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *river.Workers) (*river.Client[pgx.Tx], error) {
 	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}, Workers: workers})
+}
+
+// inserters keeps the producer's River clients of one job, so that a
+// check builds a few of them, as a producer process keeps one, instead of
+// one per Enqueue: River then limits its insert notifications as it does
+// in production (one per queue per FetchCooldown), rather than sending
+// one per job. Each runs at the time of the Enqueue that took it.
+type inserters struct {
+	mu   sync.Mutex
+	free []*inserter
+}
+
+// inserter is a River client whose clock reads the time of the Enqueue
+// that uses it.
+type inserter struct {
+	client *river.Client[pgx.Tx]
+	now    atomic.Pointer[time.Time]
+}
+
+// take returns a client no other Enqueue uses, at time now.
+func (p *inserters) take(now time.Time, workers *river.Workers) (*inserter, error) {
+	p.mu.Lock()
+	var in *inserter
+	if n := len(p.free); n > 0 {
+		in, p.free = p.free[n-1], p.free[:n-1]
+	}
+	p.mu.Unlock()
+	if in == nil {
+		in = &inserter{}
+		c, err := client(txDriver, func() time.Time { return *in.now.Load() }, workers)
+		if err != nil {
+			return nil, err
+		}
+		in.client = c
+	}
+	in.now.Store(&now)
+	return in, nil
+}
+
+// give returns in for a later Enqueue.
+func (p *inserters) give(in *inserter) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.free = append(p.free, in)
 }
 
 // work runs one delivery: it rebuilds River's Job from the row the
@@ -452,12 +514,17 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 	if q.argsFor != nil {
 		args = q.argsFor(op.Job, op.Now)
 	}
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, q.opts.workers)
+	c, err := q.inserters.take(op.Now, q.opts.workers)
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Enqueued, error) {
-		res, err := c.InsertTx(ctx, tx, args, q.opts.insert)
+	defer q.inserters.give(c)
+	// River's insert and its notify are one statement each, so they need
+	// no transaction of their own around them: the producer's is not
+	// the check's to model, and BEGIN and COMMIT would cost two round
+	// trips per job.
+	return func(tx pgx.Tx) (queue.Enqueued, error) {
+		res, err := c.client.InsertTx(ctx, tx, args, q.opts.insert)
 		if err != nil {
 			if q.opts.workers != nil && strings.Contains(err.Error(), "not registered") {
 				return queue.Enqueued{}, fmt.Errorf("inserting %s args %+v: %w; the production client's workers bundle (twiceriver.Workers) has no worker for the job's own kind %q, so River refuses the insert in production too: add the worker with river.AddWorker", args.Kind(), args, err, args.Kind())
@@ -469,7 +536,7 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 				Reason: fmt.Sprintf("River's UniqueOpts matched job %d (%s)", res.Job.ID, res.Job.State)}, nil
 		}
 		return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10)}, nil
-	})
+	}(autocommit{op.Conn})
 }
 
 // Fetch hands the job out as River's producer and maintenance services
@@ -482,25 +549,25 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	if err != nil {
 		return queue.Fetched{}, fmt.Errorf("job ID %q is not River's: %w", op.JobID, err)
 	}
-	c, err := client(riverpgxv5.New(nil), func() time.Time { return op.Now }, nil)
-	if err != nil {
-		return queue.Fetched{}, err
+	if q.err != nil {
+		return queue.Fetched{}, q.err
 	}
+	c := q.reader
 	if op.Kind != queue.DeliveryRedrive {
 		// River's producer locks an available job in one statement of
 		// its own; the rescuer touches only running jobs, so when the
 		// job can be locked at once a rescue first would have changed
 		// nothing, and the lock needs no transaction around it.
-		tx := autocommit{op.Conn}
-		tag, err := lock(ctx, tx, id, op.Now)
-		if err != nil {
-			return queue.Fetched{}, err
+		// The lock and River's JobGetTx go in one round trip.
+		tx := &lockThenRead{autocommit: autocommit{op.Conn}, id: id, now: op.Now}
+		row, err := c.JobGetTx(ctx, tx, id)
+		if tx.err != nil {
+			return queue.Fetched{}, tx.err
 		}
-		if tag.RowsAffected() == 1 {
-			row, err := c.JobGetTx(ctx, tx, id)
-			if err != nil {
-				return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
-			}
+		if err != nil {
+			return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+		}
+		if tx.tag.RowsAffected() == 1 {
 			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
 		}
 	}
@@ -518,7 +585,12 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 			if row.State == rivertype.JobStateCompleted {
 				return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
 			}
-			if _, err := c.JobRetryTx(ctx, tx, id); err != nil {
+			// JobRetry reads River's clock: a client at op.Now.
+			retrier, err := client(txDriver, func() time.Time { return op.Now }, nil)
+			if err != nil {
+				return queue.Fetched{}, err
+			}
+			if _, err := retrier.JobRetryTx(ctx, tx, id); err != nil {
 				return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
 			}
 		}
@@ -537,17 +609,61 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	})
 }
 
-// lock moves job id to running for a new attempt if it is available,
-// retryable or scheduled and due at now, as River's producer does.
-func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
-	tag, err := tx.Exec(ctx, `
+// lockThenRead is the harness's connection as the pgx.Tx River's JobGetTx
+// reads the job on, with the lock sent ahead of River's query in the same
+// pipeline (one implicit transaction): tag is the lock's, err its error.
+type lockThenRead struct {
+	autocommit
+	id  int64
+	now time.Time
+	tag pgconn.CommandTag
+	err error
+}
+
+// QueryRow sends the lock and River's query together; the row's Scan
+// reads both answers.
+func (t *lockThenRead) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	b := &pgx.Batch{}
+	b.Queue(lockSQL, t.id, t.now)
+	b.Queue(sql, args...)
+	return &lockedRow{t: t, br: t.SendBatch(ctx, b)}
+}
+
+// lockedRow is River's row after the lock's answer.
+type lockedRow struct {
+	t  *lockThenRead
+	br pgx.BatchResults
+}
+
+func (r *lockedRow) Scan(dest ...any) error {
+	tag, err := r.br.Exec()
+	if err != nil {
+		_ = r.br.Close()
+		r.t.err = fmt.Errorf("fetching job %d: %w", r.t.id, err)
+		return r.t.err
+	}
+	r.t.tag = tag
+	if err := r.br.QueryRow().Scan(dest...); err != nil {
+		_ = r.br.Close()
+		return err
+	}
+	return r.br.Close()
+}
+
+// lockSQL moves job $1 to running for a new attempt if it is available,
+// retryable or scheduled and due at $2, as River's producer does.
+const lockSQL = `
 		UPDATE river_job SET
 			state = 'running',
 			attempt = attempt + 1,
 			attempted_at = $2::timestamptz,
 			attempted_by = array_append(coalesce(attempted_by, '{}'), 'twice')
-		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`,
-		id, now)
+		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`
+
+// lock moves job id to running for a new attempt if it is available,
+// retryable or scheduled and due at now, as River's producer does.
+func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
+	tag, err := tx.Exec(ctx, lockSQL, id, now)
 	if err != nil {
 		return tag, fmt.Errorf("fetching job %d: %w", id, err)
 	}
@@ -562,7 +678,7 @@ func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.Comma
 // River's retry delay, or discarded after its last attempt. The rescue is
 // dated where River's rescuer could first make it.
 func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
-	exec := riverpgxv5.New(nil).UnwrapExecutor(tx)
+	exec := txDriver.UnwrapExecutor(tx)
 	horizon := now.Add(-q.rescueAfter)
 	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon})
 	if err != nil {
@@ -729,7 +845,7 @@ func snoozes(metadata []byte) ([]byte, error) {
 // state the job is in afterwards; snooze says p is a snooze.
 func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdriver.JobSetStateIfRunningParams, snooze bool) (queue.Settled, error) {
 	return func(tx pgx.Tx) (queue.Settled, error) {
-		rows, err := riverpgxv5.New(nil).UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
+		rows, err := txDriver.UnwrapExecutor(tx).JobSetStateIfRunningMany(ctx, &riverdriver.JobSetStateIfRunningManyParams{
 			ID:              []int64{p.ID},
 			Attempt:         []*int{p.Attempt},
 			ErrData:         [][]byte{p.ErrData},

@@ -18,7 +18,10 @@ import (
 // (crash-before-ack, lost-ack) withholds the queue's Ack.
 //
 // The methods must not keep the connection or anything made from it; an
-// error ends the scenario as an internal error naming the operation.
+// error ends the scenario as an internal error naming the operation. A
+// later scenario on the same database may get the same connection (the
+// harness keeps it across the database's reset, warm, with its prepared
+// statements), so state keyed by it must not outlive the execution.
 type Queue interface {
 	// Schema is what the scenario's database needs for the queue before
 	// the job's own setup runs (River's tables, gue_jobs). The harness

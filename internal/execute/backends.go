@@ -65,8 +65,13 @@ func (p *backendPools) close() {
 }
 
 // giveBack gives db back after a scenario or a clean run, sparing from its
-// reset the backends its deliveries left idle. Every execution on db has
-// ended by then, so those backends are idle and reset (DISCARD ALL).
+// reset the backends its deliveries left idle (reset with DISCARD ALL) and
+// the queue's kept connection (queueconns.go). Every execution on db has
+// ended by then, so those backends are idle.
 func (r *Executor) giveBack(ctx context.Context, db *freshdb.Database) error {
-	return db.DropSparing(ctx, r.backends.idle(db.Name))
+	spare := r.backends.idle(db.Name)
+	if pid := r.queueConns.pid(db.Name); pid != 0 {
+		spare = append(spare, pid)
+	}
+	return db.DropSparing(ctx, spare)
 }

@@ -70,6 +70,7 @@ type Executor struct {
 
 	stragglers stragglers   // handler goroutines not waited for; see linger.go
 	backends   backendPools // server backends kept per database; see backends.go
+	queueConns queueConns   // the queue's connection kept per database; see queueconns.go
 	leftOpen   leftOpen     // deliveries that returned with a transaction open; see leftopen.go
 	leftConns  leftOpen     // deliveries that returned with a DSN connection open; see ownconns.go
 }
@@ -188,9 +189,11 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 	return o.ex.snapshot(ctx)
 }
 
-// Close ends the kept backends and the connection that asks about locks.
+// Close ends the kept backends, the kept queue connections and the
+// connection that asks about locks.
 func (r *Executor) Close(ctx context.Context) {
 	r.backends.close()
+	r.queueConns.close(ctx)
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	if r.admin != nil {

@@ -26,6 +26,8 @@ import (
 type queueRun struct {
 	q      queue.Queue
 	name   string // the job's
+	db     string // the scenario database's name
+	kept   *queueConns
 	rules  queue.Rules
 	conn   *pgx.Conn
 	pid    uint32
@@ -60,14 +62,19 @@ type queueCall struct {
 	err    error
 }
 
-// openQueue connects to the scenario's database, outside the proxy, and
-// enqueues every job of the schedule, the original first.
+// openQueue connects to the scenario's database, outside the proxy (or
+// takes the connection an earlier scenario on it kept), and enqueues
+// every job of the schedule, the original first.
 func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
-	conn, err := pgx.Connect(ctx, e.db.ConnString)
-	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
+	conn := e.r.queueConns.take(e.db.Name)
+	if conn == nil {
+		var err error
+		conn, err = pgx.Connect(ctx, e.db.ConnString)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
+		}
 	}
-	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, rules: e.r.cfg.Rules, conn: conn, pid: conn.PgConn().PID(),
+	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, db: e.db.Name, kept: &e.r.queueConns, rules: e.r.cfg.Rules, conn: conn, pid: conn.PgConn().PID(),
 		ops: make(chan struct{}, 1), jobs: map[int]*queuedJob{}}
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	var nums []int
@@ -142,7 +149,7 @@ func (q *queueRun) close(ctx context.Context) {
 	if q.running != nil {
 		<-q.ops
 	}
-	_ = q.conn.Close(context.WithoutCancel(ctx))
+	q.kept.put(context.WithoutCancel(ctx), q.db, q.conn)
 }
 
 // begin asks the queue for d's delivery: at once, or, when the queue
