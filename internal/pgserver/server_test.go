@@ -270,7 +270,9 @@ func TestLifetimeDocker(t *testing.T) {
 			child.Wait()
 			if killWatchdog {
 				require.True(t, exists(id), "nothing should have removed the container yet")
-				sweepContainers(context.Background(), cli)
+				helper, err := dockerHelper(context.Background())
+				require.NoError(t, err)
+				require.NoError(t, sweepContainers(context.Background(), helper))
 			}
 			eventually(t, func() bool { return !exists(id) }, "container %s still exists", shortID(id))
 		})
