@@ -25,6 +25,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -71,7 +72,7 @@ func main() {
 }
 
 // serve answers requests until stdin ends, then removes the container.
-func serve(in *os.File, out *os.File) int {
+func serve(in io.Reader, out io.Writer) int {
 	enc := json.NewEncoder(out)
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)

@@ -74,7 +74,7 @@ func dockerHelper(ctx context.Context) (string, error) {
 	args := []string{"build", "-v", "-o", out}
 	gomod, gowork := env[0], env[1]
 	buildErr := goBuild(ctx, goCmd, wd, append(args, dockerHelperPkg))
-	if buildErr != nil && strings.Contains(buildErr.Error(), "missing go.sum entry") && gowork == "" && gomod != "" && gomod != os.DevNull {
+	if buildErr != nil && strings.Contains(buildErr.Error(), "missing go.sum entry") && (gowork == "" || gowork == "off") && gomod != "" && gomod != os.DevNull {
 		// A module that requires twice has, once tidy, no go.sum lines for
 		// what only the helper imports. Add them to a copy, never to the
 		// module's own go.mod and go.sum.
