@@ -46,7 +46,8 @@ func dockerHelper(ctx context.Context) (string, error) {
 	}
 	goCmd, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("[twice] config: TWICE_POSTGRES=docker builds its helper %s with the go command, and there is no go on PATH: put it there, or build the helper yourself and set %s to it", dockerHelperPkg, dockerHelperEnv)
+		// Without its helper Docker is as absent as without an engine.
+		return "", unavailable("no go command on PATH to build the Docker helper %s (put go there, or build the helper yourself and set %s to it)", dockerHelperPkg, dockerHelperEnv)
 	}
 	wd, err := os.Getwd()
 	if err != nil {

@@ -190,12 +190,15 @@ func TestNoWayAvailable(t *testing.T) {
 	if err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and unshare(1) to hide the Docker socket from a child")
 	}
+	// The child has no PATH, so no go to build the Docker helper with.
+	helper, err := dockerHelper(context.Background())
+	require.NoError(t, err)
 	for _, mode := range []string{"", ModeLocal, ModeDocker} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c",
 				`for s in /var/run/docker.sock /run/docker.sock; do [ -e "$s" ] && mount --bind /dev/null "$s"; done; exec "$@"`,
 				"sh", os.Args[0], "-test.run=^TestHelperNoWay$", "-test.v")
-			cmd.Env = append(os.Environ(), helperEnv+"=1", "TWICE_POSTGRES="+mode, "DOCKER_HOST=", "TWICE_DATABASE_URL=")
+			cmd.Env = append(os.Environ(), helperEnv+"=1", "TWICE_POSTGRES="+mode, "DOCKER_HOST=", "TWICE_DATABASE_URL=", dockerHelperEnv+"="+helper)
 			b, err := cmd.CombinedOutput()
 			out := string(b)
 			t.Log(out)
