@@ -257,12 +257,15 @@ func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (
 }
 
 func (h *dockerProcess) died(op string, err error) error {
+	if err == nil {
+		err = io.EOF // its stdout ended
+	}
 	_ = h.cmd.Wait()
 	msg := strings.TrimSpace(h.stderr.String())
 	if msg == "" {
 		msg = "(it printed nothing)"
 	}
-	return fmt.Errorf("[twice] internal: Docker helper %s ended during %s (%v, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
+	return fmt.Errorf("[twice] internal: Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
 }
 
 func (h *dockerProcess) logTail() string {

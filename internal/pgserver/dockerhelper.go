@@ -113,7 +113,7 @@ func goBuildWithModCopy(ctx context.Context, goCmd, wd, gomod string, args []str
 	defer func() { _ = os.RemoveAll(tmp) }()
 	for _, f := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(gomod), f))
-		if err != nil && !(f == "go.sum" && os.IsNotExist(err)) {
+		if err != nil && (f != "go.sum" || !os.IsNotExist(err)) {
 			return fmt.Errorf("[twice] internal: copy %s for the Docker helper's build: %w", f, err)
 		}
 		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o600); err != nil {
@@ -157,9 +157,9 @@ func goBuild(ctx context.Context, goCmd, wd string, args []string) error {
 				n := compiled
 				mu.Unlock()
 				if !reported {
-					fmt.Fprintf(dockerHelperOut, "[twice] TWICE_POSTGRES=docker: building its helper %s (testcontainers-go, once per build cache): %d packages compiled\n", dockerHelperPkg, n)
+					_, _ = fmt.Fprintf(dockerHelperOut, "[twice] TWICE_POSTGRES=docker: building its helper %s (testcontainers-go, once per build cache): %d packages compiled\n", dockerHelperPkg, n)
 				} else {
-					fmt.Fprintf(dockerHelperOut, "[twice] building the Docker helper: %d packages compiled (%s)\n", n, time.Since(began).Round(time.Second))
+					_, _ = fmt.Fprintf(dockerHelperOut, "[twice] building the Docker helper: %d packages compiled (%s)\n", n, time.Since(began).Round(time.Second))
 				}
 				reported = true
 				t.Reset(10 * time.Second)
@@ -182,10 +182,10 @@ func goBuild(ctx context.Context, goCmd, wd string, args []string) error {
 	close(done)
 	<-finished
 	if err != nil {
-		return fmt.Errorf("[twice] config: TWICE_POSTGRES=docker needs its helper, and `cd %s && go %s` failed (%v):\n%s\nfix what go says (e.g. go mod download), or build the helper yourself and set %s to it", wd, strings.Join(args, " "), err, strings.Join(msg, "\n"), dockerHelperEnv)
+		return fmt.Errorf("[twice] config: TWICE_POSTGRES=docker needs its helper, and `cd %s && go %s` failed (%w):\n%s\nfix what go says (e.g. go mod download), or build the helper yourself and set %s to it", wd, strings.Join(args, " "), err, strings.Join(msg, "\n"), dockerHelperEnv)
 	}
 	if reported {
-		fmt.Fprintf(dockerHelperOut, "[twice] built the Docker helper in %s (%d packages compiled)\n", time.Since(began).Round(time.Second), compiled)
+		_, _ = fmt.Fprintf(dockerHelperOut, "[twice] built the Docker helper in %s (%d packages compiled)\n", time.Since(began).Round(time.Second), compiled)
 	}
 	return nil
 }
