@@ -1,46 +1,46 @@
 package pgserver
 
+// The Docker mode runs testcontainers-go in a helper process,
+// cmd/twice-pgdocker, built on demand (see dockerhelper.go) and driven
+// over its stdin and stdout: testcontainers-go, the Docker client and
+// OpenTelemetry (about 130 packages) are then compiled only when Docker is
+// used, and linked into no test binary. The helper removes the container
+// when its stdin ends, that is when this process exits; the watchdog
+// removes it too (with the helper's remove command) should the helper
+// have been killed as well.
+
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/moby/moby/api/pkg/stdcopy"
-	"github.com/moby/moby/api/types/container"
-	"github.com/moby/moby/api/types/network"
-	"github.com/moby/moby/client"
-	"github.com/testcontainers/testcontainers-go"
-	tcexec "github.com/testcontainers/testcontainers-go/exec"
-	tclog "github.com/testcontainers/testcontainers-go/log"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 
 	"github.com/runtwice/twice/internal/owner"
-	"github.com/runtwice/twice/internal/text"
+	"github.com/runtwice/twice/internal/pgserver/dockerproto"
 )
 
 // ownerLabel marks twice's containers with "<pid> <start> <host>" of the
 // test process, so a later run removes those a killed run left, and never
-// anyone else's.
+// anyone else's (cmd/twice-pgdocker reads it).
 const ownerLabel = "org.runtwice.twice.owner"
 
-const (
-	dockerPingTimeout  = 10 * time.Second
-	dockerPullTimeout  = 5 * time.Minute
-	dockerReadyTimeout = 2 * time.Minute
-)
+const dockerReadyTimeout = 2 * time.Minute
 
 // containerArgs tune the container's server like serverArgs tune a local
-// one; its data directory is a tmpfs (see startDocker).
+// one; its data directory is a tmpfs (see cmd/twice-pgdocker).
 var containerArgs = []string{
 	"postgres",
 	"-c", "fsync=off",
@@ -53,58 +53,17 @@ var containerArgs = []string{
 	"-c", "TimeZone=UTC",
 }
 
-// dockerClient reaches the engine the way testcontainers-go will, failing
-// within dockerPingTimeout when there is none.
-func dockerClient(ctx context.Context) (*testcontainers.DockerClient, error) {
-	ctx, cancel := context.WithTimeout(ctx, dockerPingTimeout)
-	defer cancel()
-	type result struct {
-		cli *testcontainers.DockerClient
-		err error
-	}
-	// testcontainers-go's host discovery takes no deadline everywhere: bound it here.
-	done := make(chan result, 1)
-	go func() {
-		cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-		if err == nil {
-			if _, err = cli.Ping(ctx, client.PingOptions{}); err != nil {
-				_ = cli.Close()
-				cli = nil
-			}
-		}
-		done <- result{cli, err}
-	}()
-	select {
-	case r := <-done:
-		if r.err != nil {
-			return nil, unavailable("no Docker engine answered: %v", text.FirstLine(r.err.Error()))
-		}
-		return r.cli, nil
-	case <-ctx.Done():
-		return nil, unavailable("no Docker engine answered within %s", dockerPingTimeout)
-	}
-}
-
 func startDocker(ctx context.Context, image string) (*Server, error) {
 	if image == "" {
 		image = DefaultImage
 	}
-	cli, err := dockerClient(ctx)
+	if err := dockerEndpointHint(); err != nil {
+		return nil, err
+	}
+	helper, err := dockerHelper(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = cli.Close() }()
-	if err := ensureImage(ctx, cli, image); err != nil {
-		return nil, err
-	}
-	if !testcontainers.ReadConfig().RyukDisabled {
-		reaper := testcontainers.ReaperDefaultImage //nolint:staticcheck // the name is what we need to look for
-		if _, err := cli.ImageInspect(ctx, reaper); err != nil {
-			return nil, fmt.Errorf("[twice] internal: testcontainers-go's reaper Ryuk (image %s) is not on this machine and would be pulled with retries for minutes: set TESTCONTAINERS_RYUK_DISABLED=true (twice removes its own containers, even after a crash), or docker pull %s", reaper, reaper)
-		}
-	}
-	sweepContainers(ctx, cli)
-
 	wd, err := startWatchdog()
 	if err != nil {
 		return nil, err
@@ -114,81 +73,57 @@ func startDocker(ctx context.Context, image string) (*Server, error) {
 		_ = wd.release(time.Minute)
 		return nil, err
 	}
-	hostname, _ := os.Hostname()
-	// A local engine (unix socket) publishes ports on this machine: reach
-	// them on loopback, and publish only there. testcontainers-go would
-	// pick the default gateway's address when it finds /.dockerenv.
-	loopback := isLocalEngine(cli.DaemonHost()) && os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") == ""
-	ctr, err := tcpostgres.Run(ctx, image,
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword(password),
-		tcpostgres.WithDatabase("postgres"),
-		testcontainers.WithCmd(containerArgs...),
-		// initdb and every test database on tmpfs: ~5x faster than the overlay fs.
-		testcontainers.WithTmpfs(map[string]string{"/var/lib/postgresql": "rw"}),
-		testcontainers.WithLabels(map[string]string{ownerLabel: fmt.Sprintf("%s %s", owner.Self(), hostname)}),
-		testcontainers.WithHostConfigModifier(func(hc *container.HostConfig) {
-			if loopback {
-				hc.PortBindings = network.PortMap{network.MustParsePort("5432/tcp"): {{HostIP: netip.MustParseAddr("127.0.0.1")}}}
-			}
-		}),
-		testcontainers.WithLogger(tclog.NewNoopLogger()),
-		testcontainers.WithAdditionalLifecycleHooks(testcontainers.ContainerLifecycleHooks{
-			PostCreates: []testcontainers.ContainerHook{func(_ context.Context, c testcontainers.Container) error {
-				return wd.watchContainer(c.GetContainerID())
-			}},
-		}),
-	)
+	h, err := startDockerProcess(helper)
+	if err != nil {
+		_ = wd.release(time.Minute)
+		return nil, err
+	}
 	stop := func() error {
 		var errs []error
-		if ctr != nil {
-			tctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := ctr.Terminate(tctx); err != nil {
-				errs = append(errs, fmt.Errorf("[twice] internal: remove PostgreSQL container %s: %w", shortID(ctr.GetContainerID()), err))
-			}
+		if err := h.stop(); err != nil {
+			errs = append(errs, err)
 		}
 		if err := wd.release(2 * time.Minute); err != nil {
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)
 	}
+	hostname, _ := os.Hostname()
+	var watchErr error
+	resp, err := h.call(dockerproto.Request{
+		Op: dockerproto.OpStart, Image: image, Password: password, Args: containerArgs,
+		Labels: map[string]string{ownerLabel: fmt.Sprintf("%s %s", owner.Self(), hostname)},
+	}, func(id string) {
+		watchErr = wd.watchContainer(id, helper)
+	})
+	if err == nil && watchErr != nil {
+		err = watchErr
+	}
 	if err != nil {
 		_ = stop()
-		return nil, fmt.Errorf("[twice] internal: start PostgreSQL container from %s: %w", image, err)
+		return nil, err
 	}
-	srv, err := connectContainer(ctx, ctr, password, loopback)
+	srv, err := connectContainer(ctx, h, resp, password)
 	if err != nil {
 		_ = stop()
 		return nil, err
 	}
 	srv.stop = stop
-	srv.container = ctr.GetContainerID()
+	srv.container = resp.ID
 	srv.image = image
-	srv.ctr = ctr
+	srv.ctr = h
 	return srv, nil
 }
 
-// connectContainer waits until the server in ctr answers a query. The log
-// line "ready to accept connections" is no proof: the official image
-// starts a temporary server for its init scripts, then restarts.
-func connectContainer(ctx context.Context, ctr *tcpostgres.PostgresContainer, password string, loopback bool) (*Server, error) {
+// connectContainer waits until the server in the container answers a
+// query. The log line "ready to accept connections" is no proof: the
+// official image starts a temporary server for its init scripts, then
+// restarts.
+func connectContainer(ctx context.Context, h *dockerProcess, started dockerproto.Response, password string) (*Server, error) {
 	ctx, cancel := context.WithTimeout(ctx, dockerReadyTimeout)
 	defer cancel()
-	host := "127.0.0.1"
-	if !loopback {
-		h, err := ctr.Host(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: Docker host of the PostgreSQL container: %w", err)
-		}
-		host = h
-	}
-	port, err := ctr.MappedPort(ctx, "5432/tcp")
-	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: port of the PostgreSQL container: %w", err)
-	}
 	base := formatKeywordValue(map[string]string{
-		"host": host, "port": port.Port(), "user": "postgres", "password": password,
+		"host": started.Host, "port": started.Port, "user": "postgres", "password": password,
 		"dbname": "postgres", "sslmode": "disable", "connect_timeout": "10",
 	})
 	cfg, err := pgconn.ParseConfig(base)
@@ -203,87 +138,213 @@ func connectContainer(ctx context.Context, ctr *tcpostgres.PostgresContainer, pa
 		if err == nil {
 			return &Server{mode: ModeDocker, base: base, version: version}, nil
 		}
-		if st, serr := ctr.State(ctx); serr == nil && !st.Running {
-			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s exited (code %d) before it answered; its log ends:\n%s", shortID(ctr.GetContainerID()), st.ExitCode, containerLogTail(ctr))
+		if st, serr := h.call(dockerproto.Request{Op: dockerproto.OpState}, nil); serr == nil && !st.Running {
+			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s exited (code %d) before it answered; its log ends:\n%s", shortID(started.ID), st.ExitCode, h.logTail())
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s did not answer on %s:%s within %s (%w); its log ends:\n%s", shortID(ctr.GetContainerID()), host, port.Port(), dockerReadyTimeout, err, containerLogTail(ctr))
+			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s did not answer on %s:%s within %s (%w); its log ends:\n%s", shortID(started.ID), started.Host, started.Port, dockerReadyTimeout, err, h.logTail())
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 250*time.Millisecond)
 	}
 }
 
-func isLocalEngine(daemonHost string) bool {
-	return strings.HasPrefix(daemonHost, "unix://") || strings.HasPrefix(daemonHost, "npipe://")
+// dockerEndpointHint says whether a Docker engine may be here without
+// building the helper: where none of the places testcontainers-go looks
+// exists, the answer is a quick "unavailable" rather than a minute's build.
+func dockerEndpointHint() error {
+	if os.Getenv("DOCKER_HOST") != "" || os.Getenv("TESTCONTAINERS_HOST_OVERRIDE") != "" || os.Getenv("DOCKER_CONTEXT") != "" {
+		return nil
+	}
+	candidates := []string{"/var/run/docker.sock", "/run/docker.sock"}
+	if home, err := os.UserHomeDir(); err == nil {
+		candidates = append(candidates,
+			home+"/.testcontainers.properties", // may name docker.host
+			home+"/.docker/run/docker.sock",
+			home+"/.docker/desktop/docker.sock",
+			home+"/.docker/contexts/meta",
+			home+"/.colima/default/docker.sock",
+			home+"/.rd/docker.sock",
+		)
+	}
+	if xdg := os.Getenv("XDG_RUNTIME_DIR"); xdg != "" {
+		candidates = append(candidates, xdg+"/docker.sock", xdg+"/podman/podman.sock")
+	}
+	candidates = append(candidates, fmt.Sprintf("/run/user/%d/docker.sock", os.Getuid()))
+	for _, c := range candidates {
+		if _, err := os.Stat(c); err == nil {
+			return nil
+		}
+	}
+	return unavailable("no Docker engine answered: DOCKER_HOST is unset and there is no /var/run/docker.sock, rootless socket or ~/.testcontainers.properties")
 }
 
-// ensureImage pulls image unless the engine has it, with one bounded try
-// rather than testcontainers-go's minutes of retries.
-func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image string) error {
-	if _, err := cli.ImageInspect(ctx, image); err == nil {
-		return nil
-	} else if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("[twice] internal: inspect Docker image %s: %w", image, err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, dockerPullTimeout)
-	defer cancel()
-	resp, err := cli.ImagePull(pctx, image, client.ImagePullOptions{})
-	if err == nil {
-		err = resp.Wait(pctx)
-		_ = resp.Close()
-	}
+// dockerProcess is a running cmd/twice-pgdocker serve.
+type dockerProcess struct {
+	path   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	out    *bufio.Scanner
+	stderr *tailBuffer
+
+	mu     sync.Mutex // one request at a time
+	closed bool
+}
+
+func startDockerProcess(path string) (*dockerProcess, error) {
+	cmd := exec.Command(path, "serve")
+	cmd.Dir = "/"
+	cmd.Env = filteredEnv("GOCOVERDIR", "TWICE_DATABASE_URL")
+	// Its own group: a ^C for go test must not stop it before it removed
+	// the container; it ends when its stdin does.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error()))
+		return nil, fmt.Errorf("[twice] internal: pipe to %s: %w", path, err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("[twice] internal: pipe from %s: %w", path, err)
+	}
+	tb := &tailBuffer{max: 4000}
+	cmd.Stderr = tb
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("[twice] internal: start the Docker helper %s: %w", path, err)
+	}
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	return &dockerProcess{path: path, cmd: cmd, stdin: stdin, out: sc, stderr: tb}, nil
+}
+
+// call sends req and returns the helper's answer; created, if not nil, is
+// called with each early Created report.
+func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (dockerproto.Response, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper already stopped (%s)", req.Op)
+	}
+	line, err := json.Marshal(req)
+	if err != nil {
+		return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper request: %w", err)
+	}
+	if _, err := h.stdin.Write(append(line, '\n')); err != nil {
+		return dockerproto.Response{}, h.died(req.Op, err)
+	}
+	for {
+		if !h.out.Scan() {
+			return dockerproto.Response{}, h.died(req.Op, h.out.Err())
+		}
+		var resp dockerproto.Response
+		if err := json.Unmarshal(h.out.Bytes(), &resp); err != nil {
+			return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper %s answered %q to %s: %w", h.path, h.out.Text(), req.Op, err)
+		}
+		if resp.Created != "" {
+			if created != nil {
+				created(resp.Created)
+			}
+			continue
+		}
+		if resp.Error != "" {
+			if resp.Unavailable {
+				return resp, unavailable("%s", resp.Error)
+			}
+			return resp, errors.New(resp.Error)
+		}
+		return resp, nil
+	}
+}
+
+func (h *dockerProcess) died(op string, err error) error {
+	if err == nil {
+		err = io.EOF // its stdout ended
+	}
+	_ = h.cmd.Wait()
+	msg := strings.TrimSpace(h.stderr.String())
+	if msg == "" {
+		msg = "(it printed nothing)"
+	}
+	return fmt.Errorf("[twice] internal: Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
+}
+
+func (h *dockerProcess) logTail() string {
+	resp, err := h.call(dockerproto.Request{Op: dockerproto.OpLogs}, nil)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	return resp.Logs
+}
+
+// stop removes the container and waits for the helper to exit.
+func (h *dockerProcess) stop() error {
+	_, err := h.call(dockerproto.Request{Op: dockerproto.OpStop}, nil)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil
+	}
+	h.closed = true
+	_ = h.stdin.Close()
+	done := make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		_ = h.cmd.Process.Kill()
+		if err == nil {
+			err = fmt.Errorf("[twice] internal: Docker helper (pid %d) still running 2m after stop: killed it", h.cmd.Process.Pid)
+		}
+	}
+	return err
+}
+
+// execToFile runs cmd in the container with env, its stdout into path.
+func (h *dockerProcess) execToFile(_ context.Context, cmd, env []string, path string) (dockerproto.Response, error) {
+	// The helper runs in /.
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return dockerproto.Response{}, fmt.Errorf("[twice] internal: %w", err)
+	}
+	return h.call(dockerproto.Request{Op: dockerproto.OpExec, Cmd: cmd, Env: env, Stdout: path}, nil)
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// sweepContainers removes the containers that test processes on this host
+// left when they and their watchdogs were killed.
+func sweepContainers(ctx context.Context, helper string) error {
+	out, err := exec.CommandContext(ctx, helper, "sweep").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("[twice] internal: %s sweep: %w: %s", helper, err, out)
 	}
 	return nil
 }
 
-// sweepContainers removes the containers of test processes on this host
-// that are gone.
-func sweepContainers(ctx context.Context, cli *testcontainers.DockerClient) {
-	list, err := cli.ContainerList(ctx, client.ContainerListOptions{
-		All:     true,
-		Filters: make(client.Filters).Add("label", ownerLabel),
-	})
-	if err != nil {
-		return
-	}
-	host, _ := os.Hostname()
-	for _, c := range list.Items {
-		f := strings.Fields(c.Labels[ownerLabel])
-		if len(f) != 3 || f[2] != host {
-			continue
-		}
-		p, ok := owner.Parse(f[0] + " " + f[1])
-		if !ok || p.Alive() {
-			continue
-		}
-		_, _ = cli.ContainerRemove(ctx, c.ID, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-	}
-}
-
 // removeContainer is the watchdog's way to remove a container.
-func removeContainer(ctx context.Context, id string) {
-	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
-	if err != nil {
-		return
-	}
-	defer func() { _ = cli.Close() }()
-	_, _ = cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
-}
-
-func containerLogTail(ctr *tcpostgres.PostgresContainer) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rc, err := ctr.Logs(ctx)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	defer func() { _ = rc.Close() }()
-	b, _ := io.ReadAll(rc)
-	return string(tail(b, 2000))
+func removeContainer(ctx context.Context, id, helper string) {
+	_ = exec.CommandContext(ctx, helper, "remove", id).Run()
 }
 
 func randomPassword() (string, error) {
@@ -301,9 +362,9 @@ func shortID(id string) string {
 	return id
 }
 
-// execer runs a command in a container, as testcontainers.Container does.
+// execer runs a command in a container, its stdout into a file.
 type execer interface {
-	Exec(ctx context.Context, cmd []string, options ...tcexec.ProcessOption) (int, io.Reader, error)
+	execToFile(ctx context.Context, cmd, env []string, path string) (dockerproto.Response, error)
 }
 
 // dumpInContainer runs pg_dump inside the server's container, over TCP to
@@ -322,20 +383,13 @@ func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) erro
 		"host": "127.0.0.1", "port": "5432", "user": cfg.User, "dbname": database, "sslmode": "disable",
 	})
 	cmd := append(append([]string{"pg_dump"}, pgDumpArgs...), "-d", conn)
-	code, out, err := s.ctr.Exec(ctx, cmd, tcexec.WithEnv([]string{"PGPASSWORD=" + cfg.Password}))
+	res, err := s.ctr.execToFile(ctx, cmd, []string{"PGPASSWORD=" + cfg.Password}, tmp)
 	if err != nil {
 		return fmt.Errorf("[twice] dumping database %s with %s failed: %w", database, where, err)
 	}
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
-	}
-	var stderr bytes.Buffer
-	_, copyErr := stdcopy.StdCopy(f, &stderr, out)
-	closeErr := f.Close()
 	switch {
-	case code != 0:
-		msg := strings.TrimSpace(string(tail(stderr.Bytes(), 2000)))
+	case res.Code != 0:
+		msg := strings.TrimSpace(string(tail([]byte(res.Stderr), 2000)))
 		if msg == "" {
 			// The engine reports a command it could not start on stdout.
 			b, _ := os.ReadFile(tmp)
@@ -344,14 +398,12 @@ func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) erro
 		if msg == "" {
 			msg = "(it printed nothing)"
 		}
-		if code == 126 || code == 127 {
+		if res.Code == 126 || res.Code == 127 {
 			msg += "\nthe image has no runnable pg_dump on its PATH: set TWICE_POSTGRES_IMAGE to a PostgreSQL image that has one (the official postgres images do)"
 		}
-		return fmt.Errorf("[twice] dumping database %s with %s failed with exit code %d:\n%s", database, where, code, msg)
-	case copyErr != nil:
-		return fmt.Errorf("[twice] internal: dumping database %s with %s: reading its output: %w", database, where, copyErr)
-	case closeErr != nil:
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, closeErr)
+		return fmt.Errorf("[twice] dumping database %s with %s failed with exit code %d:\n%s", database, where, res.Code, msg)
+	case res.ReadError != "":
+		return fmt.Errorf("[twice] internal: dumping database %s with %s: reading its output: %s", database, where, res.ReadError)
 	}
 	return nil
 }

@@ -1,10 +1,7 @@
 package pgserver
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	tcexec "github.com/testcontainers/testcontainers-go/exec"
+
+	"github.com/runtwice/twice/internal/pgserver/dockerproto"
 )
 
 const dumpFixture = `CREATE TABLE widgets (id int PRIMARY KEY, name text NOT NULL);
@@ -148,8 +146,8 @@ type renamedExecer struct {
 	name string
 }
 
-func (r renamedExecer) Exec(ctx context.Context, cmd []string, options ...tcexec.ProcessOption) (int, io.Reader, error) {
-	return r.execer.Exec(ctx, append([]string{r.name}, cmd[1:]...), options...)
+func (r renamedExecer) execToFile(ctx context.Context, cmd, env []string, path string) (dockerproto.Response, error) {
+	return r.execer.execToFile(ctx, append([]string{r.name}, cmd[1:]...), env, path)
 }
 
 // TestDumpFails: a dump that fails says which pg_dump failed and what it
@@ -198,7 +196,7 @@ func TestDumpFails(t *testing.T) {
 		{
 			name: "docker: its output is not the engine's stream",
 			server: func(t *testing.T) *Server {
-				return &Server{mode: ModeDocker, base: "host=h user=postgres password=pw", container: "0123456789abcdef", image: "pg:test", ctr: fakeExecer{code: 0, out: "no header"}}
+				return &Server{mode: ModeDocker, base: "host=h user=postgres password=pw", container: "0123456789abcdef", image: "pg:test", ctr: fakeExecer{resp: dockerproto.Response{ReadError: "Unrecognized input header: 110"}}}
 			},
 			db:   "postgres",
 			want: []string{"[twice] internal: dumping database postgres with pg_dump inside PostgreSQL container 0123456789ab (image pg:test): reading its output: "},
@@ -206,7 +204,7 @@ func TestDumpFails(t *testing.T) {
 		{
 			name: "docker: pg_dump not found (fake engine)",
 			server: func(t *testing.T) *Server {
-				return &Server{mode: ModeDocker, base: "host=h user=postgres password=pw", container: "0123456789abcdef", image: "pg:test", ctr: fakeExecer{code: 127, out: frame(2, "exec: \"pg_dump\": executable file not found in $PATH\n")}}
+				return &Server{mode: ModeDocker, base: "host=h user=postgres password=pw", container: "0123456789abcdef", image: "pg:test", ctr: fakeExecer{resp: dockerproto.Response{Code: 127, Stderr: "exec: \"pg_dump\": executable file not found in $PATH\n"}}}
 			},
 			db: "postgres",
 			want: []string{
@@ -260,21 +258,11 @@ func startDockerServer(t *testing.T) *Server {
 	return srv
 }
 
-// frame is out as the engine multiplexes it on stream (1 stdout, 2 stderr).
-func frame(stream byte, out string) string {
-	h := make([]byte, 8)
-	h[0] = stream
-	binary.BigEndian.PutUint32(h[4:], uint32(len(out)))
-	return string(h) + out
-}
+// fakeExecer answers as the Docker helper would.
+type fakeExecer struct{ resp dockerproto.Response }
 
-type fakeExecer struct {
-	code int
-	out  string
-}
-
-func (f fakeExecer) Exec(context.Context, []string, ...tcexec.ProcessOption) (int, io.Reader, error) {
-	return f.code, strings.NewReader(f.out), nil
+func (f fakeExecer) execToFile(context.Context, []string, []string, string) (dockerproto.Response, error) {
+	return f.resp, nil
 }
 
 type recordingExecer struct {
@@ -282,12 +270,7 @@ type recordingExecer struct {
 	env []string
 }
 
-func (r *recordingExecer) Exec(_ context.Context, cmd []string, options ...tcexec.ProcessOption) (int, io.Reader, error) {
-	r.cmd = cmd
-	opts := tcexec.NewProcessOptions(cmd)
-	for _, o := range options {
-		o.Apply(opts)
-	}
-	r.env = opts.ExecConfig.Env
-	return 0, bytes.NewReader([]byte(frame(1, "-- PostgreSQL database dump\n"))), nil
+func (r *recordingExecer) execToFile(_ context.Context, cmd, env []string, path string) (dockerproto.Response, error) {
+	r.cmd, r.env = cmd, env
+	return dockerproto.Response{}, os.WriteFile(path, []byte("-- PostgreSQL database dump\n"), 0o600)
 }

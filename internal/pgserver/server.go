@@ -14,7 +14,9 @@
 //     under the user cache dir, so later runs only copy it.
 //   - docker: testcontainers-go's postgres module with the image of
 //     TWICE_POSTGRES_IMAGE (default postgres:16-alpine). The image must be
-//     on the machine or pullable.
+//     on the machine or pullable. testcontainers-go runs in a helper,
+//     cmd/twice-pgdocker, built on first use (TWICE_PGDOCKER names a
+//     prebuilt one), so no test binary links it; see docker.go.
 //
 // # Lifetime
 //

@@ -190,12 +190,15 @@ func TestNoWayAvailable(t *testing.T) {
 	if err != nil || os.Geteuid() != 0 {
 		t.Skip("needs root and unshare(1) to hide the Docker socket from a child")
 	}
+	// The child has no PATH, so no go to build the Docker helper with.
+	helper, err := dockerHelper(context.Background())
+	require.NoError(t, err)
 	for _, mode := range []string{"", ModeLocal, ModeDocker} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c",
 				`for s in /var/run/docker.sock /run/docker.sock; do [ -e "$s" ] && mount --bind /dev/null "$s"; done; exec "$@"`,
 				"sh", os.Args[0], "-test.run=^TestHelperNoWay$", "-test.v")
-			cmd.Env = append(os.Environ(), helperEnv+"=1", "TWICE_POSTGRES="+mode, "DOCKER_HOST=", "TWICE_DATABASE_URL=")
+			cmd.Env = append(os.Environ(), helperEnv+"=1", "TWICE_POSTGRES="+mode, "DOCKER_HOST=", "TWICE_DATABASE_URL=", dockerHelperEnv+"="+helper)
 			b, err := cmd.CombinedOutput()
 			out := string(b)
 			t.Log(out)
@@ -270,7 +273,9 @@ func TestLifetimeDocker(t *testing.T) {
 			child.Wait()
 			if killWatchdog {
 				require.True(t, exists(id), "nothing should have removed the container yet")
-				sweepContainers(context.Background(), cli)
+				helper, err := dockerHelper(context.Background())
+				require.NoError(t, err)
+				require.NoError(t, sweepContainers(context.Background(), helper))
 			}
 			eventually(t, func() bool { return !exists(id) }, "container %s still exists", shortID(id))
 		})
@@ -509,4 +514,74 @@ func TestWithoutPassword(t *testing.T) {
 			assert.NotContains(t, got, "s3cret")
 		})
 	}
+}
+
+// TestDockerHelperBuildFails: a module that cannot build the Docker
+// helper gets go's own message, the command that failed, and the way
+// around it; a named helper that does not exist is a config error.
+func TestDockerHelperBuildFails(t *testing.T) {
+	t.Run("module without twice", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/notwice\n\ngo 1.22\n"), 0o600))
+		t.Chdir(dir)
+		keepGoCache(t)
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+		t.Setenv("GOPROXY", "off")
+		t.Setenv("GOWORK", "off")
+		t.Setenv(dockerHelperEnv, "")
+		_, err := dockerHelper(context.Background())
+		require.Error(t, err)
+		t.Log(err)
+		for _, want := range []string{"[twice] config: TWICE_POSTGRES=docker needs its helper, and `cd " + dir + " && go build", dockerHelperPkg, "set TWICE_PGDOCKER"} {
+			assert.Contains(t, err.Error(), want)
+		}
+	})
+	t.Run("TWICE_PGDOCKER names nothing", func(t *testing.T) {
+		t.Setenv(dockerHelperEnv, "/nonexistent/twice-pgdocker")
+		_, err := dockerHelper(context.Background())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "[twice] config: TWICE_PGDOCKER=/nonexistent/twice-pgdocker: ")
+	})
+}
+
+// TestDockerHelperTidyModule: a module that requires twice but, tidy, has
+// no go.sum lines for testcontainers-go (only the helper imports it) still
+// gets the helper, and its go.mod and go.sum are left as they were.
+func TestDockerHelperTidyModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links the Docker helper: seconds")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	gomod := "module example.com/usestwice\n\ngo 1.26.0\n\nrequire github.com/runtwice/twice v0.0.0\n\nreplace github.com/runtwice/twice => " + root + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go.sum"), nil, 0o600))
+	t.Chdir(dir)
+	keepGoCache(t)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("GOPROXY", "off") // the module cache has what the repository's go.sum lists
+	t.Setenv("GOSUMDB", "off")
+	t.Setenv("GOWORK", "off")
+	t.Setenv(dockerHelperEnv, "")
+	helper, err := dockerHelper(context.Background())
+	require.NoError(t, err)
+	out, err := exec.Command(helper).CombinedOutput()
+	require.Error(t, err, "the helper without a command exits 2")
+	assert.Contains(t, string(out), "usage: twice-pgdocker serve")
+	b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+	require.NoError(t, err)
+	assert.Equal(t, gomod, string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "go.sum"))
+	require.NoError(t, err)
+	assert.Empty(t, b)
+}
+
+// keepGoCache pins go's build cache where it is, so a test that moves the
+// user cache directory (where the helper goes) does not build cold.
+func keepGoCache(t *testing.T) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOCACHE").Output()
+	require.NoError(t, err)
+	t.Setenv("GOCACHE", strings.TrimSpace(string(out)))
 }

@@ -6,8 +6,7 @@ package pgserver
 //
 // It is a re-exec of os.Executable() that this package's init() turns into
 // the watchdog when watchdogEnv is set. Not a `sh` script: removing a
-// container needs the Docker API, which a shell has no portable client
-// for, and checking that a pid still names the process we started (not a
+// container needs the Docker helper (cmd/twice-pgdocker), and checking that a pid still names the process we started (not a
 // reused pid) is easier to get right in Go. It starts off the critical
 // path: the test process does not wait for it.
 //
@@ -18,7 +17,7 @@ package pgserver
 //	dbs <prefix> <quoted conn> one run's databases to drop (see DropOnExit)
 //	proc <pid> <start>         a postgres postmaster to stop (fast shutdown)
 //	dir <path>                 a directory to remove
-//	container <id>             a Docker container to remove
+//	container <id> <helper>    a Docker container to remove with cmd/twice-pgdocker
 //
 // When the test process exits for any reason the kernel closes the write
 // end; the watchdog reads EOF, releases everything it was told about in the
@@ -56,7 +55,8 @@ func runWatchdog() {
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	var procs []owner.Process
 	var dbs []dbsJob
-	var dirs, containers []string
+	var dirs []string
+	var containers [][2]string // id, helper
 	sc := bufio.NewScanner(os.Stdin)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20) // a connection string may be long
 	for sc.Scan() {
@@ -73,7 +73,9 @@ func runWatchdog() {
 		case "dir":
 			dirs = append(dirs, rest)
 		case "container":
-			containers = append(containers, rest)
+			if id, helper, ok := strings.Cut(rest, " "); ok {
+				containers = append(containers, [2]string{id, helper})
+			}
 		}
 	}
 	if len(dbs) > 0 {
@@ -94,8 +96,8 @@ func runWatchdog() {
 	if len(containers) > 0 {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		for _, id := range containers {
-			removeContainer(ctx, id)
+		for _, c := range containers {
+			removeContainer(ctx, c[0], c[1])
 		}
 	}
 }
@@ -195,7 +197,9 @@ func (wd *watchdog) sendAs(line, what string) error {
 
 func (wd *watchdog) watchProc(p owner.Process) error { return wd.send("proc " + p.String()) }
 func (wd *watchdog) watchDir(dir string) error       { return wd.send("dir " + filepath.Clean(dir)) }
-func (wd *watchdog) watchContainer(id string) error  { return wd.send("container " + id) }
+func (wd *watchdog) watchContainer(id, helper string) error {
+	return wd.send("container " + id + " " + helper)
+}
 
 func (wd *watchdog) watchDatabases(prefix, connString string) error {
 	return wd.sendAs(dbsLine(prefix, connString), "databases "+prefix+"*")
