@@ -144,11 +144,9 @@ func TestRunReportsHandlerPanicWithStack(t *testing.T) {
 	assert.Equal(t, result.NotIdempotent, s.Verdict)
 	assert.Contains(t, s.Deliveries[1].Err, "handler panicked: boom")
 	assert.Contains(t, s.Deliveries[1].Err, "harness_test.go", "the stack names the handler")
-	require.Len(t, s.Deliveries, 3, "the queue retried the failed delivery")
-	assert.True(t, s.Deliveries[2].QueueRetry)
-	assert.Equal(t, 3, s.Deliveries[2].Attempt)
+	require.Len(t, s.Deliveries, 2, "the panic settles the scenario: the queue does not retry (settled_test.go)")
 	assert.Equal(t, result.DidNotComplete, s.Problems[0].Kind)
-	assert.Contains(t, s.Problems[0].Detail, "job twice-job-1: its last delivery j1a3w3 (attempt 3) returned an error: handler panicked: boom")
+	assert.Contains(t, s.Problems[0].Detail, "job twice-job-1: delivery j1a2w2 (attempt 2) of schedule j1a1w1 > j1a2w2 (run-twice) panicked, so the scenario stopped there")
 }
 
 func TestRunRejectsBadInput(t *testing.T) {

@@ -68,6 +68,7 @@ type execution struct {
 	backends *wireproxy.Backends // the server connections deliveries that ended cleanly gave back
 	cancels  cancelPolicy        // when a running delivery's context is cancelled; see cancel.go
 	queue    *queueRun           // the job's Queue, when it has one; see queue_run.go
+	settled  *deliveryRun        // the delivery whose panic settled the scenario; see settled.go
 }
 
 type deliveryRun struct {
@@ -307,6 +308,10 @@ func (e *execution) run(ctx context.Context) error {
 			}
 		}
 		if e.failure != nil {
+			// The check stops here: the deliveries still running die on
+			// the server too, their backends terminated, before the
+			// database is given back for a later scenario.
+			e.dieLive("stopped with the check: "+text.FirstLine(e.failure.Error()), nil)
 			e.killAll()
 			return e.failure
 		}
@@ -610,7 +615,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 func callHandler(ctx context.Context, h Handler, env Env) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", p, debug.Stack())
+			err = fmt.Errorf("%w: %v\n%s", errPanicked, p, debug.Stack())
 		}
 	}()
 	return h(ctx, env)
@@ -684,6 +689,9 @@ func (e *execution) handle(ev event) {
 			d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
 			e.end(d)
 			return
+		}
+		if errors.Is(ev.err, errPanicked) {
+			e.settle(d) // settled.go
 		}
 		if e.queue != nil {
 			e.stop(d)

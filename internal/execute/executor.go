@@ -173,7 +173,7 @@ func (r *Executor) Run(ctx context.Context, in Input) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Incomplete: e.incomplete(), CleanFailure: e.cleanFailure(),
+	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Incomplete: e.settledProblem(e.incomplete()), CleanFailure: e.cleanFailure(),
 		JobStart: e.jobStart(), Overlapped: e.overlapped(), Faulted: e.faulted(), ex: e}
 	for _, d := range e.deliveries {
 		out.Deliveries = append(out.Deliveries, d.recorded())

@@ -1,0 +1,64 @@
+package execute
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
+)
+
+// errPanicked marks the error of a handler that panicked (callHandler).
+var errPanicked = errors.New("handler panicked")
+
+// settle ends the scenario at d, whose handler panicked: the panic is a
+// finding whatever the rest does, so nothing more is waited for. The
+// queue makes no retry (one that succeeded used to pass the scenario in
+// silence, the panic named only in the delivery's error), deliveries not
+// yet handed out are not, and running ones die as at a crash: their
+// backends terminated on the server, their later steps refused. Deliveries
+// whose Ack or Nack runs finish it, as the queue needs.
+func (e *execution) settle(d *deliveryRun) {
+	if e.settled != nil {
+		return
+	}
+	e.settled = d
+	e.retries = 0
+	why := fmt.Sprintf("stopped by the scenario: delivery %s panicked, which settles its outcome", d.spec.Label())
+	for _, o := range e.deliveries {
+		if !o.begun && !o.ended {
+			o.ended = true
+			o.outcome.NotDelivered = "not handed out: delivery " + d.spec.Label() + " panicked before, which settles the scenario's outcome"
+		}
+	}
+	e.dieLive(why, d)
+}
+
+// settledProblem is the line Output.Incomplete starts with once a panic
+// settled the scenario, and the other lines without the job's own: its
+// last delivery is the one that panicked, or one stopped for it.
+func (e *execution) settledProblem(lines []string) []string {
+	d := e.settled
+	if d == nil {
+		return lines
+	}
+	out := []string{fmt.Sprintf("job %s: delivery %s (attempt %d) of schedule %s panicked, so the scenario stopped there: a handler that panics is a finding whatever its other deliveries and the queue's retries do: %s",
+		d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, render.ScheduleName(e.sched), text.FirstLine(d.outcome.Err))}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "job "+d.outcome.JobID+":") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// dieLive kills every delivery that runs, but except, as a crash does,
+// for why: its backends are terminated on the server (bury).
+func (e *execution) dieLive(why string, except *deliveryRun) {
+	for _, o := range e.deliveries {
+		if o != except && o.started && !o.ended && !o.settling {
+			e.die(o, why)
+		}
+	}
+}
