@@ -436,19 +436,34 @@ func (d *deliveryRun) failed() bool { return d.dead || d.outcome.Err != "" }
 
 // incomplete says, one line per job, why a job did not complete: its last
 // delivery, the queue's retry included, failed.
-func (e *execution) incomplete() []string {
+func (e *execution) incomplete() []unfinished {
 	if e.queue != nil {
 		return e.queue.incomplete(e)
 	}
-	var out []string
+	var out []unfinished
 	for _, d := range e.lastPerJob() {
 		if d.outcome.Err != "" {
-			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, text.FirstLine(d.outcome.Err)))
+			out = append(out, unfinished{d.outcome.JobID, fmt.Sprintf("its last delivery %s (attempt %d) returned an error: %s",
+				d.spec.Label(), d.outcome.Attempt, text.FirstLine(d.outcome.Err))})
 		} else if d.dead {
-			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s",
-				d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, d.outcome.Fault))
+			out = append(out, unfinished{d.outcome.JobID, fmt.Sprintf("its last delivery %s (attempt %d) %s",
+				d.spec.Label(), d.outcome.Attempt, d.outcome.Fault)})
 		}
+	}
+	return out
+}
+
+// unfinished is why one job did not complete: job is its ID, why the
+// reason, and Output.Incomplete shows it as "job <job>: <why>".
+type unfinished struct {
+	job, why string
+}
+
+// lines is us as Output.Incomplete shows them.
+func lines(us []unfinished) []string {
+	out := make([]string, 0, len(us))
+	for _, u := range us {
+		out = append(out, "job "+u.job+": "+u.why)
 	}
 	return out
 }

@@ -410,8 +410,8 @@ func (q *queueRun) addRetries(e *execution) bool {
 
 // incomplete says, one line per job, why a job the queue holds is not
 // complete once every delivery, the queue's retries included, is over.
-func (q *queueRun) incomplete(e *execution) []string {
-	var out []string
+func (q *queueRun) incomplete(e *execution) []unfinished {
+	var out []unfinished
 	for _, last := range e.lastPerJob() {
 		job := q.jobs[last.spec.Job]
 		if job == nil {
@@ -429,16 +429,16 @@ func (q *queueRun) incomplete(e *execution) []string {
 		id := job.enq.JobID
 		switch {
 		case job.settled != nil && job.settled.Outcome == queue.Discarded:
-			out = append(out, fmt.Sprintf("job %s: the queue discarded it (%s)", id, job.settled.Detail))
+			out = append(out, unfinished{id, fmt.Sprintf("the queue discarded it (%s)", job.settled.Detail)})
 		case delivered == nil:
-			out = append(out, fmt.Sprintf("job %s: the queue never handed it out: %s", id, job.refused))
+			out = append(out, unfinished{id, fmt.Sprintf("the queue never handed it out: %s", job.refused)})
 		case delivered.outcome.Err != "":
-			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) returned an error: %s",
-				id, delivered.spec.Label(), delivered.outcome.Attempt, text.FirstLine(delivered.outcome.Err)))
+			out = append(out, unfinished{id, fmt.Sprintf("its last delivery %s (attempt %d) returned an error: %s",
+				delivered.spec.Label(), delivered.outcome.Attempt, text.FirstLine(delivered.outcome.Err))})
 		case delivered.dead:
-			out = append(out, fmt.Sprintf("job %s: its last delivery %s (attempt %d) %s", id, delivered.spec.Label(), delivered.outcome.Attempt, delivered.outcome.Fault))
+			out = append(out, unfinished{id, fmt.Sprintf("its last delivery %s (attempt %d) %s", delivered.spec.Label(), delivered.outcome.Attempt, delivered.outcome.Fault)})
 		default:
-			out = append(out, fmt.Sprintf("job %s: the queue still holds it after %d rounds of retries", id, maxQueueRounds))
+			out = append(out, unfinished{id, fmt.Sprintf("the queue still holds it after %d rounds of retries", maxQueueRounds)})
 		}
 	}
 	return out
@@ -494,7 +494,7 @@ func (e *execution) cleanFailure() string {
 	}
 	if e.queue != nil {
 		if in := e.incomplete(); len(in) > 0 {
-			return strings.Join(in, "; ")
+			return strings.Join(lines(in), "; ")
 		}
 	}
 	return ""

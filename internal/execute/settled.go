@@ -3,7 +3,6 @@ package execute
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/text"
@@ -35,22 +34,23 @@ func (e *execution) settle(d *deliveryRun) {
 	e.dieLive(why, d)
 }
 
-// settledProblem is the line Output.Incomplete starts with once a panic
-// settled the scenario, and the other lines without the job's own: its
-// last delivery is the one that panicked, or one stopped for it.
-func (e *execution) settledProblem(lines []string) []string {
+// settledProblem is Output.Incomplete once a panic settled the
+// scenario: the panic's line first, then the other jobs' lines without
+// the settled job's own (its last delivery is the one that panicked, or
+// one stopped for it).
+func (e *execution) settledProblem(us []unfinished) []string {
 	d := e.settled
 	if d == nil {
-		return lines
+		return lines(us)
 	}
-	out := []string{fmt.Sprintf("job %s: delivery %s (attempt %d) of schedule %s panicked, so the scenario stopped there: a handler that panics is a finding whatever its other deliveries and the queue's retries do: %s",
-		d.outcome.JobID, d.spec.Label(), d.outcome.Attempt, render.ScheduleName(e.sched), text.FirstLine(d.outcome.Err))}
-	for _, l := range lines {
-		if !strings.HasPrefix(l, "job "+d.outcome.JobID+":") {
-			out = append(out, l)
+	out := []unfinished{{d.outcome.JobID, fmt.Sprintf("delivery %s (attempt %d) of schedule %s panicked, so the scenario stopped there: a handler that panics is a finding whatever its other deliveries and the queue's retries do: %s",
+		d.spec.Label(), d.outcome.Attempt, render.ScheduleName(e.sched), text.FirstLine(d.outcome.Err))}}
+	for _, u := range us {
+		if u.job != d.outcome.JobID {
+			out = append(out, u)
 		}
 	}
-	return out
+	return lines(out)
 }
 
 // dieLive kills every delivery that runs, but except, as a crash does,
