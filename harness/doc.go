@@ -34,6 +34,12 @@
 // if it succeeded the job is done, if it failed the queue retries it. That
 // is SQS's rule, where only the latest receipt handle acks a message.
 //
+// A handler whose panic reaches the harness (one its queue adapter does
+// not recover itself, as gue's, asynq's and Watermill's do) settles its
+// scenario as a finding, whatever the queue's retry would have done: no
+// retry runs, deliveries not yet handed out are not, and running ones die
+// as at a crash, their backends terminated on the server.
+//
 // What a check learned is a value of package result (harness/result),
 // documented there: the check's result.Status, each result.Scenario with
 // its problems, diffs and deliveries, and for every step a delivery was
