@@ -182,19 +182,13 @@ var (
 // client: nothing is out, no transaction is open, and the reader stopped
 // at a message boundary. It returns nil when the backend must be closed.
 func (c *conn) detach() *backend {
-	c.mu.Lock()
-	ok := len(c.pending) == 0 && c.tx == 'I' && !c.drop && c.open == nil && c.hold == nil && !c.isCut.Load()
-	if ok {
-		c.detaching = true
-	}
-	c.mu.Unlock()
-	if !ok || c.server.SetReadDeadline(time.Now()) != nil {
+	if !c.stopReader(func() bool {
+		return len(c.pending) == 0 && c.tx == 'I' && !c.drop && c.open == nil && c.hold == nil && !c.isCut.Load()
+	}) {
 		return nil
 	}
-	<-c.done
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.stopped || c.isCut.Load() || len(c.pending) > 0 || c.tx != 'I' {
+	if c.isCut.Load() || len(c.pending) > 0 || c.tx != 'I' {
 		return nil
 	}
 	// From here cut leaves the socket alone, and no cancel request of this
@@ -202,6 +196,31 @@ func (c *conn) detach() *backend {
 	c.server = nil
 	c.p.unregister(c)
 	return c.be
+}
+
+// stopReader stops the connection's reader so that its backend can be
+// taken off: can, called with c.mu held, says whether the connection is in
+// a state to give it; the reader is then stopped at its next message
+// boundary. It returns true with c.mu held once the reader stopped, for
+// the caller to check what the reader's last messages changed, and false
+// (c.mu not held) when the backend cannot be taken.
+func (c *conn) stopReader(can func() bool) bool {
+	c.mu.Lock()
+	ok := can()
+	if ok {
+		c.detaching = true
+	}
+	c.mu.Unlock()
+	if !ok || c.server.SetReadDeadline(time.Now()) != nil {
+		return false
+	}
+	<-c.done
+	c.mu.Lock()
+	if !c.stopped {
+		c.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // cut closes both sides of the connection; later writes are refused.
@@ -246,19 +265,13 @@ func (c *conn) crash() bool {
 // closes the socket and the harness terminates the backend, as for any
 // cut connection.
 func (c *conn) detachCrashed() *backend {
-	c.mu.Lock()
-	ok := len(c.pending) == 0 && !c.drop && c.open == nil && !c.unsynced && c.hold == nil && !c.serverClosed.Load() && c.server != nil
-	if ok {
-		c.detaching = true
-	}
-	c.mu.Unlock()
-	if !ok || c.server.SetReadDeadline(time.Now()) != nil {
+	if !c.stopReader(func() bool {
+		return len(c.pending) == 0 && !c.drop && c.open == nil && !c.unsynced && c.hold == nil && !c.serverClosed.Load() && c.server != nil
+	}) {
 		return nil
 	}
-	<-c.done
-	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.stopped || c.serverClosed.Load() || len(c.pending) > 0 {
+	if c.serverClosed.Load() || len(c.pending) > 0 {
 		return nil
 	}
 	if err := c.be.rollback(c.tx != 'I'); err != nil {
