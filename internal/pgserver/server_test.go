@@ -560,7 +560,17 @@ func TestDockerHelperTidyModule(t *testing.T) {
 	t.Chdir(dir)
 	keepGoCache(t)
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	t.Setenv("GOPROXY", "off") // the module cache has what the repository's go.sum lists
+	// The module cache must hold what the root module's own go.mod needs
+	// (in the repository's go.work, other modules raise some versions, so
+	// a fresh machine's cache may lack the root's own): download it first,
+	// then build with no proxy, so that the helper's build can only use it.
+	dl := exec.Command("go", "mod", "download")
+	dl.Dir = root
+	dl.Env = append(os.Environ(), "GOWORK=off")
+	if out, err := dl.CombinedOutput(); err != nil {
+		t.Fatalf("go mod download in %s (GOWORK=off): %v\n%s", root, err, out)
+	}
+	t.Setenv("GOPROXY", "off")
 	t.Setenv("GOSUMDB", "off")
 	t.Setenv("GOWORK", "off")
 	t.Setenv(dockerHelperEnv, "")
