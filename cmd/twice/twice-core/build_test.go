@@ -55,7 +55,7 @@ func TestBuildFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	golden.Equal(t, "../../../internal/report/testdata/input.json", string(data))
+	golden.Equal(t, "../../../../internal/report/testdata/input.json", string(data))
 }
 
 func TestBuildVerdicts(t *testing.T) {

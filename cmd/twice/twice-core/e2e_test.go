@@ -150,7 +150,7 @@ func TestReportExamples(t *testing.T) {
 	longtest.Skip(t, "runs every example's checks, minutes")
 	dir := filepath.Join(t.TempDir(), "twice-report")
 	cmd := exec.Command("go", "run", "./cmd/twice", "report", "-o", dir, "./examples/...")
-	cmd.Dir = filepath.Join("..", "..")
+	cmd.Dir = filepath.Join("..", "..", "..")
 	out, err := cmd.CombinedOutput()
 	t.Logf("go run ./cmd/twice report ./examples/...:\n%s", out)
 	if err != nil {

@@ -44,7 +44,7 @@ func TestReportShardsMergeToWholeRun(t *testing.T) {
 // with fewer schedules than shards, effects, expected findings.
 func TestReportExampleShardsMergeToWholeRun(t *testing.T) {
 	longtest.Skip(t, "runs an example's checks four times")
-	shardsMergeToWholeRun(t, report.ExitOK, "../../examples/loyalty")
+	shardsMergeToWholeRun(t, report.ExitOK, "../../../examples/loyalty")
 }
 
 // shardsMergeToWholeRun runs twice report on pkgs whole, then as three

@@ -18,7 +18,7 @@ import (
 // and a line of "..." alone for any lines; durations and the package's
 // directory are the README's.
 func TestReadmeSample(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestReadmeSample(t *testing.T) {
 		_ = os.Remove(dump[1] + ".sql")
 		_ = os.Remove(filepath.Dir(dump[1]))
 	}
-	got = strings.ReplaceAll(got, "./cmd/twice/"+filepath.ToSlash(dir), "./loyalty")
+	got = strings.ReplaceAll(got, "./cmd/twice/twice-core/"+filepath.ToSlash(dir), "./loyalty")
 	end := strings.Index(got, "\nFAIL\n")
 	if end < 0 {
 		t.Fatalf("go test of the README's snippet did not fail as the README says:\n%s", got)

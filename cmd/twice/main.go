@@ -1,0 +1,246 @@
+// Command twice runs the idempotency checks of Go packages and writes a
+// report people read and CI systems ingest.
+//
+//	twice report [flags] [packages]
+//	twice replay '<schedule>' [package] -run TestX
+//
+// # twice report
+//
+// Report runs the packages' tests with go test -json (default ./...),
+// collects the result of every harness.Check and writes twice-report/ (or
+// -o DIR):
+//
+//   - index.html: a self-contained page with the job × fault matrix and,
+//     per finding, the schedule as a sequence diagram, the state and
+//     effect diffs, and the command that replays it;
+//   - summary.md: the same in Markdown, diagrams as Mermaid blocks; it is
+//     appended to $GITHUB_STEP_SUMMARY when that is set;
+//   - junit.xml: one testcase per job × fault (see internal/report);
+//   - report.json: the whole report, schema in internal/report/SCHEMA.md.
+//
+// The directory is written whole or not at all: twice writes a temporary
+// directory next to it and renames it.
+//
+// With -shard i/n (1/3, 2/3, 3/3: counted from 1, as CI matrices number
+// their jobs) every check runs only its shard of the schedules: the tests
+// get TWICE_SHARD=i/n, and the report says which shard it is. A flag
+// -twice.shard=i/n or $TWICE_SHARD does the same.
+//
+//	twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
+//
+// joins the reports of every shard of one run (their report.json files,
+// or the directories holding them) into the report the whole run would
+// have written, all four files. It refuses shards of different runs: a
+// shard missing or given twice, different shard counts, twice versions,
+// git commits or go test commands, or a job whose clean run differs
+// between shards.
+//
+// Flags -run, -count, -tags, -timeout, -race and -p pass through to go
+// test. A flag -twice.NAME=VALUE becomes the environment variable
+// TWICE_NAME=VALUE of the tests, which is how the harness reads its
+// settings (TWICE_DATABASE_URL, exploration budgets).
+//
+// Exit codes:
+//
+//	0  every job is idempotent or an expected finding
+//	1  a job is not idempotent and nothing said it would be, a job is
+//	   flaky, or a test failed for another reason
+//	2  the tool could not check: usage, no Go toolchain, a path that
+//	   matches no package, a package that does not compile, a test binary
+//	   that crashed or timed out, a check that could not run (a config
+//	   error, no PostgreSQL), no harness check ran at all, or a signal
+//
+// SIGINT or SIGTERM stops go test, its test binaries and their PostgreSQL,
+// removes the run's temporary files and exits 2 with a line saying so.
+// Each run keeps its files (the harness's records, go's build
+// directories) in a directory of its own under $TMPDIR, twice-run-*,
+// whose owner file names the twice process by PID and start time; a run
+// removes the directories of runs on this host that are no longer
+// running (a SIGKILLed twice cannot clean up), and nothing else.
+//
+// A package whose tests ran but called no harness.Check is a warning in
+// the report, not an error, so twice report ./... works on a module where
+// only some packages have jobs; if no package has one, twice exits 2.
+//
+// A finding is expected when the check's Config.ExpectFinding says so, or
+// when its test passed anyway (the test asserts the finding itself).
+//
+// # twice replay
+//
+// Replay reruns one schedule, as printed in a finding or the report, and
+// prints the test's output with its diff. It runs
+//
+//	TWICE_REPLAY='<schedule>' go test -run TestX -count=1 -v [package]
+//
+// and exits 0 when the job is idempotent under the schedule (or differs
+// as its test expects), 1 when it is not or the test failed for another
+// reason, 2 when nothing could be replayed: a path that matches no
+// package, a package that does not compile, a check that could not run,
+// a -run that matches no test checking a job. The package defaults to
+// the current directory.
+//
+// # twice kept
+//
+// Kept lists the evidence failed checks left: databases renamed
+// twice_kept_<run ID>_<n> on the server of TWICE_DATABASE_URL, which no
+// cleanup drops, and the dump files of databases kept on a server that
+// stopped with its test (the local cluster, Docker), one directory per
+// run, with the command that restores each. It acts on one run's
+// evidence: the latest run's, or -run ID's (the 8 hex digits of
+// twice_kept_<ID>_<n>); -all on every run's. -drop drops those databases
+// and removes those files, or only the ones named. Nothing not named like
+// a kept database is listed or touched.
+//
+// # How it runs
+//
+// This command is a launcher of the standard library alone, so that `go
+// run ./cmd/twice` on an empty build cache compiles little before it
+// speaks. What it runs is cmd/twice/twice-core, the twice command proper,
+// which it builds with the go command of the module it runs in (so the
+// report is read by the same twice version that wrote the records) into
+// the user cache directory, once per module; while that build runs it
+// says how many packages it compiled. It passes its arguments, streams
+// and exit code through, and SIGINT or SIGTERM on to it. $TWICE_CORE
+// names a prebuilt twice-core instead, for a machine that cannot build one
+// (go build -o twice-core github.com/runtwice/twice/cmd/twice/twice-core).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"github.com/runtwice/twice/internal/gobuild"
+)
+
+const (
+	corePkg = "github.com/runtwice/twice/cmd/twice/twice-core"
+	coreEnv = "TWICE_CORE"
+)
+
+func main() {
+	os.Exit(launch(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// launch builds twice-core and runs it with args and the streams, and
+// returns its exit code, or 2 when it could not run it.
+func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	l := &launcher{sigs: make(chan os.Signal, 4)}
+	// Caught from the start, so that no signal falls between the build
+	// and the run and kills the launcher alone.
+	signal.Notify(l.sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(l.sigs)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	l.cancel = cancel
+	go l.relay()
+
+	wd, err := os.Getwd()
+	if err != nil {
+		_, _ = fmt.Fprintf(stderr, "[twice] internal: working directory: %v\n", err)
+		return 2
+	}
+	core := gobuild.Helper{
+		Pkg:      corePkg,
+		Name:     "twice-core",
+		Env:      coreEnv,
+		What:     "twice-core",
+		Need:     "twice runs " + corePkg + ", built in the module it runs in (one that requires github.com/runtwice/twice)",
+		Building: "building twice itself, " + corePkg + " (the reports, their diffs and diagrams; once per build cache)",
+		Progress: stderr,
+	}
+	path, err := core.Path(ctx, wd)
+	if errors.Is(err, gobuild.ErrNoGo) {
+		_, _ = fmt.Fprintf(stderr, "[twice] no go command on PATH: twice runs go test, and builds %s with go (put go on PATH; %s names a prebuilt one)\n", corePkg, coreEnv)
+		return 2
+	}
+	if err != nil {
+		if sig := l.interrupted(); sig != nil {
+			_, _ = fmt.Fprintf(stderr, "[twice] interrupted by %s while building %s: nothing ran\n", sig, corePkg)
+			return 2
+		}
+		_, _ = fmt.Fprintln(stderr, err)
+		return 2
+	}
+
+	cmd := exec.Command(path, args...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	cmd.SysProcAttr = coreAttr()
+	if err := l.start(cmd); err != nil {
+		_, _ = fmt.Fprintf(stderr, "[twice] internal: start %s: %v (unset %s, or rebuild it: go build -o %s %s)\n", path, err, coreEnv, path, corePkg)
+		return 2
+	}
+	err = cmd.Wait()
+	l.finish()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit) && exit.ExitCode() >= 0:
+		return exit.ExitCode()
+	}
+	_, _ = fmt.Fprintf(stderr, "[twice] internal: %s ended without an exit code (%v): no report was written; its temporary files are removed by the next run\n", path, err)
+	return 2
+}
+
+// launcher passes the signals it catches on to twice-core once it runs;
+// before that, the first one stops the build.
+type launcher struct {
+	sigs   chan os.Signal
+	cancel context.CancelCauseFunc
+
+	mu     sync.Mutex
+	core   *os.Process
+	caught os.Signal
+	ended  bool
+}
+
+func (l *launcher) relay() {
+	for sig := range l.sigs {
+		l.mu.Lock()
+		switch {
+		case l.ended:
+		case l.core != nil:
+			_ = l.core.Signal(sig)
+		default:
+			if l.caught == nil {
+				l.caught = sig
+			}
+			l.cancel(fmt.Errorf("interrupted by %s", sig))
+		}
+		l.mu.Unlock()
+	}
+}
+
+// start starts cmd, and passes it a signal caught since the build ended.
+func (l *launcher) start(cmd *exec.Cmd) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	l.core = cmd.Process
+	if l.caught != nil {
+		_ = l.core.Signal(l.caught)
+	}
+	return nil
+}
+
+func (l *launcher) interrupted() os.Signal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.caught
+}
+
+// finish stops the relay to a process that has ended.
+func (l *launcher) finish() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ended = true
+}
