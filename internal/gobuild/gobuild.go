@@ -43,9 +43,12 @@ type Helper struct {
 	// Building begins the first progress line: "TWICE_POSTGRES=docker:
 	// building its helper ... (testcontainers-go, once per build cache)".
 	Building string
-	// Progress receives the progress lines (after ProgressAfter, then
-	// every 10 s, and one when the build ends).
+	// Progress receives the progress lines (after After, then every 10
+	// s, and one when the build ends).
 	Progress io.Writer
+	// After is how long the build runs before it reports; zero is
+	// ProgressAfter.
+	After time.Duration
 }
 
 // Path returns the path of h's binary: the one $Env names, if set, or
@@ -158,7 +161,11 @@ func (h Helper) build(ctx context.Context, goCmd, dir string, args []string) err
 	reported := false
 	go func() {
 		defer close(finished)
-		t := time.NewTimer(ProgressAfter)
+		after := h.After
+		if after == 0 {
+			after = ProgressAfter
+		}
+		t := time.NewTimer(after)
 		defer t.Stop()
 		for {
 			select {
