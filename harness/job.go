@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -114,7 +115,7 @@ func (d *Delivery) SQL() (*sql.DB, error) {
 // time.Now, so faults that move the clock (a visibility timeout, a redrive
 // days later) reach the handler, and timestamps the handler writes compare
 // exactly with the clean run's.
-func (d *Delivery) Now() time.Time { return d.clock.Now() }
+func (d *Delivery) Now() time.Time { return d.clock.seenNow() }
 
 // defaultClockStart is where every scenario's clock starts unless
 // Config.ClockStart says otherwise.
@@ -129,6 +130,9 @@ var defaultClockStart = time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)
 type clock struct {
 	mu  sync.Mutex
 	now time.Time
+	// seen counts the reads the job could see: Delivery.Now and the
+	// effect providers (a payment's Created, a key's window).
+	seen atomic.Int64
 }
 
 func newClock(start time.Time) *clock { return &clock{now: start} }
@@ -138,6 +142,12 @@ func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
+}
+
+// seenNow is Now, read on the job's behalf.
+func (c *clock) seenNow() time.Time {
+	c.seen.Add(1)
+	return c.Now()
 }
 
 // Advance moves the clock forward by d.

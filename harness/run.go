@@ -311,6 +311,9 @@ type runner struct {
 	atOnce int
 
 	shifted shiftedRefs // clean runs at a later clock; see referenceAt
+	// refClocks are the clocks of the clean reference runs; see
+	// cleanRunsSawClock.
+	refClocks []*clock
 	// cleanLead is how far the clean run's clock moved before its
 	// handler ran (a scheduled job's wait); set by reference.
 	cleanLead time.Duration
@@ -391,6 +394,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 		}
 		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q failed on its clean reference run %d (delivery %s), so there is nothing to compare with: %s", r.job.Name, n, failedDelivery(ex), why))
 	}
+	r.refClocks = append(r.refClocks, ex.clock)
 	snap, err := ex.Snapshot(ctx)
 	return snap, d.Completed(), ex.effects.Effects(), err
 }
@@ -421,6 +425,7 @@ func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Dur
 type execution struct {
 	*execute.Output
 	effects *effects.Log
+	clock   *clock
 }
 
 // execute runs sched on db. The scenario's clock and effect log are made
@@ -428,7 +433,7 @@ type execution struct {
 // *Delivery the job's handler receives.
 func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults.Schedule, retries bool) (*execution, error) {
 	clk := newClock(r.cfg.clockStart())
-	log, err := effects.NewLog(clk.Now, r.cfg.Providers)
+	log, err := effects.NewLog(clk.seenNow, r.cfg.Providers)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +449,7 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 	if err != nil {
 		return nil, err
 	}
-	return &execution{Output: out, effects: log}, nil
+	return &execution{Output: out, effects: log, clock: clk}, nil
 }
 
 // newDelivery is the *Delivery a handler receives for the delivery the
@@ -539,9 +544,12 @@ type shiftedRef struct {
 // referenceAt returns the state and effects of one clean delivery whose
 // clock started shift after Config.ClockStart; shift zero is res's
 // reference. A job that fails when run cleanly that late has no such
-// reference, and the scenario is held to the one at the start.
+// reference, and the scenario is held to the one at the start. So is a
+// job whose clean runs never read the clock: run later, it would do
+// what it did (see cleanRunsSawClock), and the run would cost a
+// scenario.
 func (r *runner) referenceAt(ctx context.Context, shift time.Duration, res *Result) (*assert.Snapshot, []assert.Effect, error) {
-	if shift == 0 {
+	if shift == 0 || !r.cleanRunsSawClock() {
 		return res.Reference, res.ReferenceEffects, nil
 	}
 	r.shifted.mu.Lock()
@@ -564,6 +572,26 @@ func (r *runner) referenceAt(ctx context.Context, shift time.Duration, res *Resu
 		return res.Reference, res.ReferenceEffects, nil
 	}
 	return run.state, run.effects, nil
+}
+
+// cleanRunsSawClock reports whether a clean reference run could have
+// told a later clock from the first: its job read the harness clock
+// (Delivery.Now, an effect provider), or it has a queue adapter, whose
+// due times, leases and unique windows run on that clock. A job that
+// reads none runs the same path at any clock; what differs between two
+// such runs (now(), random IDs) is noise the two references already
+// tell apart. Read when asked, so a read the job made after its
+// delivery returned counts from then on.
+func (r *runner) cleanRunsSawClock() bool {
+	if r.job.Queue != nil || len(r.refClocks) == 0 {
+		return true
+	}
+	for _, c := range r.refClocks {
+		if c.seen.Load() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // referenceShifted is a clean run after the clock moved by shift; nil

@@ -41,6 +41,10 @@ type Backends struct {
 	idle   map[string][]*backend // by poolKey
 	closed bool
 	stats  BackendStats
+	// upstreams are the parsed Config.Upstream strings of the proxies
+	// sharing b, read-only: parsing one (environment, pgpass file) for
+	// every delivery was a tenth of a check's CPU.
+	upstreams map[string]*pgconn.Config
 }
 
 // BackendStats counts what a [Backends] did.
@@ -59,6 +63,31 @@ type BackendStats struct {
 // proxies that share it are closed.
 func NewBackends() *Backends {
 	return &Backends{idle: map[string][]*backend{}}
+}
+
+// upstreamConfig parses upstream as a proxy's server connections use it,
+// once per b; a nil b parses every time.
+func (b *Backends) upstreamConfig(upstream string) (*pgconn.Config, error) {
+	if b != nil {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if up, ok := b.upstreams[upstream]; ok {
+			return up, nil
+		}
+	}
+	up, err := pgconn.ParseConfig(upstream)
+	if err != nil {
+		return nil, err
+	}
+	// The proxy speaks protocol 3.0 to both sides (4-byte cancel keys).
+	up.MinProtocolVersion, up.MaxProtocolVersion = "3.0", "3.0"
+	if b != nil {
+		if b.upstreams == nil {
+			b.upstreams = map[string]*pgconn.Config{}
+		}
+		b.upstreams[upstream] = up
+	}
+	return up, nil
 }
 
 // Stats reports what b did so far.

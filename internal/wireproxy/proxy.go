@@ -155,12 +155,10 @@ func Listen(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == "" {
 		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is empty; pass the connection string of the delivery's database", cfg.Label)
 	}
-	up, err := pgconn.ParseConfig(cfg.Upstream)
+	up, err := cfg.Backends.upstreamConfig(cfg.Upstream)
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is not a PostgreSQL connection string: %w", cfg.Label, err)
 	}
-	// The proxy speaks protocol 3.0 to both sides (4-byte cancel keys).
-	up.MinProtocolVersion, up.MaxProtocolVersion = "3.0", "3.0"
 	var ln net.Listener
 	var sockDir string
 	if cfg.UnixSocket {
@@ -173,7 +171,11 @@ func Listen(cfg Config) (*Proxy, error) {
 			}
 		}
 	} else {
-		ln, err = net.Listen("tcp", "127.0.0.1:0")
+		// Plain TCP: Go listens with MPTCP by default where the kernel
+		// has it, which costs a listen more and gains nothing on loopback.
+		var lc net.ListenConfig
+		lc.SetMultipathTCP(false)
+		ln, err = lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: cannot listen: %w", cfg.Label, err)
