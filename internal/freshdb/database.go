@@ -172,15 +172,15 @@ func (d *Database) DropSparing(ctx context.Context, spare []uint32) error {
 var errChanged = errors.New("catalog changed")
 
 func (d *Database) reset(ctx context.Context, spare []uint32) error {
-	if err := closeOthers(ctx, d.admin, d.Name, spare); err != nil {
-		return err
-	}
 	p := d.tpl.reset
 	if p == nil {
 		return errors.New("the template cannot be reset in place")
 	}
 	if d.tpl.logged {
-		return d.resetLogged(ctx, p)
+		return d.resetLogged(ctx, p, spare)
+	}
+	if err := closeOthers(ctx, d.admin, d.Name, spare); err != nil {
+		return err
 	}
 	if d.restored == nil {
 		d.restored = make([]uint32, len(p.tables))
@@ -238,11 +238,21 @@ func (d *Database) reset(ctx context.Context, spare []uint32) error {
 
 // resetLogged resets, with the template's change log, exactly the tables
 // written since the last reset (or the clone): the log says which, in the
-// round trip that checks the catalog (quickSQL). Every other session has
-// ended (closeOthers), so nothing writes between that read and the reset,
-// and the reset itself runs no DDL.
-func (d *Database) resetLogged(ctx context.Context, p *resetPlan) error {
-	ch, err := d.readChanged(ctx)
+// round trip that checks the catalog (quickSQL). No other session was
+// there when the log was read, or it has ended since and the log was
+// read again (closeOthers), so nothing writes between that read and the
+// reset, and the reset itself runs no DDL.
+func (d *Database) resetLogged(ctx context.Context, p *resetPlan, spare []uint32) error {
+	// The common case, no session but the spared ones, costs one round
+	// trip with the change log's read; a session found is ended and
+	// waited for, and the log read again, since it could have committed
+	// after the first read.
+	ch, others, err := d.readChangedAlone(ctx, spare)
+	if err == nil && others > 0 {
+		if err = closeOthers(ctx, d.admin, d.Name, spare); err == nil {
+			ch, err = d.readChanged(ctx)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -305,6 +315,29 @@ func (d *Database) readChanged(ctx context.Context) (Changed, error) {
 	b.Queue(changedSQL)
 	br := d.admin.SendBatch(ctx, b)
 	defer func() { _ = br.Close() }()
+	return d.scanChanged(br)
+}
+
+// readChangedAlone is readChanged after closeOthers's first question in
+// the same round trip: it terminates the sessions in the database but
+// d.admin's and spare's, and says how many there were. With none, the
+// change log was read with no session left to commit.
+func (d *Database) readChangedAlone(ctx context.Context, spare []uint32) (_ Changed, others int64, _ error) {
+	b := &pgx.Batch{}
+	b.Queue(othersSQL, true, sparedPIDs(spare))
+	b.Queue(quickSQL)
+	b.Queue(changedSQL)
+	br := d.admin.SendBatch(ctx, b)
+	defer func() { _ = br.Close() }()
+	if err := br.QueryRow().Scan(&others); err != nil {
+		return Changed{}, 0, err
+	}
+	ch, err := d.scanChanged(br)
+	return ch, others, err
+}
+
+// scanChanged reads quickSQL's and changedSQL's answers from br.
+func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 	var quick string
 	if err := br.QueryRow().Scan(&quick); err != nil {
 		return Changed{}, fmt.Errorf("[twice] internal: reading the change log's state: %w", err)
@@ -341,10 +374,7 @@ func (d *Database) readChanged(ctx context.Context) (Changed, error) {
 // a reset has read the tables. The query is a prepared statement: it runs a
 // few times per reset.
 func closeOthers(ctx context.Context, conn *pgx.Conn, name string, spare []uint32) error {
-	spared := make([]int64, len(spare)) // never nil: pid <> ALL(NULL) is NULL
-	for i, pid := range spare {
-		spared[i] = int64(pid)
-	}
+	spared := sparedPIDs(spare)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for terminate := true; ; terminate = false {
@@ -361,6 +391,16 @@ func closeOthers(ctx context.Context, conn *pgx.Conn, name string, spare []uint3
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// sparedPIDs is spare as othersSQL takes it: never nil, since
+// pid <> ALL(NULL) is NULL.
+func sparedPIDs(spare []uint32) []int64 {
+	spared := make([]int64, len(spare))
+	for i, pid := range spare {
+		spared[i] = int64(pid)
+	}
+	return spared
 }
 
 // ErrNoConn is what Query returns for a database the harness keeps no
