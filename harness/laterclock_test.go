@@ -53,4 +53,3 @@ func TestCleanRunAtALaterClockOnlyForAJobThatReadsTheClock(t *testing.T) {
 	// two later clocks, one clean run each.
 	assert.Equal(t, blind+2, reads, "handler calls: the clock-reading job adds one clean run per later clock")
 }
-

@@ -189,11 +189,11 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 	return o.ex.snapshot(ctx)
 }
 
-// Close ends the kept backends, the kept queue connections and the
-// connection that asks about locks.
+// Close parks the kept backends and queue connections of the databases
+// given back for the next check on them (backends.go), and ends the
+// others and the connection that asks about locks.
 func (r *Executor) Close(ctx context.Context) {
-	r.backends.close()
-	r.queueConns.close(ctx)
+	r.backends.close(ctx, &r.queueConns)
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	if r.admin != nil {
