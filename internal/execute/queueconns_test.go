@@ -119,3 +119,52 @@ func TestQueueConnOutlivesTheReset(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueConnOutlivesTheCheck runs one schedule in two checks, one
+// after the other, on the database the template hands out again: the
+// second check's queue operations run on the backend the first one's
+// did, parked with the database when the first check's Executor closed.
+func TestQueueConnOutlivesTheCheck(t *testing.T) {
+	ctx := t.Context()
+	srv, err := pgserver.Shared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "schema", SQL: "CREATE TABLE visits (job text) -- a check after another"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &pidQueue{}
+	var names []string
+	for range 2 {
+		x := execute.New(execute.Settings{Job: execute.Job{Name: "visit", Queue: q}, Server: srv,
+			DeliveryTimeout: 30 * time.Second, Rules: q.Rules()})
+		db, err := tmpl.Fresh(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, db.Name)
+		_, err = x.Run(ctx, execute.Input{
+			Schedule: faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}},
+			DB:       db, Clock: &clock{now: time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)},
+			NewWorker: func() (execute.Handler, error) {
+				return func(ctx context.Context, env execute.Env) error {
+					_, err := env.DB.Exec(ctx, "INSERT INTO visits VALUES ($1)", env.JobID)
+					return err
+				}, nil
+			}})
+		if gerr := x.GiveBack(context.Background(), db); gerr != nil {
+			t.Fatal(gerr)
+		}
+		x.Close(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if names[0] != names[1] {
+		t.Fatalf("the second check ran on database %s, want %s again (reset in place)", names[1], names[0])
+	}
+	if len(q.pids) != 2 || q.pids[0] != q.pids[1] {
+		t.Errorf("the queue's backends in the two checks = %v, want one backend twice", q.pids)
+	}
+}
