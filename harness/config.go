@@ -80,7 +80,10 @@ type Config struct {
 	// clean run and a timestamp a redelivery moves is a finding. When the
 	// first deliveries died before committing anything or making an
 	// effect, the job counts as run from the next delivery's start, and
-	// the scenario is compared with a clean run started as late.
+	// the scenario is compared with a clean run started as late; a job
+	// without a queue adapter whose clean runs never read the clock
+	// (Delivery.Now, an effect provider) would run the same then, and
+	// is compared with its first clean run instead.
 	ClockStart time.Time
 }
 
