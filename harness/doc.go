@@ -84,7 +84,7 @@
 // temporary tables, advisory locks), to the scenario's later deliveries,
 // which then connect without starting a server backend; a dead one's end
 // with it. When the check ends, they wait, parked with their database
-// (at most 16 sessions in a process), for the next check that gets the
+// (at most 32 sessions in a process), for the next check that gets the
 // same database of the same template. After
 // an ambiguous step only that step's connection is lost, as in a network
 // failure: the delivery's error path runs, it may connect again and retry

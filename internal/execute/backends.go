@@ -107,7 +107,7 @@ func (p *backendPools) close(ctx context.Context, queues *queueConns) {
 // maxParked bounds the server sessions parked between checks in one
 // process: enough for the few databases a check of one template uses,
 // few beside a server's max_connections.
-const maxParked = 16
+const maxParked = 32
 
 // parking holds what ended checks kept of each database they gave back
 // (its idle backends, its queue connection) until a later check gets the
