@@ -84,28 +84,7 @@ func TestQueueConnOutlivesTheReset(t *testing.T) {
 			t.Cleanup(func() { x.Close(context.Background()) })
 			var names []string
 			for range 2 {
-				db, err := tmpl.Fresh(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				names = append(names, db.Name)
-				_, err = x.Run(ctx, execute.Input{
-					Schedule: faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}},
-					DB:       db, Clock: &clock{now: time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)},
-					NewWorker: func() (execute.Handler, error) {
-						return func(ctx context.Context, env execute.Env) error {
-							return pgx.BeginFunc(ctx, env.DB, func(tx pgx.Tx) error {
-								_, err := tx.Exec(ctx, "INSERT INTO visits VALUES ($1)", env.JobID)
-								return err
-							})
-						}, nil
-					}})
-				if gerr := x.GiveBack(context.Background(), db); gerr != nil {
-					t.Fatal(gerr)
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+				names = append(names, visitOnce(t, x, tmpl))
 			}
 			if names[0] != names[1] {
 				t.Fatalf("the second execution ran on database %s, want %s again (reset in place)", names[1], names[0])
@@ -139,27 +118,8 @@ func TestQueueConnOutlivesTheCheck(t *testing.T) {
 	for range 2 {
 		x := execute.New(execute.Settings{Job: execute.Job{Name: "visit", Queue: q}, Server: srv,
 			DeliveryTimeout: 30 * time.Second, Rules: q.Rules()})
-		db, err := tmpl.Fresh(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, db.Name)
-		_, err = x.Run(ctx, execute.Input{
-			Schedule: faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}},
-			DB:       db, Clock: &clock{now: time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)},
-			NewWorker: func() (execute.Handler, error) {
-				return func(ctx context.Context, env execute.Env) error {
-					_, err := env.DB.Exec(ctx, "INSERT INTO visits VALUES ($1)", env.JobID)
-					return err
-				}, nil
-			}})
-		if gerr := x.GiveBack(context.Background(), db); gerr != nil {
-			t.Fatal(gerr)
-		}
+		names = append(names, visitOnce(t, x, tmpl))
 		x.Close(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
 	}
 	if names[0] != names[1] {
 		t.Fatalf("the second check ran on database %s, want %s again (reset in place)", names[1], names[0])
@@ -167,4 +127,32 @@ func TestQueueConnOutlivesTheCheck(t *testing.T) {
 	if len(q.pids) != 2 || q.pids[0] != q.pids[1] {
 		t.Errorf("the queue's backends in the two checks = %v, want one backend twice", q.pids)
 	}
+}
+
+// visitOnce runs one delivery of the visit job on a database from tmpl,
+// with x, gives the database back and returns its name.
+func visitOnce(t *testing.T, x *execute.Executor, tmpl *freshdb.Template) string {
+	t.Helper()
+	db, err := tmpl.Fresh(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = x.Run(t.Context(), execute.Input{
+		Schedule: faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}},
+		DB:       db, Clock: &clock{now: time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)},
+		NewWorker: func() (execute.Handler, error) {
+			return func(ctx context.Context, env execute.Env) error {
+				return pgx.BeginFunc(ctx, env.DB, func(tx pgx.Tx) error {
+					_, err := tx.Exec(ctx, "INSERT INTO visits VALUES ($1)", env.JobID)
+					return err
+				})
+			}, nil
+		}})
+	if gerr := x.GiveBack(context.Background(), db); gerr != nil {
+		t.Fatal(gerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db.Name
 }
