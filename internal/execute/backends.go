@@ -143,6 +143,43 @@ type parkedSessions struct {
 	mu    sync.Mutex
 	byDB  map[string]parked
 	order []string // the databases, parked first to last
+	// admin is an Executor's connection that asks the server about locks
+	// and ends dead deliveries' backends, by the server's connection
+	// string: one per server.
+	admin map[string]*pgx.Conn
+}
+
+// takeAdmin returns and unparks the connection parked for the server at
+// connString, if it still answers, or nil.
+func (p *parkedSessions) takeAdmin(ctx context.Context, connString string) *pgx.Conn {
+	p.mu.Lock()
+	conn := p.admin[connString]
+	delete(p.admin, connString)
+	p.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	if err := conn.Ping(ctx); err != nil {
+		_ = conn.Close(ctx)
+		return nil
+	}
+	return conn
+}
+
+// parkAdmin keeps conn for the next check on the server at connString,
+// or closes it when one is parked already.
+func (p *parkedSessions) parkAdmin(ctx context.Context, connString string, conn *pgx.Conn) {
+	p.mu.Lock()
+	if p.admin == nil {
+		p.admin = map[string]*pgx.Conn{}
+	}
+	if p.admin[connString] != nil || conn.IsClosed() || conn.PgConn().TxStatus() != 'I' {
+		p.mu.Unlock()
+		_ = conn.Close(ctx)
+		return
+	}
+	p.admin[connString] = conn
+	p.mu.Unlock()
 }
 
 // take returns and unparks what was parked for db, or nothing.

@@ -190,14 +190,15 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 }
 
 // Close parks the kept backends and queue connections of the databases
-// given back for the next check on them (backends.go), and ends the
-// others and the connection that asks about locks.
+// given back for the next check on them, and the connection that asks
+// about locks for the next check on the server (backends.go), and ends
+// the others.
 func (r *Executor) Close(ctx context.Context) {
 	r.backends.close(ctx, &r.queueConns)
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	if r.admin != nil {
-		_ = r.admin.Close(ctx)
+		parking.parkAdmin(ctx, r.cfg.Server.ConnString(""), r.admin)
 		r.admin = nil
 	}
 }
@@ -226,6 +227,9 @@ func (r *Executor) visibilityTimeout() time.Duration {
 // says what the harness means to ask the server.
 func (r *Executor) connectAdmin(ctx context.Context, what string) error {
 	if r.admin != nil {
+		return nil
+	}
+	if r.admin = parking.takeAdmin(ctx, r.cfg.Server.ConnString("")); r.admin != nil {
 		return nil
 	}
 	conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))
