@@ -105,8 +105,8 @@ func (p *backendPools) close(ctx context.Context, queues *queueConns) {
 }
 
 // maxParked bounds the server sessions parked between checks in one
-// process: enough for the few databases a check of one template uses,
-// few beside a server's max_connections.
+// process: enough for the databases of a few templates' checks. Fewer
+// are kept where the server has little room left (Executor.Close).
 const maxParked = 32
 
 // parking holds what ended checks kept of each database they gave back
@@ -194,6 +194,24 @@ func (p *parkedSessions) take(db string) parked {
 	return kept
 }
 
+// shed closes the oldest parked until n sessions are closed, or none is
+// left.
+func (p *parkedSessions) shed(ctx context.Context, n int) {
+	var closing []parked
+	p.mu.Lock()
+	for n > 0 && len(p.order) > 0 {
+		oldest := p.byDB[p.order[0]]
+		n -= oldest.sessions()
+		closing = append(closing, oldest)
+		delete(p.byDB, p.order[0])
+		p.order = p.order[1:]
+	}
+	p.mu.Unlock()
+	for _, k := range closing {
+		k.close(ctx)
+	}
+}
+
 // pids returns the server PIDs of what is parked for db.
 func (p *parkedSessions) pids(db string) []uint32 {
 	p.mu.Lock()
@@ -227,17 +245,11 @@ func (p *parkedSessions) park(ctx context.Context, db string, kept parked) {
 	for _, k := range p.byDB {
 		waiting += k.sessions()
 	}
-	for waiting > maxParked && len(p.order) > 0 {
-		oldest := p.byDB[p.order[0]]
-		waiting -= oldest.sessions()
-		closing = append(closing, oldest)
-		delete(p.byDB, p.order[0])
-		p.order = p.order[1:]
-	}
 	p.mu.Unlock()
 	for _, k := range closing {
 		k.close(ctx)
 	}
+	p.shed(ctx, waiting-maxParked)
 }
 
 // giveBack gives db back after a scenario or a clean run, sparing from its
