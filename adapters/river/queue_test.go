@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,4 +233,96 @@ func TestLateCopyAfterCompletionIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
 	assert.Zero(t, late(res), "a job that is not unique gets no late copy by default")
+}
+
+// roundTrips counts what a connection sends the server: each query and
+// each batch (one pipeline) is one round trip once its statements are
+// prepared; calls lists them, a batch as its statements joined by " + ".
+type roundTrips struct {
+	calls []string
+	batch []string
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.calls = append(r.calls, statementName(data.SQL))
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.batch = nil
+	return ctx
+}
+
+func (r *roundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	r.batch = append(r.batch, statementName(data.SQL))
+}
+
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {
+	r.calls = append(r.calls, strings.Join(r.batch, " + "))
+}
+
+func (r *roundTrips) take() []string {
+	out := r.calls
+	r.calls = nil
+	return out
+}
+
+// statementName is River's sqlc name of a statement ("JobGetByID"), or
+// its first word.
+func statementName(sql string) string {
+	if _, after, ok := strings.Cut(sql, "-- name: "); ok {
+		return strings.Fields(after)[0]
+	}
+	return strings.Fields(sql)[0]
+}
+
+// Fetch costs the queue's connection River's own statements only: the
+// producer's lock and River's JobGetTx in one round trip; River's
+// rescuer (JobGetStuck) only when the job is running, and no transaction
+// around them, as River runs them each on its own on its pool.
+func TestFetchRoundTrips(t *testing.T) {
+	start := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	q := twiceriver.Job("set-trips", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} }).Queue
+	cfg, err := pgx.ParseConfig(riverDB(t, q).Config().ConnString())
+	require.NoError(t, err)
+	trips := &roundTrips{}
+	cfg.Tracer = trips
+	ctx := t.Context()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	op := func(now time.Time, kind queue.DeliveryKind, jobID string) queue.Op {
+		return queue.Op{Conn: conn, Now: now, Job: 1, JobID: jobID, Kind: kind}
+	}
+
+	enq, err := q.Enqueue(ctx, op(start, queue.DeliveryFirst, ""))
+	require.NoError(t, err)
+	trips.take() // River's insert, and its notify once per queue and cooldown
+
+	f, err := q.Fetch(ctx, op(start, queue.DeliveryFirst, enq.JobID))
+	require.NoError(t, err)
+	require.True(t, f.Delivered, f.Reason)
+	assert.Equal(t, []string{"UPDATE + JobGetByID"}, trips.take(), "an available job")
+
+	f, err = q.Fetch(ctx, op(start.Add(time.Minute), queue.DeliveryRedelivery, enq.JobID))
+	require.NoError(t, err)
+	assert.False(t, f.Delivered)
+	assert.Contains(t, f.Reason, "is running")
+	assert.Equal(t, []string{"UPDATE + JobGetByID", "JobGetStuck"}, trips.take(), "a running job River's rescuer leaves")
+
+	f, err = q.Fetch(ctx, op(start.Add(2*time.Hour), queue.DeliveryRedelivery, enq.JobID))
+	require.NoError(t, err)
+	require.True(t, f.Delivered, "rescued after RescueAfter and due a second later: %s", f.Reason)
+	assert.Equal(t, []string{"UPDATE + JobGetByID", "JobGetStuck", "JobRescueMany", "UPDATE + JobGetByID"}, trips.take(), "a job River's rescuer rescues")
+
+	_, err = q.Ack(ctx, queue.Op{Conn: conn, Now: start.Add(2 * time.Hour), Job: 1, JobID: enq.JobID, Kind: queue.DeliveryRedelivery, Queued: f.Job})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"JobSetStateIfRunningMany"}, trips.take())
+	f, err = q.Fetch(ctx, op(start.Add(3*time.Hour), queue.DeliveryRedelivery, enq.JobID))
+	require.NoError(t, err)
+	assert.True(t, f.Done, f.Reason)
+	assert.Equal(t, []string{"UPDATE + JobGetByID"}, trips.take(), "a completed job")
 }

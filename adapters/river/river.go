@@ -473,21 +473,6 @@ func (q *riverQueue[T]) dedup() time.Duration {
 	return 0
 }
 
-// inTx runs f in a transaction on the harness's connection.
-func inTx[R any](ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) (R, error)) (R, error) {
-	var zero R
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return zero, err
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	out, err := f(tx)
-	if err != nil {
-		return zero, err
-	}
-	return out, tx.Commit(ctx)
-}
-
 // autocommit is the harness's connection as the pgx.Tx River's driver
 // runs its statements on, with no transaction around them: each statement
 // commits on its own, as on the pool River's completer, producer and
@@ -544,6 +529,11 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 // rescued first, as River's rescuer decides; then the job is locked for a
 // new attempt if it is available, retryable or scheduled and due. A job
 // not yet due is answered with its DueAt.
+//
+// Each of River's statements commits on its own, as River's producer,
+// rescuer and JobRetry run them on their pool, not in one transaction:
+// the queue's operations are serialised with the executor, so no step of
+// a worker runs between them.
 func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, error) {
 	id, err := strconv.ParseInt(op.JobID, 10, 64)
 	if err != nil {
@@ -552,61 +542,73 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	if q.err != nil {
 		return queue.Fetched{}, q.err
 	}
-	c := q.reader
-	if op.Kind != queue.DeliveryRedrive {
-		// River's producer locks an available job in one statement of
-		// its own; the rescuer touches only running jobs, so when the
-		// job can be locked at once a rescue first would have changed
-		// nothing, and the lock needs no transaction around it.
-		// The lock and River's JobGetTx go in one round trip.
-		tx := &lockThenRead{autocommit: autocommit{op.Conn}, id: id, now: op.Now}
-		row, err := c.JobGetTx(ctx, tx, id)
-		if tx.err != nil {
-			return queue.Fetched{}, tx.err
-		}
-		if err != nil {
-			return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
-		}
-		if tx.tag.RowsAffected() == 1 {
-			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
-		}
+	tx := autocommit{op.Conn}
+	if op.Kind == queue.DeliveryRedrive {
+		return q.redrive(ctx, tx, id, op.Now)
 	}
-	return inTx(ctx, op.Conn, func(tx pgx.Tx) (queue.Fetched, error) {
-		if err := q.rescue(ctx, tx, id, op.Now); err != nil {
-			return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
-		}
-		if op.Kind == queue.DeliveryRedrive {
-			// A person redrives a job that failed or is stuck; one River
-			// shows completed has nothing to redrive.
-			row, err := c.JobGetTx(ctx, tx, id)
-			if err != nil {
-				return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
-			}
-			if row.State == rivertype.JobStateCompleted {
-				return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
-			}
-			// JobRetry reads River's clock: a client at op.Now.
-			retrier, err := client(txDriver, func() time.Time { return op.Now }, nil)
-			if err != nil {
-				return queue.Fetched{}, err
-			}
-			if _, err := retrier.JobRetryTx(ctx, tx, id); err != nil {
-				return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
-			}
-		}
-		tag, err := lock(ctx, tx, id, op.Now)
-		if err != nil {
-			return queue.Fetched{}, err
-		}
-		row, err := c.JobGetTx(ctx, tx, id)
-		if err != nil {
-			return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
-		}
-		if tag.RowsAffected() == 1 {
-			return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, nil
-		}
-		return q.notFetched(row, op.Now), nil
-	})
+	// River's producer locks an available job in one statement of its
+	// own; the rescuer touches only running jobs (its JobGetStuck reads
+	// state = 'running'), so when the job can be locked at once, or is
+	// in any other state than running, a rescue first would have changed
+	// nothing.
+	f, row, err := q.lockAndRead(ctx, tx, id, op.Now)
+	if err != nil || f.Delivered || row.State != rivertype.JobStateRunning {
+		return f, err
+	}
+	rescued, err := q.rescue(ctx, tx, id, op.Now)
+	if err != nil {
+		return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
+	}
+	if !rescued {
+		return f, nil
+	}
+	f, _, err = q.lockAndRead(ctx, tx, id, op.Now)
+	return f, err
+}
+
+// redrive is a person's JobRetry of job id at now, after River's rescuer,
+// then the producer's lock: a job River shows completed has nothing to
+// redrive.
+func (q *riverQueue[T]) redrive(ctx context.Context, tx autocommit, id int64, now time.Time) (queue.Fetched, error) {
+	if _, err := q.rescue(ctx, tx, id, now); err != nil {
+		return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
+	}
+	row, err := q.reader.JobGetTx(ctx, tx, id)
+	if err != nil {
+		return queue.Fetched{}, fmt.Errorf("reading job %d: %w", id, err)
+	}
+	if row.State == rivertype.JobStateCompleted {
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
+	}
+	// JobRetry reads River's clock: a producer's client, at now.
+	retrier, err := q.inserters.take(now, q.opts.workers)
+	if err != nil {
+		return queue.Fetched{}, err
+	}
+	defer q.inserters.give(retrier)
+	if _, err := retrier.client.JobRetryTx(ctx, tx, id); err != nil {
+		return queue.Fetched{}, fmt.Errorf("JobRetry of job %d: %w", id, err)
+	}
+	f, _, err := q.lockAndRead(ctx, tx, id, now)
+	return f, err
+}
+
+// lockAndRead locks job id for a new attempt, as River's producer does,
+// and reads it with River's JobGetTx, in one round trip: the job is
+// delivered if the lock took it, and otherwise the row says why not.
+func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx autocommit, id int64, now time.Time) (queue.Fetched, *rivertype.JobRow, error) {
+	lt := &lockThenRead{autocommit: tx, id: id, now: now}
+	row, err := q.reader.JobGetTx(ctx, lt, id)
+	if lt.err != nil {
+		return queue.Fetched{}, nil, lt.err
+	}
+	if err != nil {
+		return queue.Fetched{}, nil, fmt.Errorf("reading job %d: %w", id, err)
+	}
+	if lt.tag.RowsAffected() == 1 {
+		return queue.Fetched{Delivered: true, Attempt: row.Attempt, Job: row}, row, nil
+	}
+	return q.notFetched(row, now), row, nil
 }
 
 // lockThenRead is the harness's connection as the pgx.Tx River's JobGetTx
@@ -660,29 +662,20 @@ const lockSQL = `
 			attempted_by = array_append(coalesce(attempted_by, '{}'), 'twice')
 		WHERE id = $1 AND state IN ('available', 'retryable', 'scheduled') AND scheduled_at <= $2::timestamptz`
 
-// lock moves job id to running for a new attempt if it is available,
-// retryable or scheduled and due at now, as River's producer does.
-func lock(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (pgconn.CommandTag, error) {
-	tag, err := tx.Exec(ctx, lockSQL, id, now)
-	if err != nil {
-		return tag, fmt.Errorf("fetching job %d: %w", id, err)
-	}
-	return tag, nil
-}
-
 // rescue is River's JobRescuer (internal/maintenance/job_rescuer.go) on
 // one job, through River's driver: JobGetStuck finds it running since
 // before now-RescueAfter; a job whose cancellation was attempted is
 // cancelled; one whose attempt's timeout is negative, or has not passed,
 // is left running; otherwise it is retryable at the worker's NextRetry or
 // River's retry delay, or discarded after its last attempt. The rescue is
-// dated where River's rescuer could first make it.
-func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) error {
+// dated where River's rescuer could first make it. rescued says
+// JobRescueMany ran.
+func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (rescued bool, err error) {
 	exec := txDriver.UnwrapExecutor(tx)
 	horizon := now.Add(-q.rescueAfter)
 	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon})
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, row := range stuck {
 		if row.ID != id || row.AttemptedAt == nil {
@@ -693,16 +686,16 @@ func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now tim
 		}
 		if len(row.Metadata) > 0 {
 			if err := json.Unmarshal(row.Metadata, &meta); err != nil {
-				return fmt.Errorf("reading the job's metadata %s: %w", row.Metadata, err)
+				return false, fmt.Errorf("reading the job's metadata %s: %w", row.Metadata, err)
 			}
 		}
 		at := row.AttemptedAt.Add(max(q.rescueAfter, q.timeout))
 		if meta.CancelAttemptedAt.IsZero() && (q.timeout < 0 || now.Sub(*row.AttemptedAt) < q.timeout) {
-			return nil // River: jobRetryDecisionIgnore.
+			return false, nil // River: jobRetryDecisionIgnore.
 		}
 		errData, err := json.Marshal(rivertype.AttemptError{At: at, Attempt: max(row.Attempt, 0), Error: "Stuck job rescued by JobRescuer"})
 		if err != nil {
-			return err
+			return false, err
 		}
 		state, finalized, scheduled := rivertype.JobStateRetryable, time.Time{}, q.nextRetry(row, at)
 		switch {
@@ -722,10 +715,12 @@ func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now tim
 		if f := reflect.ValueOf(params).Elem().FieldByName("StuckHorizon"); f.IsValid() && f.Type() == reflect.TypeFor[time.Time]() {
 			f.Set(reflect.ValueOf(horizon))
 		}
-		_, err = exec.JobRescueMany(ctx, params)
-		return err
+		if _, err := exec.JobRescueMany(ctx, params); err != nil {
+			return false, err
+		}
+		return true, nil
 	}
-	return nil
+	return false, nil
 }
 
 // nextRetry is when River retries row after a failure at now: the
