@@ -464,7 +464,8 @@ func (p *Proxy) serveConn(nc net.Conn) bool {
 		return false
 	}
 	p.nextID++
-	c := &conn{p: p, id: p.nextID, client: nc, ended: make(chan struct{})}
+	_, inProcess := nc.(*pipeEnd)
+	c := &conn{p: p, id: p.nextID, client: nc, inProcess: inProcess, ended: make(chan struct{})}
 	p.conns[c] = struct{}{}
 	p.wg.Add(1) // under mu, so Close, which sets closed under mu, waits for it
 	p.mu.Unlock()
