@@ -1,6 +1,7 @@
 package wireproxy
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -71,7 +72,7 @@ type pipeEnd struct {
 
 func (e *pipeEnd) Read(b []byte) (int, error) {
 	n, err := e.read(b)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = &net.OpError{Op: "read", Net: "pipe", Err: err}
 	}
 	return n, err

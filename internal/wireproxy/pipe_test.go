@@ -39,7 +39,8 @@ func TestPipeSemantics(t *testing.T) {
 		if string(got) != "last words" || err != nil {
 			t.Errorf("reading after the writer closed = %q, %v; want \"last words\", nil (then io.EOF)", got, err)
 		}
-		if _, err := b.Read(make([]byte, 1)); err != io.EOF {
+		// io.EOF itself, as io.Reader promises: callers compare with ==.
+		if _, err := b.Read(make([]byte, 1)); err != io.EOF { //nolint:errorlint // the io.Reader contract is io.EOF unwrapped
 			t.Errorf("Read after the end of the stream: err = %v, want io.EOF", err)
 		}
 		if _, err := b.Write([]byte("x")); !errors.Is(err, io.ErrClosedPipe) {
