@@ -39,8 +39,9 @@ import (
 //     socket whose bytes are copied to the server's and back (io.Copy each
 //     way) with nothing parsed, so unix/relay is what the proxy's own work
 //     costs over the extra hop;
-//   - piperelay: the same bare relay behind an in-process pipe, the floor
-//     of the pipe leg (pipe/piperelay is the proxy's own work).
+//   - piperelay: the same bare relay behind the in-process pipe Dial
+//     uses, the floor of the pipe leg (pipe/piperelay is the proxy's own
+//     work).
 func BenchmarkProxyOverhead(b *testing.B) {
 	const (
 		stmts = 200
@@ -185,8 +186,8 @@ func dialConn(b *testing.B, dsn string, dial pgconn.DialFunc) *pgx.Conn {
 }
 
 // pipeRelayConn connects to the server of dsn through a bare relay behind
-// an in-process pipe: the pipe's far end is copied to the server's socket
-// and back, unparsed.
+// the in-process pipe Dial uses: the pipe's far end is copied to the
+// server's socket and back, unparsed.
 func pipeRelayConn(b *testing.B, dsn string) *pgx.Conn {
 	b.Helper()
 	upstream := serverSocket(b, dsn)
@@ -197,7 +198,7 @@ func pipeRelayConn(b *testing.B, dsn string) *pgx.Conn {
 		if err != nil {
 			return nil, err
 		}
-		client, far := net.Pipe()
+		client, far := wireproxy.NewPipe()
 		wg.Go(func() { _, _ = io.Copy(server, far); server.Close() })
 		wg.Go(func() { _, _ = io.Copy(far, server); far.Close() })
 		return client, nil

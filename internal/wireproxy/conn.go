@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type conn struct {
 	id     int
 	client net.Conn
 	isCut  atomic.Bool
+	// inProcess: client is a pipe from Dial, whose reader is a goroutine
+	// of this process.
+	inProcess bool
 
 	ended  chan struct{} // closed when serve has ended and the backend is given back or closed
 	parked atomic.Bool   // waiting for the client's next message, nothing half read
@@ -724,6 +728,14 @@ func (c *conn) readServer() {
 					c.cut()
 					c.endPending(err)
 					return
+				}
+				if c.inProcess {
+					// The client's goroutine was just made runnable: let
+					// it run on this thread now rather than after the
+					// next Read of the server socket, which only finds it
+					// empty (a system call) before this goroutine parks;
+					// another thread picks this one up meanwhile.
+					runtime.Gosched()
 				}
 			}
 		}

@@ -1,5 +1,7 @@
 package wireproxy
 
+import "net"
+
 // AskServerOnly makes p decide whether a step outside a transaction block
 // is a commit point from the server's answer alone, never from its text;
 // call it before the first connection.
@@ -10,3 +12,10 @@ func AskServerOnly(p *Proxy) { p.serverOnly.Store(true) }
 // server.
 func TextCommitPoint(sql string) bool { return commitPoint(splitSQL(sql), 'I') }
 func TextAsks(sql string) bool        { return needsProbe(splitSQL(sql), 'I') }
+
+// NewPipe is the in-memory pipe Dial serves.
+func NewPipe() (net.Conn, net.Conn) { return newPipe() }
+
+// Buffered is how many bytes wait to be read at c, an end of a pipe
+// Dial returned.
+func Buffered(c net.Conn) int { return c.(*pipeEnd).buffered() }

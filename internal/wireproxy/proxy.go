@@ -420,21 +420,23 @@ func (p *Proxy) InFlight() []Step {
 }
 
 // Dial connects to the proxy inside the process, with no socket in
-// between: the client's end of an in-memory pipe (net.Pipe) whose other
-// end the proxy serves as it serves a connection to [Proxy.Addr]. A
-// client that can be given a dial function (pgconn.Config.DialFunc) saves
-// the kernel's hop to the proxy on every round trip: the handler's
-// goroutine hands its bytes straight to the proxy's. The pipe has no
-// buffer, so a write waits until the proxy has read it, and the proxy's
-// relay of the server's replies waits until the client reads them, as a
-// socket does once its buffer is full. Dial fails only once the proxy is
-// closed; a dead delivery's connection is refused at its startup, as on
-// the listener.
+// between: the client's end of an in-memory pipe whose other end the
+// proxy serves as it serves a connection to [Proxy.Addr]. A client that
+// can be given a dial function (pgconn.Config.DialFunc) saves the
+// kernel's hop to the proxy on every round trip: the handler's goroutine
+// hands its bytes straight to the proxy's. Each direction of the pipe
+// buffers what a socket would (256 kB), so a write goes on without
+// waiting for the reader until the buffer is full, and a message the
+// server sends on its own to an idle connection waits in it for the
+// client. The connection has deadlines; reads after the proxy closed its
+// end return what it wrote before, then io.EOF. Dial fails only once
+// the proxy is closed; a dead delivery's connection is refused at its
+// startup, as on the listener.
 func (p *Proxy) Dial(ctx context.Context) (net.Conn, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	client, server := net.Pipe()
+	client, server := newPipe()
 	if !p.serveConn(server) {
 		_ = client.Close()
 		return nil, fmt.Errorf("[twice] internal: wireproxy: dial %s: the proxy is closed: %w", p.label, net.ErrClosed)
@@ -464,7 +466,8 @@ func (p *Proxy) serveConn(nc net.Conn) bool {
 		return false
 	}
 	p.nextID++
-	c := &conn{p: p, id: p.nextID, client: nc, ended: make(chan struct{})}
+	_, inProcess := nc.(*pipeEnd)
+	c := &conn{p: p, id: p.nextID, client: nc, inProcess: inProcess, ended: make(chan struct{})}
 	p.conns[c] = struct{}{}
 	p.wg.Add(1) // under mu, so Close, which sets closed under mu, waits for it
 	p.mu.Unlock()
