@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -86,4 +87,25 @@ func TestHoldBesideALostReply(t *testing.T) {
 	sc := replay(t, job, "j1a1w1!ambiguous:1 > j2a1w2@1:0 order 2~,1", withNotes).Scenarios[0]
 	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
 	assert.Empty(t, sc.Deliveries[1].Err, "the held delivery")
+}
+
+// The same, the other way round: the ambiguous statement is granted
+// first, but reaches the lock after the held statement, granted next,
+// has taken it (here it sleeps first). No step is granted after the
+// hold, the ambiguous one's delivery waits for its reply, and the hold
+// must still be released rather than wait for the delivery timeout.
+func TestLostReplyReachesTheHeldLockLate(t *testing.T) {
+	job := harness.Job{Name: "slow-first", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `INSERT INTO notes SELECT 'once' FROM pg_sleep(CASE WHEN $1::int = 2 THEN 0.3 ELSE 0 END) ON CONFLICT DO NOTHING`, d.Attempt)
+		return err
+	}}
+	sc := replay(t, job, "j1a1w1 > j1a2w2@1:0!ambiguous:1 order 2,1~", withNotes, func(c *harness.Config) {
+		c.DeliveryTimeout = 10 * time.Second
+	}).Scenarios[0]
+	assert.Equal(t, []result.Fate{result.ReplyLost}, fates(sc.Deliveries[1]), "%+v", sc.Deliveries)
+	assert.Equal(t, []result.Fate{result.CommitHeld}, fates(sc.Deliveries[0]), "%+v", sc.Deliveries)
+	for _, d := range sc.Deliveries {
+		assert.NotContains(t, d.Err, "did not return", "attempt %d", d.Attempt)
+	}
+	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc.Deliveries)
 }

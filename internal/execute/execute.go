@@ -986,7 +986,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := e.checkWatchedLostReply(ctx); err != nil {
+	if err := e.checkLostReplies(ctx); err != nil { // holds.go
 		return err
 	}
 	for _, d := range e.deliveries {
@@ -1065,8 +1065,8 @@ func (e *execution) wake() time.Duration {
 	if w, ok := e.cancelWake(); ok && w < next {
 		next = w
 	}
-	if e.watch != nil && e.watch == e.watch.d.lostReply {
-		return lockPoll // checkWatchedLostReply
+	if len(e.lostRepliesBesideHold()) > 0 {
+		return lockPoll // checkLostReplies
 	}
 	for _, d := range e.deliveries {
 		if !d.started || d.ended || d.settling {
@@ -1159,6 +1159,8 @@ func (d *deliveryRun) where() string {
 		return fmt.Sprintf("it was at step %d, an effect call that had not returned: %s", at.seq, text.OneLine(at.step.SQL))
 	case at != nil:
 		return fmt.Sprintf("it was at step %d, which reached the server and had not finished: %s", at.seq, text.OneLine(at.step.SQL))
+	case d.lostReply != nil:
+		return fmt.Sprintf("it was waiting for the server to finish step %d, whose reply is lost: %s", d.lostReply.seq, text.OneLine(d.lostReply.step.SQL))
 	case d.done == 0:
 		return "it was in its own code before its first step reached the server"
 	default:

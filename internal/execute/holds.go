@@ -64,23 +64,55 @@ func (e *execution) watchEnded(req *stepRequest) {
 	}
 }
 
-// checkWatchedLostReply releases the held commit when the step it waits
-// for is a statement applied with its reply lost (an ambiguous fault)
-// that waits on a lock: such a step is not in flight for the executor,
-// which grants on beside it, but a hold would wait for its reply, which
-// cannot come before the held transaction ends.
-func (e *execution) checkWatchedLostReply(ctx context.Context) error {
-	if e.watch == nil || e.watch != e.watch.d.lostReply {
-		return nil
-	}
-	waits, err := e.r.waitsOnLock(ctx, e.watch.step.PID)
-	if err != nil {
-		return err
-	}
-	if waits {
-		e.releaseHold()
+// checkLostReplies asks whether a statement applied with its reply lost
+// (an ambiguous fault) that a held commit may be waiting on waits on a
+// lock. Such a statement is not in flight for the executor, which grants
+// on beside it, but its delivery waits for the reply, which cannot come
+// before the held transaction ends if the lock is the held statement's.
+// Two ways lead there: the step granted after the hold is the ambiguous
+// one (the hold waits for it: it is released at once), or the ambiguous
+// one was granted first and reached the lock after the held statement,
+// granted next, took it (the hold waits for a step its delivery will
+// never ask for: the delivery counts as blocked, and grant releases the
+// hold when no other one can step).
+func (e *execution) checkLostReplies(ctx context.Context) error {
+	for _, req := range e.lostRepliesBesideHold() {
+		waits, err := e.r.waitsOnLock(ctx, req.step.PID)
+		if err != nil {
+			return err
+		}
+		if !waits {
+			continue
+		}
+		req.waited = true
+		if req == e.watch {
+			e.releaseHold()
+			return nil
+		}
 	}
 	return nil
+}
+
+// lostRepliesBesideHold lists the lost replies checkLostReplies asks
+// about: none without a hold; the watched step, when the hold has one;
+// before it has, every other delivery's not yet seen waiting.
+func (e *execution) lostRepliesBesideHold() []*stepRequest {
+	switch {
+	case e.holder == nil:
+		return nil
+	case e.watch != nil:
+		if e.watch == e.watch.d.lostReply {
+			return []*stepRequest{e.watch}
+		}
+		return nil
+	}
+	var out []*stepRequest
+	for _, d := range e.deliveries {
+		if d != e.holder.d && d.started && !d.ended && d.lostReply != nil && !d.lostReply.waited {
+			out = append(out, d.lostReply)
+		}
+	}
+	return out
 }
 
 // releaseHold lets the held step commit; until its reply comes it runs
@@ -107,10 +139,11 @@ func (e *execution) dropHolds(d *deliveryRun) {
 }
 
 // anotherCanStep reports whether a delivery other than d has started and
-// not ended, so it may still ask for a step the hold can wait for.
+// not ended, so it may still ask for a step the hold can wait for: not
+// one whose lost reply waits on a lock (checkLostReplies).
 func (e *execution) anotherCanStep(d *deliveryRun) bool {
 	for _, o := range e.deliveries {
-		if o != d && o.started && !o.ended && !o.blocked() {
+		if o != d && o.started && !o.ended && !o.blocked() && (o.lostReply == nil || !o.lostReply.waited) {
 			return true
 		}
 	}
