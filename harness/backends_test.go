@@ -141,3 +141,71 @@ func mostUsesOfABackend(t *testing.T) (int, string) {
 	}
 	return most, fmt.Sprintf("%d deliveries ran on backends %v", calls, pids)
 }
+
+// The backends outlive the check too: the next check of a job with the
+// same setup gets the template's databases back, reset in place, and
+// with them the backends the last check's deliveries gave back, which
+// start clean: no temporary table, setting or advisory lock of the last
+// check is left on them.
+func TestBackendsOutliveTheCheck(t *testing.T) {
+	var last string
+	for range 3 {
+		first, _ := backendsOfACheck(t)
+		second, leftovers := backendsOfACheck(t)
+		if len(leftovers) > 0 {
+			t.Fatalf("a backend kept from the last check still had %v", leftovers)
+		}
+		for pid := range second {
+			if first[pid] {
+				return
+			}
+		}
+		last = fmt.Sprintf("the first check ran on backends %v, the second on %v", first, second)
+	}
+	t.Errorf("%s: no backend served both", last)
+}
+
+// backendsOfACheck checks a job that leaves a temporary table, a setting
+// and an advisory lock on its session, one scenario at a time, and
+// returns the backends its deliveries ran on, and what any of them found
+// left on its session when it started.
+func backendsOfACheck(t *testing.T) (pids map[uint32]bool, leftovers []string) {
+	t.Helper()
+	var mu sync.Mutex
+	pids = map[uint32]bool{}
+	job := harness.Job{Name: "backend-state", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		var pid uint32
+		var temps, locks int
+		var setting string
+		if err := d.DB.QueryRow(ctx, `SELECT pg_backend_pid(),
+			(SELECT count(*) FROM pg_class WHERE relpersistence = 't'),
+			(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()),
+			coalesce(current_setting('twice_test.kept', true), '')`).Scan(&pid, &temps, &locks, &setting); err != nil {
+			return err
+		}
+		mu.Lock()
+		pids[pid] = true
+		if temps != 0 || locks != 0 || setting != "" {
+			leftovers = append(leftovers, fmt.Sprintf("backend %d: %d temporary tables, %d advisory locks, setting %q", pid, temps, locks, setting))
+		}
+		mu.Unlock()
+		_, err := d.DB.Exec(ctx, `CREATE TEMP TABLE IF NOT EXISTS scratch (id int);
+			SET twice_test.kept = 'yes';
+			SELECT pg_advisory_lock(7);
+			INSERT INTO t VALUES (1) ON CONFLICT DO NOTHING`)
+		return err
+	}}
+	t.Setenv(harness.ParallelEnv, "1")
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE t (id int PRIMARY KEY) -- backends outlive the check`)},
+		Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	if !res.Idempotent() {
+		t.Fatalf("a reused backend left the database dirty:\n%s", res)
+	}
+	return pids, leftovers
+}

@@ -83,7 +83,9 @@
 // connections, reset with DISCARD ALL (settings, prepared statements,
 // temporary tables, advisory locks), to the scenario's later deliveries,
 // which then connect without starting a server backend; a dead one's end
-// with it. After
+// with it. When the check ends, they wait, parked with their database
+// (at most 32 sessions in a process), for the next check that gets the
+// same database of the same template. After
 // an ambiguous step only that step's connection is lost, as in a network
 // failure: the delivery's error path runs, it may connect again and retry
 // (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its

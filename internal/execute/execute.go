@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/runtwice/twice/faults"
@@ -224,10 +225,14 @@ func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
 	db, sched, retries := in.DB, in.Schedule, in.Retries
 	e := &execution{
 		r: r, sched: sched, db: db, clock: in.Clock, began: in.Clock.Now(), ctx: ctx, newWorker: in.NewWorker,
-		events:   eventQueue{signal: make(chan struct{}, 1)},
-		workers:  map[int]Handler{},
-		backends: r.backends.of(db.Name),
-		cancels:  r.cancelPolicyOf(),
+		events:  eventQueue{signal: make(chan struct{}, 1)},
+		workers: map[int]Handler{},
+		cancels: r.cancelPolicyOf(),
+	}
+	var queueConn *pgx.Conn
+	e.backends, queueConn = r.backends.of(db.Name)
+	if queueConn != nil {
+		r.queueConns.put(ctx, db.Name, queueConn)
 	}
 	if retries {
 		// The harness's own queue retries a failed job once; a queue

@@ -189,18 +189,41 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 	return o.ex.snapshot(ctx)
 }
 
-// Close ends the kept backends and the kept queue connections, and
-// parks the connection that asks about locks for the next check on the
-// same server (adminconns.go).
+// Close parks the kept backends and queue connections of the databases
+// given back for the next check on them, and the connection that asks
+// about locks for the next check on the server (backends.go), and ends
+// the others.
 func (r *Executor) Close(ctx context.Context) {
-	r.backends.close()
-	r.queueConns.close(ctx)
+	r.backends.close(ctx, &r.queueConns)
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
+	// What is parked must leave the server room for everything else
+	// (its clones' kept connections, other test binaries on a shared
+	// server): the oldest go first when it has little.
+	over := 0
+	if room, err := r.serverRoom(ctx); err != nil {
+		over = maxParked // unknown: park nothing
+	} else if room < 0 {
+		over = -room
+	}
+	parking.shed(ctx, over)
 	if r.admin != nil {
-		parkedAdmins.park(ctx, r.cfg.Server.ConnString(""), r.admin)
+		parking.parkAdmin(ctx, r.cfg.Server.ConnString(""), r.admin)
 		r.admin = nil
 	}
+}
+
+// serverRoom is how many more client sessions the server takes before
+// a quarter of its max_connections is all that is left, under r.adminMu;
+// negative when fewer are left.
+func (r *Executor) serverRoom(ctx context.Context) (int, error) {
+	if err := r.connectAdmin(ctx, "how many sessions it has"); err != nil {
+		return 0, err
+	}
+	var room int
+	err := r.admin.QueryRow(ctx, `SELECT m - m / 4 - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')
+		FROM (SELECT current_setting('max_connections')::int AS m) s`).Scan(&room)
+	return room, err
 }
 
 // GiveBack gives db back after a scenario or a clean run, sparing from
@@ -229,7 +252,7 @@ func (r *Executor) connectAdmin(ctx context.Context, what string) error {
 	if r.admin != nil {
 		return nil
 	}
-	if r.admin = parkedAdmins.take(ctx, r.cfg.Server.ConnString("")); r.admin != nil {
+	if r.admin = parking.takeAdmin(ctx, r.cfg.Server.ConnString("")); r.admin != nil {
 		return nil
 	}
 	conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))

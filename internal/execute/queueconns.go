@@ -8,7 +8,8 @@ import (
 )
 
 // queueConns keeps, per scenario database, the harness's connection for
-// the job's queue (openQueue) for the whole check: the next scenario on
+// the job's queue (openQueue) for the whole check, and after it with the
+// database's backends (parking, backends.go): the next scenario on
 // that database, after its reset in place, runs the queue's operations on
 // a backend whose catalog caches are warm and whose prepared statements
 // (pgx's statement cache) are still there, instead of starting a backend

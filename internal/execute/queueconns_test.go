@@ -99,6 +99,36 @@ func TestQueueConnOutlivesTheReset(t *testing.T) {
 	}
 }
 
+// TestQueueConnOutlivesTheCheck runs one schedule in two checks, one
+// after the other, on the database the template hands out again: the
+// second check's queue operations run on the backend the first one's
+// did, parked with the database when the first check's Executor closed.
+func TestQueueConnOutlivesTheCheck(t *testing.T) {
+	ctx := t.Context()
+	srv, err := pgserver.Shared(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "schema", SQL: "CREATE TABLE visits (job text) -- a check after another"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := &pidQueue{}
+	var names []string
+	for range 2 {
+		x := execute.New(execute.Settings{Job: execute.Job{Name: "visit", Queue: q}, Server: srv,
+			DeliveryTimeout: 30 * time.Second, Rules: q.Rules()})
+		names = append(names, visitOnce(t, x, tmpl))
+		x.Close(context.Background())
+	}
+	if names[0] != names[1] {
+		t.Fatalf("the second check ran on database %s, want %s again (reset in place)", names[1], names[0])
+	}
+	if len(q.pids) != 2 || q.pids[0] != q.pids[1] {
+		t.Errorf("the queue's backends in the two checks = %v, want one backend twice", q.pids)
+	}
+}
+
 // visitOnce runs one delivery of the visit job on a database from tmpl,
 // with x, gives the database back and returns its name.
 func visitOnce(t *testing.T, x *execute.Executor, tmpl *freshdb.Template) string {

@@ -24,37 +24,37 @@ func TestAdminConnParkedForTheNextCheck(t *testing.T) {
 		}
 		return conn
 	}
-	var p adminConns
+	var p parkedSessions
 	cs := srv.ConnString("")
 
 	first, second := connect(), connect()
-	p.park(ctx, cs, first)
-	p.park(ctx, cs, second)
+	p.parkAdmin(ctx, cs, first)
+	p.parkAdmin(ctx, cs, second)
 	if !second.IsClosed() {
 		t.Errorf("a second connection parked beside the first was kept, want it closed")
 	}
-	if got := p.take(ctx, cs); got != first {
-		t.Errorf("take = %p, want the parked connection %p", got, first)
+	if got := p.takeAdmin(ctx, cs); got != first {
+		t.Errorf("takeAdmin = %p, want the parked connection %p", got, first)
 	}
-	if got := p.take(ctx, cs); got != nil {
-		t.Errorf("take after the parked connection was taken = %p, want nil", got)
+	if got := p.takeAdmin(ctx, cs); got != nil {
+		t.Errorf("takeAdmin after the parked connection was taken = %p, want nil", got)
 	}
 
 	if _, err := first.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
-	p.park(ctx, cs, first)
+	p.parkAdmin(ctx, cs, first)
 	if !first.IsClosed() {
 		t.Errorf("a connection left in a transaction was parked, want it closed")
 	}
 
 	ended, killer := connect(), connect()
 	defer func() { _ = killer.Close(ctx) }()
-	p.park(ctx, cs, ended)
+	p.parkAdmin(ctx, cs, ended)
 	if _, err := killer.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(ended.PgConn().PID())); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.take(ctx, cs); got != nil {
-		t.Errorf("take handed out a connection whose session the server ended")
+	if got := p.takeAdmin(ctx, cs); got != nil {
+		t.Errorf("takeAdmin handed out a connection whose session the server ended")
 	}
 }
