@@ -245,6 +245,76 @@ func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 	}
 }
 
+// A step whose reply is lost (Ambiguous) cuts only the client's side of
+// its connection: the server had answered in full, so the backend is
+// rolled back as the server rolls back a session whose client went away
+// (an open transaction ends, its row and advisory locks go), reset, and
+// kept for the next connection, never terminated. The delivery lives
+// on; what the statement applied outside a transaction stays.
+func TestLostReplyKeepsTheBackend(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		before   []string
+		lost     string
+		rowAfter int // rows with id 91 once the reply is lost
+	}{
+		{"autocommit", nil, "INSERT INTO items (id) VALUES (91)", 1},
+		{"commit", []string{"BEGIN", "INSERT INTO items (id) VALUES (91)"}, "COMMIT", 1},
+		{"in a transaction", []string{"BEGIN", "SELECT * FROM items WHERE id = 1 FOR UPDATE"}, "INSERT INTO items (id) VALUES (91)", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := newDatabase(t)
+			direct := connect(t, dsn)
+			b := newBackends(t)
+			rec := recorder{decide: func(_ context.Context, s wireproxy.Step) wireproxy.Action {
+				if s.SQL == tc.lost {
+					return wireproxy.Ambiguous
+				}
+				return wireproxy.Forward
+			}}
+			p := listenShared(t, "d1", dsn, b, rec.hooks())
+			c1, err := pgx.Connect(ctx, p.DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c1.Close(ctx) })
+			pid := backendPID(t, c1)
+			exec(t, c1, "SELECT pg_advisory_lock(78)")
+			for _, sql := range tc.before {
+				exec(t, c1, sql)
+			}
+			if _, err := c1.Exec(ctx, tc.lost); err == nil {
+				t.Fatal("the client got the reply the proxy was to lose")
+			}
+			eventually(t, "the backend kept", func() bool { return b.Stats().Kept == 1 })
+			if dead := p.Dead(); dead != nil {
+				t.Errorf("the delivery died with its connection: %v", dead)
+			}
+			if n := count(t, direct, "SELECT count(*) FROM items WHERE id = 91"); n != tc.rowAfter {
+				t.Errorf("rows with id 91 after the lost reply: %d, want %d", n, tc.rowAfter)
+			}
+			var locked bool
+			if err := direct.QueryRow(ctx, "SELECT pg_try_advisory_lock(78)").Scan(&locked); err != nil || !locked {
+				t.Errorf("the lost connection's advisory lock is still held: %v, %v", locked, err)
+			}
+			if _, err := direct.Exec(ctx, "SELECT * FROM items WHERE id = 1 FOR UPDATE NOWAIT"); err != nil {
+				t.Errorf("the lost connection's row lock is still held: %v", err)
+			}
+			c2 := connect(t, p.DSN())
+			if got := backendPID(t, c2); got != pid {
+				t.Errorf("the delivery's next connection got backend %d, want the kept %d", got, pid)
+			}
+			if s := b.Stats(); s.Opened != 1 || s.Reused != 1 {
+				t.Errorf("Stats = %+v, want 1 opened and 1 reused", s)
+			}
+			if cut := p.TakeCut(); len(cut) != 0 {
+				t.Errorf("TakeCut = %v, want none: nothing was cut on the server's side", cut)
+			}
+		})
+	}
+}
+
 // Connections open at the same time, of one delivery or of two, never
 // share a backend, and kept backends are handed out one to a connection.
 func TestConcurrentConnectionsNeverShareBackend(t *testing.T) {

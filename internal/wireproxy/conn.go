@@ -46,6 +46,10 @@ type conn struct {
 	crashed atomic.Bool
 	// serverClosed: cut closed the server socket.
 	serverClosed atomic.Bool
+	// lostKept: an ambiguous step's reply came whole with nothing else
+	// out; the client's side is cut, and serve rolls the backend back and
+	// gives it to Config.Backends rather than cut it (see loseReply).
+	lostKept atomic.Bool
 
 	// Set once by startup, under mu; pid under p.mu by register. server is
 	// be.conn until the backend is given back.
@@ -162,6 +166,12 @@ func (c *conn) serve() {
 		}
 		return // the deferred cut closes the server socket when it was not detached
 	}
+	if c.lostKept.Load() {
+		if be := c.detachLost(); be != nil {
+			c.p.backends.keep(be)
+		}
+		return // as above
+	}
 	c.commitOrphanedHold()
 	if errors.Is(err, errQuit) || errors.Is(err, errReleased) {
 		if be := c.detach(); be != nil {
@@ -276,6 +286,60 @@ func (c *conn) detachCrashed() *backend {
 	}
 	defer c.mu.Unlock()
 	if c.serverClosed.Load() || len(c.pending) > 0 {
+		return nil
+	}
+	if err := c.be.rollback(c.tx != 'I'); err != nil {
+		return nil
+	}
+	c.server = nil
+	c.p.unregister(c)
+	return c.be
+}
+
+// loseReply ends the connection whose ambiguous step's reply has come
+// whole, as a network failure would: the client's side is cut, and the
+// delivery lives on and may connect again. When nothing else is out
+// (no other round trip, no held step), the reader stops here, at a
+// message boundary, with the server socket left open and no write of
+// the serve goroutine half done or to come: serve then rolls the
+// backend back and keeps it (detachLost), leaving the server as it
+// would have left a session whose client went away, without
+// terminating the backend and starting another for the next delivery.
+// Otherwise both sides are cut.
+func (c *conn) loseReply(lost *Step) {
+	err := fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid)
+	c.wmu.Lock()
+	c.mu.Lock()
+	keep := c.p.backends != nil && len(c.pending) == 0 && c.hold == nil && c.scan.nhead == 0 && c.server != nil && !c.isCut.Load()
+	if keep {
+		c.isCut.Store(true) // writeServer refuses from here
+		c.lostKept.Store(true)
+	}
+	c.mu.Unlock()
+	c.wmu.Unlock()
+	if !keep {
+		c.cut()
+		c.endPending(err)
+		return
+	}
+	_ = c.client.Close()
+	c.endPending(err)
+}
+
+// detachLost takes the backend off a connection loseReply kept, once
+// serve has stopped reading the client, after rolling back its
+// transaction and resetting its session (ROLLBACK, DISCARD ALL). It
+// returns nil when that cannot be done (a step begun at a Flush, a
+// message forwarded without its Sync): the deferred cut then closes the
+// socket and the harness terminates the backend, as for any cut
+// connection.
+func (c *conn) detachLost() *backend {
+	if c.open != nil || c.unsynced {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.serverClosed.Load() || c.server == nil || len(c.pending) > 0 {
 		return nil
 	}
 	if err := c.be.rollback(c.tx != 'I'); err != nil {
@@ -534,11 +598,11 @@ func (c *conn) endHold(msg []byte) {
 // writeServer writes b to the server: the client's batch (forward) or
 // the proxy's own COMMIT or ROLLBACK.
 func (c *conn) writeServer(b []byte) error {
-	if c.isCut.Load() {
-		return net.ErrClosed
-	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.isCut.Load() { // under wmu: loseReply counts on it
+		return net.ErrClosed
+	}
 	_, err := c.server.Write(b)
 	return err
 }
@@ -715,10 +779,7 @@ func (c *conn) readServer() {
 			c.mu.Unlock()
 			c.finished = c.finished[:0]
 			if lost != nil {
-				// The reply is lost with the connection, as in a network
-				// failure; the delivery lives on and may connect again.
-				c.cut()
-				c.endPending(fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid))
+				c.loseReply(lost)
 				return
 			}
 			if len(c.out) > 0 {
