@@ -82,8 +82,12 @@
 // delivery that returned leaves the server sessions of its idle
 // connections, reset with DISCARD ALL (settings, prepared statements,
 // temporary tables, advisory locks), to the scenario's later deliveries,
-// which then connect without starting a server backend; a dead one's end
-// with it. When the check ends, they wait, parked with their database
+// which then connect without starting a server backend. So do a dead
+// delivery's connections that were between round trips, and the
+// connection an ambiguous step's lost reply cut (the server had
+// answered): each session is first rolled back, as the server rolls
+// back one whose client went away; one cut in the middle of a round
+// trip is terminated. When the check ends, they wait, parked with their database
 // (at most 32 sessions in a process), for the next check that gets the
 // same database of the same template. After
 // an ambiguous step only that step's connection is lost, as in a network
