@@ -285,7 +285,15 @@ func (c *conn) detachCrashed() *backend {
 		return nil
 	}
 	defer c.mu.Unlock()
-	if c.serverClosed.Load() || len(c.pending) > 0 {
+	return c.rollBackAndTake()
+}
+
+// rollBackAndTake rolls back and resets, under c.mu, the backend of a
+// connection whose reader has stopped, and takes it off the connection;
+// it returns nil when the server socket is closed or gone, a round trip
+// is still out, or the reset fails.
+func (c *conn) rollBackAndTake() *backend {
+	if c.serverClosed.Load() || c.server == nil || len(c.pending) > 0 {
 		return nil
 	}
 	if err := c.be.rollback(c.tx != 'I'); err != nil {
@@ -339,15 +347,7 @@ func (c *conn) detachLost() *backend {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.serverClosed.Load() || c.server == nil || len(c.pending) > 0 {
-		return nil
-	}
-	if err := c.be.rollback(c.tx != 'I'); err != nil {
-		return nil
-	}
-	c.server = nil
-	c.p.unregister(c)
-	return c.be
+	return c.rollBackAndTake()
 }
 
 // relay reads the client's messages and forwards them, step by step.
