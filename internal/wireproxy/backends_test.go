@@ -315,6 +315,42 @@ func TestLostReplyKeepsTheBackend(t *testing.T) {
 	}
 }
 
+// A client whose reply was lost sends a CancelRequest as it closes (pgx
+// does, in asyncClose); it must never reach the next user of the kept
+// backend, whose statement would fail with "canceling statement due to
+// user request" (seen in a check's exploration on PostgreSQL 16).
+func TestLostReplyCancelMissesTheNextUser(t *testing.T) {
+	ctx := context.Background()
+	dsn := newDatabase(t)
+	b := newBackends(t)
+	rec := recorder{decide: func(_ context.Context, s wireproxy.Step) wireproxy.Action {
+		if strings.Contains(s.SQL, "twice_lost") {
+			return wireproxy.Ambiguous
+		}
+		return wireproxy.Forward
+	}}
+	p := listenShared(t, "d1", dsn, b, rec.hooks())
+	for i := range 30 {
+		c1, err := pgx.Connect(ctx, p.DSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c1.Exec(ctx, "SELECT 'twice_lost'"); err == nil {
+			t.Fatal("the client got the reply the proxy was to lose")
+		}
+		// What pgx's asyncClose sends, sent again once the backend may
+		// have been handed on.
+		go func() { _ = c1.PgConn().CancelRequest(ctx) }()
+		c2 := connect(t, p.DSN())
+		if _, err := c2.Exec(ctx, "SELECT pg_sleep(0.05)"); err != nil {
+			t.Fatalf("round %d: the next connection's statement failed: %v", i, err)
+		}
+		if err := c2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Connections open at the same time, of one delivery or of two, never
 // share a backend, and kept backends are handed out one to a connection.
 func TestConcurrentConnectionsNeverShareBackend(t *testing.T) {

@@ -50,6 +50,10 @@ type conn struct {
 	// out; the client's side is cut, and serve rolls the backend back and
 	// gives it to Config.Backends rather than cut it (see loseReply).
 	lostKept atomic.Bool
+	// cancels counts the client's cancel requests being forwarded to the
+	// backend (forwardCancel): a backend is handed on only once they are
+	// through, so none lands on its next user's statement.
+	cancels sync.WaitGroup
 
 	// Set once by startup, under mu; pid under p.mu by register. server is
 	// be.conn until the backend is given back.
@@ -209,6 +213,7 @@ func (c *conn) detach() *backend {
 	// client reaches the backend's next one.
 	c.server = nil
 	c.p.unregister(c)
+	c.cancels.Wait() // Backends.put resets it next
 	return c.be
 }
 
@@ -296,6 +301,8 @@ func (c *conn) rollBackAndTake() *backend {
 	if c.serverClosed.Load() || c.server == nil || len(c.pending) > 0 {
 		return nil
 	}
+	c.p.refuseCancels(c)
+	c.cancels.Wait()
 	if err := c.be.rollback(c.tx != 'I'); err != nil {
 		return nil
 	}
@@ -330,6 +337,10 @@ func (c *conn) loseReply(lost *Step) {
 		c.endPending(err)
 		return
 	}
+	// The client, seeing its connection go, may send a cancel request
+	// (pgx does as it closes): the backend will serve another, so the
+	// request goes nowhere, as it would to a session that ended.
+	c.p.refuseCancels(c)
 	_ = c.client.Close()
 	c.endPending(err)
 }

@@ -505,6 +505,15 @@ func (p *Proxy) unregister(c *conn) {
 	c.pid = 0
 }
 
+// refuseCancels drops the cancel requests for c's backend from now on,
+// as unregister does, but leaves its PID for cut to report should the
+// backend not be given back after all.
+func (p *Proxy) refuseCancels(c *conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.secrets, c.pid)
+}
+
 // nextStep numbers a step; indexes count from 1 across the delivery.
 func (p *Proxy) nextStep() (int, error) {
 	p.mu.Lock()
@@ -516,7 +525,8 @@ func (p *Proxy) nextStep() (int, error) {
 	return p.steps, nil
 }
 
-// cancelTarget finds the connection a CancelRequest names.
+// cancelTarget finds the connection a CancelRequest names, counting the
+// request in its cancels until forwardCancel has sent it.
 func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -526,6 +536,7 @@ func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
 	}
 	for c := range p.conns {
 		if c.pid == pid {
+			c.cancels.Add(1) // under p.mu: unregister and refuseCancels wait for it
 			return c
 		}
 	}

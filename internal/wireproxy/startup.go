@@ -80,6 +80,7 @@ func (c *conn) forwardCancel(req *pgproto3.CancelRequest) {
 	if target == nil {
 		return
 	}
+	defer target.cancels.Done()
 	ctx, cancel := context.WithTimeout(c.p.ctx, 30*time.Second)
 	defer cancel()
 	_ = target.be.canceler.CancelRequest(ctx) // as with the server, the client learns nothing
