@@ -44,11 +44,11 @@ func (e *execution) cancelOverdue() bool {
 	}
 	marked := false
 	for _, o := range e.deliveries {
-		if !o.started || o.ended || o.settling || o.overdue {
+		if o.life != running {
 			continue
 		}
 		if e.clock.Now().Sub(o.clockStart) >= e.cancels.after {
-			o.overdue = true
+			e.move(o, onRunLate)
 			e.cancelIfWaiting(o)
 			marked = true
 		}
@@ -61,10 +61,10 @@ func (e *execution) cancelOverdue() bool {
 // says waits on a lock. Until then (its own code, a reply on its way) it
 // is left to get there.
 func (e *execution) cancelIfWaiting(o *deliveryRun) {
-	if !o.overdue || o.cancelled || o.ended || o.settling || (len(o.pending) == 0 && !o.blocked()) {
+	if o.life != overdue || (len(o.pending) == 0 && !o.blocked()) {
 		return
 	}
-	o.cancelled = true
+	e.move(o, onCancel)
 	o.cancelSeq = o.requested
 	o.cancelledAt = time.Now()
 	o.outcome.Fault = fmt.Sprintf("had its context cancelled %s %s after it started", e.cancels.by, e.cancels.after)
@@ -82,11 +82,12 @@ const cancelGrace = 2 * time.Second
 // context), or had cancelGrace to do either.
 func (e *execution) cancelSettled() bool {
 	for _, o := range e.deliveries {
-		if !o.overdue || o.ended || o.settling {
-			continue
-		}
-		if !o.cancelled {
+		switch o.life {
+		case overdue:
 			return false
+		case cancelled:
+		default:
+			continue
 		}
 		if o.requested > o.cancelSeq || time.Since(o.cancelledAt) >= cancelGrace {
 			continue
@@ -100,7 +101,7 @@ func (e *execution) cancelSettled() bool {
 // react; steps wait with it.
 func (e *execution) holdsForCancel() bool {
 	for _, d := range e.deliveries {
-		if d.held {
+		if d.life == held {
 			return true
 		}
 	}
@@ -111,7 +112,7 @@ func (e *execution) holdsForCancel() bool {
 // whose grace runs out.
 func (e *execution) cancelWake() (time.Duration, bool) {
 	for _, o := range e.deliveries {
-		if o.cancelled && !o.ended && !o.settling && o.requested == o.cancelSeq && time.Since(o.cancelledAt) < cancelGrace {
+		if o.life == cancelled && o.requested == o.cancelSeq && time.Since(o.cancelledAt) < cancelGrace {
 			return max(time.Until(o.cancelledAt.Add(cancelGrace)), time.Millisecond), true
 		}
 	}

@@ -37,7 +37,7 @@ func (e *execution) bury(d *deliveryRun) {
 	if d.proxy == nil {
 		return
 	}
-	if n := d.proxy.BusyAtRelease(); n > 0 && !d.dead {
+	if n := d.proxy.BusyAtRelease(); n > 0 && d.life != dead {
 		e.r.leftOpen.add(result.TransactionLeftOpen, d.spec, e.sched, n)
 	}
 	if pids := d.proxy.TakeCut(); len(pids) > 0 {
@@ -48,7 +48,7 @@ func (e *execution) bury(d *deliveryRun) {
 			return
 		}
 	}
-	if d.dead {
+	if d.life == dead {
 		for req := range d.inflight {
 			e.watchEnded(req)
 			delete(d.inflight, req)

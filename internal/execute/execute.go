@@ -77,21 +77,14 @@ type deliveryRun struct {
 	spec faults.Delivery
 	kind queue.DeliveryKind
 
-	// begun once the clock moved (and, with a Queue, the queue was
-	// asked); settling while Ack or Nack runs; held while it waits for
-	// deliveries cancelled for running too long to react (cancel.go).
-	begun, settling, held bool
-	queued                any       // queue.Fetched.Job
-	clockStart            time.Time // the harness clock when it started
-	overdue               bool      // past the cancel policy's time: to be cancelled
-	cancelled             bool      // its context was cancelled (cancel.go)
-	cancelSeq             int       // requested when it was cancelled
-	cancelledAt           time.Time // wall time of the cancel
-	settledAs             queue.Settlement
-	dueWaits              int // times the clock moved to the job's due time (queue_run.go)
+	life        life      // where it is in its life (lifecycle.go); changed only by execution.move
+	queued      any       // queue.Fetched.Job
+	clockStart  time.Time // the harness clock when it started
+	cancelSeq   int       // requested when it was cancelled (cancel.go)
+	cancelledAt time.Time // wall time of the cancel
+	settledAs   queue.Settlement
+	dueWaits    int // times the clock moved to the job's due time (queue_run.go)
 
-	started, ended bool // ended: returned, or died
-	dead           bool // its worker died: return value ignored, worker gone
 	startedAt      time.Time
 	deadline       time.Time
 	ctx            context.Context    // the handler's context
@@ -325,7 +318,7 @@ func (e *execution) run(ctx context.Context) error {
 
 func (e *execution) finished() bool {
 	for _, d := range e.deliveries {
-		if !d.ended {
+		if !d.life.over() {
 			return false
 		}
 	}
@@ -340,7 +333,7 @@ func (e *execution) stalled() bool {
 		return false
 	}
 	for _, d := range e.deliveries {
-		if d.started && !d.ended {
+		if d.life.live() {
 			return false
 		}
 	}
@@ -437,7 +430,7 @@ func (e *execution) lastPerJob() []*deliveryRun {
 	return out
 }
 
-func (d *deliveryRun) failed() bool { return d.dead || d.outcome.Err != "" }
+func (d *deliveryRun) failed() bool { return d.life == dead || d.outcome.Err != "" }
 
 // incomplete says, one line per job, why a job did not complete: its last
 // delivery, the queue's retry included, failed.
@@ -450,7 +443,7 @@ func (e *execution) incomplete() []unfinished {
 		if d.outcome.Err != "" {
 			out = append(out, unfinished{d.outcome.JobID, fmt.Sprintf("its last delivery %s (attempt %d) returned an error: %s",
 				d.spec.Label(), d.outcome.Attempt, text.FirstLine(d.outcome.Err))})
-		} else if d.dead {
+		} else if d.life == dead {
 			out = append(out, unfinished{d.outcome.JobID, fmt.Sprintf("its last delivery %s (attempt %d) %s",
 				d.spec.Label(), d.outcome.Attempt, d.outcome.Fault)})
 		}
@@ -478,14 +471,14 @@ func lines(us []unfinished) []string {
 // steps (or ended).
 func (e *execution) startReady(ctx context.Context) error {
 	for i, d := range e.deliveries {
-		if d.started || d.ended {
+		if d.life != waiting && d.life != begun && d.life != held {
 			continue
 		}
-		if d.begun {
+		if d.life != waiting {
 			// The queue is handing it out, or it waits for deliveries the
 			// queue cancelled; later ones wait for it.
-			if d.held && e.cancelSettled() {
-				d.held = false
+			if d.life == held && e.cancelSettled() {
+				e.move(d, onRelease)
 				if e.queue == nil {
 					return e.start(ctx, d)
 				}
@@ -493,22 +486,22 @@ func (e *execution) startReady(ctx context.Context) error {
 			}
 			return nil
 		}
-		ready := i == 0 || e.deliveries[i-1].ended
+		ready := i == 0 || e.deliveries[i-1].life.over()
 		if w := d.spec.With; w > 0 {
 			// A delivery the queue never made has ended without starting.
 			ref := e.deliveries[w-1]
-			ready = ref.ended || (ref.started && ref.done >= d.spec.After)
+			ready = ref.life.over() || (ref.life.started() && ref.done >= d.spec.After)
 		}
 		if !ready {
 			// Deliveries start in schedule order.
 			return nil
 		}
-		d.begun = true
+		e.move(d, onHandOut)
 		e.clock.Advance(d.spec.Advance)
 		d.kind = e.kindOf(d)
 		if e.queue == nil {
 			if e.cancelOverdue() {
-				d.held = true
+				e.move(d, onHold)
 				return nil
 			}
 			if err := e.start(ctx, d); err != nil {
@@ -518,7 +511,7 @@ func (e *execution) startReady(ctx context.Context) error {
 		}
 		d.outcome.Kind = d.kind
 		e.queue.begin(e, d)
-		if !d.ended {
+		if !d.life.over() {
 			return nil
 		}
 	}
@@ -552,14 +545,14 @@ func (e *execution) kindOf(d *deliveryRun) queue.DeliveryKind {
 }
 
 func (e *execution) start(ctx context.Context, d *deliveryRun) error {
-	d.started = true
+	e.move(d, onStart)
 	d.clockStart = e.clock.Now()
 	h, ok := e.workers[d.spec.Worker]
 	if !ok {
 		var err error
 		if h, err = e.newWorker(); err != nil {
 			d.outcome.Err = err.Error()
-			d.ended = true
+			e.move(d, onFinish)
 			return nil
 		}
 		e.workers[d.spec.Worker] = h
@@ -645,7 +638,7 @@ func (e *execution) handle(ev event) {
 	d := ev.d
 	switch ev.kind {
 	case evStep:
-		if d.ended {
+		if d.life.over() {
 			ev.req.grant <- wireproxy.Crash
 			return
 		}
@@ -654,7 +647,7 @@ func (e *execution) handle(ev event) {
 		d.pending = append(d.pending, ev.req)
 		e.cancelIfWaiting(d)
 	case evStepDone:
-		if d.ended {
+		if d.life.over() {
 			return // a dead delivery's late replies are not its steps
 		}
 		req := ev.req
@@ -686,11 +679,11 @@ func (e *execution) handle(ev event) {
 			d.steps = append(d.steps, req.asStep())
 		}
 		d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
-		if req == d.dieAfter && !d.ended {
+		if req == d.dieAfter && !d.life.over() {
 			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
 		}
 	case evReturned:
-		if d.ended {
+		if d.life.over() {
 			return // it died before; its return value is ignored
 		}
 		d.outcome.Duration = ev.dur
@@ -722,7 +715,7 @@ func (e *execution) handle(ev event) {
 	case evQueue:
 		e.queue.done(e, ev)
 	case evStepHeld:
-		if !d.ended {
+		if !d.life.over() {
 			e.held(d, ev.step)
 		}
 	}
@@ -731,9 +724,22 @@ func (e *execution) handle(ev event) {
 // end closes d's connections and refuses its waiting steps: a connection
 // kept past the handler's return must not outlive the delivery.
 func (e *execution) end(d *deliveryRun) {
-	d.ended = true
+	e.move(d, onFinish)
 	e.dropHolds(d)
 	e.stop(d)
+}
+
+// move takes d to the life ev leads to; a move that is not one is a bug
+// in the executor, which stops the check as twice's own breakage.
+func (e *execution) move(d *deliveryRun, ev lifeEvent) {
+	to, err := d.life.next(ev)
+	if err != nil {
+		if e.failure == nil {
+			e.failure = fmt.Errorf("[twice] internal: delivery %s of schedule %s: %w (a bug in twice; please report it with the schedule)", d.spec.Label(), e.sched, err)
+		}
+		return
+	}
+	d.life = to
 }
 
 // stop cancels d's context, ends its connections and refuses its waiting
@@ -743,7 +749,7 @@ func (e *execution) end(d *deliveryRun) {
 // backends of its idle connections back for the next delivery.
 func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
-	if d.dead {
+	if d.life == dead {
 		d.proxy.Kill()
 	} else {
 		e.noteOwnConns(d) // ownconns.go
@@ -762,12 +768,13 @@ func (e *execution) stop(d *deliveryRun) {
 // die kills d as a crash does: sockets cut, later steps refused, return
 // value ignored, worker discarded.
 func (e *execution) die(d *deliveryRun, why string) {
-	d.dead = true
+	e.move(d, onDie)
 	d.outcome.Fault = why
 	d.outcome.Err = ""
 	d.outcome.Duration = time.Since(d.startedAt)
 	delete(e.workers, d.spec.Worker)
-	e.end(d)
+	e.dropHolds(d)
+	e.stop(d)
 }
 
 // grant lets one waiting step through when no granted step is running
@@ -787,14 +794,14 @@ func (e *execution) grant() {
 	for e.pos < len(e.sched.Order) {
 		d := e.deliveries[e.sched.Order[e.pos]-1]
 		switch {
-		case d.ended:
+		case d.life.over():
 			e.pos++
 			continue
 		case len(d.pending) > 0:
 			e.pos++
 			e.give(d, e.sched.Held(e.pos))
 			return
-		case !d.started || d.blocked():
+		case !d.life.started() || d.blocked():
 			// It cannot take its turn yet: let another delivery move
 			// without using up the turn.
 			e.giveEarliest(d)
@@ -848,7 +855,7 @@ func (d *deliveryRun) blocked() bool {
 // waits on a lock does a waiting one's other connection get a turn.
 func (e *execution) giveEarliest(except *deliveryRun) {
 	for _, d := range e.deliveries {
-		if d == except || !d.started || d.ended || d.blocked() {
+		if d == except || !d.life.live() || d.blocked() {
 			continue
 		}
 		if len(d.pending) > 0 {
@@ -995,7 +1002,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 		return err
 	}
 	for _, d := range e.deliveries {
-		if !d.started || d.ended || d.settling {
+		if !d.life.acting() {
 			continue
 		}
 		if now.After(d.deadline) {
@@ -1047,11 +1054,11 @@ func (e *execution) checkStalls(ctx context.Context) error {
 // for, nothing the executor could grant would release it, and when
 // something asks for a grant the question is asked then.
 func (e *execution) lockWaitMatters(d *deliveryRun) bool {
-	if e.holder != nil || (d.overdue && !d.cancelled) {
+	if e.holder != nil || d.life == overdue {
 		return true
 	}
 	for _, o := range e.deliveries {
-		if len(o.pending) > 0 || (o != d && o.started && !o.ended) {
+		if len(o.pending) > 0 || (o != d && o.life.live()) {
 			return true
 		}
 	}
@@ -1074,7 +1081,7 @@ func (e *execution) wake() time.Duration {
 		return lockPoll // checkLostReplies
 	}
 	for _, d := range e.deliveries {
-		if !d.started || d.ended || d.settling {
+		if !d.life.acting() {
 			continue
 		}
 		for _, f := range d.inflight {

@@ -178,7 +178,7 @@ func (r *Executor) Run(ctx context.Context, in Input) (*Output, error) {
 	for _, d := range e.deliveries {
 		out.Deliveries = append(out.Deliveries, d.recorded())
 		out.Asked = append(out.Asked, d.asked)
-		out.Started = append(out.Started, d.started)
+		out.Started = append(out.Started, d.life.started())
 	}
 	return out, nil
 }

@@ -29,7 +29,7 @@ func fateOf(req *stepRequest) result.Fate {
 // recorded is what d did, as its scenario's result holds it.
 func (d *deliveryRun) recorded() result.DeliveryOutcome {
 	out := d.outcome
-	out.Steps, out.Died = d.stepsTaken(), d.dead
+	out.Steps, out.Died = d.stepsTaken(), d.life == dead
 	return out
 }
 

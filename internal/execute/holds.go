@@ -108,7 +108,7 @@ func (e *execution) lostRepliesBesideHold() []*stepRequest {
 	}
 	var out []*stepRequest
 	for _, d := range e.deliveries {
-		if d != e.holder.d && d.started && !d.ended && d.lostReply != nil && !d.lostReply.waited {
+		if d != e.holder.d && d.life.live() && d.lostReply != nil && !d.lostReply.waited {
 			out = append(out, d.lostReply)
 		}
 	}
@@ -143,7 +143,7 @@ func (e *execution) dropHolds(d *deliveryRun) {
 // one whose lost reply waits on a lock (checkLostReplies).
 func (e *execution) anotherCanStep(d *deliveryRun) bool {
 	for _, o := range e.deliveries {
-		if o != d && o.started && !o.ended && !o.blocked() && (o.lostReply == nil || !o.lostReply.waited) {
+		if o != d && o.life.live() && !o.blocked() && (o.lostReply == nil || !o.lostReply.waited) {
 			return true
 		}
 	}

@@ -20,7 +20,7 @@ const ownConnsGrace = 200 * time.Millisecond
 // closes them, as it closes the pools'; a worker in production would keep
 // each open until it exits, one more for every job.
 func (e *execution) noteOwnConns(d *deliveryRun) {
-	if d.proxy == nil || d.dead {
+	if d.proxy == nil || d.life == dead {
 		return
 	}
 	if n := d.proxy.OpenUnmarked(ownConnsGrace); n > 0 {

@@ -186,11 +186,11 @@ func (u userEnqueueError) Unwrap() error { return u.error }
 func (q *queueRun) handOut(e *execution, d *deliveryRun, job *queuedJob) {
 	if job.enq.Duplicate {
 		d.outcome.NotDelivered = "the queue refused the producer's copy as a duplicate: " + job.enq.Reason
-		d.ended = true
+		e.move(d, onRefuse)
 		return
 	}
 	if e.cancelOverdue() {
-		d.held = true
+		e.move(d, onHold)
 		return
 	}
 	q.fetch(e, d)
@@ -210,7 +210,7 @@ func (q *queueRun) fetch(e *execution, d *deliveryRun) {
 
 // settle acks or nacks d, whose handler returned err.
 func (q *queueRun) settle(e *execution, d *deliveryRun, err error) {
-	d.settling = true
+	e.move(d, onSettle)
 	c := &queueCall{d: d, what: "ack", op: queue.Op{Job: d.spec.Job, JobID: d.outcome.JobID, Kind: d.kind, Queued: d.queued},
 		run: func(ctx context.Context, op queue.Op) (any, error) { return q.q.Ack(ctx, op) }}
 	if err != nil {
@@ -279,7 +279,7 @@ func (q *queueRun) done(e *execution, ev event) {
 				job.refused = fmt.Sprintf("the job is scheduled for %s and was never due: %s", e.sinceStart(a.DueAt), job.refused)
 			}
 			d.outcome.NotDelivered = job.refused
-			d.ended = true
+			e.move(d, onRefuse)
 			break
 		}
 		d.queued = a.Job
@@ -299,14 +299,13 @@ func (q *queueRun) done(e *execution, ev event) {
 		q.nameJobs(e)
 		q.handOut(e, d, job)
 	case queue.Settled:
-		d.settling = false
 		job.settled = &a
 		d.settledAs = a.Outcome
 		d.outcome.Settled = a.Outcome.String()
 		if a.Detail != "" {
 			d.outcome.Settled += ": " + a.Detail
 		}
-		d.ended = true
+		e.move(d, onFinish)
 	default:
 		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s answered %T", e.r.job.Name, c.what, c.answer)
 	}
@@ -422,7 +421,7 @@ func (q *queueRun) incomplete(e *execution) []unfinished {
 		}
 		var delivered *deliveryRun
 		for _, d := range e.deliveries {
-			if d.spec.Job == last.spec.Job && d.started {
+			if d.spec.Job == last.spec.Job && d.life.started() {
 				delivered = d
 			}
 		}
@@ -435,7 +434,7 @@ func (q *queueRun) incomplete(e *execution) []unfinished {
 		case delivered.outcome.Err != "":
 			out = append(out, unfinished{id, fmt.Sprintf("its last delivery %s (attempt %d) returned an error: %s",
 				delivered.spec.Label(), delivered.outcome.Attempt, text.FirstLine(delivered.outcome.Err))})
-		case delivered.dead:
+		case delivered.life == dead:
 			out = append(out, unfinished{id, fmt.Sprintf("its last delivery %s (attempt %d) %s", delivered.spec.Label(), delivered.outcome.Attempt, delivered.outcome.Fault)})
 		default:
 			out = append(out, unfinished{id, fmt.Sprintf("the queue still holds it after %d rounds of retries", maxQueueRounds)})

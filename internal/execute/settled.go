@@ -26,8 +26,8 @@ func (e *execution) settle(d *deliveryRun) {
 	e.retries = 0
 	why := fmt.Sprintf("stopped by the scenario: delivery %s panicked, which settles its outcome", d.spec.Label())
 	for _, o := range e.deliveries {
-		if !o.begun && !o.ended {
-			o.ended = true
+		if o.life == waiting {
+			e.move(o, onRefuse)
 			o.outcome.NotDelivered = "not handed out: delivery " + d.spec.Label() + " panicked before, which settles the scenario's outcome"
 		}
 	}
@@ -57,7 +57,7 @@ func (e *execution) settledProblem(us []unfinished) []string {
 // for why: its backends are terminated on the server (bury).
 func (e *execution) dieLive(why string, except *deliveryRun) {
 	for _, o := range e.deliveries {
-		if o != except && o.started && !o.ended && !o.settling {
+		if o != except && o.life.acting() {
 			e.die(o, why)
 		}
 	}

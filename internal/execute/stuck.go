@@ -37,7 +37,7 @@ func (e *execution) noteProgress() {
 	was := st.byExec[e]
 	is := map[string]time.Time{}
 	for _, d := range e.deliveries {
-		if !d.started || d.ended {
+		if !d.life.live() {
 			continue
 		}
 		what := fmt.Sprintf("delivery %s (attempt %d) of schedule %s: %s", d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), d.where())
