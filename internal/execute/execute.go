@@ -85,14 +85,14 @@ type deliveryRun struct {
 	settledAs   queue.Settlement
 	dueWaits    int // times the clock moved to the job's due time (queue_run.go)
 
-	startedAt      time.Time
-	deadline       time.Time
-	ctx            context.Context    // the handler's context
-	cancel         context.CancelFunc // ends it
-	returned       chan struct{}      // closed when the handler's goroutine returns
-	proxy          *wireproxy.Proxy
-	pool           *pgxpool.Pool
-	sqlDB          *DeliverySQL // Delivery.SQL's, opened by the handler
+	startedAt time.Time
+	deadline  time.Time
+	ctx       context.Context    // the handler's context
+	cancel    context.CancelFunc // ends it
+	returned  chan struct{}      // closed when the handler's goroutine returns
+	proxy     *wireproxy.Proxy
+	pool      *pgxpool.Pool
+	sqlDB     *DeliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -292,18 +292,8 @@ func (e *execution) run(ctx context.Context) error {
 			e.killAll()
 			return fmt.Errorf("[twice] internal: scenario %s interrupted: %w", e.sched, ctx.Err())
 		}
-		for _, ev := range e.events.drain() {
-			e.handle(ev)
-			// A delivery that starts once another has done its steps
-			// starts now, before a later event of the other (its
-			// return, then its ack) is taken: the two often come in one
-			// drain, and which of them the queue saw first would
-			// otherwise depend on how soon the handler returned.
-			if e.failure == nil {
-				if err := e.startReady(ctx); err != nil {
-					return err
-				}
-			}
+		if err := e.takeEvents(ctx); err != nil {
+			return err
 		}
 		if e.failure != nil {
 			// The check stops here: the deliveries still running die on
@@ -314,6 +304,24 @@ func (e *execution) run(ctx context.Context) error {
 			return e.failure
 		}
 	}
+}
+
+// takeEvents handles the events that came since the loop last looked.
+func (e *execution) takeEvents(ctx context.Context) error {
+	for _, ev := range e.events.drain() {
+		e.handle(ev)
+		// A delivery that starts once another has done its steps
+		// starts now, before a later event of the other (its
+		// return, then its ack) is taken: the two often come in one
+		// drain, and which of them the queue saw first would
+		// otherwise depend on how soon the handler returned.
+		if e.failure == nil {
+			if err := e.startReady(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func (e *execution) finished() bool {
@@ -471,28 +479,16 @@ func lines(us []unfinished) []string {
 // steps (or ended).
 func (e *execution) startReady(ctx context.Context) error {
 	for i, d := range e.deliveries {
-		if d.life != waiting && d.life != begun && d.life != held {
-			continue
-		}
-		if d.life != waiting {
+		switch d.life {
+		case waiting:
+		case begun, held:
 			// The queue is handing it out, or it waits for deliveries the
 			// queue cancelled; later ones wait for it.
-			if d.life == held && e.cancelSettled() {
-				e.move(d, onRelease)
-				if e.queue == nil {
-					return e.start(ctx, d)
-				}
-				e.queue.fetch(e, d)
-			}
-			return nil
+			return e.releaseHeld(ctx, d)
+		default:
+			continue
 		}
-		ready := i == 0 || e.deliveries[i-1].life.over()
-		if w := d.spec.With; w > 0 {
-			// A delivery the queue never made has ended without starting.
-			ref := e.deliveries[w-1]
-			ready = ref.life.over() || (ref.life.started() && ref.done >= d.spec.After)
-		}
-		if !ready {
+		if !e.ready(i, d) {
 			// Deliveries start in schedule order.
 			return nil
 		}
@@ -515,6 +511,32 @@ func (e *execution) startReady(ctx context.Context) error {
 			return nil
 		}
 	}
+	return nil
+}
+
+// ready reports whether d, the i-th delivery, may be handed out: the
+// one before it has ended, or the one it overlaps has done enough steps
+// (or ended: a delivery the queue never made has ended without
+// starting).
+func (e *execution) ready(i int, d *deliveryRun) bool {
+	if w := d.spec.With; w > 0 {
+		ref := e.deliveries[w-1]
+		return ref.life.over() || (ref.life.started() && ref.done >= d.spec.After)
+	}
+	return i == 0 || e.deliveries[i-1].life.over()
+}
+
+// releaseHeld starts (or, with a queue, fetches) d, held for deliveries
+// the queue cancelled, once they have reacted.
+func (e *execution) releaseHeld(ctx context.Context, d *deliveryRun) error {
+	if d.life != held || !e.cancelSettled() {
+		return nil
+	}
+	e.move(d, onRelease)
+	if e.queue == nil {
+		return e.start(ctx, d)
+	}
+	e.queue.fetch(e, d)
 	return nil
 }
 
@@ -634,84 +656,17 @@ func callHandler(ctx context.Context, h Handler, env Env) (err error) {
 	return h(ctx, env)
 }
 
+// handle takes one event from the delivery's proxy, its effect fakes,
+// its handler's goroutine or the queue.
 func (e *execution) handle(ev event) {
 	d := ev.d
 	switch ev.kind {
 	case evStep:
-		if d.life.over() {
-			ev.req.grant <- wireproxy.Crash
-			return
-		}
-		d.requested++
-		ev.req.seq = d.requested
-		d.pending = append(d.pending, ev.req)
-		e.cancelIfWaiting(d)
+		e.asked(d, ev.req)
 	case evStepDone:
-		if d.life.over() {
-			return // a dead delivery's late replies are not its steps
-		}
-		req := ev.req
-		if req == nil {
-			req = d.bySQL[ev.step.Index]
-			delete(d.bySQL, ev.step.Index)
-		}
-		if req == nil {
-			return
-		}
-		// The server's answer makes a read-looking statement that wrote
-		// a commit point.
-		req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
-		if req == d.lostReply {
-			// Applied, its reply lost: no step the handler completed,
-			// but durable when it wrote.
-			d.lostReply = nil
-			d.durable = d.durable || req.step.CommitPoint
-			e.watchEnded(req)
-			return
-		}
-		e.watchEnded(req)
-		delete(d.inflight, req)
-		req.finished()
-		if req.ran {
-			d.steps[req.stepAt] = req.asStep() // counted when it ran
-		} else {
-			d.done++
-			d.steps = append(d.steps, req.asStep())
-		}
-		d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
-		if req == d.dieAfter && !d.life.over() {
-			e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
-		}
+		e.stepDone(d, ev)
 	case evReturned:
-		if d.life.over() {
-			return // it died before; its return value is ignored
-		}
-		d.outcome.Duration = ev.dur
-		if errors.Is(ev.err, errGoexit) {
-			e.goexit(d)
-			return
-		}
-		if ev.err != nil {
-			d.outcome.Err = ev.err.Error()
-		}
-		if d.spec.Fault == faults.KindCrash && d.spec.At == 0 {
-			e.die(d, "crashed after its last step, before the ack")
-			return
-		}
-		if d.spec.Fault == faults.KindLostAck && ev.err == nil {
-			d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
-			e.end(d)
-			return
-		}
-		if errors.Is(ev.err, errPanicked) {
-			e.settle(d) // settled.go
-		}
-		if e.queue != nil {
-			e.stop(d)
-			e.queue.settle(e, d, ev.err)
-			return
-		}
-		e.end(d)
+		e.returned(d, ev)
 	case evQueue:
 		e.queue.done(e, ev)
 	case evStepHeld:
@@ -719,6 +674,95 @@ func (e *execution) handle(ev event) {
 			e.held(d, ev.step)
 		}
 	}
+}
+
+// asked queues req, which d's handler asks to make, for its grant; an
+// ended delivery's are refused.
+func (e *execution) asked(d *deliveryRun, req *stepRequest) {
+	if d.life.over() {
+		req.grant <- wireproxy.Crash
+		return
+	}
+	d.requested++
+	req.seq = d.requested
+	d.pending = append(d.pending, req)
+	e.cancelIfWaiting(d)
+}
+
+// stepDone counts the granted step whose reply arrived (a statement) or
+// that returned (an effect call) as one d completed.
+func (e *execution) stepDone(d *deliveryRun, ev event) {
+	if d.life.over() {
+		return // a dead delivery's late replies are not its steps
+	}
+	req := ev.req
+	if req == nil {
+		req = d.bySQL[ev.step.Index]
+		delete(d.bySQL, ev.step.Index)
+	}
+	if req == nil {
+		return
+	}
+	// The server's answer makes a read-looking statement that wrote
+	// a commit point.
+	req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
+	if req == d.lostReply {
+		// Applied, its reply lost: no step the handler completed,
+		// but durable when it wrote.
+		d.lostReply = nil
+		d.durable = d.durable || req.step.CommitPoint
+		e.watchEnded(req)
+		return
+	}
+	e.watchEnded(req)
+	delete(d.inflight, req)
+	req.finished()
+	if req.ran {
+		d.steps[req.stepAt] = req.asStep() // counted when it ran
+	} else {
+		d.done++
+		d.steps = append(d.steps, req.asStep())
+	}
+	d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
+	if req == d.dieAfter && !d.life.over() {
+		e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
+	}
+}
+
+// returned takes d's handler's return: the worker dies before the ack
+// (a crash after the last step), the ack is lost, the queue acks or
+// nacks it, or, with no queue, the delivery ends. A dead delivery's
+// return value is ignored.
+func (e *execution) returned(d *deliveryRun, ev event) {
+	if d.life.over() {
+		return // it died before; its return value is ignored
+	}
+	d.outcome.Duration = ev.dur
+	if errors.Is(ev.err, errGoexit) {
+		e.goexit(d)
+		return
+	}
+	if ev.err != nil {
+		d.outcome.Err = ev.err.Error()
+	}
+	switch {
+	case d.spec.Fault == faults.KindCrash && d.spec.At == 0:
+		e.die(d, "crashed after its last step, before the ack")
+		return
+	case d.spec.Fault == faults.KindLostAck && ev.err == nil:
+		d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
+		e.end(d)
+		return
+	}
+	if errors.Is(ev.err, errPanicked) {
+		e.settle(d) // settled.go
+	}
+	if e.queue != nil {
+		e.stop(d)
+		e.queue.settle(e, d, ev.err)
+		return
+	}
+	e.end(d)
 }
 
 // end closes d's connections and refuses its waiting steps: a connection
@@ -883,61 +927,8 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	if e.holder != nil && e.watch == nil && d != e.holder.d {
 		e.watch = req
 	}
-	if d.spec.At == req.seq {
-		switch {
-		case d.spec.Fault == faults.KindCrash:
-			d.midJobFault = true
-			req.end = result.CrashedBefore
-			req.grant <- wireproxy.Crash
-			e.die(d, fmt.Sprintf("crashed before step %d reached the server: %s", req.seq, text.OneLine(req.step.SQL)))
-			e.watchEnded(req)
-			return
-		case d.spec.Fault == faults.KindCrashAfterEffect && req.effect:
-			// The provider accepts the call and the worker dies before it
-			// hears back.
-			d.dieAfter = req
-			d.midJobFault = true
-			req.end = result.CrashedAfter
-		case d.spec.Fault == faults.KindAmbiguous && req.effect:
-			// Another path than the clean run's: there is no statement
-			// whose reply could be lost.
-			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is an effect call, not a statement: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
-		case d.spec.Fault == faults.KindAmbiguous:
-			d.midJobFault = true
-			// The server applies it, the reply is lost, the connection
-			// drops; the handler's own error path runs, it may connect
-			// again and retry, and its return value counts. Whether the
-			// step wrote is known once the server has answered (After).
-			req.end = result.ReplyLost
-			d.outcome.Fault = fmt.Sprintf("step %d was applied but its reply was lost: %s", req.seq, text.OneLine(req.step.SQL))
-			d.lostReply = req
-			d.bySQL[req.step.Index] = req
-			req.grant <- wireproxy.Ambiguous
-			return
-		case d.spec.Fault.OnEffect() && req.effect:
-			// The delivery lives on: the call returns an error and the
-			// handler decides what to make of it.
-			d.midJobFault = true
-			call := text.OneLine(req.step.SQL)
-			switch d.spec.Fault {
-			case faults.KindEffectLostReply:
-				req.fate, req.end = effects.ReplyLost, result.TimedOut
-				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made; the call timed out: %s", req.seq, call)
-			case faults.KindEffectOutage:
-				req.fate, req.end = effects.ReplyLost, result.TimedOut
-				d.outageKey = req.call.Key
-				d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made, and to every retry of it with its key; the calls timed out: %s", req.seq, call)
-			case faults.KindEffectSlow:
-				req.fate, req.end = effects.AnsweredLate, result.TimedOut
-				d.outcome.Fault = fmt.Sprintf("had the answer to step %d, which the provider made, come after the client's timeout: %s", req.seq, call)
-			default:
-				req.fate, req.end = effects.Refused, result.Refused
-				d.outcome.Fault = fmt.Sprintf("had step %d refused by the provider before it was made (a 503): %s", req.seq, call)
-			}
-		case d.spec.Fault.OnEffect():
-			// Another path than the clean run's: there is no call to act on.
-			d.outcome.Fault = fmt.Sprintf("did not meet its %s fault: step %d is a statement, not an effect call: %s", d.spec.Fault, req.seq, text.OneLine(req.step.SQL))
-		}
+	if e.atFault(d, req) {
+		return
 	}
 	if d.outageKey != "" && req.effect && req.seq > d.spec.At && req.call.Key == d.outageKey {
 		// A retry of the outage's call with its key: its answer is lost too.

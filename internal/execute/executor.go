@@ -7,6 +7,26 @@
 // harness hands it an Input whose NewWorker hook turns what the executor
 // gives a delivery (Env) into a *harness.Delivery and calls the user's
 // handler with it, and judges the Output.
+//
+// # How a delivery lives
+//
+// Each delivery has one life, moved only by the events in lifeMoves
+// (lifecycle.go):
+//
+//	waiting ─handOut→ begun ─start→ running ─runLate→ overdue ─cancel→ cancelled
+//	           │  ↑                   │ settle: its handler returned and the queue acks or nacks → returned
+//	        hold release              │ finish: it returned, with no queue or a lost ack          → settled
+//	           ↓  │                   │ die: a crash, a hang, a panic that settled the scenario   → dead
+//	           held                   (running, overdue and cancelled alike; returned finishes or dies)
+//
+// waiting and begun end as undelivered when the queue will never hand
+// the delivery out. What a fault does to the step it names is one entry
+// per fault kind in stepFaults (stepfaults.go); a crash before the ack
+// and a lost ack act on the handler's return (execution.returned).
+//
+// The event loop (execution.run) is the only goroutine that touches an
+// execution: proxies, effect fakes, handlers and queue operations send it
+// events.
 package execute
 
 import (
