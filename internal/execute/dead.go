@@ -29,13 +29,12 @@ const buryTimeout = 10 * time.Second
 // that returned has nothing to bury unless it left a connection busy (a
 // transaction open), which Release cuts.
 //
-// Once buried, a dead delivery has no step in flight: the statement it
-// was stuck in ended with its backend, and a step it had out no longer
-// keeps the scheduler from granting the next delivery's (its late reply,
-// if any, is ignored).
-func (e *execution) bury(d *deliveryRun) {
+// It reports whether d's connections are over on the server: false when
+// it never had any, or when the server could not end them (e.failure
+// says why).
+func (e *execution) bury(d *deliveryRun) bool {
 	if d.proxy == nil {
-		return
+		return false
 	}
 	if n := d.proxy.BusyAtRelease(); n > 0 && d.life != dead {
 		e.r.leftOpen.add(result.TransactionLeftOpen, d.spec, e.sched, n)
@@ -45,15 +44,10 @@ func (e *execution) bury(d *deliveryRun) {
 			if e.failure == nil {
 				e.failure = fmt.Errorf("%w (ending the backends of %s, which died)", err, d.spec.Label())
 			}
-			return
+			return false
 		}
 	}
-	if d.life == dead {
-		for req := range d.inflight {
-			e.watchEnded(req)
-			delete(d.inflight, req)
-		}
-	}
+	return true
 }
 
 // terminate ends backends pids on database db and returns once

@@ -65,6 +65,7 @@ type execution struct {
 	newWorker     func() (Handler, error) // Input.NewWorker
 
 	ctx      context.Context     // the scenario's; for work started from events
+	world    world               // the deliveries' connections and the server (world.go)
 	failure  error               // an internal error raised while handling an event
 	backends *wireproxy.Backends // the server connections deliveries that ended cleanly gave back
 	cancels  cancelPolicy        // when a running delivery's context is cancelled; see cancel.go
@@ -222,6 +223,7 @@ func (r *Executor) execute(ctx context.Context, in Input) (*execution, error) {
 		workers: map[int]Handler{},
 		cancels: r.cancelPolicyOf(),
 	}
+	e.world = liveWorld{e}
 	var queueConn *pgx.Conn
 	e.backends, queueConn = r.backends.of(db.Name)
 	if queueConn != nil {
@@ -793,13 +795,16 @@ func (e *execution) move(d *deliveryRun, ev lifeEvent) {
 // backends of its idle connections back for the next delivery.
 func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
-	if d.life == dead {
-		d.proxy.Kill()
-	} else {
-		e.noteOwnConns(d) // ownconns.go
-		d.proxy.Release()
+	if e.world.close(d) && d.life == dead {
+		// Once buried, a dead delivery has no step in flight: the
+		// statement it was stuck in ended with its backend, and a step it
+		// had out no longer keeps the scheduler from granting the next
+		// delivery's (its late reply, if any, is ignored).
+		for req := range d.inflight {
+			e.watchEnded(req)
+			delete(d.inflight, req)
+		}
 	}
-	e.bury(d) // dead.go
 	for _, p := range d.pending {
 		p.grant <- wireproxy.Crash
 	}
@@ -1020,7 +1025,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			}
 			f.asks++
 			f.nextAsk = now.Add(stepPoll(f.asks))
-			waits, err := e.r.waitsOnLock(ctx, f.req.step.PID)
+			waits, err := e.world.waitsOnLock(ctx, f.req.step.PID)
 			if err != nil {
 				return err
 			}

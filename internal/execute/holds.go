@@ -77,7 +77,7 @@ func (e *execution) watchEnded(req *stepRequest) {
 // hold when no other one can step).
 func (e *execution) checkLostReplies(ctx context.Context) error {
 	for _, req := range e.lostRepliesBesideHold() {
-		waits, err := e.r.waitsOnLock(ctx, req.step.PID)
+		waits, err := e.world.waitsOnLock(ctx, req.step.PID)
 		if err != nil {
 			return err
 		}
@@ -123,7 +123,7 @@ func (e *execution) releaseHold() {
 	if f := h.d.inflight[h]; f != nil {
 		f.held = false
 	}
-	h.d.proxy.Commit()
+	e.world.commit(h.d)
 }
 
 // dropHolds forgets holds that involve d, which ended: its own held step

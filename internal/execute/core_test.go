@@ -1,0 +1,246 @@
+package execute
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/wireproxy"
+)
+
+// The executor's core run from scripted events, with no server: what a
+// delivery's proxy would report (a statement asks for its grant, its
+// reply came, its commit is held) and what the server would answer about
+// locks are played by the test, in an order a machine may take, and the
+// test asserts what the core grants, holds, commits and kills. Each case
+// is an interleaving that once hung or misjudged a scenario.
+
+// scriptedWorld answers for the world outside the core: which backends
+// wait on a lock, and what the core asked of the deliveries'
+// connections.
+type scriptedWorld struct {
+	waiting map[uint32]bool // backends that wait on a lock
+	commits []int           // deliveries whose held commit was let through
+	closed  []string        // "1 dead": a delivery's connections ended, and its life then
+}
+
+func (w *scriptedWorld) close(d *deliveryRun) bool {
+	w.closed = append(w.closed, fmt.Sprintf("%d %s", d.n, d.life))
+	return true
+}
+
+func (w *scriptedWorld) commit(d *deliveryRun) { w.commits = append(w.commits, d.n) }
+
+func (w *scriptedWorld) waitsOnLock(_ context.Context, pid uint32) (bool, error) {
+	return w.waiting[pid], nil
+}
+
+type script struct {
+	t *testing.T
+	e *execution
+	w *scriptedWorld
+}
+
+func newScript(t *testing.T, sched string) *script {
+	t.Helper()
+	s, err := faults.Parse(sched)
+	require.NoError(t, err)
+	w := &scriptedWorld{waiting: map[uint32]bool{}}
+	e := &execution{r: &Executor{cfg: Settings{DeliveryTimeout: time.Hour}}, sched: s, ctx: t.Context(), world: w,
+		events: eventQueue{signal: make(chan struct{}, 1)}, workers: map[int]Handler{}}
+	for _, spec := range s.Deliveries {
+		e.add(spec)
+	}
+	return &script{t: t, e: e, w: w}
+}
+
+// start starts delivery n as the executor would, with no handler behind
+// it: the script asks for its steps.
+func (s *script) start(n int) {
+	d := s.e.deliveries[n-1]
+	s.e.move(d, onHandOut)
+	s.e.move(d, onStart)
+	d.cancel = func() {}
+	d.deadline = time.Now().Add(time.Hour)
+	require.NoError(s.t, s.e.failure)
+}
+
+// ask is delivery n's handler sending a statement on backend pid.
+func (s *script) ask(n int, sql string, pid uint32) *stepRequest {
+	d := s.e.deliveries[n-1]
+	req := &stepRequest{d: d, step: wireproxy.Step{SQL: sql, Index: d.requested + 1, PID: pid}, grant: make(chan wireproxy.Action, 1)}
+	s.e.handle(event{kind: evStep, d: d, req: req})
+	return req
+}
+
+// grant is one turn of the loop's granting.
+func (s *script) grant() { s.e.grant() }
+
+// replied is the server's reply to req reaching its delivery's proxy.
+func (s *script) replied(req *stepRequest) {
+	s.e.handle(event{kind: evStepDone, d: req.d, step: req.step})
+}
+
+// held is req's statement having run with its commit held.
+func (s *script) held(req *stepRequest) {
+	s.e.handle(event{kind: evStepHeld, d: req.d, step: req.step})
+}
+
+// poll is the loop's timer: the server is asked about every granted
+// statement now, whenever it was last asked.
+func (s *script) poll() {
+	for _, d := range s.e.deliveries {
+		for _, f := range d.inflight {
+			f.nextAsk = time.Time{}
+		}
+	}
+	require.NoError(s.t, s.e.checkStalls(s.t.Context()))
+}
+
+// answer is what req's grant was, or "waiting" when it has none yet.
+func answer(req *stepRequest) string {
+	select {
+	case a := <-req.grant:
+		req.grant <- a // a later look sees it too
+		return actionName[a]
+	default:
+		return "waiting"
+	}
+}
+
+var actionName = map[wireproxy.Action]string{wireproxy.Forward: "forward", wireproxy.Crash: "crash",
+	wireproxy.Ambiguous: "ambiguous", wireproxy.Hold: "hold"}
+
+// TestCoreLostReplyReachesTheHeldLockLate is the stall of 5111177: a
+// statement whose reply is lost (an ambiguous fault) is granted first; the
+// other delivery's statement, granted next with its commit held, takes
+// the row lock first; the lost-reply statement then waits on the held
+// transaction. Its delivery waits for a reply that cannot come and asks
+// for no step the hold could wait for, so the hold must be let go once
+// the server says the lost-reply statement waits, not before.
+func TestCoreLostReplyReachesTheHeldLockLate(t *testing.T) {
+	s := newScript(t, "j1a1w1!ambiguous:1 > j1a2w2@1:0 order 1,2~")
+	s.start(1)
+	s.start(2)
+	lost := s.ask(1, "UPDATE t SET n = n + 1 WHERE id = 1", 101)
+	other := s.ask(2, "UPDATE t SET n = n + 1 WHERE id = 1", 102)
+
+	s.grant()
+	assert.Equal(t, "ambiguous", answer(lost))
+	s.grant()
+	assert.Equal(t, "hold", answer(other))
+	s.held(other)
+
+	s.poll() // the lost-reply statement has not reached the lock yet
+	s.grant()
+	assert.Empty(t, s.w.commits, "the hold is let go while the other delivery may still ask for a step")
+
+	s.w.waiting[101] = true
+	s.poll()
+	s.grant()
+	assert.Equal(t, []int{2}, s.w.commits, "the held commit is let through once the lost reply waits on its lock")
+	require.NoError(t, s.e.failure)
+}
+
+// TestCoreWatchedLostReplyReleasesTheHold: the step granted after a held
+// one, whose end or lock wait lets the hold go, is a statement whose
+// reply is lost. It never ends for the executor, so its lock wait alone
+// must let the hold go.
+func TestCoreWatchedLostReplyReleasesTheHold(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0!ambiguous:1 order 1~,2")
+	s.start(1)
+	s.start(2)
+	first := s.ask(1, "INSERT INTO t VALUES (1)", 101)
+	s.grant()
+	assert.Equal(t, "hold", answer(first))
+	s.held(first)
+
+	lost := s.ask(2, "INSERT INTO t VALUES (1)", 102)
+	s.grant()
+	assert.Equal(t, "ambiguous", answer(lost))
+	assert.Same(t, lost, s.e.watch, "the lost-reply statement is the step the hold waits for")
+	assert.Empty(t, s.w.commits)
+
+	s.w.waiting[102] = true
+	s.poll()
+	assert.Equal(t, []int{1}, s.w.commits)
+	assert.Nil(t, s.e.holder)
+}
+
+// TestCoreLockWaitDoesNotBlockTheScheduler: a granted statement that waits
+// on a lock another delivery holds must not keep that delivery's next
+// step from its grant (PostgreSQL's isolation tester's rule), and the
+// wait is counted.
+func TestCoreLockWaitDoesNotBlockTheScheduler(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s.start(1)
+	s.start(2)
+	lock := s.ask(2, "SELECT * FROM t WHERE id = 1 FOR UPDATE", 102)
+	s.grant()
+	assert.Equal(t, "forward", answer(lock))
+	s.replied(lock)
+
+	blocked := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(blocked))
+	commit := s.ask(2, "COMMIT", 102)
+	s.grant()
+	assert.Equal(t, "waiting", answer(commit), "granted while another step runs and is not known to wait")
+
+	s.w.waiting[101] = true
+	s.poll()
+	s.grant()
+	assert.Equal(t, "forward", answer(commit), "granted once the server says the running step waits on a lock")
+	assert.Equal(t, 1, s.e.lockWaits)
+	assert.Equal(t, []int{2, 1, 2}, s.e.granted)
+}
+
+// TestCoreCrashRefusesLaterSteps: a crash before step 2 refuses that step
+// and every later one of the delivery, whose connections are cut as it
+// dies; the steps it completed before stay counted.
+func TestCoreCrashRefusesLaterSteps(t *testing.T) {
+	s := newScript(t, "j1a1w1!crash:2")
+	s.start(1)
+	first := s.ask(1, "INSERT INTO t VALUES (1)", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(first))
+	s.replied(first)
+
+	second := s.ask(1, "INSERT INTO t VALUES (2)", 101)
+	s.grant()
+	assert.Equal(t, "crash", answer(second))
+	d := s.e.deliveries[0]
+	assert.Equal(t, dead, d.life)
+	assert.Equal(t, []string{"1 dead"}, s.w.closed)
+	assert.Equal(t, 1, d.done)
+	assert.Contains(t, d.outcome.Fault, "crashed before step 2 reached the server")
+
+	late := s.ask(1, "INSERT INTO t VALUES (3)", 101)
+	assert.Equal(t, "crash", answer(late), "a dead delivery's later step is refused at once")
+	assert.True(t, s.e.finished())
+}
+
+// TestCoreCrashAfterEffect: the provider makes the call, and the delivery
+// dies as it returns, before the handler hears back.
+func TestCoreCrashAfterEffect(t *testing.T) {
+	s := newScript(t, "j1a1w1!crashafter:1")
+	s.start(1)
+	d := s.e.deliveries[0]
+	call := &stepRequest{d: d, effect: true, step: wireproxy.Step{SQL: "email to a@example.com"},
+		call: faults.Step{Effect: "email"}, grant: make(chan wireproxy.Action, 1)}
+	s.e.handle(event{kind: evStep, d: d, req: call})
+	s.grant()
+	assert.Equal(t, "forward", answer(call), "the provider makes the call")
+	assert.Equal(t, running, d.life)
+
+	s.e.handle(event{kind: evStepDone, d: d, req: call})
+	assert.Equal(t, dead, d.life)
+	assert.Equal(t, 1, d.done, "the call counts as made")
+	assert.True(t, d.durable)
+	assert.Contains(t, d.outcome.Fault, "crashed right after step 1")
+}
