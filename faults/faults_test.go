@@ -556,3 +556,37 @@ func TestLateCopiesFollowTheQueuesDedup(t *testing.T) {
 		t.Errorf("LateProducerRetry() without dedup: %v, want its one schedule", s)
 	}
 }
+
+// TestEveryKindParsesBack: each kind's text, written in a schedule, reads
+// back as that kind, and no two kinds share a text.
+func TestEveryKindParsesBack(t *testing.T) {
+	seen := map[string]faults.Kind{}
+	for k := faults.KindCrash; k <= faults.KindEffectSlow; k++ {
+		text := k.String()
+		if text == "" {
+			t.Fatalf("Kind(%d) has no text", k)
+		}
+		if o, dup := seen[text]; dup {
+			t.Errorf("Kind(%d) and Kind(%d) both write %q", o, k, text)
+		}
+		seen[text] = k
+		form := "j1a1w1!" + text + ":2"
+		if k == faults.KindLostAck {
+			form = "j1a1w1!" + text
+		}
+		s, err := faults.Parse(form)
+		if err != nil {
+			t.Errorf("Parse(%q): %v", form, err)
+			continue
+		}
+		if got := s.Deliveries[0].Fault; got != k {
+			t.Errorf("Parse(%q) fault = %v, want %v", form, got, k)
+		}
+		if got := s.String(); got != form {
+			t.Errorf("Parse(%q).String() = %q", form, got)
+		}
+	}
+	if faults.KindNone.String() != "" || faults.Kind(99).String() != "" || faults.Kind(99).OnEffect() {
+		t.Errorf("KindNone and an unknown kind must have no text and act on no effect")
+	}
+}

@@ -131,40 +131,49 @@ const (
 	KindEffectSlow
 )
 
+// kinds is every kind's text, as a schedule writes it, and whether it
+// acts only on an effect call: String, OnEffect and Parse read it, so a
+// kind is named in one place.
+var kinds = [...]struct {
+	text     string
+	onEffect bool
+}{
+	KindNone:             {"", false},
+	KindCrash:            {"crash", false},
+	KindAmbiguous:        {"ambiguous", false},
+	KindLostAck:          {"lostack", false},
+	KindEffectLostReply:  {"lostreply", true},
+	KindEffectFailed:     {"failed", true},
+	KindCrashAfterEffect: {"crashafter", true},
+	KindEffectOutage:     {"outage", true},
+	KindEffectSlow:       {"slow", true},
+}
+
 // String names the kind as a schedule writes it: "crash", "ambiguous",
 // "lostack", "lostreply", "failed", "crashafter", "outage", "slow", or ""
 // for KindNone.
 func (k Kind) String() string {
-	switch k {
-	case KindCrash:
-		return "crash"
-	case KindAmbiguous:
-		return "ambiguous"
-	case KindLostAck:
-		return "lostack"
-	case KindEffectLostReply:
-		return "lostreply"
-	case KindEffectFailed:
-		return "failed"
-	case KindCrashAfterEffect:
-		return "crashafter"
-	case KindEffectOutage:
-		return "outage"
-	case KindEffectSlow:
-		return "slow"
+	if k < 0 || int(k) >= len(kinds) {
+		return ""
 	}
-	return ""
+	return kinds[k].text
 }
 
 // OnEffect reports whether the kind acts only on an effect call:
 // KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect,
 // KindEffectOutage and KindEffectSlow.
 func (k Kind) OnEffect() bool {
-	switch k {
-	case KindEffectLostReply, KindEffectFailed, KindCrashAfterEffect, KindEffectOutage, KindEffectSlow:
-		return true
+	return k >= 0 && int(k) < len(kinds) && kinds[k].onEffect
+}
+
+// kindOf is the kind a schedule's text names, if any.
+func kindOf(text string) (Kind, bool) {
+	for k, kind := range kinds {
+		if kind.text == text && text != "" {
+			return Kind(k), true
+		}
 	}
-	return false
+	return KindNone, false
 }
 
 // String renders the delivery: job, attempt and worker ("j1a2w2"), then
@@ -374,24 +383,8 @@ func parseDelivery(text string) (Delivery, error) {
 	}
 	if hasFault {
 		kind, at, hasAt := strings.Cut(fault, ":")
-		switch kind {
-		case "crash":
-			d.Fault = KindCrash
-		case "ambiguous":
-			d.Fault = KindAmbiguous
-		case "lostack":
-			d.Fault = KindLostAck
-		case "lostreply":
-			d.Fault = KindEffectLostReply
-		case "failed":
-			d.Fault = KindEffectFailed
-		case "crashafter":
-			d.Fault = KindCrashAfterEffect
-		case "outage":
-			d.Fault = KindEffectOutage
-		case "slow":
-			d.Fault = KindEffectSlow
-		default:
+		var known bool
+		if d.Fault, known = kindOf(kind); !known {
 			return d, fmt.Errorf("%q: unknown fault %q; want crash, crash:N, ambiguous:N, lostack, lostreply:N, failed:N, crashafter:N, outage:N or slow:N", text, kind)
 		}
 		if hasAt {
