@@ -26,7 +26,9 @@ type Config struct {
 	// a fault tuned, such as a later redrive or more interleavings, is
 	// one built by its constructor (faults.Redrive(7*24*time.Hour),
 	// faults.ConcurrentDelivery(faults.MaxInterleavings(100))). A fault
-	// whose constructor refused its argument fails the check at once.
+	// whose constructor refused its argument fails the check at once,
+	// before any server starts. Explore draws its own schedules and
+	// refuses Faults: bound what it draws with ExploreOptions.
 	Faults []faults.Fault
 	// IgnoreTables leaves tables out of the comparison.
 	IgnoreTables []string

@@ -20,6 +20,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 )
@@ -187,6 +188,11 @@ func ExploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions) (
 
 func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, name string) (*Exploration, error) {
 	start := time.Now()
+	if cfg.Faults != nil {
+		// Exploration draws its own schedules: faults named here would be
+		// checked and then never run, a pass that covers less than it says.
+		return nil, blame.User(fmt.Errorf("[twice] job %q: Explore and ExploreRun draw their own schedules and do not run Config.Faults (%d given); leave it nil, and bound what is drawn with ExploreOptions.Limits, or run the faults with Check or Run", job.Name, len(cfg.Faults)))
+	}
 	replay, isReplay, err := replaySchedule()
 	if err != nil {
 		return nil, err

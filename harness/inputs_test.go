@@ -100,3 +100,27 @@ func TestKeepSettingIsRefused(t *testing.T) {
 	require.NoError(t, err)
 	res.DropDatabases(context.Background())
 }
+
+// A fault that means nothing is refused before any server or template
+// work: the setup here would fail if it ran, and the error is the
+// fault's, not the setup's.
+func TestFaultsAreCheckedBeforeTheTemplate(t *testing.T) {
+	cfg := harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`THIS IS NOT SQL`)},
+		Faults: []faults.Fault{faults.CrashAt(0)},
+	}
+	_, err := harness.Run(t.Context(), oneStepJob, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "faults.CrashAt(0): steps count from 1")
+	assert.NotContains(t, err.Error(), "THIS IS NOT SQL")
+}
+
+// Explore draws its own schedules: Config.Faults given to it would be
+// checked and never run, so it is refused with where to say instead.
+func TestExploreRefusesConfigFaults(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.CrashBeforeAck()}}
+	_, err := harness.ExploreRun(t.Context(), oneStepJob, cfg, harness.ExploreOptions{Checks: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "one-step": Explore and ExploreRun draw their own schedules and do not run Config.Faults (1 given)`)
+	assert.Contains(t, err.Error(), "ExploreOptions.Limits")
+}

@@ -80,14 +80,8 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			steps = append(steps, st)
 		}
 	}
-	srv, err := pgserver.Shared(ctx)
-	if err != nil {
-		return nil, nil, plan, err
-	}
-	tmpl, err := freshdb.Prepare(ctx, srv, steps)
-	if err != nil {
-		return nil, nil, plan, err
-	}
+	// What the user gave is checked before a server starts or a template
+	// is built: a misuse fails at once.
 	for i, f := range cfg.Faults {
 		if f == nil {
 			return nil, nil, plan, blame.User(errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors"))
@@ -97,6 +91,14 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 		}
 	}
 	atOnce, err := parallelSetting()
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	srv, err := pgserver.Shared(ctx)
+	if err != nil {
+		return nil, nil, plan, err
+	}
+	tmpl, err := freshdb.Prepare(ctx, srv, steps)
 	if err != nil {
 		return nil, nil, plan, err
 	}
