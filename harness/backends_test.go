@@ -65,8 +65,9 @@ func checkSharesBackend(t *testing.T, fault faults.Fault) (bool, string) {
 	}}
 	t.Setenv(harness.ParallelEnv, "1")
 	res, err := harness.Run(t.Context(), job, harness.Config{
-		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE t (id int)`)},
-		Faults: []faults.Fault{fault},
+		Setup:        []harness.Setup{harness.SQL(`CREATE TABLE t (id int)`)},
+		Faults:       []faults.Fault{fault},
+		ExpectNoWork: "it reads its backend and takes a session lock",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -97,6 +97,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if err := checkTookSteps(job.Name, plan.Steps, res.Scenarios); err != nil {
 		return nil, blame.User(errors.Join(err, res.DropDatabases(ctx)))
 	}
+	if err := r.checkWork(res.Scenarios); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
 	res.stragglers = r.x.StillRunning()
 	if w := r.x.LeftOpen(); w != nil {
 		res.Warnings = append(res.Warnings, *w)

@@ -77,7 +77,7 @@ func TestClockStartsAtClockStart(t *testing.T) {
 	}}
 	s, err := faults.Parse("j1a1w1!crash > +30s j1a2w2")
 	require.NoError(t, err)
-	res, err := harness.Run(t.Context(), job, harness.Config{ClockStart: start, Faults: []faults.Fault{faults.Replay(s)}})
+	res, err := harness.Run(t.Context(), job, harness.Config{ClockStart: start, Faults: []faults.Fault{faults.Replay(s)}, ExpectNoWork: "it reads the clock"})
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	close(seen)

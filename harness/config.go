@@ -56,6 +56,15 @@ type Config struct {
 	// fails once the job has become idempotent, so demos and known issues
 	// do not fail a suite and fixed ones are noticed.
 	ExpectFinding string
+	// ExpectNoWork marks a job that rightly writes nothing and makes no
+	// effect on this fixture, with the reason. Without it such a job is
+	// refused: a check whose clean run wrote no row (committed, as the
+	// database's write history counts them) and made no effect proves
+	// nothing, since every fault leaves the same nothing behind (a
+	// fixture that lacks the row the job updates, a handler that works
+	// through a pool of its own). With it, the check fails once the job
+	// does write or make an effect.
+	ExpectNoWork string
 	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
 	// has not returned by then fails its delivery, and the message names
 	// the step it was at.

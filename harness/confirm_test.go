@@ -81,6 +81,7 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 	}}
 	cfg := counterConfig()
 	cfg.Faults = []faults.Fault{faults.CrashBeforeAck()}
+	cfg.ExpectNoWork = "it only reads"
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, result.StatusIdempotent, res.Status)

@@ -259,6 +259,13 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
 		}
 	}
+	if !x.Failed() && !x.Flaky {
+		// Nothing drawn failed: a job that did nothing on its clean run
+		// passed in silence (runner.checkWork).
+		if err := r.checkWork(nil); err != nil {
+			return nil, errors.Join(err, res.DropDatabases(context.WithoutCancel(ctx)))
+		}
+	}
 	res.stragglers = r.x.StillRunning()
 	x.Duration = time.Since(start)
 	res.Duration = x.Duration

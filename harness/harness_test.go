@@ -217,7 +217,7 @@ func TestRunAcceptsKnownIgnores(t *testing.T) {
 }
 
 func TestCheckFailsWhenExpectedFindingIsGone(t *testing.T) {
-	job := harness.Job{Name: "noop", Handler: exec(`SELECT n FROM counters`)}
+	job := harness.Job{Name: "noop", Handler: exec(`UPDATE counters SET n = 1`)}
 	cfg := counterConfig()
 	cfg.ExpectFinding = "thought to double count"
 	rec := recordtb.New(t)

@@ -307,6 +307,7 @@ type runner struct {
 	cfg   Config
 	rules queue.Rules // the queue's timing and tables; see Job.resolveQueue
 	tmpl  *freshdb.Template
+	work  cleanWork // what the first clean run did; see checkWork
 	srv   *pgserver.Server
 	x     *execute.Executor // runs each schedule
 	// atOnce is how many scenarios may run at once (-twice.parallel).
@@ -368,6 +369,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if err != nil {
 		return nil, nil, nil, err
 	}
+
 	defer func() { err = errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db)) }()
 	ex, err := r.clean(ctx, db, 0)
 	if err != nil {
@@ -398,7 +400,67 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	r.refClocks = append(r.refClocks, ex.clock)
 	snap, err := ex.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if n == 1 {
+		r.work.rows, r.work.known, err = ex.Written(ctx)
+		r.work.effects, r.work.steps = len(ex.effects.Effects()), d.Completed()
+	}
 	return snap, d.Completed(), ex.effects.Effects(), err
+}
+
+// cleanWork is what the first clean run did: the rows it wrote (as the
+// write history counts them; known is false without one), the effects it
+// made and the steps it took.
+type cleanWork struct {
+	rows    int64
+	known   bool
+	effects int
+	steps   []faults.Step
+}
+
+// checkWork refuses a check that proves nothing: its first clean run
+// wrote no row and made no effect, and every scenario passed (scenarios
+// is what ran), so every fault left the same nothing behind (a fixture
+// without the row the job updates, a handler working through a pool of
+// its own). A job whose retries did something that was found is not
+// silent. A job that rightly does nothing says so in
+// Config.ExpectNoWork, and is refused once it does something.
+func (r *runner) checkWork(scenarios []result.Scenario) error {
+	w := r.work
+	if !w.known {
+		return nil
+	}
+	did := w.rows > 0 || w.effects > 0
+	silent := !slices.ContainsFunc(scenarios, func(s result.Scenario) bool { return s.Verdict != result.Idempotent })
+	switch {
+	case !did && silent && r.cfg.ExpectNoWork == "":
+		return blame.User(fmt.Errorf("[twice] job %q: this check proves nothing: its clean run wrote no row and made no effect, so every fault leaves the same nothing behind and every scenario would pass. %s Give Config.Setup the rows the job works on, or, if the job rightly does nothing here, say why in Config.ExpectNoWork",
+			r.job.Name, ranWhat(w.steps)))
+	case did && r.cfg.ExpectNoWork != "":
+		return blame.User(fmt.Errorf("[twice] job %q is marked as doing nothing (Config.ExpectNoWork: %s), but its clean run wrote %d %s and made %d %s: remove Config.ExpectNoWork",
+			r.job.Name, r.cfg.ExpectNoWork, w.rows, text.Plural(int(w.rows), "row"), w.effects, text.Plural(w.effects, "effect")))
+	}
+	return nil
+}
+
+// ranWhat says which statements a clean run that wrote nothing ran, or
+// that it ran none the harness saw.
+func ranWhat(steps []faults.Step) string {
+	if len(steps) == 0 {
+		return "It ran no statement through its delivery's connections (d.DB, d.DSN, d.SQL()) and made no effect call: if it works through a pool or client of its own, twice sees none of it."
+	}
+	const most = 5
+	var texts []string
+	for i, s := range steps {
+		if i == most {
+			texts = append(texts, fmt.Sprintf("and %d more", len(steps)-most))
+			break
+		}
+		texts = append(texts, "`"+text.OneLine(s.SQL)+"`")
+	}
+	return fmt.Sprintf("Its %d %s changed no row: %s.", len(steps), text.Plural(len(steps), "statement"), strings.Join(texts, ", "))
 }
 
 // neverRan says why a run's queue handed the job out to no delivery: the

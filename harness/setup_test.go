@@ -254,7 +254,8 @@ func TestFuncSetupPerClosure(t *testing.T) {
 				return d.DB.QueryRow(ctx, `SELECT points FROM customers WHERE id = 1`).Scan(&seen)
 			}}
 			res, err := harness.Run(t.Context(), job, harness.Config{
-				Faults: []faults.Fault{faults.RunTwice()},
+				Faults:       []faults.Fault{faults.RunTwice()},
+				ExpectNoWork: "it reads the points the setup wrote",
 				Setup: []harness.Setup{harness.Func(func(ctx context.Context, conn *pgx.Conn) error {
 					_, err := conn.Exec(ctx, fmt.Sprintf(`CREATE TABLE customers (id int PRIMARY KEY, points int NOT NULL); INSERT INTO customers VALUES (1, %d)`, start))
 					return err

@@ -209,6 +209,18 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 	return o.ex.snapshot(ctx)
 }
 
+// Written counts the rows the scenario's deliveries wrote and committed,
+// from the database's write history: not the queue's own bookkeeping,
+// which its connection writes. known is false when the database has no
+// history.
+func (o *Output) Written(ctx context.Context) (rows int64, known bool, err error) {
+	var queue []uint32
+	if q := o.ex.queue; q != nil && q.pid != 0 {
+		queue = append(queue, q.pid)
+	}
+	return o.ex.db.Written(ctx, queue...)
+}
+
 // Close parks the kept backends and queue connections of the databases
 // given back for the next check on them, and the connection that asks
 // about locks for the next check on the server (backends.go), and ends

@@ -369,6 +369,28 @@ func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 	return ch, nil
 }
 
+// Written counts the rows written since the database was handed out, as
+// the write history (twice.history) holds them: every row an INSERT,
+// UPDATE or DELETE wrote and committed, however it ran, by any backend
+// but those in except (the queue's own connection). known is false when
+// the template has no history (the server's user is not a superuser).
+// Use it between deliveries, like Query.
+func (d *Database) Written(ctx context.Context, except ...uint32) (n int64, known bool, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tpl.logged || d.admin == nil {
+		return 0, false, nil
+	}
+	pids := make([]int32, len(except))
+	for i, p := range except {
+		pids[i] = int32(p)
+	}
+	if err := d.admin.QueryRow(ctx, `SELECT count(*) FROM twice.history WHERE pid <> ALL($1)`, pids).Scan(&n); err != nil {
+		return 0, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+	}
+	return n, true, nil
+}
+
 // closeOthers ends every session but conn's and spare's in conn's
 // database, name, and waits until they are gone, so none can commit after
 // a reset has read the tables. The query is a prepared statement: it runs a

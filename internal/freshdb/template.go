@@ -169,7 +169,16 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // wait on each other for it. It is the harness's, not the job's: the
 // reset runs with session_replication_role = replica, which fires no
 // ordinary trigger, and empties it; snapshots leave the reserved schema
-// out. Triggers show in pg_trigger, in every clone alike, so the catalog
+// out.
+//
+// The write history, twice.history, is the same log row by row: a row-level
+// AFTER trigger on the same tables appends, for every row an INSERT,
+// UPDATE or DELETE wrote (COPY, MERGE, a function's or a trigger's
+// write, a foreign key action included), the backend that wrote it, the
+// table, the operation and the row's old and new image, in the writer's
+// transaction: what a run committed, row by row (Database.Written).
+// TRUNCATE has no rows and is noted only in twice.changed. Triggers show
+// in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
 // disables one changes it, and then nothing relies on the log.
 //
@@ -188,15 +197,33 @@ CREATE TABLE twice.changed (rel oid NOT NULL);
 CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
+CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb);
+CREATE FUNCTION twice.note_row() RETURNS trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		IF TG_OP = 'INSERT' THEN
+			INSERT INTO twice.history VALUES (pg_backend_pid(), TG_RELID, 'I', NULL, to_jsonb(NEW));
+		ELSIF TG_OP = 'UPDATE' THEN
+			INSERT INTO twice.history VALUES (pg_backend_pid(), TG_RELID, 'U', to_jsonb(OLD), to_jsonb(NEW));
+		ELSE
+			INSERT INTO twice.history VALUES (pg_backend_pid(), TG_RELID, 'D', to_jsonb(OLD), NULL);
+		END IF;
+		RETURN NULL;
+	END$$;
 DO $$
-DECLARE r regclass;
+DECLARE r regclass; kind "char";
 BEGIN
-	FOR r IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+	FOR r, kind IN SELECT c.oid, c.relkind FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind IN ('r', 'p') AND c.relpersistence <> 't' AND c.oid >= 16384
-		  AND c.oid <> 'twice.changed'::regclass
+		  AND c.oid NOT IN ('twice.changed'::regclass, 'twice.history'::regclass)
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 	LOOP
 		EXECUTE format('CREATE TRIGGER twice_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION twice.note_changed()', r);
+		-- Rows live in the leaves: a partitioned table's row trigger would
+		-- be cloned onto partitions that get their own.
+		IF kind = 'r' THEN
+			EXECUTE format('CREATE TRIGGER twice_history AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION twice.note_row()', r);
+		END IF;
 	END LOOP;
 END$$;
 CREATE TABLE twice.ddl (tag text NOT NULL);
@@ -233,7 +260,7 @@ const quickSQL = `SELECT concat_ws(' ',
 	'ddl:' || (SELECT count(*) FROM twice.ddl),
 	'evt:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_event_trigger),
 	'proc:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_proc
-		WHERE oid IN (to_regprocedure('twice.note_changed()'), to_regprocedure('twice.note_ddl()'), to_regprocedure('twice.note_drop()'))),
+		WHERE oid IN (to_regprocedure('twice.note_changed()'), to_regprocedure('twice.note_row()'), to_regprocedure('twice.note_ddl()'), to_regprocedure('twice.note_drop()'))),
 	'lo:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_largeobject_metadata),
 	'dbset:' || (SELECT count(*) || ':' || coalesce(max(xmin::text::bigint), 0) FROM pg_db_role_setting
 		WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())))`
@@ -302,6 +329,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
 		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed') AND c.oid IS DISTINCT FROM to_regclass('twice.ddl')
+		  AND c.oid IS DISTINCT FROM to_regclass('twice.history')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
@@ -414,7 +442,7 @@ func (p *resetPlan) script(tables []int, logged bool) string {
 	var b strings.Builder
 	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
 	if logged {
-		b.WriteString("DELETE FROM twice.changed;\n")
+		b.WriteString("DELETE FROM twice.changed;\nDELETE FROM twice.history;\n")
 	}
 	for _, i := range tables {
 		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE

@@ -1,0 +1,73 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/internal/blame"
+)
+
+const ordersFixture = `CREATE TABLE orders (id bigint PRIMARY KEY, n int NOT NULL); INSERT INTO orders VALUES (9812, 0)`
+
+func bumpOrder(id int) harness.Handler {
+	return func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `UPDATE orders SET n = n + 1 WHERE id = $1`, id)
+		return err
+	}
+}
+
+// A check whose clean run wrote no row and made no effect proves nothing:
+// the fixture lacks the row the job updates, so every scenario would pass
+// (issue 38, Why 1). It is the user's error, naming the statement that
+// changed nothing and the two ways out; with the row there, the same job
+// is found.
+func TestACheckThatProvesNothingIsRefused(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}}
+	res, err := harness.Run(t.Context(), harness.Job{Name: "bump", Handler: bumpOrder(9813)}, cfg)
+	require.Error(t, err, "a pass that the job's work cannot back: %v", res)
+	assert.True(t, blame.IsUser(err))
+	assert.Contains(t, err.Error(), `job "bump": this check proves nothing: its clean run wrote no row and made no effect`)
+	assert.Contains(t, err.Error(), "Its 1 statement changed no row: `UPDATE orders SET n = n + 1 WHERE id = $1`.")
+	assert.Contains(t, err.Error(), "Config.ExpectNoWork")
+
+	res, err = harness.Run(t.Context(), harness.Job{Name: "bump", Handler: bumpOrder(9812)}, cfg)
+	require.NoError(t, err)
+	assert.False(t, res.Idempotent(), "the increment on the fixture's row is found")
+}
+
+// A handler that works through a connection of its own takes no step
+// twice sees: the refusal says so.
+func TestACheckThatSawNothingIsRefused(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}}
+	_, err := harness.Run(t.Context(), harness.Job{Name: "elsewhere", Handler: func(context.Context, *harness.Delivery) error { return nil }}, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "elsewhere" took no step, on its clean run or in any scenario`)
+}
+
+// A job that rightly does nothing on its fixture says so, and passes; once
+// it does write, the mark is refused.
+func TestExpectNoWork(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}, ExpectNoWork: "order 9813 is not ours to bump"}
+	res, err := harness.Run(t.Context(), harness.Job{Name: "bump", Handler: bumpOrder(9813)}, cfg)
+	require.NoError(t, err)
+	assert.True(t, res.Idempotent())
+
+	_, err = harness.Run(t.Context(), harness.Job{Name: "bump", Handler: bumpOrder(9812)}, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "bump" is marked as doing nothing (Config.ExpectNoWork: order 9813 is not ours to bump), but its clean run wrote 1 row and made 0 effects: remove Config.ExpectNoWork`)
+}
+
+// An effect is work: a job that only sends an email is checked.
+func TestAnEffectIsWork(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}}
+	res, err := harness.Run(t.Context(), harness.Job{Name: "mail", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return d.Mail().Send(ctx, effects.Email{To: "a@example.com", Subject: "hello"})
+	}}, cfg)
+	require.NoError(t, err)
+	assert.False(t, res.Idempotent(), "an email sent on every delivery is found")
+}
