@@ -110,6 +110,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if w := noStepTaken(len(plan.Steps), res.Scenarios); w != nil {
 		res.Warnings = append(res.Warnings, *w)
 	}
+	if err := unbacked(res, cfg.AcceptWarnings); err != nil {
+		return nil, errors.Join(err, res.DropDatabases(ctx))
+	}
 	res.Duration = time.Since(start)
 	res.Status = result.StatusIdempotent
 	switch {

@@ -1,6 +1,10 @@
 package harness
 
 import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +12,9 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Config says how to check a job. The zero value runs faults.Default on an
@@ -65,6 +72,14 @@ type Config struct {
 	// through a pool of its own). With it, the check fails once the job
 	// does write or make an effect.
 	ExpectNoWork string
+	// AcceptWarnings lists the warnings this check accepts. A check that
+	// passes with a warning meaning that its pass may be wrong fails
+	// instead, naming the warning and the line that accepts it:
+	// result.TransactionLeftOpen (work the handler believes it did rolled
+	// back) and result.NoStepTaken (a delivery did its work, if any,
+	// where the harness cannot see it, or skipped it on what it kept in
+	// memory). Other warnings are logged.
+	AcceptWarnings []result.WarningKind
 	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
 	// has not returned by then fails its delivery, and the message names
 	// the step it was at.
@@ -117,4 +132,37 @@ func (c Config) faults() []faults.Fault {
 		return c.Faults
 	}
 	return faults.Default()
+}
+
+// doubtful names, by their Go names, the warnings that say a pass may be
+// wrong: the work the handler believes it did rolled back, or a delivery
+// worked where the harness cannot see.
+var doubtful = map[result.WarningKind]string{
+	result.TransactionLeftOpen: "TransactionLeftOpen",
+	result.NoStepTaken:         "NoStepTaken",
+}
+
+// unbacked refuses a pass that a doubtful warning says may be wrong,
+// unless the check accepts it (Config.AcceptWarnings): a warning that
+// plain go test never shows must not leave a green check behind it.
+func unbacked(res *Result, accept []result.WarningKind) error {
+	if !res.Idempotent() {
+		return nil // the finding is the verdict
+	}
+	var why []string
+	for _, w := range res.Warnings {
+		name, doubt := doubtful[w.Kind]
+		if !doubt || slices.Contains(accept, w.Kind) {
+			continue
+		}
+		line := render.Warning(res.Job, w)
+		if w.Kind == result.NoStepTaken {
+			line += ". If it skipped its work on what it kept in memory (a dedup map in Job.Handler's closure, which every delivery shares), production would have rebuilt that memory after a crash: use Job.NewWorker to build the handler per worker, or keep the record in the database"
+		}
+		why = append(why, fmt.Sprintf("%s.\nThis pass may be wrong, so the check fails; if that is expected here, accept it: Config.AcceptWarnings: []result.WarningKind{result.%s}", line, name))
+	}
+	if len(why) == 0 {
+		return nil
+	}
+	return blame.User(errors.New(strings.Join(why, "\n")))
 }

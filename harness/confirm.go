@@ -77,14 +77,19 @@ func sameProblems(a, b []result.Problem) bool {
 // delivery and works through a global one in another passes unseen
 // otherwise. A delivery that died, was never handed out, or failed is
 // not one: it may have stopped before its first step for its own reason.
+// Nor is one on a worker that an earlier delivery of its scenario ran on
+// and that lives on (a lost ack): what that worker keeps in memory is
+// there in production too. One on any other worker would have had a
+// fresh process in production, so a Job.Handler that skipped its work
+// on memory every delivery shares is one.
 func noStepTaken(clean int, scenarios []result.Scenario) *result.Warning {
 	if clean == 0 {
 		return nil
 	}
 	var w *result.Warning
 	for _, sc := range scenarios {
-		for _, d := range sc.Deliveries {
-			if d.Died || d.NotDelivered != "" || d.Err != "" || len(d.Steps) > 0 {
+		for i, d := range sc.Deliveries {
+			if d.Died || d.NotDelivered != "" || d.Err != "" || len(d.Steps) > 0 || warmWorker(sc.Deliveries[:i], d.Worker) {
 				continue
 			}
 			if w == nil {
@@ -94,4 +99,10 @@ func noStepTaken(clean int, scenarios []result.Scenario) *result.Warning {
 		}
 	}
 	return w
+}
+
+// warmWorker reports whether one of before, the deliveries that ran
+// earlier, ran on worker and did not die: the worker lives on.
+func warmWorker(before []result.DeliveryOutcome, worker int) bool {
+	return slices.ContainsFunc(before, func(o result.DeliveryOutcome) bool { return o.Worker == worker && !o.Died && o.NotDelivered == "" })
 }

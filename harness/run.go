@@ -942,6 +942,11 @@ func checkInputs(cfg Config) error {
 			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))
 		}
 	}
+	for _, k := range cfg.AcceptWarnings {
+		if _, ok := doubtful[k]; !ok {
+			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which no check fails on; want result.TransactionLeftOpen or result.NoStepTaken", k))
+		}
+	}
 	if len(bad) > 0 {
 		return errors.New("[twice] " + strings.Join(bad, "; "))
 	}

@@ -71,3 +71,30 @@ func TestAnEffectIsWork(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, res.Idempotent(), "an email sent on every delivery is found")
 }
+
+// A dedup map kept in Job.Handler's closure is shared by every delivery,
+// where production rebuilds it after a crash: the redelivery skips on
+// memory, takes no step, and the check passed (issue 38, Why 3). It now
+// fails, saying to build the handler per worker; built so, the double
+// bump is found.
+func TestMemoryInTheHandlerClosureIsNoPass(t *testing.T) {
+	dedup := func() harness.Handler {
+		seen := map[string]bool{}
+		return func(ctx context.Context, d *harness.Delivery) error {
+			if seen[d.JobID] {
+				return nil
+			}
+			seen[d.JobID] = true
+			return bumpOrder(9812)(ctx, d)
+		}
+	}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}}
+	_, err := harness.Run(t.Context(), harness.Job{Name: "dedup", Handler: dedup()}, cfg)
+	require.Error(t, err)
+	assert.True(t, blame.IsUser(err))
+	assert.Contains(t, err.Error(), "use Job.NewWorker to build the handler per worker, or keep the record in the database")
+
+	res, err := harness.Run(t.Context(), harness.Job{Name: "dedup", NewWorker: dedup}, cfg)
+	require.NoError(t, err)
+	assert.False(t, res.Idempotent(), "a fresh worker after a crash bumps again")
+}

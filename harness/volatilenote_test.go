@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -60,7 +61,7 @@ func TestTransactionLeftOpenIsWarned(t *testing.T) {
 	var res *harness.Result
 	rec.Run(func(tb testing.TB) {
 		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()},
-			ExpectNoWork: "its update never commits"})
+			ExpectNoWork: "its update never commits", AcceptWarnings: []result.WarningKind{result.TransactionLeftOpen}})
 	})
 	require.NotNil(t, res)
 	require.Len(t, res.Warnings, 1, "the warning is a value in the result, which report.json carries")
@@ -77,6 +78,32 @@ func TestTransactionLeftOpenIsWarned(t *testing.T) {
 	}
 	require.Len(t, warned, 1, "logs %q, errors %q", rec.Logs(), rec.Errors())
 	assert.Equal(t, `[twice] warning: job "forgot-commit": 4 deliveries returned with a connection still in a transaction or busy, the first delivery j1a1w1 (attempt 1) of schedule j1a1w1 (a clean run) returned with 1 connection still in a transaction or busy; the harness rolled them back. Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)`, warned[0])
+}
+
+// Unaccepted, an open transaction fails the check it would have passed:
+// the work the handler believes it did rolled back.
+func TestTransactionLeftOpenFailsUnlessAccepted(t *testing.T) {
+	job := harness.Job{Name: "forgot-commit", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if _, err := d.DB.Exec(ctx, `UPDATE users SET is_email_verified = false WHERE id = 1`); err != nil {
+			return err
+		}
+		tx, err := d.DB.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
+		return err // no Commit, no Rollback
+	}}
+	_, err := harness.Run(t.Context(), job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
+	require.Error(t, err)
+	assert.True(t, blame.IsUser(err))
+	assert.Contains(t, err.Error(), "still in a transaction or busy")
+	assert.Contains(t, err.Error(), "This pass may be wrong, so the check fails; if that is expected here, accept it: Config.AcceptWarnings: []result.WarningKind{result.TransactionLeftOpen}")
+
+	_, err = harness.Run(t.Context(), job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()},
+		AcceptWarnings: []result.WarningKind{result.ConnectionLeftOpen}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `Config.AcceptWarnings holds "connection-left-open", which no check fails on`)
 }
 
 // A connection cut by an ambiguous commit is the fault's, not the
@@ -104,13 +131,24 @@ func TestDeliveryWithoutStepsIsWarned(t *testing.T) {
 		_, err := d.DB.Exec(ctx, `UPDATE users SET is_email_verified = true WHERE id = 1`)
 		return err
 	}}
+	// The pass it would be may be wrong: the check fails by default,
+	// where plain go test shows it, with the line that accepts it.
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.CrashBeforeAck()}}
+	_, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err)
+	assert.True(t, blame.IsUser(err))
+	assert.Contains(t, err.Error(), `job "elsewhere": delivery j1a2w2 (attempt 2) of schedule j1a1w1!crash > +30s j1a2w2 (crash-before-ack) returned without a statement`)
+	assert.Contains(t, err.Error(), "use Job.NewWorker to build the handler per worker, or keep the record in the database")
+	assert.Contains(t, err.Error(), "Config.AcceptWarnings: []result.WarningKind{result.NoStepTaken}")
+
+	cfg.AcceptWarnings = []result.WarningKind{result.NoStepTaken}
 	rec := recordtb.New(t)
 	var res *harness.Result
 	rec.Run(func(tb testing.TB) {
-		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.CrashBeforeAck()}})
+		res = harness.Check(tb, job, cfg)
 	})
 	require.NotNil(t, res)
-	require.Empty(t, rec.Errors(), "the check passes")
+	require.Empty(t, rec.Errors(), "the check passes once the warning is accepted")
 	require.Len(t, res.Warnings, 1)
 	w := res.Warnings[0]
 	assert.Equal(t, result.NoStepTaken, w.Kind)
