@@ -77,7 +77,10 @@ func Tokens(sql string) iter.Seq[Token] {
 			if !yield(t) {
 				return
 			}
-			line += strings.Count(t.Text, "\n")
+			switch t.Kind {
+			case Space, Comment, String, QuotedIdent, DollarString: // the kinds a newline can be in
+				line += strings.Count(t.Text, "\n")
+			}
 			i = t.End()
 		}
 	}
