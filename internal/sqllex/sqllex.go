@@ -39,6 +39,7 @@ const (
 
 var kindNames = [...]string{"Kind(0)", "Space", "Comment", "Word", "String", "QuotedIdent", "DollarString", "Param", "Number", "Semicolon", "Punct"}
 
+// String is the kind's name, as its constant spells it.
 func (k Kind) String() string {
 	if int(k) < len(kindNames) {
 		return kindNames[k]
