@@ -12,11 +12,11 @@ func ExampleTokens() {
 	sql := "INSERT INTO t VALUES ('a;b'); -- x;\nDO $$ BEGIN NULL; END $$;"
 	start := true
 	for t := range sqllex.Tokens(sql) {
-		switch {
-		case t.Kind == sqllex.Semicolon:
+		switch t.Kind {
+		case sqllex.Semicolon:
 			fmt.Println()
 			start = true
-		case t.Kind == sqllex.Word:
+		case sqllex.Word:
 			if start {
 				fmt.Printf("line %d:", t.Line)
 				start = false
