@@ -1,6 +1,10 @@
 package wireproxy
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/runtwice/twice/internal/sqllex"
+)
 
 // statement is what the proxy needs to know about one SQL statement to
 // label a step: its leading keywords and whether it can change data.
@@ -20,88 +24,71 @@ type statement struct {
 	inert bool
 }
 
-// splitSQL lexes a query string into its statements, skipping comments,
-// string literals, quoted identifiers and dollar-quoted bodies. Statements
-// with no words (";", "-- ping") are left out, so a health check splits
-// into nothing.
+// splitSQL reads a query string's statements (sqllex), past comments,
+// string literals, quoted identifiers and dollar-quoted bodies.
+// Statements with no words (";", "-- ping") are left out, so a health
+// check splits into nothing.
 func splitSQL(sql string) []statement {
 	var out []statement
 	var cur statement
 	var in inertScan
 	words, depth := 0, 0
-	end := func() {
-		if words > 0 {
-			cur.inert = cur.keyword == "SELECT" && !in.spoilt
-			out = append(out, cur)
-		}
-		cur, words, depth, in = statement{}, 0, 0, inertScan{}
-	}
-	for i := 0; i < len(sql); {
-		c := sql[i]
-		in.char(sql, i)
-		switch {
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
+	for t := range sqllex.Tokens(sql) {
+		in.token(sql, t)
+		switch t.Kind {
+		case sqllex.Semicolon:
+			out = cur.end(out, words, in)
+			cur, words, depth, in = statement{}, 0, 0, inertScan{}
+		case sqllex.Punct:
+			switch t.Text {
+			case "(":
+				depth++
+			case ")":
+				depth--
 			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			i = skipBlockComment(sql, i)
-		case c == '\'':
-			i = skipQuoted(sql, i, '\'', false)
-		case c == '"':
-			i = skipQuoted(sql, i, '"', false)
-		case c == '$':
-			i = skipDollar(sql, i)
-		case c == ';':
-			end()
-			i++
-		case c == '(':
-			depth++
-			i++
-		case c == ')':
-			depth--
-			i++
-		case isWordStart(c):
-			j := i + 1
-			for j < len(sql) && isWordPart(sql[j]) {
-				j++
-			}
-			w := sql[i:j]
-			if (w == "E" || w == "e") && j < len(sql) && sql[j] == '\'' {
-				i = skipQuoted(sql, j, '\'', true)
-				continue
-			}
+		case sqllex.Word:
 			words++
-			in.word(w, words)
-			switch words {
-			case 1:
-				cur.keyword = strings.ToUpper(w)
-			case 2:
-				cur.second = strings.ToUpper(w)
-			case 3:
-				cur.third = strings.ToUpper(w)
-			}
-			switch {
-			case strings.EqualFold(w, "INSERT"), strings.EqualFold(w, "UPDATE"),
-				strings.EqualFold(w, "DELETE"), strings.EqualFold(w, "MERGE"):
-				cur.modifies = true
-			case depth == 0 && strings.EqualFold(w, "FROM"):
-				cur.copyFrom = true
-			case strings.EqualFold(w, "NEXTVAL"), strings.EqualFold(w, "SETVAL"):
-				cur.sequence = true
-			case depth == 0 && strings.EqualFold(w, "CONCURRENTLY"):
-				cur.concurrently = true
-			}
-			i = j
-		default:
-			i++
+			in.word(t.Text, words)
+			cur.word(t.Text, words, depth)
 		}
 	}
-	end()
-	return out
+	return cur.end(out, words, in)
 }
 
-// inertScan watches a statement's characters and words for anything that
+// end appends s, the statement of so many words that in scanned, to out,
+// unless it has none.
+func (s statement) end(out []statement, words int, in inertScan) []statement {
+	if words == 0 {
+		return out
+	}
+	s.inert = s.keyword == "SELECT" && !in.spoilt
+	return append(out, s)
+}
+
+// word notes the n-th word w of s, which stands in depth parentheses.
+func (s *statement) word(w string, n, depth int) {
+	switch n {
+	case 1:
+		s.keyword = strings.ToUpper(w)
+	case 2:
+		s.second = strings.ToUpper(w)
+	case 3:
+		s.third = strings.ToUpper(w)
+	}
+	switch {
+	case strings.EqualFold(w, "INSERT"), strings.EqualFold(w, "UPDATE"),
+		strings.EqualFold(w, "DELETE"), strings.EqualFold(w, "MERGE"):
+		s.modifies = true
+	case depth == 0 && strings.EqualFold(w, "FROM"):
+		s.copyFrom = true
+	case strings.EqualFold(w, "NEXTVAL"), strings.EqualFold(w, "SETVAL"):
+		s.sequence = true
+	case depth == 0 && strings.EqualFold(w, "CONCURRENTLY"):
+		s.concurrently = true
+	}
+}
+
+// inertScan watches a statement's tokens and words for anything that
 // may run code a user wrote (a function, an operator, a view or table, a
 // domain's check, a user type's cast): only constants, parameters, casts
 // to the built-in types of inertTypes, aliases and commas leave it
@@ -114,20 +101,28 @@ type inertScan struct {
 	alias  bool // after AS: the next word is a name
 }
 
-func (s *inertScan) char(sql string, i int) {
+// token judges t, a token of sql, by its kind: words are judged whole
+// (word), as are literals and parameters.
+func (s *inertScan) token(sql string, t sqllex.Token) {
+	switch t.Kind {
+	case sqllex.QuotedIdent:
+		s.spoilt = true // a quoted name may be anyone's
+	case sqllex.Punct:
+		s.punct(sql, t.Start)
+	}
+}
+
+// punct judges the byte sql[i] that stands alone.
+func (s *inertScan) punct(sql string, i int) {
 	switch c := sql[i]; {
 	case c == ':' && i+1 < len(sql) && sql[i+1] == ':':
 		s.cast = true
 	case c == ':' && i > 0 && sql[i-1] == ':':
 	case c == ',':
 		s.cast = false
-	case c == ' ', c == '\t', c == '\n', c == '\r', c == ';', c == '.',
-		c >= '0' && c <= '9', c == '\'', c == '$', isWordPart(c):
-		// Literals, parameters and words are judged whole (word); the
-		// scanner skips the insides of quotes and comments.
-	case c == '-' && i+1 < len(sql) && sql[i+1] == '-', c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+	case c == '.', c == '$':
 	default:
-		s.spoilt = true // an operator, a parenthesis, a quoted identifier
+		s.spoilt = true // an operator, a parenthesis
 	}
 }
 
@@ -154,70 +149,6 @@ var inertTypes = map[string]bool{
 	"double": true, "precision": true, "bytea": true, "uuid": true, "date": true, "time": true, "timestamp": true,
 	"timestamptz": true, "with": true, "without": true, "zone": true, "interval": true, "json": true, "jsonb": true,
 	"oid": true,
-}
-
-func isWordStart(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80
-}
-
-func isWordPart(c byte) bool {
-	return isWordStart(c) || c >= '0' && c <= '9' || c == '$'
-}
-
-// skipBlockComment returns the index after the (nestable) comment at i.
-func skipBlockComment(s string, i int) int {
-	depth := 0
-	for i < len(s) {
-		switch {
-		case s[i] == '/' && i+1 < len(s) && s[i+1] == '*':
-			depth++
-			i += 2
-		case s[i] == '*' && i+1 < len(s) && s[i+1] == '/':
-			depth--
-			i += 2
-			if depth == 0 {
-				return i
-			}
-		default:
-			i++
-		}
-	}
-	return i
-}
-
-// skipQuoted returns the index after the literal opened by q at i; a doubled
-// quote escapes it, and so does a backslash in an E-prefixed string.
-func skipQuoted(s string, i int, q byte, backslash bool) int {
-	for i++; i < len(s); i++ {
-		switch {
-		case backslash && s[i] == '\\':
-			i++
-		case s[i] == q:
-			if i+1 < len(s) && s[i+1] == q {
-				i++
-				continue
-			}
-			return i + 1
-		}
-	}
-	return i
-}
-
-// skipDollar returns the index after a $tag$...$tag$ body at i, or after a
-// lone $ or a $1 parameter.
-func skipDollar(s string, i int) int {
-	j := i + 1
-	for j < len(s) && (isWordStart(s[j]) || j > i+1 && s[j] >= '0' && s[j] <= '9') && s[j] != '$' {
-		j++
-	}
-	if j >= len(s) || s[j] != '$' {
-		return i + 1
-	}
-	tag := s[i : j+1]
-	if k := strings.Index(s[j+1:], tag); k >= 0 {
-		return j + 1 + k + len(tag)
-	}
-	return len(s)
 }
 
 // readOnly lists statements that change no data and end no transaction:

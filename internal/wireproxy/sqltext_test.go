@@ -40,6 +40,9 @@ func TestCommitPoint(t *testing.T) {
 		{"rollback to savepoint keeps the transaction", "ROLLBACK TO SAVEPOINT s; INSERT INTO t VALUES (1)", 'T', 2, false},
 		{"semicolons in literals", `SELECT ';', E'\';', "a;b", $$;$$, $tag$ ; $tag$, $1; INSERT INTO t VALUES (1)`, 'I', 2, true},
 		{"keywords in literals", "SELECT 'INSERT', $$DELETE$$", 'I', 1, false},
+		{"a $ in a name opens no dollar quote", "SELECT a$b$; INSERT INTO t VALUES (1); SELECT $b$", 'I', 3, true},
+		{"a typed literal is no escape string", `SELECT date'x\'; INSERT INTO t VALUES (1)`, 'I', 2, true},
+		{"keywords in quoted names and comments", `SELECT "insert" /* DELETE */ -- UPDATE`, 'I', 1, false},
 		{"nextval", "SELECT nextval('s')", 'I', 1, true},
 		{"setval", "select SetVal('s', 5)", 'I', 1, true},
 		{"nextval in a literal", "SELECT 'nextval'", 'I', 1, false},
@@ -85,6 +88,7 @@ func TestNeedsProbe(t *testing.T) {
 		{"DECLARE c CURSOR FOR SELECT f()", 'I', false}, // an error outside a transaction block, which the question would hide
 		// Constants and parameters cast to built-in types run no user code.
 		{"SELECT 1", 'I', false},
+		{"SELECT\f1,\v2", 'I', false}, // form and vertical feeds are white space
 		{"SELECT $1::int", 'I', false},
 		{"SELECT 'a'::text AS name, NULL, $2::double precision AS x -- note", 'I', false},
 		{"SELECT $1::int; SELECT 2", 'I', false},
