@@ -49,7 +49,10 @@
 // closes them before it returns), the effect fakes and the harness clock
 // (Now). The job's own code takes these as production passes them (a
 // pool, a mailer interface, a func() time.Time) and never imports twice;
-// the test wires the Delivery into them.
+// the test wires the Delivery into them. examples/drivers checks one job
+// through pgx, pgxpool, database/sql (pgx, lib/pq), GORM, bun and sqlc.
+// GORM keeps the *gorm.Config it is given and writes its connection into
+// it: give every gorm.Open a new one, or deliveries share connections.
 //
 // The handler returns the error the queue would see. When the production
 // worker's wrapper logs errors and returns nil, check it through that
@@ -152,6 +155,13 @@
 // check's status, every scenario, each delivery's steps and the fate of
 // each step. The twice command reads the same values.
 //
+// Under go test -v a passing check logs one line, with the columns and
+// paths it left out as volatile (and a hint when they hold times: fill
+// them from Delivery.Now), and a running one logs its progress every 10s,
+// naming the delivery it has waited on longest. A dead delivery's
+// goroutine still running when the check ends (a client retrying with
+// backoff, deaf to its context) is logged once.
+//
 // A check that would test nothing is an error, not a pass: a handler that
 // took no step, faults that give no scenario, a crash past the job's last
 // step, an IgnoreTables or IgnoreColumns entry naming nothing, and input
@@ -166,7 +176,16 @@
 // -twice.shard=i/n runs shard i of n of every check's schedules
 // (ShardEnv; twice report -merge joins the shards' reports);
 // -twice.parallel=N runs N scenarios of a check at once (ParallelEnv,
-// GOMAXPROCS by default).
+// GOMAXPROCS by default). Explore saves failing schedules under
+// testdata/twice/<Test>/ and replays them first on the next run.
+//
+// Shards need no coordination: each check expands its whole schedule list
+// from its own clean runs and deals it out in turn, so shards 1/n to n/n
+// together run every schedule once. A test that asserts on its check's
+// scenarios sees only its shard's: guard such assertions with
+// if res.Shard != nil { return }. A check marked ExpectFinding does not
+// fail a shard that ran none of its failing scenarios; the merged report
+// shows the job's verdict.
 //
 // # Getting PostgreSQL
 //
@@ -178,11 +197,13 @@
 //     be allowed to create databases;
 //  2. PostgreSQL server binaries (initdb, postgres) on PATH or under
 //     /usr/lib/postgresql/*/bin: a throwaway cluster in a temporary
-//     directory on a unix socket, its initdb cached for later runs;
+//     directory on a unix socket, its initdb cached for later runs (as
+//     root, the server runs as an unprivileged user);
 //  3. Docker through testcontainers-go, image TWICE_POSTGRES_IMAGE
 //     (postgres:16-alpine by default), driven by the small program
 //     cmd/twice-pgdocker, which the first test binary that needs it
-//     builds (TWICE_PGDOCKER names a prebuilt one).
+//     builds with your module's go (TWICE_PGDOCKER names a prebuilt one);
+//     your go.mod and go.sum are never changed.
 //
 // The harness creates, changes and drops only databases whose names it
 // generated (twice_<run id>_..., commented "twice run <run id>"), and
