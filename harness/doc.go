@@ -210,6 +210,14 @@
 // never writes to any other database. Databases a killed run left are
 // dropped by a later run only when both name and comment match and no
 // session uses them; kept evidence (twice_kept_...) stays until dropped.
+// On a URL server a watchdog process also drops the run's own databases
+// when the test binary exits. A run killed while it creates a database,
+// before the comment, leaves it unmarked: drop it by hand. A kept
+// database is logged without its password; on a local or Docker server,
+// which stops with the test binary, it is also dumped (in Docker by the
+// container's own pg_dump) to $TMPDIR/twice-kept-<uid>/<run ID>/ with the
+// command that restores it, and a dump that fails is said in the log and
+// the report.
 // As a superuser (the local and Docker servers always) the template gets
 // a statement trigger on every table, so a scenario reads and resets only
 // the tables it or the clean run wrote; without one every table is read.
