@@ -29,11 +29,96 @@
 // runs when the crashed delivery took other steps inside its class than
 // the clean run did.
 //
-// Default is the matrix a plain harness.Check runs;
-// DefaultWithout(NameVisibilityTimeout) is that matrix minus one fault.
-// A constructor given an argument out of range (Redrive(0),
-// MaxInterleavings(0)) makes a fault whose Validate says so; the harness
-// refuses it before it runs anything.
+// # The default matrix
+//
+// Default is the matrix a plain harness.Check runs, expanded from the
+// steps one clean delivery took:
+//
+//   - run-twice: the job completes, the same job ID is delivered again.
+//   - producer-retry: a second copy with a new job ID runs after the first.
+//   - late-producer-retry: only for a queue that dedups copies
+//     (queue.Rules.Dedup not zero): the producer enqueues the copy after the
+//     first completed, on the harness clock ("late j2a1w2").
+//   - producer-retry-after-dedup: only for a queue whose dedup has a
+//     window (asynq's Unique TTL, River's ByPeriod): the copy is enqueued
+//     once the window has passed since the original's enqueue.
+//   - crash-before-ack: every step done, the worker dies before the ack;
+//     redelivered after the visibility timeout.
+//   - lost-ack: the handler returned nil, the ack is lost; redelivered to
+//     the same worker, and to another.
+//   - crash-mid-job: the worker dies just before step k reaches the
+//     server, one k of each CrashClass.
+//   - ambiguous-commit: the server applies commit point k and the reply is
+//     lost with its connection; the handler's error path runs, and it may
+//     reconnect and retry.
+//   - effect-lost-reply: the provider makes effect call k and its answer
+//     is lost: the call returns a timeout error and the handler goes on.
+//   - effect-failed: the provider refuses effect call k (a 503) before
+//     making it; the call returns that error and the handler goes on.
+//   - visibility-timeout: a second delivery starts after the first has
+//     done k steps, and both go on; with queue.Model's
+//     CancelAtVisibilityTimeout, or a queue adapter that cancels, the
+//     first delivery's context is cancelled first and the second starts
+//     once it returned. Inside one transaction one pause of each
+//     PauseClass runs, and the rest when the second delivery did not wait
+//     on the first one's locks.
+//   - concurrent-delivery, concurrent-producer-retry: two deliveries at
+//     once, their steps interleaved in every order that can differ (below),
+//     and each pair of autocommit writes overlapped inside one statement.
+//   - redrive: a crash at step k (one per CrashClass) or after the last
+//     step, then a redelivery DefaultRedriveAfter (72h) later, past the
+//     providers' key window.
+//
+// DefaultWithout(NameVisibilityTimeout) is that matrix minus the faults
+// named. A fault is tuned where it is built: Redrive(7*24*time.Hour),
+// ConcurrentDelivery(MaxInterleavings(100)). A constructor given an
+// argument out of range (Redrive(0), MaxInterleavings(0)) makes a fault
+// whose Validate says so; the harness refuses it before it runs anything.
+//
+// # Schedules as text
+//
+// Every schedule has a short text form, printed with every finding and
+// read back by Parse (harness's -twice.replay, twice replay):
+// "j1a1w1!crash:3 > +30s j1a2w2" is job 1's first attempt on worker 1
+// crashing before its third step, then after 30s the second attempt on a
+// new worker. A delivery's fault is one of !crash:N, !crash (before the
+// ack), !lostack, !ambiguous:N (the server applies statement N, its reply
+// is lost), !lostreply:N (the provider makes effect call N, its answer is
+// lost), !outage:N (the same for the call's retries with its key too),
+// !failed:N (the provider refuses it), !slow:N (it answers too late) and
+// !crashafter:N (it makes it and the worker dies before hearing back).
+// "late" marks a producer copy enqueued late; "@1:0 order 1,2,2,1" gives
+// the interleaving, and "~" a held place: "j1a1w1 > j1a2w2@1:0 order 1~,2".
+//
+// # Statements overlapped
+//
+// Whole statements never show the race inside one statement: two
+// deliveries of INSERT ... SELECT ... WHERE NOT EXISTS (...) without a
+// unique constraint, run one after the other, insert once, but run at the
+// same moment both take their snapshot before either committed, and both
+// insert. So the concurrent faults also overlap each pair of the clean
+// run's autocommit writes (every pair while there are at most four, each
+// with its twin beyond): the harness runs the first delivery's statement
+// inside a transaction it opens around it and holds the commit, and the
+// handler's reply with it, while the second delivery's statement runs;
+// it commits once that one has finished or waits on a lock. A statement
+// that cannot run in a transaction block (VACUUM, CREATE INDEX
+// CONCURRENTLY) runs as it is, and the finding says so; a commit that
+// fails (a deferred constraint) reaches the handler as its statement's
+// error.
+//
+// # Commit points
+//
+// A commit point is a COMMIT, or a statement outside a transaction that
+// wrote, as the server saw it, not as its text reads: SELECT credit(...)
+// of a plpgsql function that inserts, SELECT * FROM f() and EXPLAIN
+// ANALYZE of an UPDATE are commit points, and so are CALL, DO, nextval,
+// an UPDATE through a view with a rule and an INSERT whose trigger
+// writes; a SELECT of a STABLE function is not. Where the text cannot
+// tell, the harness asks the server in the statement's own implicit
+// transaction, in the same round trip, whether it was given a
+// transaction ID (PostgreSQL 13 and later). A function whose only write
+// is nextval or pg_notify does not reliably make a SELECT a commit point.
 package faults
 
 import (

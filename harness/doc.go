@@ -1,130 +1,21 @@
 // Package harness checks that a background-job handler is idempotent: that
 // running it twice has the same effect as running it once.
 //
-// # How a check runs
+// # What Check does
 //
-// The harness gets a real PostgreSQL server (see "Getting PostgreSQL"),
-// builds a template database from the job's Setup once, and gives every
-// scenario an identical fresh database. It runs the job once, cleanly, on
-// two fresh databases: the first is the reference state and its steps are
-// the fault points; columns that differ between the two (now(), random
-// UUIDs) are volatile and left out of every comparison. Then it executes
-// every schedule of the configured faults (faults.Default: run twice,
-// producer retry, crash before ack, lost ack, crash at every step,
-// ambiguous commit at every commit point, a lost answer and a refusal at
-// every effect call, visibility timeout at every step,
-// concurrent delivery and producer retry over their interleavings, redrive
-// after the providers' key window, and for a queue that dedups producer
-// copies a copy enqueued late, after the original completed and past the
-// dedup window) on a fresh database of its own,
-// snapshots every user table and compares the rows with the reference
-// using go-cmp. Values drawn from sequences, and the foreign keys that point
-// at them, are compared after canonical renumbering, because a rolled-back
-// attempt burns sequence values.
-//
-// A scenario is not idempotent when its state or its effects differ from
-// the reference, or when the job cannot complete: after the schedule the
-// queue redelivers, once (a queue adapter's queue: as its own retry rules
-// say), every job whose last delivery failed, and that delivery must
-// succeed. A retry that always fails is a finding too.
-//
-// When deliveries of one job overlap (a visibility timeout, a concurrent
-// delivery), the one the queue handed out last decides whether the job
-// completed, whatever the others returned and whichever finished first:
-// if it succeeded the job is done, if it failed the queue retries it. That
-// is SQS's rule, where only the latest receipt handle acks a message.
-//
-// A handler whose panic reaches the harness (one its queue adapter does
-// not recover itself, as gue's, asynq's and Watermill's do) settles its
-// scenario as a finding, whatever the queue's retry would have done: no
-// retry runs, deliveries not yet handed out are not, and running ones die
-// as at a crash, their backends terminated on the server.
-//
-// What a check learned is a value of package result (harness/result),
-// documented there: the check's result.Status, each result.Scenario with
-// its problems, diffs and deliveries, and for every step a delivery was
-// granted the result.Fate the executor recorded where it happened. The
-// twice runner reads the same values back from the files Check writes.
-//
-// # Steps and faults
-//
-// Every delivery reaches PostgreSQL through a wire-protocol proxy of its
-// own, so any driver works (pgx, database/sql, lib/pq, ORMs on top). Each
-// statement round trip that executes is a step, and so is each effect call;
-// the harness holds every step until the schedule grants it, crashes the
-// delivery before it, or lets the server apply it and drops the reply.
-// Overlapping deliveries interleave step by step in the schedule's order;
-// a granted statement that waits on a lock held by the other delivery is
-// detected by asking the server (pg_blocking_pids), and the other delivery
-// runs meanwhile. The concurrent faults run one order of each class of
-// orders that differ only in when a delivery ran a free step (a BEGIN, a
-// SET: faults.Free), judged from the clean run; when a delivery's own
-// steps differ there, the orders left out run too (Result.Reductions).
-// Likewise crash-mid-job and redrive crash once per class of crash
-// points with no commit point or effect call between them
-// (faults.CrashClass): inside one transaction they roll back to the same
-// state. When the crashed delivery took other steps inside the class
-// than the clean run, the other crash points run too. Visibility-timeout
-// runs one pause of each run inside a transaction (faults.PauseClass),
-// and the rest unless its second delivery waited on the first one's locks.
-// They also overlap autocommit writes inside one statement: a place of
-// the order marked held (faults.Schedule.Holds, "1~" in the text) runs
-// its statement inside a transaction whose commit, and the handler's
-// reply, wait until the other delivery's next step has run or waits on
-// a lock, so both statements run on snapshots taken before either
-// committed (INSERT ... WHERE NOT EXISTS inserts twice).
-// A dead delivery's connections are cut and refused, its
-// effects refused, its return value ignored and its worker discarded. It
-// is not waited for: its context is cancelled and the scenario goes on at
-// once, even while its goroutine still runs (a database client retrying
-// with backoff, deaf to its context); nothing it does later is recorded,
-// and a goroutine still running when the check ends is logged once. A
-// delivery that returned leaves the server sessions of its idle
-// connections, reset with DISCARD ALL (settings, prepared statements,
-// temporary tables, advisory locks), to the scenario's later deliveries,
-// which then connect without starting a server backend. So do a dead
-// delivery's connections that were between round trips, and the
-// connection an ambiguous step's lost reply cut (the server had
-// answered): each session is first rolled back, as the server rolls
-// back one whose client went away; one cut in the middle of a round
-// trip is terminated. When the check ends, they wait, parked with their database
-// (at most 32 sessions in a process), for the next check that gets the
-// same database of the same template. After
-// an ambiguous step only that step's connection is lost, as in a network
-// failure: the delivery's error path runs, it may connect again and retry
-// (pgx.BeginFunc in a loop, database/sql after driver.ErrBadConn), and its
-// return value counts. An effect fault leaves the delivery alive: the
-// provider makes the call and loses its answer, or refuses it with a 503,
-// and the call returns an *effects.Error for the handler to handle.
-//
-// A commit point is a COMMIT, or a statement outside a transaction block
-// that wrote. Most show in their text (INSERT, UPDATE through a view with
-// a rule, CALL, DO, nextval); for a SELECT, VALUES, WITH, EXPLAIN or COPY
-// TO, which may call a function that writes, the proxy asks the server in
-// the statement's own transaction whether it was given a transaction ID,
-// so SELECT credit(...) of a plpgsql function that inserts is a commit
-// point and SELECT of a STABLE function is not.
-//
-// # Effects
-//
-// Work that leaves the database goes through the delivery's fakes
-// (package effects), which record into one log per scenario:
-// Delivery.Mail (no deduplication), Delivery.Payments (Stripe's
-// idempotency keys, remembered for 24h on the harness clock unless
-// Config.Providers says otherwise) and Delivery.Effect, which wraps a call
-// to your own client. Each effect kind has a policy (Config.EffectPolicies):
-// exactly-once by default, at-least-once for receipts, at-most-once, or
-// repeatable for an effect harmless to repeat at the provider (cancelling
-// a subscription: any number of copies is fine, none is not).
-//
-// # Writing a check
-//
-// Adapt the handler to a Job: each Delivery carries the job ID and attempt,
-// connections of its own to the scenario's database (a pgx pool in DB, a
-// *sql.DB from SQL for database/sql, sqlc, GORM, bun or ent, and a DSN any
-// driver accepts), and the harness clock. The job's own code takes these
-// as production passes them (a pool, a mailer interface, a func() time.Time)
-// and never imports twice; the test wires the Delivery into them.
+// Check runs the job once, cleanly, on a fresh PostgreSQL database built
+// from Config.Setup: that run's tables and effects are the reference, and
+// its steps (each statement that reaches the server, each effect call) are
+// the places faults strike. Then it runs the job again under each fault
+// of Config.Faults (faults.Default when nil: the same job ID again, a
+// producer's copy, a crash before the ack, a lost ack, a crash before
+// every step, a lost commit reply, a lost or refused effect call, a
+// visibility timeout, two deliveries at once in every order that can
+// differ, a redrive days later), each scenario on a fresh database of its
+// own, and compares every table the scenario or the clean run wrote, and
+// the effects, with the reference. A scenario that differs is a finding;
+// so is a job that cannot complete: after the faults the queue redelivers
+// a job whose last delivery failed, and that delivery must succeed.
 //
 //	func TestRewardOrder(t *testing.T) {
 //		harness.Check(t, harness.Job{
@@ -135,72 +26,211 @@
 //		}, harness.Config{Setup: []harness.Setup{harness.SQLFiles("schema.sql")}})
 //	}
 //
-// When the handler keeps state in memory (a cache, an in-process dedup
-// map), set Job.NewWorker instead of Job.Handler: a redelivery then runs on
-// a freshly built worker, as after a real crash.
+// A delivery that dies (a crash, or abandoned at Config.DeliveryTimeout)
+// is dead on the server before any later delivery starts: its backends
+// are terminated, so its open transaction rolls back and its locks are
+// released; its later statements and effect calls are refused and not
+// recorded, and its worker is discarded. After a lost commit reply only
+// that connection is lost: the handler's error path runs and may
+// reconnect and retry. A panic that reaches the harness (one the queue
+// adapter does not recover) settles its scenario as a finding.
+//
+// Run is the same check returning (*Result, error) instead of failing a
+// test; Explore draws schedules of several faults at once with rapid and
+// shrinks a failure to a minimal one (ExploreRun returns it).
+//
+// # The job
+//
+// A Job is a name and a Handler. The handler gets a Delivery: the job ID
+// and attempt, the delivery's kind (first, redelivery, producer copy,
+// redrive, ...), connections of its own to the scenario's database (DB, a
+// pgx pool; SQL, a *sql.DB for database/sql, sqlc, GORM, bun or ent; DSN,
+// a URL any driver accepts, for code that opens its own connections and
+// closes them before it returns), the effect fakes and the harness clock
+// (Now). The job's own code takes these as production passes them (a
+// pool, a mailer interface, a func() time.Time) and never imports twice;
+// the test wires the Delivery into them. examples/drivers checks one job
+// through pgx, pgxpool, database/sql (pgx, lib/pq), GORM, bun and sqlc.
+// GORM keeps the *gorm.Config it is given and writes its connection into
+// it: give every gorm.Open a new one, or deliveries share connections.
 //
 // The handler returns the error the queue would see. When the production
 // worker's wrapper logs errors and returns nil, check it through that
-// wrapper or an adapter closure that does the same (see Handler).
+// wrapper (see Handler). When the worker keeps state in memory (a cache,
+// an in-process dedup map), set Job.NewWorker instead of Job.Handler: a
+// delivery a real crash would put on a new worker gets a freshly built one.
 //
-// A failed check prints one message: every scenario that differs, its
-// schedule, the per-table diff (-once +twice), and the go test line that
-// reruns it. Its databases are kept and logged; a passing check drops them.
-// Mark a job known not to be idempotent with Config.ExpectFinding.
+// # Config
+//
+// The zero Config checks an empty database under the default matrix. Its
+// fields, each documented where declared:
+//
+//   - Setup: schema and fixtures, applied once into a template database
+//     that every scenario's database is a copy of: SQL, SQLFiles,
+//     Migrations (golang-migrate, goose, tern, dbmate, sql-migrate or plain
+//     files), Func and FuncDB for Go code. SetupTimeout bounds each step.
+//   - Faults: which faults to run (package faults).
+//   - IgnoreTables, IgnoreColumns, CmpOptions, SequenceColumns: what the
+//     state comparison leaves out or compares by rank.
+//   - EffectPolicies, IgnoreEffectFields, Providers: how effects are
+//     judged and how the fake providers behave (package effects).
+//   - ClockStart, DeliveryTimeout: the harness clock's start and how long
+//     a delivery may run.
+//   - ExpectFinding: a job known not to be idempotent passes while twice
+//     still finds the problem, and fails once it is fixed.
+//
+// Noise is left out without configuration: columns that differ between
+// two clean runs (now(), random UUIDs) are volatile and named in the log,
+// per path inside json and jsonb values; serial and identity values, and
+// the foreign keys that point at them, compare by rank, because a
+// rolled-back attempt burns sequence values. A value the handler draws
+// from a sequence itself ('X-' || nextval('doc_seq')) is compared as it
+// is, and the finding names the sequence a rolled-back attempt advanced;
+// SequenceColumns compares it by rank instead.
+//
+// # Time
+//
+// Read the time from Delivery.Now (pass the job d.Now where production
+// passes time.Now). The harness clock starts every scenario and both
+// clean runs at the same instant, 2026-01-01T09:00:00Z unless
+// Config.ClockStart says otherwise, and only faults move it: a
+// redelivery comes after the queue's visibility timeout (30s), a redrive
+// 72h later. So a timestamp from Delivery.Now compares exactly, and one a
+// redelivery moves is a finding.
+//
+// # Effects
+//
+// Work that leaves the database goes through the delivery's fakes
+// (package effects), which record every call as a step and an effect:
+// Delivery.Mail (no deduplication), Delivery.Payments (Stripe's
+// idempotency keys, remembered 24h on the harness clock),
+// Delivery.Effect around a client of your own, Delivery.HTTPClient for
+// SDKs and net/http (a Stripe-shaped provider and a generic one behind
+// it) and Delivery.SMTPAddr for SMTP. Each effect kind is exactly-once
+// unless Config.EffectPolicies says at-least-once (receipts),
+// at-most-once or repeatable. Under an effect fault the call returns an
+// *effects.Error and the handler goes on.
 //
 // # Queues
 //
-// A job is delivered by its queue (Job.Queue, a queue.Queue from package
-// harness/queue): a queue adapter (adapters/river, adapters/gue,
-// adapters/asynq, adapters/watermill) gives the harness the queue's own
-// enqueue, fetch, ack and nack, run on the harness's connection outside the
-// proxy, and the queue's schema, which the harness applies to the template
-// database before Config.Setup, in Check, Run and Explore alike:
+// Without Job.Queue the job is delivered by queue.Model: a success is
+// acked, anything else is handed out again after its visibility timeout
+// (30s; set Job.Queue to queue.Model{VisibilityTimeout: 5 * time.Minute}
+// to change it, with CancelAtVisibilityTimeout to cancel the first
+// delivery's context there). A queue adapter (adapters/river,
+// adapters/gue, adapters/asynq, adapters/watermill, adapters/kafka,
+// adapters/nats, each a module of its own) returns a Job that carries
+// its queue: the queue library's own code enqueues, hands out, acks and
+// retries, its schema is applied before Config.Setup, its bookkeeping is
+// no step of the handler's, and its own rows are left out of the
+// comparison while rows the handler inserts (child jobs) are compared.
+// A delivery the queue refuses (a deduplicated producer copy, a job
+// already completed or held by another attempt) is "not delivered", an
+// outcome of its own. A job not due yet (a scheduled or snoozed job)
+// runs where it is due: the harness moves its clock there. When
+// deliveries overlap, the one handed out last decides whether the job
+// completed, as with SQS's latest receipt.
 //
-//	harness.Check(t, twiceriver.Job("reward-order", points.RewardArgs{OrderID: 9812}, newWorker),
-//		harness.Config{Setup: []harness.Setup{harness.SQL(points.Schema)}})
+// # Reading a finding
 //
-// The queue's rules (queue.Rules) are the check's only queue timing: when a
-// job that was not acked is handed out again, and when a running
-// delivery's context is cancelled. A job without an adapter is delivered by
-// the harness's own model, queue.Model: set Job.Queue to
-// queue.Model{VisibilityTimeout: 5 * time.Minute} to change its
-// visibility timeout (30s by default), and its CancelAtVisibilityTimeout to
-// cancel a delivery's context at it.
+// A failed check prints one message, starting "[twice] not idempotent":
+// the job, how many scenarios differ, and for each kind of difference the
+// schedule that shows it (faults.Parse reads it), the table or effect diff
+// as go-cmp prints it, (-once +twice), the other schedules that differ the
+// same way, and the go test line that reruns it. A failing scenario's
+// database is kept and logged (a local cluster's is also dumped to a
+// file, since the cluster stops with the test binary); twice kept lists
+// them. A passing check drops its databases.
+//
+// Every finding is confirmed: a failing schedule runs again on a fresh
+// database, and one that does not fail the same way is "[twice] flaky",
+// never a pass. "[twice] internal" is the harness's own failure, never a
+// finding; a handler, worker factory or setup that fails on the clean run
+// is the user's error, named with its delivery or step. A handler that
+// calls t.Fatal, hangs past Config.DeliveryTimeout, or returns with a
+// transaction open is named too (the last with a warning).
+//
+// What the check learned is a value: Check and Run return a *Result (an
+// Exploration holds one) wrapping a result.Result (package harness/result), with the
+// check's status, every scenario, each delivery's steps and the fate of
+// each step. The twice command reads the same values.
+//
+// Under go test -v a passing check logs one line, with the columns and
+// paths it left out as volatile (and a hint when they hold times: fill
+// them from Delivery.Now), and a running one logs its progress every 10s,
+// naming the delivery it has waited on longest. A dead delivery's
+// goroutine still running when the check ends (a client retrying with
+// backoff, deaf to its context) is logged once.
+//
+// A check that would test nothing is an error, not a pass: a handler that
+// took no step, faults that give no scenario, a crash past the job's last
+// step, an IgnoreTables or IgnoreColumns entry naming nothing, and input
+// that means nothing (faults.CrashAt(0), a negative duration).
 //
 // # Flags
 //
 // A test binary's -twice.* flags, each mirrored by a TWICE_* environment
-// variable (the flag wins): -twice.replay runs exactly one schedule
-// (ReplayEnv), -twice.checks and -twice.seed steer Explore (ChecksEnv,
-// SeedEnv), -twice.keep=false drops a failed check's databases (KeepEnv),
-// and -twice.shard=i/n runs shard i of n of every check's schedules, so CI
-// machines split the checks between them (ShardEnv; twice report -merge
-// joins their reports).
+// variable (the flag wins): -twice.replay runs one schedule (ReplayEnv);
+// -twice.checks and -twice.seed steer Explore (ChecksEnv, SeedEnv);
+// -twice.keep=false drops a failed check's databases (KeepEnv);
+// -twice.shard=i/n runs shard i of n of every check's schedules
+// (ShardEnv; twice report -merge joins the shards' reports);
+// -twice.parallel=N runs N scenarios of a check at once (ParallelEnv,
+// GOMAXPROCS by default). Explore saves failing schedules under
+// testdata/twice/<Test>/ and replays them first on the next run.
+//
+// Shards need no coordination: each check expands its whole schedule list
+// from its own clean runs and deals it out in turn, so shards 1/n to n/n
+// together run every schedule once. A test that asserts on its check's
+// scenarios sees only its shard's: guard such assertions with
+// if res.Shard != nil { return }. A check marked ExpectFinding does not
+// fail a shard that ran none of its failing scenarios; the merged report
+// shows the job's verdict.
 //
 // # Getting PostgreSQL
 //
-// One server per test binary, shared by all its tests and stopped when the
-// binary exits, found in this order (TWICE_POSTGRES=url|local|docker forces
-// one):
+// One server per test binary, shared by its tests and stopped when the
+// binary exits, found in this order (TWICE_POSTGRES=url|local|docker
+// forces one):
 //
-//  1. TWICE_DATABASE_URL, a server you run (a CI service);
-//  2. PostgreSQL server binaries on PATH or under /usr/lib/postgresql/*/bin:
-//     a throwaway cluster in a temporary directory;
-//  3. Docker through testcontainers-go, image TWICE_POSTGRES_IMAGE.
+//  1. TWICE_DATABASE_URL, a server you run (a CI service); its user must
+//     be allowed to create databases;
+//  2. PostgreSQL server binaries (initdb, postgres) on PATH or under
+//     /usr/lib/postgresql/*/bin: a throwaway cluster in a temporary
+//     directory on a unix socket, its initdb cached for later runs (as
+//     root, the server runs as an unprivileged user);
+//  3. Docker through testcontainers-go, image TWICE_POSTGRES_IMAGE
+//     (postgres:16-alpine by default), driven by the small program
+//     cmd/twice-pgdocker, which the first test binary that needs it
+//     builds with your module's go (TWICE_PGDOCKER names a prebuilt one);
+//     your go.mod and go.sum are never changed.
 //
 // The harness creates, changes and drops only databases whose names it
-// generated; it never writes to any other database on the server.
+// generated (twice_<run id>_..., commented "twice run <run id>"), and
+// never writes to any other database. Databases a killed run left are
+// dropped by a later run only when both name and comment match and no
+// session uses them; kept evidence (twice_kept_...) stays until dropped.
+// On a URL server a watchdog process also drops the run's own databases
+// when the test binary exits. A run killed while it creates a database,
+// before the comment, leaves it unmarked: drop it by hand. A kept
+// database is logged without its password; on a local or Docker server,
+// which stops with the test binary, it is also dumped (in Docker by the
+// container's own pg_dump) to $TMPDIR/twice-kept-<uid>/<run ID>/ with the
+// command that restores it, and a dump that fails is said in the log and
+// the report.
+// As a superuser (the local and Docker servers always) the template gets
+// a statement trigger on every table, so a scenario reads and resets only
+// the tables it or the clean run wrote; without one every table is read.
 //
 // # Limits
 //
-// Run is safe to call from parallel tests; it runs -twice.parallel
-// (ParallelEnv, GOMAXPROCS by default) scenarios at once. A handler must reach the database only through its
-// Delivery (DB, SQL or DSN), must call external systems through the Delivery's
-// fakes, must read the time from Delivery.Now where faults should move it,
-// and must not keep connections past its return (they are closed). A
-// read-looking statement whose function only calls pg_notify, or only
-// nextval (which takes a transaction ID only when it writes ahead to the
-// WAL, one call in 32), is not reliably a commit point; nextval and setval
-// named in the statement itself always are.
+// Run is safe to call from parallel tests. A handler must reach the
+// database only through its Delivery (DB, SQL or DSN), call external
+// systems through the Delivery's fakes, read the time from Delivery.Now
+// where faults should move it, and not keep connections past its return
+// (they are closed). A handler that sets session_replication_role =
+// replica writes past the change trigger. A read-looking statement whose
+// function only calls pg_notify, or only nextval, is not reliably a
+// commit point (see package faults); nextval and setval named in the
+// statement itself always are.
 package harness

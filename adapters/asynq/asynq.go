@@ -65,6 +65,10 @@
 //     ErrDuplicateTask).
 //   - redrive: the Inspector's RunTask of an archived or retrying task; a
 //     task asynq deleted after success has nothing to run.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/asynq) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twiceasynq
 
 import (

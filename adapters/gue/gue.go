@@ -54,6 +54,10 @@
 // The rows of the jobs the harness enqueued are left out of the
 // comparison; jobs the WorkFunc enqueues in j.Tx() (child jobs) are
 // compared.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/gue) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twicegue
 
 import (

@@ -71,6 +71,10 @@
 //
 // Offsets are not steps: a crash or a lost reply falls on the handler's
 // statements and effects, and on the commit only through the ack.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/kafka) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twicekafka
 
 import (

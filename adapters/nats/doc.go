@@ -86,4 +86,8 @@
 //   - MaxDeliver: a delivery that is not acked when the server has
 //     delivered the message MaxDeliver times is Discarded: the check
 //     reports the job as not completed.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/nats) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twicenats

@@ -48,6 +48,10 @@
 // The job's own river_job row and River's tables are left out of the
 // comparison; rows the worker inserts into river_job (child jobs) are
 // compared.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/river) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twiceriver
 
 import (

@@ -68,6 +68,10 @@
 // Either way the job carries the broker's tables: the harness makes them
 // before the config's own setup, in harness.Check, harness.Run and
 // harness.Explore alike.
+//
+// README.md in this directory (github.com/runtwice/twice/adapters/watermill) has
+// the versions this adapter is tested on, its example and what each
+// fault found there, and how to use it from a clone.
 package twicewatermill
 
 import (

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,4 +105,187 @@ func sampleMatches(want, got string) bool {
 	}
 	re.WriteString(`\z`)
 	return regexp.MustCompile(re.String()).MatchString(got)
+}
+
+// TestReadmeGoBlocks holds every Go block of the README, and of each
+// adapter's README, to code that compiles, so no snippet drifts from the
+// API it shows. A block that is a whole file (it starts with "package")
+// must be in the README and is vetted as a package of this module; any
+// other block must appear as it is, at the start of a line and with any
+// indentation of tabs, in a Go file of a module that go.work lists, all
+// of which .ci/run vets and tests: copy the snippet from that code.
+func TestReadmeGoBlocks(t *testing.T) {
+	root := filepath.Join("..", "..", "..")
+	docs := []string{"README.md"}
+	adapters, err := filepath.Glob(filepath.Join(root, "adapters", "*", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range adapters {
+		rel, err := filepath.Rel(root, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, filepath.ToSlash(rel))
+	}
+	sources := workspaceSources(t, root)
+
+	dir, err := os.MkdirTemp("testdata", "readme-vet-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	var vet []string
+	for _, doc := range docs {
+		text, err := os.ReadFile(filepath.Join(root, doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := goBlocks(string(text))
+		if doc == "README.md" && len(blocks) == 0 {
+			t.Fatal("the README has no Go block: the pattern that finds them is broken")
+		}
+		for _, b := range blocks {
+			if strings.HasPrefix(b.text, "package ") {
+				if doc != "README.md" {
+					t.Errorf("%s:%d: a whole-file Go block is vetted only in the README; show a part of the adapter's example instead", doc, b.line)
+					continue
+				}
+				pkg := filepath.Join(dir, fmt.Sprintf("line%d", b.line))
+				name := "block.go"
+				if strings.Contains(b.text, "\nfunc Test") {
+					name = "block_test.go"
+				}
+				if err := os.MkdirAll(pkg, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(pkg, name), []byte(b.text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				vet = append(vet, "./"+filepath.ToSlash(pkg))
+				continue
+			}
+			if at := verbatimIn(sources, b.text); at != "" {
+				t.Logf("%s:%d: in %s", doc, b.line, at)
+			} else {
+				t.Errorf("%s:%d: this Go block is in no Go file of the workspace; copy it from the code it shows, or make it a whole file:\n%s", doc, b.line, b.text)
+			}
+		}
+	}
+	if len(vet) == 0 {
+		return
+	}
+	out, err := exec.Command("go", append([]string{"vet"}, vet...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("go vet of the README's whole-file Go blocks (the directory is named after the block's line): %v\n%s", err, out)
+	}
+}
+
+type goBlock struct {
+	line int // of the opening fence, from 1
+	text string
+}
+
+// goBlocks returns the Markdown's ```go blocks, each without the
+// indentation of its fence (a block inside a list item).
+func goBlocks(md string) []goBlock {
+	var blocks []goBlock
+	lines := strings.Split(md, "\n")
+	for i := 0; i < len(lines); i++ {
+		if strings.TrimSpace(lines[i]) != "```go" {
+			continue
+		}
+		indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]
+		b := goBlock{line: i + 1}
+		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
+			b.text += strings.TrimPrefix(lines[i], indent) + "\n"
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks
+}
+
+// workspaceSources reads the Go files of every module go.work lists, as
+// the go command sees them: not under testdata, nor under a directory
+// whose name starts with "." or "_", nor in a nested module go.work
+// does not list.
+func workspaceSources(t *testing.T, root string) map[string]string {
+	t.Helper()
+	work, err := os.ReadFile(filepath.Join(root, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modules := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^\s*(\./\S*|\.)\s*$`).FindAllStringSubmatch(string(work), -1) {
+		modules[filepath.Clean(m[1])] = true
+	}
+	if !modules["."] || !modules[filepath.Join("adapters", "nats")] {
+		t.Fatalf("go.work lists the modules %v, which lack the root or adapters/nats: the pattern that reads it is broken", modules)
+	}
+	sources := map[string]string{}
+	err = filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if e.IsDir() {
+			name := e.Name()
+			if rel != "." && (name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) {
+				return fs.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil && !modules[rel] {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		sources[filepath.ToSlash(rel)] = string(src)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sources
+}
+
+// verbatimIn returns the file of sources that holds block at the start of
+// a line, its non-empty lines indented by zero to three tabs alike, or "".
+func verbatimIn(sources map[string]string, block string) string {
+	files := make([]string, 0, len(sources))
+	for f := range sources {
+		files = append(files, f)
+	}
+	slices.Sort(files)
+	for _, indent := range []string{"", "\t", "\t\t", "\t\t\t"} {
+		lines := strings.SplitAfter(block, "\n")
+		for i, l := range lines {
+			if strings.TrimSpace(l) != "" {
+				lines[i] = indent + l
+			}
+		}
+		want := strings.Join(lines, "")
+		for _, f := range files {
+			src := sources[f]
+			for from := 0; ; {
+				at := strings.Index(src[from:], want)
+				if at < 0 {
+					break
+				}
+				if at += from; at == 0 || src[at-1] == '\n' {
+					return f
+				}
+				from = at + 1
+			}
+		}
+	}
+	return ""
 }
