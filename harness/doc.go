@@ -37,7 +37,9 @@
 //
 // Run is the same check returning (*Result, error) instead of failing a
 // test; Explore draws schedules of several faults at once with rapid and
-// shrinks a failure to a minimal one (ExploreRun returns it).
+// shrinks a failure to a minimal one (ExploreRun returns it). Explore
+// draws its own schedules and refuses Config.Faults; bound what it draws
+// with ExploreOptions.
 //
 // # The job
 //
@@ -78,6 +80,33 @@
 //     a delivery may run.
 //   - ExpectFinding: a job known not to be idempotent passes while twice
 //     still finds the problem, and fails once it is fixed.
+//   - ExpectNoWork, AcceptWarnings: a job that rightly does nothing on
+//     its fixture, and the warnings a pass may carry (see below).
+//
+// # A pass must be backed by what the job did
+//
+// The template keeps a write history: a row-level trigger on every table
+// notes each row a committed INSERT, UPDATE, DELETE, COPY or MERGE wrote,
+// by the handler's statements or by the triggers, functions and cascades
+// they set off, with its old and new image (the queue's own bookkeeping,
+// on its own connection, is left out). A check whose clean run wrote no
+// row and made no effect, and in which every scenario passed, proves
+// nothing (every fault left the same nothing behind) and fails as the
+// user's error: "this check proves nothing", naming the statements that
+// changed no row. Give Setup the rows the job works on, or set
+// Config.ExpectNoWork to why the job rightly does nothing there. Without
+// a superuser (a server URL whose user is not one) there is no history
+// and no such check.
+//
+// A check that would pass with a warning saying the pass may be wrong
+// fails instead, with the warning and the line that accepts it
+// (Config.AcceptWarnings): result.TransactionLeftOpen, a handler that
+// returned with its transaction open, whose work rolled back; and
+// result.NoStepTaken, a delivery on a fresh worker that took no step
+// though the clean run did, because it worked through a pool of its own
+// or skipped on what it kept in memory (with Job.Handler every delivery
+// shares the closure; a redelivery after a crash would have a new
+// process in production, which Job.NewWorker builds).
 //
 // Noise is left out without configuration: columns that differ between
 // two clean runs (now(), random UUIDs) are volatile and named in the log,
