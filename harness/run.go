@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -308,8 +309,11 @@ type runner struct {
 	rules queue.Rules // the queue's timing and tables; see Job.resolveQueue
 	tmpl  *freshdb.Template
 	work  cleanWork // what the first clean run did; see checkWork
-	srv   *pgserver.Server
-	x     *execute.Executor // runs each schedule
+	// written counts, by table and primary key, the writes of the first
+	// clean run to each row; see storedResultChanges.
+	written map[rowID]int
+	srv     *pgserver.Server
+	x       *execute.Executor // runs each schedule
 	// atOnce is how many scenarios may run at once (-twice.parallel).
 	atOnce int
 
@@ -406,6 +410,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	if n == 1 {
 		r.work.rows, r.work.known, err = ex.Written(ctx)
 		r.work.effects, r.work.steps = len(ex.effects.Effects()), d.Completed()
+		if err == nil {
+			err = r.noteWrites(ctx, ex)
+		}
 	}
 	return snap, d.Completed(), ex.effects.Effects(), err
 }
@@ -569,6 +576,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	for _, d := range sc.StateDiff {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.StateDiffers, Table: d.Table})
 	}
+	changed, err := r.storedResultChanges(ctx, ex, refState, res.Volatile)
+	if err != nil {
+		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
+	}
+	sc.Problems = append(sc.Problems, changed...)
 	sc.Effects = ex.effects.Effects()
 	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
@@ -952,4 +964,100 @@ func checkInputs(cfg Config) error {
 	}
 	_, err := keepSetting()
 	return err
+}
+
+// rowID names a row: its table and its primary key.
+type rowID struct{ table, key string }
+
+// noteWrites counts the writes of the first clean run ex to each row
+// with a primary key, from the write history.
+func (r *runner) noteWrites(ctx context.Context, ex *execution) error {
+	hist, known, err := ex.History(ctx)
+	if err != nil || !known {
+		return err
+	}
+	r.written = map[rowID]int{}
+	for _, w := range hist {
+		if w.Key != "" {
+			r.written[rowID{w.Table, w.Key}]++
+		}
+	}
+	return nil
+}
+
+// storedResultChanges finds, from the scenario's write history, the
+// stored results a retry changed where the state diff cannot see it: a
+// row the scenario wrote more often than the first clean run did, whose
+// volatile column (one that differs between two clean runs, left out
+// of the diff) holds another value after the scenario's last write than
+// after the writes the clean run makes. paid_at = time.Now() rewritten
+// by a redelivery, n = n + a per-process counter: two clean runs call
+// such a column noise, and the history shows the retry rewrote it. A row
+// written as often as in the clean run keeps its volatile columns out
+// (created_at DEFAULT now() on a row inserted once). Only whole columns
+// of tables with a primary key are read; the history is read only when
+// the check has volatile columns.
+func (r *runner) storedResultChanges(ctx context.Context, ex *execution, ref *assert.Snapshot, volatile []string) ([]result.Problem, error) {
+	if r.written == nil || len(volatile) == 0 || ref == nil {
+		return nil, nil
+	}
+	cols := map[string][]string{} // table -> its volatile whole columns
+	for _, t := range ref.Tables {
+		for _, c := range t.Columns {
+			if slices.Contains(volatile, t.Name+"."+c.Name) {
+				cols[t.Name] = append(cols[t.Name], c.Name)
+			}
+		}
+	}
+	if len(cols) == 0 {
+		return nil, nil
+	}
+	hist, known, err := ex.History(ctx)
+	if err != nil || !known {
+		return nil, err
+	}
+	byRow := map[rowID][]freshdb.Write{}
+	var order []rowID
+	for _, w := range hist {
+		id := rowID{w.Table, w.Key}
+		if w.Key == "" || cols[w.Table] == nil {
+			continue
+		}
+		if byRow[id] == nil {
+			order = append(order, id)
+		}
+		byRow[id] = append(byRow[id], w)
+	}
+	var out []result.Problem
+	for _, id := range order {
+		ws := byRow[id]
+		k := r.written[id]
+		last := ws[len(ws)-1]
+		if len(ws) <= k || last.New == nil {
+			continue
+		}
+		before := ws[0].Old // the fixture's row, which the clean run never wrote
+		if k > 0 {
+			before = ws[k-1].New
+		}
+		if before == nil {
+			continue
+		}
+		for _, c := range cols[id.table] {
+			b, a := jsonText(before[c]), jsonText(last.New[c])
+			if b != a {
+				out = append(out, result.Problem{Kind: result.StoredResultChanged, Table: id.table, Row: id.key, Column: c, Before: b, After: a})
+			}
+		}
+	}
+	return out, nil
+}
+
+// jsonText is a value of a row image as JSON.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }

@@ -2,13 +2,17 @@ package harness_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
 )
 
@@ -97,4 +101,59 @@ func TestMemoryInTheHandlerClosureIsNoPass(t *testing.T) {
 	res, err := harness.Run(t.Context(), harness.Job{Name: "dedup", NewWorker: dedup}, cfg)
 	require.NoError(t, err)
 	assert.False(t, res.Idempotent(), "a fresh worker after a crash bumps again")
+}
+
+const paidFixture = `CREATE TABLE orders (id bigint PRIMARY KEY, n int NOT NULL DEFAULT 0, paid_at timestamptz,
+	created_at timestamptz NOT NULL DEFAULT now());
+INSERT INTO orders (id) VALUES (9812)`
+
+// A value two clean runs call noise is still a finding when a retry
+// rewrote it (issue 38, Why 2): paid_at from time.Now() and n from a
+// per-process counter differ between clean runs, so the state diff left
+// them out and the check passed, while the same job with d.Now was a
+// finding. The write history shows the retry rewrote the stored value.
+// A row written once (a guarded update, a created_at DEFAULT now() on a
+// row inserted once) keeps its volatile columns out.
+func TestRetryThatRewritesNoiseIsFound(t *testing.T) {
+	var counter atomic.Int64
+	for _, tc := range []struct {
+		name, sql string
+		arg       func() any
+		column    string // "" for a job that must pass
+	}{
+		{"paid_at from time.Now()", `UPDATE orders SET paid_at = $1 WHERE id = 9812`, func() any { return time.Now() }, "paid_at"},
+		{"a per-process counter", `UPDATE orders SET n = n + $1 WHERE id = 9812`, func() any { return counter.Add(1) }, "n"},
+		{"paid_at set once", `UPDATE orders SET paid_at = $1 WHERE id = 9812 AND paid_at IS NULL`, func() any { return time.Now() }, ""},
+		{"a row inserted once", `INSERT INTO orders (id, paid_at) VALUES (1, $1) ON CONFLICT (id) DO NOTHING`, func() any { return time.Now() }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := harness.Job{Name: "pay", Handler: func(ctx context.Context, d *harness.Delivery) error {
+				_, err := d.DB.Exec(ctx, tc.sql, tc.arg())
+				return err
+			}}
+			cfg := harness.Config{Setup: []harness.Setup{harness.SQL(paidFixture)},
+				Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck()}}
+			res, err := harness.Run(t.Context(), job, cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			if tc.column == "" {
+				assert.True(t, res.Idempotent(), "%v", res.Failed())
+				return
+			}
+			require.False(t, res.Idempotent(), "volatile %v", res.Volatile)
+			var found []result.Problem
+			for _, sc := range res.Scenarios {
+				for _, p := range sc.Problems {
+					if p.Kind == result.StoredResultChanged {
+						found = append(found, p)
+					}
+				}
+			}
+			require.NotEmpty(t, found)
+			assert.Equal(t, "orders", found[0].Table)
+			assert.Equal(t, "9812", found[0].Row)
+			assert.Equal(t, tc.column, found[0].Column)
+			assert.NotEqual(t, found[0].Before, found[0].After)
+		})
+	}
 }

@@ -86,6 +86,13 @@ const (
 	// Internal: the harness broke while running the scenario
 	// (Problem.Detail).
 	Internal ProblemKind = "internal"
+	// StoredResultChanged: the scenario wrote a row more often than a
+	// clean run does, and the writes past the clean run's changed a
+	// value the row held after them (Problem.Table, Row, Column, Before,
+	// After): a retry changed a stored result. The column differs between
+	// two clean runs (time.Now(), a per-process counter), so the state
+	// diff leaves it out; the write history shows the retry changed it.
+	StoredResultChanged ProblemKind = "stored-result-changed"
 )
 
 // Problem is one reason a scenario is not idempotent.
@@ -101,6 +108,14 @@ type Problem struct {
 	// arose, in words: "job twice-job-1: its last delivery j1a3w3
 	// (attempt 3) returned an error: ...".
 	Detail string `json:",omitempty"`
+	// Row is the primary key of a StoredResultChanged problem's row (its
+	// columns' values joined with ","), Column its column, and Before and
+	// After the column's value, as JSON, after the writes a clean run
+	// makes and after the scenario's last.
+	Row    string `json:",omitempty"`
+	Column string `json:",omitempty"`
+	Before string `json:",omitempty"`
+	After  string `json:",omitempty"`
 }
 
 // Result is everything one check learned about a job.

@@ -214,11 +214,23 @@ func (o *Output) Snapshot(ctx context.Context) (*assert.Snapshot, error) {
 // which its connection writes. known is false when the database has no
 // history.
 func (o *Output) Written(ctx context.Context) (rows int64, known bool, err error) {
-	var queue []uint32
-	if q := o.ex.queue; q != nil && q.pid != 0 {
-		queue = append(queue, q.pid)
+	return o.ex.db.Written(ctx, o.ex.queuePIDs()...)
+}
+
+// queuePIDs is the backend of the queue's own connection, if the job has
+// a queue: what it writes is the queue's bookkeeping.
+func (e *execution) queuePIDs() []uint32 {
+	if q := e.queue; q != nil && q.pid != 0 {
+		return []uint32{q.pid}
 	}
-	return o.ex.db.Written(ctx, queue...)
+	return nil
+}
+
+// History reads the rows the scenario's deliveries wrote and committed,
+// in order, from the database's write history: not the queue's own
+// bookkeeping. known is false when the database has no history.
+func (o *Output) History(ctx context.Context) (_ []freshdb.Write, known bool, _ error) {
+	return o.ex.db.History(ctx, o.ex.queuePIDs()...)
 }
 
 // Close parks the kept backends and queue connections of the databases

@@ -381,14 +381,77 @@ func (d *Database) Written(ctx context.Context, except ...uint32) (n int64, know
 	if !d.tpl.logged || d.admin == nil {
 		return 0, false, nil
 	}
-	pids := make([]int32, len(except))
-	for i, p := range except {
-		pids[i] = int32(p)
-	}
+	pids := pidArgs(except)
 	if err := d.admin.QueryRow(ctx, `SELECT count(*) FROM twice.history WHERE pid <> ALL($1)`, pids).Scan(&n); err != nil {
 		return 0, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
 	}
 	return n, true, nil
+}
+
+// pidArgs is except as a query's int4[] argument.
+func pidArgs(except []uint32) []int32 {
+	pids := make([]int32, len(except))
+	for i, p := range except {
+		pids[i] = int32(p)
+	}
+	return pids
+}
+
+// Write is one row a committed statement wrote, as the write history
+// holds it.
+type Write struct {
+	// Table is the table, named as snapshots name it: qualified by its
+	// schema outside public.
+	Table string
+	// Op is 'I', 'U' or 'D': an insert, an update, a delete.
+	Op byte
+	// Key is the row's primary key, its columns' text joined with ",";
+	// empty when the table has none.
+	Key string
+	// Old and New are the row before and after (nil for an insert's Old
+	// and a delete's New), column by column as to_jsonb gives them.
+	Old, New map[string]any
+}
+
+// historySQL reads the write history in the order it was written, with
+// each row's primary key from its new image (its old one for a delete).
+const historySQL = `SELECT CASE WHEN n.nspname = 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END, h.op::text,
+	coalesce((SELECT string_agg(coalesce(h.new, h.old) ->> a.attname, ',' ORDER BY k.ord)
+		FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		WHERE i.indrelid = h.rel AND i.indisprimary), ''),
+	h.old, h.new
+FROM twice.history h JOIN pg_class c ON c.oid = h.rel JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE h.pid <> ALL($1) ORDER BY h.seq`
+
+// History reads the write history since the database was handed out:
+// every row a committed statement wrote, in order, by any backend but
+// those in except (the queue's own connection). known is false when the
+// template has none. Use it between deliveries, like Query.
+func (d *Database) History(ctx context.Context, except ...uint32) (_ []Write, known bool, _ error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tpl.logged || d.admin == nil {
+		return nil, false, nil
+	}
+	pids := pidArgs(except)
+	rows, err := d.admin.Query(ctx, historySQL, pids)
+	if err != nil {
+		return nil, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Write, error) {
+		var w Write
+		var op string
+		err := row.Scan(&w.Table, &op, &w.Key, &w.Old, &w.New)
+		if len(op) == 1 {
+			w.Op = op[0]
+		}
+		return w, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+	}
+	return out, true, nil
 }
 
 // closeOthers ends every session but conn's and spare's in conn's

@@ -197,7 +197,8 @@ CREATE TABLE twice.changed (rel oid NOT NULL);
 CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
-CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb);
+CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
+	seq bigint GENERATED ALWAYS AS IDENTITY);
 CREATE FUNCTION twice.note_row() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN

@@ -4,7 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/runtwice/twice/internal/freshdb"
 )
 
 // TestWrittenCountsRows writes, one scenario at a time on one reused
@@ -85,6 +88,39 @@ func TestWrittenCountsRows(t *testing.T) {
 	}
 	if n, _, err := d.Written(ctx); err != nil || n != 2 {
 		t.Errorf("Written(ctx) = %d, %v; want 2", n, err)
+	}
+	if err := d.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHistoryReadsRowsInOrder: each row written, in the order written,
+// with its table as snapshots name it, its primary key (several columns
+// joined) and its images.
+func TestHistoryReadsRowsInOrder(t *testing.T) {
+	ctx := context.Background()
+	_, d := reusedTemplate(t, "history.sql", `
+		CREATE TABLE orders (id int PRIMARY KEY, n int NOT NULL);
+		CREATE SCHEMA billing;
+		CREATE TABLE billing.lines (invoice int, line int, cents int, PRIMARY KEY (invoice, line));
+		CREATE TABLE notes (body text);
+		INSERT INTO orders VALUES (9812, 0);`)
+	run(t, d.ConnString, `UPDATE orders SET n = n + 1 WHERE id = 9812;
+		INSERT INTO billing.lines VALUES (7, 1, 500);
+		INSERT INTO notes VALUES ('hi');
+		DELETE FROM orders WHERE id = 9812`)
+	got, known, err := d.History(ctx)
+	if err != nil || !known {
+		t.Fatalf("History = %v, %t, %v", got, known, err)
+	}
+	want := []freshdb.Write{
+		{Table: "orders", Op: 'U', Key: "9812", Old: map[string]any{"id": float64(9812), "n": float64(0)}, New: map[string]any{"id": float64(9812), "n": float64(1)}},
+		{Table: "billing.lines", Op: 'I', Key: "7,1", New: map[string]any{"invoice": float64(7), "line": float64(1), "cents": float64(500)}},
+		{Table: "notes", Op: 'I', Key: "", New: map[string]any{"body": "hi"}},
+		{Table: "orders", Op: 'D', Key: "9812", Old: map[string]any{"id": float64(9812), "n": float64(1)}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("History mismatch (-want +got):\n%s", diff)
 	}
 	if err := d.Drop(ctx); err != nil {
 		t.Fatal(err)

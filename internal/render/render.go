@@ -49,6 +49,9 @@ func Problem(p result.Problem) string {
 		return "the job was never delivered: " + p.Detail
 	case result.Internal:
 		return "[twice] internal: " + p.Detail
+	case result.StoredResultChanged:
+		return fmt.Sprintf("table %q row %s: a retry changed a stored result: %s was %s after the writes a clean run makes, and %s after the scenario's last (the column differs between two clean runs, so the state diff leaves it out; the write history shows the retry rewrote it)",
+			p.Table, p.Row, p.Column, p.Before, p.After)
 	}
 	return fmt.Sprintf("%s: %s", p.Kind, p.Detail)
 }
