@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
 )
@@ -154,6 +155,57 @@ func TestRetryThatRewritesNoiseIsFound(t *testing.T) {
 			assert.Equal(t, "9812", found[0].Row)
 			assert.Equal(t, tc.column, found[0].Column)
 			assert.NotEqual(t, found[0].Before, found[0].After)
+		})
+	}
+}
+
+// A delivery the queue cancelled at its visibility timeout lives on
+// (issue 41, Why 1): an effect call that does not carry its context, as
+// stripe-go's calls without one or a mailer that takes none, is made, and
+// the email it sends beside the redelivery's is found; the same call
+// with the handler's context fails with it, and nothing is sent twice.
+func TestCancelledIsNotDead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		ctxOf func(ctx context.Context) context.Context
+		twice bool
+	}{
+		{"a call without the context", func(context.Context) context.Context { return context.Background() }, true},
+		{"a call with the context", func(ctx context.Context) context.Context { return ctx }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := harness.Job{Name: "ship-mail", Queue: queue.Model{CancelAtVisibilityTimeout: true},
+				Handler: func(ctx context.Context, d *harness.Delivery) error {
+					if _, err := d.DB.Exec(ctx, `UPDATE orders SET n = 1 WHERE id = 9812`); err != nil {
+						return err
+					}
+					return d.Mail().Send(tc.ctxOf(ctx), effects.Email{To: "a@example.com", Subject: "shipped"})
+				}}
+			cfg := harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)}, Faults: []faults.Fault{faults.VisibilityTimeout()}}
+			res, err := harness.Run(t.Context(), job, cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			var paused *result.Scenario
+			for i, sc := range res.Scenarios {
+				if sc.Schedule.Deliveries[1].After == 1 {
+					paused = &res.Scenarios[i]
+				}
+			}
+			require.NotNil(t, paused, "a scenario that overlaps the two deliveries after step 1")
+			assert.Contains(t, paused.Deliveries[0].Fault, "context cancelled at the visibility timeout")
+			emails := 0
+			for _, e := range paused.Effects {
+				if e.Kind == "email" {
+					emails++
+				}
+			}
+			if tc.twice {
+				assert.Equal(t, 2, emails, "the cancelled delivery's email is sent, as in production")
+				assert.Equal(t, result.NotIdempotent, paused.Verdict)
+			} else {
+				assert.Equal(t, 1, emails)
+				assert.Equal(t, result.Idempotent, paused.Verdict, "%v", paused.Problems)
+			}
 		})
 	}
 }

@@ -66,6 +66,7 @@ func (s *script) start(n int) {
 	s.e.move(d, onHandOut)
 	s.e.move(d, onStart)
 	d.cancel = func() {}
+	d.over = make(chan struct{})
 	d.deadline = time.Now().Add(time.Hour)
 	require.NoError(s.t, s.e.failure)
 }

@@ -90,6 +90,11 @@ type deliveryRun struct {
 	deadline  time.Time
 	ctx       context.Context    // the handler's context
 	cancel    context.CancelFunc // ends it
+	// over is closed when the delivery ends (stop): its later effect
+	// calls are refused. A delivery the queue cancelled lives on, and so
+	// do its calls that do not carry its context.
+	over     chan struct{}
+	overOnce sync.Once
 	returned  chan struct{}      // closed when the handler's goroutine returns
 	proxy     *wireproxy.Proxy
 	pool      *pgxpool.Pool
@@ -628,6 +633,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.startedAt = time.Now()
 	d.deadline = d.startedAt.Add(e.r.cfg.DeliveryTimeout)
 	d.ctx, d.cancel = context.WithCancel(ctx)
+	d.over = make(chan struct{})
 	d.returned = make(chan struct{})
 	hctx := d.ctx
 	env := Env{Spec: d.spec, JobID: d.outcome.JobID, Attempt: d.outcome.Attempt, Kind: d.kind, Queued: d.queued, DB: d.pool, DSN: p.DSN(), SQL: d.sqlDB,
@@ -795,6 +801,7 @@ func (e *execution) move(d *deliveryRun, ev lifeEvent) {
 // backends of its idle connections back for the next delivery.
 func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
+	d.overOnce.Do(func() { close(d.over) })
 	if e.world.close(d) && d.life == dead {
 		// Once buried, a dead delivery has no step in flight: the
 		// statement it was stuck in ended with its backend, and a step it
@@ -970,9 +977,11 @@ func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fat
 		return req.fate, nil // set by give before the grant was sent
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case <-s.d.ctx.Done():
+	case <-s.d.over:
 		// The delivery ended and the handler kept going, on a context of
-		// its own: nothing it does now happens.
+		// its own: nothing it does now happens. A delivery the queue only
+		// cancelled has not ended: a call that does not carry its context
+		// is made, as in production.
 		return 0, fmt.Errorf("%w: %s is dead; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
 	}
 }
