@@ -19,7 +19,14 @@
 //   - report.json: the whole report, schema in internal/report/SCHEMA.md.
 //
 // The directory is written whole or not at all: twice writes a temporary
-// directory next to it and renames it.
+// directory next to it and swaps it in. twice writes only into a
+// directory it makes, an empty one, or one holding a previous report of
+// its own (marked by a .twice-report file, with nothing but report files
+// beside it); -o naming anything else (a file, a source package, a folder
+// of other files, ".") exits 2 and leaves it as it is. -o is claimed
+// before any check runs, so a path twice cannot write fails at once, and
+// a second twice report into a directory another one is writing is
+// refused (exit 2), not raced.
 //
 // With -shard i/n (1/3, 2/3, 3/3: counted from 1, as CI matrices number
 // their jobs) every check runs only its shard of the schedules: the tests

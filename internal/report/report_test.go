@@ -104,10 +104,14 @@ func TestJUnitCounts(t *testing.T) {
 func TestWriteReplacesWhole(t *testing.T) {
 	r := fixture(t)
 	dir := filepath.Join(t.TempDir(), "twice-report")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := r.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "stale.txt"), []byte("old"), 0o644); err != nil {
+	// A report file of the previous run, since dropped, goes with it.
+	if err := os.Remove(filepath.Join(dir, "junit.xml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Write(dir); err != nil {
@@ -121,8 +125,11 @@ func TestWriteReplacesWhole(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got, want := strings.Join(names, " "), "index.html junit.xml report.json summary.md"; got != want {
+	if got, want := strings.Join(names, " "), ".twice-report index.html junit.xml report.json summary.md"; got != want {
 		t.Errorf("report directory holds %s, want %s", got, want)
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, "summary.md")); string(md) == "old" {
+		t.Error("summary.md is the old one")
 	}
 	siblings, err := os.ReadDir(filepath.Dir(dir))
 	if err != nil {

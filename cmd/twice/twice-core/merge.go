@@ -54,6 +54,12 @@ func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, "[twice] -merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
 		return report.ExitBroken
 	}
+	out, err := report.ClaimDir(dir)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	defer out.Release()
 	var in []report.Input
 	for _, a := range args {
 		r, err := readShardReport(a)
@@ -68,7 +74,7 @@ func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
 	}
-	return writeReport(r, dir, stdout, stderr)
+	return writeReport(r, out, stdout, stderr)
 }
 
 // readShardReport reads the report.json at path, or in the directory

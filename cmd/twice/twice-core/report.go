@@ -132,6 +132,14 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
 	}
+	// Claimed before any check runs: a directory twice may not write, or
+	// one another run is writing, is refused while nothing is lost.
+	dir, err := report.ClaimDir(*out)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	defer dir.Release()
 	prog := newProgress(stderr)
 	r, sig := runReport(g, pkgs, prog)
 	if sig != nil {
@@ -139,15 +147,18 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		return report.ExitBroken
 	}
 	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
-	return writeReport(r, *out, stdout, stderr)
+	return writeReport(r, dir, stdout, stderr)
 }
 
 // writeReport writes r into dir, appends its summary to
 // $GITHUB_STEP_SUMMARY, says what went wrong, and returns the exit code.
-func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
-	if err := r.Write(dir); err != nil {
+func writeReport(r *report.Report, dir *report.Dir, stdout, stderr io.Writer) int {
+	if err := dir.Write(r); err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
+	}
+	if dir.Note != "" {
+		_, _ = fmt.Fprintln(stderr, dir.Note)
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
 		if err := appendStepSummary(path, r.Markdown()); err != nil {
@@ -173,7 +184,7 @@ func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
 		}
 	}
 	_, _ = fmt.Fprintln(stdout, r.Headline())
-	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir, report.FileHTML))
+	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir.Path(), report.FileHTML))
 	return r.ExitCode
 }
 
