@@ -47,6 +47,15 @@
 // TWICE_NAME=VALUE of the tests, which is how the harness reads its
 // settings (TWICE_DATABASE_URL, exploration budgets).
 //
+// No secret reaches what twice prints or writes: every connection
+// setting it or its adapters read (TWICE_DATABASE_URL, TWICE_REDIS_URL,
+// TWICE_KAFKA_BROKERS, PGPASSWORD, and any TWICE_ variable named like a
+// URL, DSN, broker list, key, token, secret or password, from the
+// environment or a -twice flag) is shown without its password, or not
+// at all when it does not parse, and its secrets are masked (xxxxx) in
+// the output and every report file, whatever printed them (see
+// internal/redact).
+//
 // Exit codes:
 //
 //	0  every job is idempotent or an expected finding

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/runtwice/twice/internal/redact"
 )
 
 const usage = `usage:
@@ -35,15 +37,19 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run is the command with its streams, for tests.
+// run is the command with its streams, for tests. Everything it prints
+// passes the scrubber of the connection settings it was given (the
+// environment and -twice.NAME=VALUE flags), whatever printed it.
 func run(args []string, stdout, stderr io.Writer) int {
+	sc := scrubberFor(args)
+	stdout, stderr = sc.Writer(stdout), sc.Writer(stderr)
 	if len(args) == 0 {
 		_, _ = fmt.Fprint(stderr, usage)
 		return 2
 	}
 	switch args[0] {
 	case "report":
-		return reportCommand(args[1:], stdout, stderr)
+		return reportCommand(args[1:], sc, stdout, stderr)
 	case "replay":
 		return replayCommandRun(args[1:], stdout, stderr)
 	case "kept":
@@ -54,4 +60,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	_, _ = fmt.Fprintf(stderr, "[twice] unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// scrubberFor masks the secrets of the connection settings in the
+// environment and in the -twice.NAME=VALUE flags of args.
+func scrubberFor(args []string) *redact.Scrubber {
+	env := os.Environ()
+	if _, flagEnv, err := splitTwiceFlags(args); err == nil {
+		env = append(env, flagEnv...)
+	}
+	return redact.FromEnv(env)
 }

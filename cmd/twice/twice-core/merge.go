@@ -12,6 +12,7 @@ import (
 
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -49,7 +50,7 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 // mergeCommand joins the shards' reports named by args (report.json
 // files, or the directories twice report wrote them into) into one
 // report in dir.
-func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
+func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		_, _ = fmt.Fprintln(stderr, "[twice] -merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
 		return report.ExitBroken
@@ -74,7 +75,7 @@ func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
 	}
-	return writeReport(r, out, stdout, stderr)
+	return writeReport(r, out, sc, stdout, stderr)
 }
 
 // readShardReport reads the report.json at path, or in the directory

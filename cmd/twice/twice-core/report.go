@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -98,7 +99,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func reportCommand(args []string, stdout, stderr io.Writer) int {
+func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	args, env, err := splitTwiceFlags(args)
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
@@ -121,7 +122,7 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintln(stderr, "[twice] -merge joins the reports of every shard; it takes no -shard")
 			return report.ExitBroken
 		}
-		return mergeCommand(pkgs, *out, stdout, stderr)
+		return mergeCommand(pkgs, *out, sc, stdout, stderr)
 	}
 	shard, env, err := shardOf(*shardText, g.env)
 	if err != nil {
@@ -147,12 +148,14 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		return report.ExitBroken
 	}
 	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
-	return writeReport(r, dir, stdout, stderr)
+	return writeReport(r, dir, sc, stdout, stderr)
 }
 
 // writeReport writes r into dir, appends its summary to
 // $GITHUB_STEP_SUMMARY, says what went wrong, and returns the exit code.
-func writeReport(r *report.Report, dir *report.Dir, stdout, stderr io.Writer) int {
+// What r holds of the tests' output is scrubbed of secrets first.
+func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout, stderr io.Writer) int {
+	sc.InPlace(r)
 	if err := dir.Write(r); err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
