@@ -103,7 +103,8 @@ type Summary struct {
 // Problem is one line about something other than a job's verdict.
 type Problem struct {
 	// Kind is "build-failed", "crashed", "harness-error", "user-error", "test-failed",
-	// "no-harness-tests", "no-test-files", "no-package" or "go-test".
+	// "no-harness-tests", "no-test-files", "no-package", "go-test" or
+	// "clean-runs-disagree".
 	Kind string `json:"kind"`
 	// Package is the import path it concerns, if any; Test the test.
 	Package string `json:"package,omitempty"`

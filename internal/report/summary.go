@@ -32,6 +32,10 @@ const (
 	ProblemGoTest         = "go-test"
 	// ProblemNoPackage: a pattern twice was given matches no package.
 	ProblemNoPackage = "no-package"
+	// ProblemCleanRunsDisagree: a job's two clean reference runs did
+	// different things (a handler with state of its own), so its verdict
+	// says little; a warning, not fatal.
+	ProblemCleanRunsDisagree = "clean-runs-disagree"
 )
 
 // Finish counts the jobs by status into r.Summary and sets r.ExitCode.

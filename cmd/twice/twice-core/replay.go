@@ -100,14 +100,14 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "[twice] go test did not finish: %v\n", errors.Join(readErr, waitErr))
 		return 2
 	}
-	recs, err := record.Read(rd.records())
+	recs, unreadable, err := record.ReadAll(rd.records())
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return 2
 	}
 	cwd, _ := os.Getwd()
 	r := &report.Report{}
-	(&builder{runs: runs, dirs: list.dirs, cwd: cwd}).build(r, recs)
+	(&builder{runs: runs, dirs: list.dirs, cwd: cwd, unreadable: unreadable}).build(r, recs)
 	r.Finish()
 	return replayVerdict(r, pkg, g.run, schedule, waitErr != nil, stdout, stderr)
 }

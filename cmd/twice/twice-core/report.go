@@ -255,11 +255,11 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		return nil, sig
 	}
 
-	recs, err := record.Read(rd.records())
+	recs, unreadable, err := record.ReadAll(rd.records())
 	if err != nil {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: err.Error()})
 	}
-	b := &builder{runs: runs, dirs: list.dirs, cwd: cwd}
+	b := &builder{runs: runs, dirs: list.dirs, cwd: cwd, unreadable: unreadable}
 	b.build(r, recs)
 
 	var exitErr *exec.ExitError
@@ -275,7 +275,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 			Message: fmt.Sprintf("[twice] %s failed before running any package: %s", r.Command, firstNonEmptyLine(errBuf.String())),
 			Output:  strings.TrimSpace(errBuf.String() + runs.stray.String())})
 	}
-	if len(recs) == 0 && !hasFatal(r.Summary.Problems) {
+	if len(recs) == 0 && len(unreadable) == 0 && !hasFatal(r.Summary.Problems) {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
 			Message: fmt.Sprintf("[twice] no harness check ran in %s: nothing to report; point twice at packages whose tests call harness.Check", strings.Join(pkgs, " ")),
 			Output:  strings.TrimSpace(errBuf.String())})
