@@ -3,6 +3,8 @@
 //
 //	twice report [flags] [packages]
 //	twice replay '<schedule>' [package] -run TestX
+//	twice kept [-drop] [-run ID | -all]
+//	twice version
 //
 // # twice report
 //
@@ -107,6 +109,12 @@
 // and removes those files, or only the ones named. Nothing not named like
 // a kept database is listed or touched.
 //
+// # twice version
+//
+// Version prints the twice version of the command: its module version
+// and the commit it was built from. It and twice help answer at once,
+// inside a module or not; every other command runs twice-core.
+//
 // # How it runs
 //
 // This command is a launcher of the standard library alone, so that `go
@@ -133,6 +141,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/internal/gobuild"
 )
 
@@ -148,6 +157,20 @@ func main() {
 // launch builds twice-core and runs it with args and the streams, and
 // returns its exit code, or 2 when it could not run it.
 func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Answered here, before any build: they need no module, and outside
+	// one there is no twice-core to build.
+	if len(args) == 0 {
+		_, _ = fmt.Fprint(stderr, about.Usage)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		_, _ = fmt.Fprint(stdout, about.Usage)
+		return 0
+	case "version", "-version", "--version":
+		_, _ = fmt.Fprint(stdout, about.VersionLine())
+		return 0
+	}
 	l := &launcher{sigs: make(chan os.Signal, 4)}
 	// Caught from the start, so that no signal falls between the build
 	// and the run and kills the launcher alone.

@@ -119,9 +119,10 @@ func TestLaunchBuildsCore(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv(coreEnv, "")
 	var stdout, stderr bytes.Buffer
-	code := launch([]string{"help"}, strings.NewReader(""), &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	assert.Contains(t, stdout.String(), "twice report [-o DIR]")
+	// twice-core, not the launcher, answers this one.
+	code := launch([]string{"report", "-merge"}, strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, 2, code, stderr.String())
+	assert.Contains(t, stderr.String(), "[twice] -merge needs the report.json of every shard")
 	built, err := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "twice", "twice-core", "*", "twice-core"))
 	require.NoError(t, err)
 	assert.Len(t, built, 1, "one twice-core, in the user cache directory")
@@ -146,6 +147,33 @@ func TestLaunchOutsideTwice(t *testing.T) {
 		"set TWICE_CORE to it",
 	} {
 		assert.Contains(t, stderr.String(), want)
+	}
+}
+
+// TestLaunchHelpAndVersionOutsideAModule: twice help and twice version
+// answer without building twice-core, so outside any module they print
+// the usage and the version, not a build error (issue 37).
+func TestLaunchHelpAndVersionOutsideAModule(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv(coreEnv, "/nonexistent/twice-core") // built or run, it would fail
+	t.Setenv("GOFLAGS", "")
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{name: "help", args: []string{"help"}, want: "twice report [-o DIR]"},
+		{name: "-h", args: []string{"-h"}, want: "twice version"},
+		{name: "version", args: []string{"version"}, want: "twice "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := launch(tt.args, strings.NewReader(""), &stdout, &stderr)
+			assert.Equal(t, tt.code, code)
+			assert.True(t, strings.HasPrefix(stdout.String(), tt.want) || strings.Contains(stdout.String(), tt.want), "stdout %q lacks %q", stdout.String(), tt.want)
+			assert.Empty(t, stderr.String())
+		})
 	}
 }
 

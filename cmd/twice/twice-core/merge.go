@@ -7,9 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/redact"
@@ -107,28 +107,7 @@ func readShardReport(path string) (*report.Report, error) {
 // twiceVersion is this binary's twice: its module version, and the
 // commit it was built from when the build recorded one ("+dirty" with
 // uncommitted changes).
-func twiceVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	v := info.Main.Version
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
-		v = strings.TrimSpace(v + " " + rev + dirty)
-	}
-	return v
-}
+func twiceVersion() string { return about.Version() }
 
 // headCommit is the git commit checked out where twice runs; empty
 // outside a git checkout or without git. Uncommitted changes are not

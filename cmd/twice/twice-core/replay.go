@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
@@ -30,7 +31,7 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if len(pos) == 0 || len(pos) > 2 {
-		_, _ = fmt.Fprintf(stderr, "[twice] replay takes a schedule and at most one package, got %d arguments\n%s", len(pos), usage)
+		_, _ = fmt.Fprintf(stderr, "[twice] replay takes a schedule and at most one package, got %d arguments\n%s", len(pos), about.Usage)
 		return 2
 	}
 	schedule := pos[0]
