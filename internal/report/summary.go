@@ -44,7 +44,8 @@ func (r *Report) Finish() {
 	r.Schema = SchemaVersion
 	s := &r.Summary
 	s.Jobs, s.Idempotent, s.ExpectedFinding, s.Flaky, s.Finding = len(r.Jobs), 0, 0, 0, 0
-	s.Errors = countKind(s.Problems, ProblemHarnessError)
+	// A check the user's code stopped could not run either.
+	s.Errors = countKind(s.Problems, ProblemHarnessError) + countKind(s.Problems, ProblemUserError)
 	for _, j := range r.Jobs {
 		switch j.Status {
 		case StatusIdempotent:
