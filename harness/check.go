@@ -224,8 +224,18 @@ func releaseDatabases(t tb, res *Result, rec record.Record) {
 }
 
 // rerunLine is the go test command that reruns the named test from the
-// module root (or the package directory when no go.mod is found).
+// module root (or the package directory when no go.mod is found); under
+// -twice.replay it keeps the schedule, so it reruns what ran, not the
+// whole matrix.
 func rerunLine(name string) string {
+	if s, ok, err := replaySchedule(); err == nil && ok {
+		return replayLine(name, s.String())
+	}
+	return testLine(name)
+}
+
+// testLine is the go test command that runs the named test.
+func testLine(name string) string {
 	return fmt.Sprintf("go test -run '%s' %s", render.TestPattern(name), packageDir())
 }
 
@@ -260,7 +270,7 @@ func logStragglers(t tb, res *Result) {
 
 // replayLine is the command that runs sched alone in the named test.
 func replayLine(testName string, sched string) string {
-	return fmt.Sprintf("%s -twice.replay='%s'", rerunLine(testName), sched)
+	return fmt.Sprintf("%s -twice.replay='%s'", testLine(testName), sched)
 }
 
 // Under go test -v a check says what it did: one line when it passes, and
