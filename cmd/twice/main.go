@@ -137,6 +137,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -214,6 +215,12 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cmd := exec.Command(path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// The replay lines twice-core prints name twice as the user ran it.
+	var pkg string
+	if info, ok := debug.ReadBuildInfo(); ok {
+		pkg = info.Path
+	}
+	cmd.Env = append(os.Environ(), about.CommandEnv+"="+about.Invocation(os.Args[0], pkg))
 	cmd.SysProcAttr = coreAttr()
 	if err := l.start(cmd); err != nil {
 		_, _ = fmt.Fprintf(stderr, "[twice] internal: start %s: %v (unset %s, or rebuild it: go build -o %s %s)\n", path, err, coreEnv, path, corePkg)

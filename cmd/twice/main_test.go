@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 )
 
 // Besides its tests, this test binary plays the launcher (launcherEnv)
@@ -41,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "wait":
 		waitForSignal()
+	case "command":
+		fmt.Println(os.Getenv(about.CommandEnv))
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -69,6 +74,17 @@ func TestLaunchPassesThrough(t *testing.T) {
 	assert.Equal(t, 3, code)
 	assert.Equal(t, `args=["report" "-o" "dir with space" "./..."] stdin="input"`+"\n", stdout.String())
 	assert.Equal(t, "to stderr\n", stderr.String())
+}
+
+// TestLaunchTellsHowTwiceRuns: twice-core learns how the user ran twice,
+// for the replay lines it prints.
+func TestLaunchTellsHowTwiceRuns(t *testing.T) {
+	t.Setenv(coreEnv, os.Args[0])
+	t.Setenv(fakeCoreEnv, "command")
+	var stdout, stderr bytes.Buffer
+	code := launch([]string{"report"}, strings.NewReader(""), &stdout, &stderr)
+	assert.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, about.Invocation(os.Args[0], "")+"\n", stdout.String())
 }
 
 // TestLaunchMissingCore: a $TWICE_CORE that names nothing is a config

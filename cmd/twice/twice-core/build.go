@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
@@ -533,9 +534,10 @@ func groupKey(s result.Scenario, clean []assert.Effect) string {
 	return strings.NewReplacer(pairs...).Replace(d)
 }
 
-// replayCommand is the twice replay line for one schedule of one test.
+// replayCommand is the twice replay line for one schedule of one test,
+// naming twice as the user ran it (go run, or twice on PATH).
 func replayCommand(schedule, pkg, test string) string {
-	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
+	return fmt.Sprintf("%s replay %s %s -run %s", about.Command(), shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -5,9 +5,40 @@
 package about
 
 import (
+	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 )
+
+// CommandEnv names the variable through which the launcher tells
+// twice-core how the user runs twice, for the commands it prints (twice
+// replay lines): "twice", "go run github.com/runtwice/twice/cmd/twice".
+const CommandEnv = "TWICE_COMMAND"
+
+// Command is how to run twice in the commands twice-core prints: what
+// CommandEnv says, else "twice".
+func Command() string {
+	if c := strings.TrimSpace(os.Getenv(CommandEnv)); c != "" {
+		return c
+	}
+	return "twice"
+}
+
+// Invocation is how the user ran the launcher whose os.Args[0] is arg0
+// and whose package is pkg: "go run PKG" for a binary go run built (in a
+// go-build directory's exe/), the path as typed for one run by its path,
+// else "twice", a command on PATH.
+func Invocation(arg0, pkg string) string {
+	dir := filepath.Dir(arg0)
+	switch {
+	case pkg != "" && filepath.Base(dir) == "exe" && strings.Contains(filepath.ToSlash(dir), "/go-build"):
+		return "go run " + pkg
+	case strings.ContainsRune(arg0, filepath.Separator) || strings.ContainsRune(arg0, '/'):
+		return arg0
+	}
+	return "twice"
+}
 
 // Usage is twice's usage text.
 const Usage = `usage:
