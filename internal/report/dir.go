@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/runtwice/twice/internal/owner"
 )
 
 // FileMarker is the file twice writes into every report directory it
@@ -109,13 +111,23 @@ func claim(path string) (d *Dir, retry bool, err error) {
 		_ = f.Close()
 		return nil, false, err
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	// A run killed before it swapped its report in left its temporary
+	// directory, marked with its process: gone, it is removed.
+	prefix := "." + filepath.Base(path) + ".new-"
+	for _, left := range owner.Leftovers(filepath.Dir(path), prefix, owner.Rules{}) {
+		_ = os.RemoveAll(left)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(path), prefix+"*")
 	if err != nil {
 		d.Release()
 		return nil, false, cannotWrite(path, err)
 	}
 	d.tmp = tmp
 	if err := os.Chmod(tmp, 0o755); err != nil {
+		d.Release()
+		return nil, false, cannotWrite(path, err)
+	}
+	if err := owner.Mark(tmp); err != nil {
 		d.Release()
 		return nil, false, cannotWrite(path, err)
 	}
@@ -245,6 +257,9 @@ func (d *Dir) Write(r *Report) error {
 		if err := os.WriteFile(filepath.Join(d.tmp, name), data, 0o644); err != nil {
 			return fmt.Errorf("[twice] cannot write the report to %s: %w", d.tmp, err)
 		}
+	}
+	if err := os.Remove(filepath.Join(d.tmp, owner.File)); err != nil {
+		return fmt.Errorf("[twice] cannot write the report to %s: %w", d.tmp, err)
 	}
 	// A directory cannot be renamed over a non-empty one: move the old
 	// report aside first, then drop it.

@@ -2,13 +2,16 @@ package report_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/internal/owner"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -246,5 +249,41 @@ func write(t *testing.T, path, text string) {
 	}
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClaimDirSweepsKilledRunsTemporaryDirectories: a run killed before
+// it swapped its report in leaves its temporary directory beside the
+// report; the next claim removes it when its process is gone, and never
+// a directory it cannot tell is a dead run's.
+func TestClaimDirSweepsKilledRunsTemporaryDirectories(t *testing.T) {
+	parent := t.TempDir()
+	path := filepath.Join(parent, "out")
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Skip(err)
+	}
+	host, _ := os.Hostname()
+	dead := filepath.Join(parent, ".out.new-111")
+	write(t, filepath.Join(dead, owner.File), fmt.Sprintf("%d - %s\n", gone.Process.Pid, host))
+	write(t, filepath.Join(dead, report.FileHTML), "half a report")
+	unmarked := filepath.Join(parent, ".out.new-222")
+	write(t, filepath.Join(unmarked, "mine.txt"), "not twice's")
+	d, err := report.ClaimDir(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Release()
+	if _, err := os.Stat(dead); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dead run's %s is still there: %v", dead, err)
+	}
+	if _, err := os.Stat(filepath.Join(unmarked, "mine.txt")); err != nil {
+		t.Errorf("an unmarked directory was touched: %v", err)
+	}
+	if err := d.Write(fixture(t)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path, owner.File)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the report holds the owner marker of its temporary directory: %v", err)
 	}
 }
