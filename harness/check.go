@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Check runs Run and turns its outcome into test failures: one error that
@@ -309,12 +310,25 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 				if total := p.total.Load(); total > 0 {
 					t.Logf("[twice] job %q: %d of %d scenarios done after %s%s", job, p.done.Load(), total, elapsed, waiting)
 				} else {
-					t.Logf("[twice] job %q: still checking after %s%s", job, elapsed, waiting)
+					t.Logf("[twice] job %q: still checking after %s: %s%s", job, elapsed, p.doing(), waiting)
 				}
 			}
 		}
 	})
 	return ctx, func() { close(done); wg.Wait() }
+}
+
+// doing is what the check does now, before its scenarios are counted:
+// its phase, and the schedules done so far.
+func (p *progress) doing() string {
+	phase := "starting"
+	if ph := p.phase.Load(); ph != nil {
+		phase = *ph
+	}
+	if n := p.done.Load(); n > 0 {
+		phase += fmt.Sprintf(", %d %s done so far", n, text.Plural(int(n), "scenario"))
+	}
+	return phase
 }
 
 // logPassed logs, under -v, the one line of a passing check.
