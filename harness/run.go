@@ -501,6 +501,10 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		CmpOptions:      r.cfg.CmpOptions,
 		SequenceColumns: r.cfg.SequenceColumns,
 	})
+	if cp, ok := errors.AsType[*assert.ComparerPanic](err); ok {
+		// The user's option panicked: theirs to fix, named as they wrote it.
+		err = blame.User(fmt.Errorf("[twice] config: job %q: an option of Config.CmpOptions made go-cmp panic comparing table %q after %s: %v; fix that cmp.Option or drop it", r.job.Name, cp.Table, sched.Fault, cp.Value))
+	}
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
