@@ -89,7 +89,8 @@ const maxMatchPairs = 250_000
 // explained in TableDiff.Gaps.
 //
 // The error is not a difference: it says the comparison itself broke
-// (Options.CmpOptions made go-cmp panic), starting "[twice] internal: ".
+// (Options.CmpOptions made go-cmp panic: a *ComparerPanic), starting
+// "[twice] internal: ".
 func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	f := newFilter(opts)
 	ahead := sequencesAhead(once, twice)
@@ -284,7 +285,7 @@ func (e entry) sortRow() *rowView {
 func diffTable(name string, to *Table, ro [][]any, tt *Table, rt [][]any, f filter, opts []cmp.Option, ahead []sequenceAhead) (diff string, gaps []SequenceGap, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			diff, gaps, err = "", nil, fmt.Errorf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", name, r)
+			diff, gaps, err = "", nil, &ComparerPanic{Table: name, Value: r}
 		}
 	}()
 	cols := columnsOf(name, f, to, tt)
@@ -615,4 +616,19 @@ func either(a, b *Snapshot) *Snapshot {
 		return a
 	}
 	return b
+}
+
+// ComparerPanic is the error DiffState returns when go-cmp panicked
+// comparing a table, which an option of Options.CmpOptions makes it do:
+// the caller's option broke, not the comparison, so a caller that takes
+// the options from its own user (harness.Config.CmpOptions) says so in
+// that user's words.
+type ComparerPanic struct {
+	// Table is the table being compared; Value what go-cmp panicked with.
+	Table string
+	Value any
+}
+
+func (e *ComparerPanic) Error() string {
+	return fmt.Sprintf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", e.Table, e.Value)
 }

@@ -280,8 +280,14 @@ func Parse(text string) (Schedule, error) {
 // record reads as it prints. Fault is not part of it.
 func (s Schedule) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// UnmarshalText reads what MarshalText wrote.
+// UnmarshalText reads what MarshalText wrote: the empty text is the zero
+// Schedule (a warning about no schedule in particular holds one), which
+// Parse, given a user's schedule, refuses.
 func (s *Schedule) UnmarshalText(text []byte) error {
+	if len(text) == 0 {
+		*s = Schedule{}
+		return nil
+	}
 	p, err := Parse(string(text))
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Check runs Run and turns its outcome into test failures: one error that
@@ -230,8 +231,18 @@ func releaseDatabases(t tb, res *Result, rec record.Record) {
 }
 
 // rerunLine is the go test command that reruns the named test from the
-// module root (or the package directory when no go.mod is found).
+// module root (or the package directory when no go.mod is found); under
+// -twice.replay it keeps the schedule, so it reruns what ran, not the
+// whole matrix.
 func rerunLine(name string) string {
+	if s, ok, err := replaySchedule(); err == nil && ok {
+		return replayLine(name, s.String())
+	}
+	return testLine(name)
+}
+
+// testLine is the go test command that runs the named test.
+func testLine(name string) string {
 	return fmt.Sprintf("go test -run '%s' %s", render.TestPattern(name), packageDir())
 }
 
@@ -266,7 +277,7 @@ func logStragglers(t tb, res *Result) {
 
 // replayLine is the command that runs sched alone in the named test.
 func replayLine(testName string, sched string) string {
-	return fmt.Sprintf("%s -twice.replay='%s'", rerunLine(testName), sched)
+	return fmt.Sprintf("%s -twice.replay='%s'", testLine(testName), sched)
 }
 
 // Under go test -v a check says what it did: one line when it passes, and
@@ -305,12 +316,25 @@ func logProgress(t tb, job string) (ctx context.Context, stop func()) {
 				if total := p.total.Load(); total > 0 {
 					t.Logf("[twice] job %q: %d of %d scenarios done after %s%s", job, p.done.Load(), total, elapsed, waiting)
 				} else {
-					t.Logf("[twice] job %q: still checking after %s%s", job, elapsed, waiting)
+					t.Logf("[twice] job %q: still checking after %s: %s%s", job, elapsed, p.doing(), waiting)
 				}
 			}
 		}
 	})
 	return ctx, func() { close(done); wg.Wait() }
+}
+
+// doing is what the check does now, before its scenarios are counted:
+// its phase, and the schedules done so far.
+func (p *progress) doing() string {
+	phase := "starting"
+	if ph := p.phase.Load(); ph != nil {
+		phase = *ph
+	}
+	if n := p.done.Load(); n > 0 {
+		phase += fmt.Sprintf(", %d %s done so far", n, text.Plural(int(n), "scenario"))
+	}
+	return phase
 }
 
 // logPassed logs, under -v, the one line of a passing check.

@@ -225,6 +225,7 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Shard = shard
 	defer r.close(context.WithoutCancel(ctx))
 
+	setPhase(ctx, "exploring schedules")
 	e := &explorer{r: r, res: res, plan: plan, opts: opts, name: name, cache: map[string]*outcome{},
 		slots: make(chan struct{}, r.parallel())}
 	x := &Exploration{Result: res}

@@ -236,10 +236,11 @@ func TestCheckReportsHarnessBreakageAsFatal(t *testing.T) {
 	assert.NotContains(t, errs[0], "not idempotent")
 }
 
-// A comparer that panics is the user's Config breaking the harness, not
-// a finding about the job: Run returns an internal error, and Check fails
-// the test with it instead of "not idempotent".
-func TestPanickingComparerIsInternalError(t *testing.T) {
+// A comparer that panics is the user's Config breaking the check, not a
+// finding about the job nor twice's own breakage: Run returns the user's
+// error, naming Config.CmpOptions, and Check fails the test with it
+// instead of "not idempotent" (issue 37).
+func TestPanickingComparerIsUserError(t *testing.T) {
 	job := harness.Job{Name: "hit", Handler: exec(`UPDATE counters SET n = n + 1`)}
 	cfg := counterConfig()
 	cfg.Faults = []faults.Fault{faults.RunTwice()}
@@ -247,14 +248,16 @@ func TestPanickingComparerIsInternalError(t *testing.T) {
 
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.Error(t, err, "result: %+v", res)
-	assert.True(t, strings.HasPrefix(err.Error(), "[twice] internal: "), "error %q", err)
+	assert.True(t, strings.HasPrefix(err.Error(), `[twice] config: job "hit": an option of Config.CmpOptions made go-cmp panic comparing table "counters"`), "error %q", err)
 	assert.Contains(t, err.Error(), "comparer broke")
+	assert.NotContains(t, err.Error(), "internal")
+	assert.NotContains(t, err.Error(), " Options.CmpOptions")
 
 	rec := recordtb.New(t)
 	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
 	errs := rec.Errors()
 	require.Len(t, errs, 1, "errors: %q", errs)
-	assert.True(t, strings.HasPrefix(errs[0], "[twice] internal: "), "Check failed with %q", errs[0])
+	assert.True(t, strings.HasPrefix(errs[0], "[twice] config: "), "Check failed with %q", errs[0])
 	assert.NotContains(t, errs[0], "not idempotent")
 }
 

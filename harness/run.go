@@ -54,6 +54,7 @@ func heeded(volatile []string, cfg Config) []string {
 // it), the Result holding the references, and the plan faults expand
 // from.
 func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ faults.Plan, err error) {
+	setPhase(ctx, "starting PostgreSQL and the job's setup")
 	var plan faults.Plan
 	if err := job.validate(); err != nil {
 		return nil, nil, plan, blame.User(err)
@@ -369,6 +370,7 @@ func (r *runner) newWorker() (h Handler, err error) {
 // reference runs one clean delivery on a fresh database and returns its
 // state and the steps it took.
 func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []faults.Step, _ []assert.Effect, err error) {
+	setPhase(ctx, fmt.Sprintf("on clean reference run %d of 2", n))
 	db, err := r.tmpl.Fresh(ctx)
 	if err != nil {
 		return nil, nil, nil, err
@@ -570,6 +572,10 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		CmpOptions:      r.cfg.CmpOptions,
 		SequenceColumns: r.cfg.SequenceColumns,
 	})
+	if cp, ok := errors.AsType[*assert.ComparerPanic](err); ok {
+		// The user's option panicked: theirs to fix, named as they wrote it.
+		err = blame.User(fmt.Errorf("[twice] config: job %q: an option of Config.CmpOptions made go-cmp panic comparing table %q after %s: %v; fix that cmp.Option or drop it", r.job.Name, cp.Table, sched.Fault, cp.Value))
+	}
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
@@ -726,6 +732,17 @@ func place(res *Result, k int) int {
 type progress struct {
 	total, done atomic.Int64
 	stuck       execute.Stuck // what the running scenarios wait on
+	// phase is what the check does before its scenarios are counted (its
+	// setup, its clean runs, an exploration), for a progress line that
+	// says more than "still checking".
+	phase atomic.Pointer[string]
+}
+
+// setPhase says, for progress, what the check in ctx does now.
+func setPhase(ctx context.Context, phase string) {
+	if p := progressOf(ctx); p != nil {
+		p.phase.Store(&phase)
+	}
 }
 
 type progressKey struct{}

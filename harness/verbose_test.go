@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,4 +76,39 @@ func TestVerboseExplore(t *testing.T) {
 	})
 	require.Empty(t, rec.Errors())
 	assert.True(t, progressed(), "no progress line in %q", rec.Logs())
+}
+
+// TestVerboseSaysWhatTheCheckDoes: before its scenarios are counted, a
+// slow check's progress line says what it is on (its setup, a clean
+// reference run, an exploration), not only that it is still checking
+// (issue 37).
+func TestVerboseSaysWhatTheCheckDoes(t *testing.T) {
+	defer harness.SetVerbose(time.Millisecond)()
+	rec := recordtb.New(t)
+	const want = `[twice] job "upsert": still checking after `
+	said := func(what string) bool {
+		for _, l := range rec.Logs() {
+			if strings.HasPrefix(l, want) && strings.Contains(l, what) {
+				return true
+			}
+		}
+		return false
+	}
+	var calls atomic.Int32
+	job := harness.Job{Name: "upsert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if calls.Add(1) == 1 {
+			// The first clean reference run waits for its progress line:
+			// a bound, not a timing assertion.
+			for deadline := time.Now().Add(30 * time.Second); !said(": on clean reference run 1 of 2") && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE counters SET n = 1`)
+		return err
+	}}
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	require.Empty(t, rec.Errors())
+	assert.True(t, said(": on clean reference run 1 of 2"), "no progress line naming the clean run in %q", rec.Logs())
 }

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/runtwice/twice/internal/redact"
 )
 
 // RedisURLEnv names the environment variable that points the adapter at a
@@ -56,9 +58,9 @@ func findRedis(ctx context.Context) (*redisServer, error) {
 	if u := os.Getenv(RedisURLEnv); u != "" {
 		opts, err := redis.ParseURL(u)
 		if err != nil {
-			return nil, fmt.Errorf("twiceasynq: %s=%q is not a Redis URL: %w", RedisURLEnv, u, err)
+			return nil, fmt.Errorf("twiceasynq: %s=%s is not a Redis URL (redis://[user[:password]@]host[:port][/db]): %s", RedisURLEnv, redact.Value(RedisURLEnv, u), redact.Env().String(err.Error()))
 		}
-		s := &redisServer{opts: opts, where: RedisURLEnv + "=" + u}
+		s := &redisServer{opts: opts, where: RedisURLEnv + "=" + redact.Value(RedisURLEnv, u)}
 		n, err := s.countDatabases(ctx)
 		if err != nil {
 			return nil, err

@@ -95,6 +95,7 @@ import (
 
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/redact"
 )
 
 // DefaultSessionTimeout is franz-go's default group session timeout
@@ -313,7 +314,7 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
 	p, err := kgo.NewClient(base...)
 	if err != nil {
-		return nil, fmt.Errorf("a kgo producer on %s=%s: %w", BrokersEnv, strings.Join(brokers, ","), err)
+		return nil, fmt.Errorf("a kgo producer on %s=%s: %s", BrokersEnv, redact.Value(BrokersEnv, strings.Join(brokers, ",")), redact.Env().String(err.Error()))
 	}
 	topic := q.rec.Topic + suffix
 	resp, err := kadm.NewClient(p).CreateTopic(ctx, 1, -1, nil, topic)
@@ -322,7 +323,7 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 	}
 	if err != nil {
 		p.Close()
-		return nil, fmt.Errorf("creating topic %q on %s=%s (unset it to use an in-process kfake cluster): %w", topic, BrokersEnv, strings.Join(brokers, ","), err)
+		return nil, fmt.Errorf("creating topic %q on %s=%s (unset it to use an in-process kfake cluster): %s", topic, BrokersEnv, redact.Value(BrokersEnv, strings.Join(brokers, ",")), redact.Env().String(err.Error()))
 	}
 	return &scenario{db: db, base: base, producer: p, topic: topic, group: q.opts.group + suffix}, nil
 }

@@ -3,6 +3,8 @@
 //
 //	twice report [flags] [packages]
 //	twice replay '<schedule>' [package] -run TestX
+//	twice kept [-drop] [-run ID | -all]
+//	twice version
 //
 // # twice report
 //
@@ -19,7 +21,14 @@
 //   - report.json: the whole report, schema in internal/report/SCHEMA.md.
 //
 // The directory is written whole or not at all: twice writes a temporary
-// directory next to it and renames it.
+// directory next to it and swaps it in. twice writes only into a
+// directory it makes, an empty one, or one holding a previous report of
+// its own (marked by a .twice-report file, with nothing but report files
+// beside it); -o naming anything else (a file, a source package, a folder
+// of other files, ".") exits 2 and leaves it as it is. -o is claimed
+// before any check runs, so a path twice cannot write fails at once, and
+// a second twice report into a directory another one is writing is
+// refused (exit 2), not raced.
 //
 // With -shard i/n (1/3, 2/3, 3/3: counted from 1, as CI matrices number
 // their jobs) every check runs only its shard of the schedules: the tests
@@ -39,6 +48,15 @@
 // test. A flag -twice.NAME=VALUE becomes the environment variable
 // TWICE_NAME=VALUE of the tests, which is how the harness reads its
 // settings (TWICE_DATABASE_URL, exploration budgets).
+//
+// No secret reaches what twice prints or writes: every connection
+// setting it or its adapters read (TWICE_DATABASE_URL, TWICE_REDIS_URL,
+// TWICE_KAFKA_BROKERS, PGPASSWORD, and any TWICE_ variable named like a
+// URL, DSN, broker list, key, token, secret or password, from the
+// environment or a -twice flag) is shown without its password, or not
+// at all when it does not parse, and its secrets are masked (xxxxx) in
+// the output and every report file, whatever printed them (see
+// internal/redact).
 //
 // Exit codes:
 //
@@ -91,6 +109,12 @@
 // and removes those files, or only the ones named. Nothing not named like
 // a kept database is listed or touched.
 //
+// # twice version
+//
+// Version prints the twice version of the command: its module version
+// and the commit it was built from. It and twice help answer at once,
+// inside a module or not; every other command runs twice-core.
+//
 // # How it runs
 //
 // This command is a launcher of the standard library alone, so that `go
@@ -113,10 +137,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/internal/gobuild"
 )
 
@@ -132,6 +158,20 @@ func main() {
 // launch builds twice-core and runs it with args and the streams, and
 // returns its exit code, or 2 when it could not run it.
 func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	// Answered here, before any build: they need no module, and outside
+	// one there is no twice-core to build.
+	if len(args) == 0 {
+		_, _ = fmt.Fprint(stderr, about.Usage)
+		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		_, _ = fmt.Fprint(stdout, about.Usage)
+		return 0
+	case "version", "-version", "--version":
+		_, _ = fmt.Fprint(stdout, about.VersionLine())
+		return 0
+	}
 	l := &launcher{sigs: make(chan os.Signal, 4)}
 	// Caught from the start, so that no signal falls between the build
 	// and the run and kills the launcher alone.
@@ -175,6 +215,12 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	cmd := exec.Command(path, args...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, stdout, stderr
+	// The replay lines twice-core prints name twice as the user ran it.
+	var pkg string
+	if info, ok := debug.ReadBuildInfo(); ok {
+		pkg = info.Path
+	}
+	cmd.Env = append(os.Environ(), about.CommandEnv+"="+about.Invocation(os.Args[0], pkg))
 	cmd.SysProcAttr = coreAttr()
 	if err := l.start(cmd); err != nil {
 		_, _ = fmt.Fprintf(stderr, "[twice] internal: start %s: %v (unset %s, or rebuild it: go build -o %s %s)\n", path, err, coreEnv, path, corePkg)

@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 )
 
 // Besides its tests, this test binary plays the launcher (launcherEnv)
@@ -41,6 +43,9 @@ func TestMain(m *testing.M) {
 		os.Exit(3)
 	case "wait":
 		waitForSignal()
+	case "command":
+		fmt.Println(os.Getenv(about.CommandEnv))
+		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
@@ -69,6 +74,17 @@ func TestLaunchPassesThrough(t *testing.T) {
 	assert.Equal(t, 3, code)
 	assert.Equal(t, `args=["report" "-o" "dir with space" "./..."] stdin="input"`+"\n", stdout.String())
 	assert.Equal(t, "to stderr\n", stderr.String())
+}
+
+// TestLaunchTellsHowTwiceRuns: twice-core learns how the user ran twice,
+// for the replay lines it prints.
+func TestLaunchTellsHowTwiceRuns(t *testing.T) {
+	t.Setenv(coreEnv, os.Args[0])
+	t.Setenv(fakeCoreEnv, "command")
+	var stdout, stderr bytes.Buffer
+	code := launch([]string{"report"}, strings.NewReader(""), &stdout, &stderr)
+	assert.Equal(t, 0, code, stderr.String())
+	assert.Equal(t, about.Invocation(os.Args[0], "")+"\n", stdout.String())
 }
 
 // TestLaunchMissingCore: a $TWICE_CORE that names nothing is a config
@@ -119,9 +135,10 @@ func TestLaunchBuildsCore(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	t.Setenv(coreEnv, "")
 	var stdout, stderr bytes.Buffer
-	code := launch([]string{"help"}, strings.NewReader(""), &stdout, &stderr)
-	require.Equal(t, 0, code, stderr.String())
-	assert.Contains(t, stdout.String(), "twice report [-o DIR]")
+	// twice-core, not the launcher, answers this one.
+	code := launch([]string{"report", "-merge"}, strings.NewReader(""), &stdout, &stderr)
+	require.Equal(t, 2, code, stderr.String())
+	assert.Contains(t, stderr.String(), "[twice] -merge needs the report.json of every shard")
 	built, err := filepath.Glob(filepath.Join(os.Getenv("XDG_CACHE_HOME"), "twice", "twice-core", "*", "twice-core"))
 	require.NoError(t, err)
 	assert.Len(t, built, 1, "one twice-core, in the user cache directory")
@@ -146,6 +163,33 @@ func TestLaunchOutsideTwice(t *testing.T) {
 		"set TWICE_CORE to it",
 	} {
 		assert.Contains(t, stderr.String(), want)
+	}
+}
+
+// TestLaunchHelpAndVersionOutsideAModule: twice help and twice version
+// answer without building twice-core, so outside any module they print
+// the usage and the version, not a build error (issue 37).
+func TestLaunchHelpAndVersionOutsideAModule(t *testing.T) {
+	t.Chdir(t.TempDir())
+	t.Setenv(coreEnv, "/nonexistent/twice-core") // built or run, it would fail
+	t.Setenv("GOFLAGS", "")
+	for _, tt := range []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{name: "help", args: []string{"help"}, want: "twice report [-o DIR]"},
+		{name: "-h", args: []string{"-h"}, want: "twice version"},
+		{name: "version", args: []string{"version"}, want: "twice "},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := launch(tt.args, strings.NewReader(""), &stdout, &stderr)
+			assert.Equal(t, tt.code, code)
+			assert.True(t, strings.HasPrefix(stdout.String(), tt.want) || strings.Contains(stdout.String(), tt.want), "stdout %q lacks %q", stdout.String(), tt.want)
+			assert.Empty(t, stderr.String())
+		})
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/runtwice/twice/internal/redact"
 )
 
 // withDatabase returns connString with its database replaced, keeping every
@@ -108,18 +110,10 @@ func quoteValue(v string) string {
 // ~/.pgpass. A string that parses as neither form is not shown at all.
 func WithoutPassword(connString string) string {
 	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
-		u, err := url.Parse(connString)
-		if err != nil {
-			return "(a connection string that does not parse)"
+		if shown, ok := redact.URL(connString); ok {
+			return shown
 		}
-		if u.User != nil {
-			u.User = url.User(u.User.Username())
-		}
-		if q := u.Query(); q.Has("password") {
-			q.Del("password")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
+		return "(a connection string that does not parse)"
 	}
 	kv, err := parseKeywordValue(connString)
 	if err != nil {

@@ -46,6 +46,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 )
 
@@ -204,6 +205,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return srv, localErr
 	}
 	srv, dockerErr := startDocker(ctx, cfg.Image)
+	if dockerErr != nil && !isUnavailable(dockerErr) && ctx.Err() == nil {
+		// Docker was the fallback: its failure alone would not say that
+		// the local binaries were looked for first, nor where.
+		return nil, fmt.Errorf("[twice] config: no PostgreSQL server binaries here (%w), so twice tried Docker, and it failed: %s. Install PostgreSQL's server package (e.g. apt-get install postgresql), fix what Docker says, or set TWICE_DATABASE_URL to a server of yours",
+			localErr, strings.TrimPrefix(strings.TrimPrefix(dockerErr.Error(), "[twice] "), "internal: "))
+	}
 	if !isUnavailable(dockerErr) {
 		return srv, dockerErr
 	}

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runtwice/twice/internal/redact"
 )
 
 // urlTimeout bounds reaching a TWICE_DATABASE_URL server: a wrong host or
@@ -15,7 +17,7 @@ const urlTimeout = 10 * time.Second
 func startURL(ctx context.Context, connString string) (*Server, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string: %w", err)
+		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string (postgres://user[:password]@host[:port]/db, or host=... user=... keyword/value pairs): it is %s: %s", redact.Value("TWICE_DATABASE_URL", connString), redact.FromEnv([]string{"TWICE_DATABASE_URL=" + connString}).String(err.Error()))
 	}
 	where := describeHost(cfg)
 	ctx, cancel := context.WithTimeout(ctx, urlTimeout)

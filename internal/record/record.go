@@ -101,39 +101,84 @@ func Write(rec Record) error {
 }
 
 // Read reads the records in dir, oldest first. Temporary files (a record
-// being written) start with a dot.
+// being written) start with a dot. A file that is not a record of this
+// version is an error; ReadAll reads the others.
 func Read(dir string) ([]Record, error) {
+	recs, bad, err := ReadAll(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return nil, bad[0].Err
+	}
+	return recs, nil
+}
+
+// Unreadable is a file of the records directory that is not a record
+// twice can read: one check's result, lost, among others that stand.
+type Unreadable struct {
+	// File is the file's name.
+	File string
+	// Dir and Test are the check's package directory and test, as far
+	// as the file says them; empty when it does not.
+	Dir, Test string
+	// Err says what is wrong, starting "[twice] internal: ".
+	Err error
+}
+
+// ReadAll reads the records in dir, oldest first, and returns apart the
+// files it could not read, so one check's unreadable result costs only
+// that check; err is for the directory itself.
+func ReadAll(dir string) (recs []Record, bad []Unreadable, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
 	}
-	var recs []Record
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		rec, err := readOne(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: reading harness result %s: %w", e.Name(), err)
-		}
-		var head struct {
-			Version int `json:"version"`
-		}
-		if err := json.Unmarshal(data, &head); err != nil {
-			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
-		}
-		if head.Version != Version {
-			return nil, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", e.Name(), head.Version, Version)
-		}
-		var rec Record
-		if err := json.Unmarshal(data, &rec); err != nil {
-			return nil, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", e.Name(), err)
-		}
-		if rec.Result == nil {
-			return nil, fmt.Errorf("[twice] internal: harness result %s holds no result", e.Name())
+			u := Unreadable{File: e.Name(), Err: err}
+			if data, rerr := os.ReadFile(filepath.Join(dir, e.Name())); rerr == nil {
+				var where struct {
+					Dir  string `json:"dir"`
+					Test string `json:"test"`
+				}
+				_ = json.Unmarshal(data, &where)
+				u.Dir, u.Test = where.Dir, where.Test
+			}
+			bad = append(bad, u)
+			continue
 		}
 		recs = append(recs, rec)
 	}
 	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Written.Before(recs[j].Written) })
-	return recs, nil
+	return recs, bad, nil
+}
+
+func readOne(path string) (Record, error) {
+	name := filepath.Base(path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Record{}, fmt.Errorf("[twice] internal: reading harness result %s: %w", name, err)
+	}
+	var head struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return Record{}, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", name, err)
+	}
+	if head.Version != Version {
+		return Record{}, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", name, head.Version, Version)
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return Record{}, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", name, err)
+	}
+	if rec.Result == nil {
+		return Record{}, fmt.Errorf("[twice] internal: harness result %s holds no result", name)
+	}
+	return rec, nil
 }

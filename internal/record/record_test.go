@@ -74,3 +74,34 @@ func TestReadRefusesOtherVersion(t *testing.T) {
 		t.Errorf("error %q lacks %q", err, want)
 	}
 }
+
+// A result whose warning has no schedule (two clean runs that disagree)
+// reads back; and a file that is not a record costs only its own check:
+// ReadAll returns the others and names it, with its test (issue 37).
+func TestReadAllKeepsTheOthers(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(record.DirEnv, dir)
+	res := &result.Result{Job: "once", Status: result.StatusIdempotent,
+		Warnings: []result.Warning{{Kind: result.CleanRunsDisagree, Disagreement: &result.Disagreement{Steps: [2]int{1, 0}, StepAt: 1}}}}
+	if err := record.Write(record.Record{Test: "TestOnce", Result: res}); err != nil {
+		t.Fatal(err)
+	}
+	bad := `{"version": 3, "dir": "/src/jobs", "test": "TestBroken", "result": {"Scenarios": [{"Schedule": "nonsense"}]}}`
+	if err := os.WriteFile(filepath.Join(dir, "broken.json"), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, unreadable, err := record.ReadAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Test != "TestOnce" || len(recs[0].Result.Warnings) != 1 || recs[0].Result.Warnings[0].Kind != result.CleanRunsDisagree {
+		t.Errorf("records = %+v, want TestOnce with its warning", recs)
+	}
+	if len(unreadable) != 1 || unreadable[0].File != "broken.json" || unreadable[0].Test != "TestBroken" || unreadable[0].Dir != "/src/jobs" ||
+		!strings.Contains(unreadable[0].Err.Error(), "[twice] internal: harness result broken.json is not a record") {
+		t.Errorf("unreadable = %+v, want broken.json of TestBroken", unreadable)
+	}
+	if _, err := record.Read(dir); err == nil {
+		t.Error("Read took a directory holding a file that is not a record")
+	}
+}

@@ -175,7 +175,7 @@ section.job { margin-top: 2rem; }
 {{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
 <p class="replay">Replay: <code>{{.Replay}}</code></p>
 {{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}{{if .Dump}}<p class="meta">Its server stopped with the test; dumped to <code>{{.Dump}}</code> (restore with <code>createdb NAME &amp;&amp; psql -d NAME -f FILE</code>, or list and drop with <code>twice kept</code>)</p>{{end}}{{if .DumpError}}<p class="meta">Its server stopped with the test, and it could not be dumped, so it is gone:</p><pre>{{.DumpError}}</pre>{{end}}
-{{with same $j $f}}<p class="meta same">The same difference under: {{range $i, $s := .}}{{if $i}}, {{end}}{{$s.Fault}}{{with $s.Schedule}} <code>{{.}}</code>{{end}}{{end}}</p>{{end}}
+{{with same $j $f}}<p class="meta same">The same difference under: {{range $i, $s := .}}{{if $i}}, {{end}}{{$s.Fault}}{{with $s.Schedule}} <code>{{.}}</code>{{end}}{{with $s.Database}} (its database kept: <code>{{.}}</code>){{end}}{{with $s.Dump}} (its database dumped to <code>{{.}}</code>){{end}}{{end}}</p>{{end}}
 </div>
 {{end}}
 </section>

@@ -112,14 +112,20 @@ func (r *Report) Markdown() string {
 				b.WriteString("\n" + fence("diff", diff))
 			}
 			fmt.Fprintf(&b, "\nReplay: `%s`\n", f.Replay)
+			if line := keptLine(f); line != "" {
+				fmt.Fprintf(&b, "\n%s\n", line)
+			}
 			if same := sameAs(j, f); len(same) > 0 {
 				var names []string
 				for _, s := range same {
-					if s.Schedule == "" {
-						names = append(names, s.Fault)
-					} else {
-						names = append(names, fmt.Sprintf("%s `%s`", s.Fault, s.Schedule))
+					name := s.Fault
+					if s.Schedule != "" {
+						name = fmt.Sprintf("%s `%s`", s.Fault, s.Schedule)
 					}
+					if line := keptLine(Finding{Database: s.Database, Dump: s.Dump}); line != "" {
+						name += " (" + strings.ToLower(line[:1]) + line[1:] + ")"
+					}
+					names = append(names, name)
 				}
 				fmt.Fprintf(&b, "\nThe same difference under: %s\n", strings.Join(names, ", "))
 			}
@@ -185,24 +191,28 @@ const maxSameAs = 5
 
 // sameRef names a finding with the same differences: its fault and
 // schedule, or, with Schedule empty, "and N more" in Fault.
-type sameRef struct{ Fault, Schedule string }
+type sameRef struct{ Fault, Schedule, Database, Dump string }
 
 // sameAs lists the findings that share f's differences: the first
-// maxSameAs, then how many more. Each page marks the schedule up its own
-// way.
+// maxSameAs, then how many more; one whose database was kept is always
+// listed, with it, so no evidence goes unnamed. Each page marks the
+// schedule up its own way.
 func sameAs(j Job, f Finding) []sameRef {
 	var out []sameRef
-	n := 0
+	n, more := 0, 0
 	for _, o := range j.Findings {
 		if o.SameAs != f.Schedule {
 			continue
 		}
-		if n++; n <= maxSameAs {
-			out = append(out, sameRef{Fault: o.Fault, Schedule: o.Schedule})
+		n++
+		if n <= maxSameAs || o.Database != "" || o.Dump != "" {
+			out = append(out, sameRef{Fault: o.Fault, Schedule: o.Schedule, Database: o.Database, Dump: o.Dump})
+		} else {
+			more++
 		}
 	}
-	if n > maxSameAs {
-		out = append(out, sameRef{Fault: fmt.Sprintf("and %d more", n-maxSameAs)})
+	if more > 0 {
+		out = append(out, sameRef{Fault: fmt.Sprintf("and %d more", more)})
 	}
 	return out
 }
@@ -230,4 +240,24 @@ func indent(text, prefix string) string {
 // emphasis, tags.
 func mdEscape(s string) string {
 	return strings.NewReplacer("|", `\|`, "*", `\*`, "_", `\_`, "<", "&lt;", ">", "&gt;", "`", "\\`", "[", `\[`).Replace(s)
+}
+
+// keptLine says where the evidence of a finding is: its kept database
+// and its dump, or why the dump failed; "" when nothing was kept.
+func keptLine(f Finding) string {
+	var parts []string
+	if f.Database != "" {
+		parts = append(parts, fmt.Sprintf("Kept database: `%s`", f.Database))
+	}
+	if f.Dump != "" {
+		parts = append(parts, fmt.Sprintf("dumped to `%s` (restore with `createdb NAME && psql -d NAME -f FILE`, or list and drop with `twice kept`)", f.Dump))
+	}
+	if f.DumpError != "" {
+		parts = append(parts, "it could not be dumped when its server stopped, so it is gone: "+mdEscape(text.FirstLine(f.DumpError)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	line := strings.Join(parts, "; ")
+	return strings.ToUpper(line[:1]) + line[1:]
 }

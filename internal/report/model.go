@@ -90,8 +90,9 @@ type Summary struct {
 	ExpectedFinding int `json:"expected_findings"`
 	Flaky           int `json:"flaky"`
 	Finding         int `json:"findings"`
-	// Errors counts the checks that could not run (harness-error
-	// problems): a job with no verdict, which is not among Jobs.
+	// Errors counts the checks that could not run (harness-error and
+	// user-error problems): a job with no verdict, which is not among
+	// Jobs.
 	Errors int `json:"errors"`
 	// Problems are the lines that are not a job's verdict: a package that
 	// did not compile, a test binary that crashed, a failing test that
@@ -103,7 +104,8 @@ type Summary struct {
 // Problem is one line about something other than a job's verdict.
 type Problem struct {
 	// Kind is "build-failed", "crashed", "harness-error", "user-error", "test-failed",
-	// "no-harness-tests", "no-test-files", "no-package" or "go-test".
+	// "no-harness-tests", "no-test-files", "no-package", "go-test" or
+	// "clean-runs-disagree".
 	Kind string `json:"kind"`
 	// Package is the import path it concerns, if any; Test the test.
 	Package string `json:"package,omitempty"`

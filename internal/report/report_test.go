@@ -104,10 +104,14 @@ func TestJUnitCounts(t *testing.T) {
 func TestWriteReplacesWhole(t *testing.T) {
 	r := fixture(t)
 	dir := filepath.Join(t.TempDir(), "twice-report")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := r.Write(dir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "stale.txt"), []byte("old"), 0o644); err != nil {
+	// A report file of the previous run, since dropped, goes with it.
+	if err := os.Remove(filepath.Join(dir, "junit.xml")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Write(dir); err != nil {
@@ -121,8 +125,11 @@ func TestWriteReplacesWhole(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if got, want := strings.Join(names, " "), "index.html junit.xml report.json summary.md"; got != want {
+	if got, want := strings.Join(names, " "), ".twice-report index.html junit.xml report.json summary.md"; got != want {
 		t.Errorf("report directory holds %s, want %s", got, want)
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, "summary.md")); string(md) == "old" {
+		t.Error("summary.md is the old one")
 	}
 	siblings, err := os.ReadDir(filepath.Dir(dir))
 	if err != nil {
@@ -152,5 +159,39 @@ func TestWriteFailureKeepsOldReport(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
 		t.Errorf("the old report is gone: %v", err)
+	}
+}
+
+// TestKeptDatabasesAreNamed: a kept database is named on both pages,
+// also when its finding is not shown because another shows the same
+// difference (issue 37).
+func TestKeptDatabasesAreNamed(t *testing.T) {
+	const (
+		shownDB = "postgres://u@db/twice_kept_0a0a0a0a_1"
+		sameDB  = "postgres://u@db/twice_kept_0a0a0a0a_2"
+		dump    = "/tmp/twice-kept-0/0a0a0a0a/twice_kept_0a0a0a0a_3.sql"
+	)
+	r := &report.Report{Command: "go test -json ./...", Jobs: []report.Job{{
+		Name: "add-points", Package: "example.com/jobs", Test: "TestAdd", Status: report.StatusFinding, Scenarios: 3, Failed: 3,
+		Cells: []report.Cell{{Fault: "run-twice", Status: report.StatusFinding, Scenarios: 3, Failed: 3}},
+		Findings: []report.Finding{
+			{Fault: "run-twice", Schedule: "j1a1w1 > j1a2w2", Status: report.StatusFinding, Database: shownDB},
+			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash > +30s j1a2w2", Status: report.StatusFinding, SameAs: "j1a1w1 > j1a2w2", Database: sameDB},
+			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash:1 > +30s j1a2w2", Status: report.StatusFinding, SameAs: "j1a1w1 > j1a2w2", Dump: dump},
+		},
+	}}}
+	r.Faults = report.FaultsOf(r.Jobs)
+	r.Finish()
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := map[string]string{"index.html": string(html), "summary.md": r.Markdown()}
+	for page, text := range pages {
+		for _, want := range []string{shownDB, sameDB, dump} {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s does not name %s", page, want)
+			}
+		}
 	}
 }

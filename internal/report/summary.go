@@ -32,6 +32,10 @@ const (
 	ProblemGoTest         = "go-test"
 	// ProblemNoPackage: a pattern twice was given matches no package.
 	ProblemNoPackage = "no-package"
+	// ProblemCleanRunsDisagree: a job's two clean reference runs did
+	// different things (a handler with state of its own), so its verdict
+	// says little; a warning, not fatal.
+	ProblemCleanRunsDisagree = "clean-runs-disagree"
 )
 
 // Finish counts the jobs by status into r.Summary and sets r.ExitCode.
@@ -40,7 +44,8 @@ func (r *Report) Finish() {
 	r.Schema = SchemaVersion
 	s := &r.Summary
 	s.Jobs, s.Idempotent, s.ExpectedFinding, s.Flaky, s.Finding = len(r.Jobs), 0, 0, 0, 0
-	s.Errors = countKind(s.Problems, ProblemHarnessError)
+	// A check the user's code stopped could not run either.
+	s.Errors = countKind(s.Problems, ProblemHarnessError) + countKind(s.Problems, ProblemUserError)
 	for _, j := range r.Jobs {
 		switch j.Status {
 		case StatusIdempotent:

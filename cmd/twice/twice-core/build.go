@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
@@ -27,6 +28,9 @@ type builder struct {
 	// cwd is where twice runs; replay commands name packages relative to
 	// it.
 	cwd string
+	// unreadable are the records that could not be read: each is its
+	// check's problem, and the other checks' results stand.
+	unreadable []record.Unreadable
 }
 
 // build fills r.Jobs, r.Faults, r.Packages and r.Summary.Problems.
@@ -44,6 +48,12 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 	checks := map[string]int{}     // import path -> records
 	explained := map[string]bool{} // "pkg\x00test" failures a job explains
 	var internal []report.Problem
+	for _, u := range b.unreadable {
+		p := b.unreadableProblem(u)
+		checks[p.Package]++
+		internal = append(internal, p)
+		explained[p.Package+"\x00"+p.Test] = true
+	}
 	for _, k := range keys {
 		if p, ok := b.internalError(byKey[k]); ok {
 			checks[p.Package]++
@@ -53,6 +63,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		}
 		j := b.job(byKey[k])
 		checks[j.Package]++
+		internal = append(internal, disagreements(j, byKey[k][0].Result)...)
 		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
 			explained[j.Package+"\x00"+j.Test] = true
 		}
@@ -74,6 +85,44 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 
 // internalError is the problem a check reports when it could not run:
 // its record says so, whatever go test printed.
+// unreadableProblem is a record that could not be read, as its check's
+// problem: a harness error (exit 2), for that check alone.
+func (b *builder) unreadableProblem(u record.Unreadable) report.Problem {
+	pkg, test := b.importPath(u.Dir), u.Test
+	where := "a check"
+	switch {
+	case test != "" && pkg != "":
+		where = test + " in " + pkg
+	case test != "":
+		where = test
+	}
+	p := report.Problem{
+		Kind: report.ProblemHarnessError, Package: pkg, Test: test, Fatal: true,
+		Message: fmt.Sprintf("[twice] internal: the result %s of %s could not be read, so its verdict is unknown (every other check's stands): %s; rerun that test alone, and report this with the file's error",
+			u.File, where, strings.TrimPrefix(text.FirstLine(u.Err.Error()), "[twice] ")),
+	}
+	if t := b.test(pkg, test); t != nil {
+		p.Output = t.output.lastLines(30)
+	}
+	return p
+}
+
+// disagreements are the job's clean runs that disagreed, each a problem
+// of that job: not a verdict, and not fatal, but what says its verdict
+// means little (the report shows the job and its warning too).
+func disagreements(j report.Job, res *result.Result) []report.Problem {
+	var out []report.Problem
+	for _, w := range res.Warnings {
+		if w.Kind == result.CleanRunsDisagree {
+			out = append(out, report.Problem{
+				Kind: report.ProblemCleanRunsDisagree, Package: j.Package, Test: j.Test,
+				Message: render.Warning(res.Job, w),
+			})
+		}
+	}
+	return out
+}
+
 func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 	for _, rec := range recs {
 		kind := report.ProblemHarnessError
@@ -485,9 +534,10 @@ func groupKey(s result.Scenario, clean []assert.Effect) string {
 	return strings.NewReplacer(pairs...).Replace(d)
 }
 
-// replayCommand is the twice replay line for one schedule of one test.
+// replayCommand is the twice replay line for one schedule of one test,
+// naming twice as the user ran it (go run, or twice on PATH).
 func replayCommand(schedule, pkg, test string) string {
-	return fmt.Sprintf("twice replay %s %s -run %s", shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
+	return fmt.Sprintf("%s replay %s %s -run %s", about.Command(), shellQuote(schedule), pkg, shellQuote(render.TestPattern(test)))
 }
 
 // shellQuote quotes s for a POSIX shell.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/internal/longtest"
 	"github.com/runtwice/twice/internal/report"
@@ -77,6 +78,21 @@ func TestReportUnexpectedFindingExits1(t *testing.T) {
 	}
 	if !strings.Contains(out, "[twice] not idempotent: 1 job: 0 idempotent, 0 known not idempotent (expected), 1 finding") {
 		t.Errorf("output lacks the headline:\n%s", out)
+	}
+}
+
+// TestReportReplayLinesNameTwiceAsItRan: run by go run (the launcher
+// says so in about.CommandEnv), the replay lines twice prints start with
+// go run, not a twice that may not be on PATH (issue 37).
+func TestReportReplayLinesNameTwiceAsItRan(t *testing.T) {
+	const via = "go run github.com/runtwice/twice/cmd/twice"
+	t.Setenv(about.CommandEnv, via)
+	_, _, r := twiceReport(t, "./testdata/unexpected")
+	if len(r.Jobs) != 1 || len(r.Jobs[0].Findings) == 0 {
+		t.Fatalf("jobs = %+v, want one with findings", r.Jobs)
+	}
+	if want := via + ` replay 'j1a1w1 > j1a2w2' ./testdata/unexpected -run '^TestAddPoints$'`; r.Jobs[0].Findings[0].Replay != want {
+		t.Errorf("replay = %s, want %s", r.Jobs[0].Findings[0].Replay, want)
 	}
 }
 

@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"strings"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -49,11 +50,17 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 // mergeCommand joins the shards' reports named by args (report.json
 // files, or the directories twice report wrote them into) into one
 // report in dir.
-func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
+func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		_, _ = fmt.Fprintln(stderr, "[twice] -merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
 		return report.ExitBroken
 	}
+	out, err := report.ClaimDir(dir)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	defer out.Release()
 	var in []report.Input
 	for _, a := range args {
 		r, err := readShardReport(a)
@@ -68,7 +75,7 @@ func mergeCommand(args []string, dir string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
 	}
-	return writeReport(r, dir, stdout, stderr)
+	return writeReport(r, out, sc, stdout, stderr)
 }
 
 // readShardReport reads the report.json at path, or in the directory
@@ -100,28 +107,7 @@ func readShardReport(path string) (*report.Report, error) {
 // twiceVersion is this binary's twice: its module version, and the
 // commit it was built from when the build recorded one ("+dirty" with
 // uncommitted changes).
-func twiceVersion() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return ""
-	}
-	v := info.Main.Version
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "+dirty"
-			}
-		}
-	}
-	if rev != "" && !strings.Contains(v, rev[:min(12, len(rev))]) {
-		v = strings.TrimSpace(v + " " + rev + dirty)
-	}
-	return v
-}
+func twiceVersion() string { return about.Version() }
 
 // headCommit is the git commit checked out where twice runs; empty
 // outside a git checkout or without git. Uncommitted changes are not

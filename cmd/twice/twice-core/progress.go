@@ -48,8 +48,15 @@ func newProgress(out io.Writer) *progress {
 }
 
 // isTerminal reports whether w is a character device (a terminal), and
-// not a dumb one.
+// not a dumb one; through the writers that wrap it (a Scrubber's).
 func isTerminal(w io.Writer) bool {
+	for {
+		u, ok := w.(interface{ Unwrap() io.Writer })
+		if !ok {
+			break
+		}
+		w = u.Unwrap()
+	}
 	f, ok := w.(*os.File)
 	if !ok || os.Getenv("TERM") == "dumb" {
 		return false

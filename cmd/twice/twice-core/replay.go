@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
@@ -30,7 +31,7 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if len(pos) == 0 || len(pos) > 2 {
-		_, _ = fmt.Fprintf(stderr, "[twice] replay takes a schedule and at most one package, got %d arguments\n%s", len(pos), usage)
+		_, _ = fmt.Fprintf(stderr, "[twice] replay takes a schedule and at most one package, got %d arguments\n%s", len(pos), about.Usage)
 		return 2
 	}
 	schedule := pos[0]
@@ -100,14 +101,14 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprintf(stderr, "[twice] go test did not finish: %v\n", errors.Join(readErr, waitErr))
 		return 2
 	}
-	recs, err := record.Read(rd.records())
+	recs, unreadable, err := record.ReadAll(rd.records())
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return 2
 	}
 	cwd, _ := os.Getwd()
 	r := &report.Report{}
-	(&builder{runs: runs, dirs: list.dirs, cwd: cwd}).build(r, recs)
+	(&builder{runs: runs, dirs: list.dirs, cwd: cwd, unreadable: unreadable}).build(r, recs)
 	r.Finish()
 	return replayVerdict(r, pkg, g.run, schedule, waitErr != nil, stdout, stderr)
 }

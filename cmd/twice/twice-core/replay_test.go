@@ -25,6 +25,8 @@ func TestReplayRunsExactlyTheSchedule(t *testing.T) {
 		"(schedule " + schedule + ")",
 		`"points": int64(170)`,
 		`"points": int64(220)`,
+		// The rerun line reruns the schedule, not the whole matrix.
+		"rerun: go test -run '^TestAddPoints$' ./cmd/twice/twice-core/testdata/unexpected -twice.replay='" + schedule + "'",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("replay output lacks %q", want)

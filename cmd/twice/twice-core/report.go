@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/internal/record"
+	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -98,7 +99,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func reportCommand(args []string, stdout, stderr io.Writer) int {
+func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	args, env, err := splitTwiceFlags(args)
 	if err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
@@ -121,7 +122,7 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintln(stderr, "[twice] -merge joins the reports of every shard; it takes no -shard")
 			return report.ExitBroken
 		}
-		return mergeCommand(pkgs, *out, stdout, stderr)
+		return mergeCommand(pkgs, *out, sc, stdout, stderr)
 	}
 	shard, env, err := shardOf(*shardText, g.env)
 	if err != nil {
@@ -132,6 +133,14 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
 	}
+	// Claimed before any check runs: a directory twice may not write, or
+	// one another run is writing, is refused while nothing is lost.
+	dir, err := report.ClaimDir(*out)
+	if err != nil {
+		_, _ = fmt.Fprintln(stderr, err)
+		return report.ExitBroken
+	}
+	defer dir.Release()
 	prog := newProgress(stderr)
 	r, sig := runReport(g, pkgs, prog)
 	if sig != nil {
@@ -139,15 +148,20 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 		return report.ExitBroken
 	}
 	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
-	return writeReport(r, *out, stdout, stderr)
+	return writeReport(r, dir, sc, stdout, stderr)
 }
 
 // writeReport writes r into dir, appends its summary to
 // $GITHUB_STEP_SUMMARY, says what went wrong, and returns the exit code.
-func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
-	if err := r.Write(dir); err != nil {
+// What r holds of the tests' output is scrubbed of secrets first.
+func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout, stderr io.Writer) int {
+	sc.InPlace(r)
+	if err := dir.Write(r); err != nil {
 		_, _ = fmt.Fprintln(stderr, err)
 		return report.ExitBroken
+	}
+	if dir.Note != "" {
+		_, _ = fmt.Fprintln(stderr, dir.Note)
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
 		if err := appendStepSummary(path, r.Markdown()); err != nil {
@@ -173,7 +187,7 @@ func writeReport(r *report.Report, dir string, stdout, stderr io.Writer) int {
 		}
 	}
 	_, _ = fmt.Fprintln(stdout, r.Headline())
-	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir, report.FileHTML))
+	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir.Path(), report.FileHTML))
 	return r.ExitCode
 }
 
@@ -241,11 +255,11 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		return nil, sig
 	}
 
-	recs, err := record.Read(rd.records())
+	recs, unreadable, err := record.ReadAll(rd.records())
 	if err != nil {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true, Message: err.Error()})
 	}
-	b := &builder{runs: runs, dirs: list.dirs, cwd: cwd}
+	b := &builder{runs: runs, dirs: list.dirs, cwd: cwd, unreadable: unreadable}
 	b.build(r, recs)
 
 	var exitErr *exec.ExitError
@@ -261,7 +275,7 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 			Message: fmt.Sprintf("[twice] %s failed before running any package: %s", r.Command, firstNonEmptyLine(errBuf.String())),
 			Output:  strings.TrimSpace(errBuf.String() + runs.stray.String())})
 	}
-	if len(recs) == 0 && !hasFatal(r.Summary.Problems) {
+	if len(recs) == 0 && len(unreadable) == 0 && !hasFatal(r.Summary.Problems) {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
 			Message: fmt.Sprintf("[twice] no harness check ran in %s: nothing to report; point twice at packages whose tests call harness.Check", strings.Join(pkgs, " ")),
 			Output:  strings.TrimSpace(errBuf.String())})

@@ -139,3 +139,82 @@ func dropRole(t *testing.T, admin *pgx.Conn, role string) {
 		t.Error(err)
 	}
 }
+
+// TestReportHidesEverySetting plants a distinct password in every
+// connection setting twice or its adapters read, as each is given
+// (a URL, keyword/value pairs, a flag, a value that does not parse),
+// runs twice report where each is read and shown, and finds none of the
+// passwords in its stdout, its stderr or any file of the report (issue 37).
+func TestReportHidesEverySetting(t *testing.T) {
+	tag := randomHex(t)
+	pw := func(what string) string { return what + "Pw" + tag }
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string // before the packages
+		pkgs []string
+		// shown must appear in the output, so the run shows the setting
+		// (or what was read of it) and the test proves something.
+		shown string
+	}{
+		{name: "postgres URL and PGPASSWORD",
+			env: map[string]string{"TWICE_POSTGRES": "url", "TWICE_DATABASE_URL": "postgres://twice_u:" + pw("PgUrl") + "@127.0.0.1:1/postgres?sslmode=disable",
+				"PGPASSWORD": pw("PgEnv")},
+			pkgs: []string{"./testdata/unexpected"}, shown: `as user "twice_u"`},
+		{name: "postgres keyword value by flag",
+			args: []string{"-twice.postgres=url", "-twice.database_url=host=127.0.0.1 port=1 user=twice_kv password=" + pw("PgKv") + " sslmode=disable"},
+			pkgs: []string{"./testdata/unexpected"}, shown: `as user "twice_kv"`},
+		{name: "postgres malformed",
+			env:  map[string]string{"TWICE_POSTGRES": "url", "TWICE_DATABASE_URL": "postgres//twice:" + pw("PgBad") + "@127.0.0.1:1"},
+			pkgs: []string{"./testdata/unexpected"}, shown: "is not a PostgreSQL connection string"},
+		{name: "redis URL, kafka brokers, nats and a provider key",
+			env: map[string]string{"TWICE_POSTGRES": "local",
+				"TWICE_REDIS_URL":     "redis://user:" + pw("Redis") + "@127.0.0.1:1/0",
+				"TWICE_KAFKA_BROKERS": "user:" + pw("Kafka") + "@127.0.0.1:1",
+				"TWICE_NATS_URL":      "nats://user:" + pw("Nats") + "@127.0.0.1:1",
+				"TWICE_STRIPE_KEY":    "sk_test_" + pw("Stripe")},
+			pkgs: []string{"../../../adapters/asynq/example/rewards", "../../../adapters/kafka/example/orders"}, shown: "TWICE_REDIS_URL=redis://user@127.0.0.1:1/0"},
+		{name: "redis malformed",
+			env:  map[string]string{"TWICE_POSTGRES": "local", "TWICE_REDIS_URL": "redis//nonsense:" + pw("RedisBad")},
+			pkgs: []string{"../../../adapters/asynq/example/rewards"}, shown: "TWICE_REDIS_URL=(a value that does not parse"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			dir := filepath.Join(t.TempDir(), "twice-report")
+			var stdout, stderr bytes.Buffer
+			args := append(append([]string{"report", "-o", dir, "-run", "^Test"}, tt.args...), tt.pkgs...)
+			code := run(args, &stdout, &stderr)
+			t.Logf("twice report: exit %d\n%s%s", code, stderr.String(), stdout.String())
+			outputs := map[string][]byte{"stdout": stdout.Bytes(), "stderr": stderr.Bytes()}
+			files, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				outputs[f.Name()] = mustRead(t, filepath.Join(dir, f.Name()))
+			}
+			if len(files) < 4 {
+				t.Errorf("the report holds %d files, want all four", len(files))
+			}
+			for name, data := range outputs {
+				if bytes.Contains(data, []byte(tag)) {
+					t.Errorf("%s carries a planted password: %s", name, bytes.TrimSpace(lineWith(data, tag)))
+				}
+			}
+			if !bytes.Contains(stdout.Bytes(), []byte(tt.shown)) {
+				t.Errorf("stdout lacks %q: the run did not show the setting, so the test proves nothing", tt.shown)
+			}
+		})
+	}
+}
+
+func lineWith(data []byte, s string) []byte {
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		if bytes.Contains(line, []byte(s)) {
+			return line
+		}
+	}
+	return nil
+}

@@ -36,6 +36,7 @@ type blockedRun struct {
 	stderr         bytes.Buffer
 	tmp, mark      string
 	release        string
+	out            string   // its -o
 	clusters       []string // the local clusters its test binary started
 	exited         chan struct{}
 	exitCode       int
@@ -45,9 +46,9 @@ type blockedRun struct {
 func startBlockedRun(t *testing.T) *blockedRun {
 	t.Helper()
 	files := t.TempDir()
-	b := &blockedRun{tmp: t.TempDir(), mark: randomHex(t), release: filepath.Join(files, "release"), exited: make(chan struct{})}
+	b := &blockedRun{tmp: t.TempDir(), mark: randomHex(t), release: filepath.Join(files, "release"), out: filepath.Join(files, "twice-report"), exited: make(chan struct{})}
 	started := filepath.Join(files, "started")
-	b.cmd = exec.Command(os.Args[0], "report", "-o", filepath.Join(files, "twice-report"), "./testdata/blocking")
+	b.cmd = exec.Command(os.Args[0], "report", "-o", b.out, "./testdata/blocking")
 	b.cmd.Env = append(os.Environ(), runMainEnv+"=1", "TMPDIR="+b.tmp, "TWICE_TEST_MARK="+b.mark,
 		"TWICE_TEST_STARTED="+started, "TWICE_TEST_RELEASE="+b.release, "TWICE_POSTGRES=local")
 	b.cmd.Stderr = &b.stderr
