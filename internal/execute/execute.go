@@ -95,10 +95,10 @@ type deliveryRun struct {
 	// do its calls that do not carry its context.
 	over     chan struct{}
 	overOnce sync.Once
-	returned  chan struct{}      // closed when the handler's goroutine returns
-	proxy     *wireproxy.Proxy
-	pool      *pgxpool.Pool
-	sqlDB     *DeliverySQL // Delivery.SQL's, opened by the handler
+	returned chan struct{} // closed when the handler's goroutine returns
+	proxy    *wireproxy.Proxy
+	pool     *pgxpool.Pool
+	sqlDB    *DeliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
