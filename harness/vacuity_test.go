@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/recordtb"
 )
 
 const ordersFixture = `CREATE TABLE orders (id bigint PRIMARY KEY, n int NOT NULL); INSERT INTO orders VALUES (9812, 0)`
@@ -207,5 +209,40 @@ func TestCancelledIsNotDead(t *testing.T) {
 				assert.Equal(t, result.Idempotent, paused.Verdict, "%v", paused.Problems)
 			}
 		})
+	}
+}
+
+// A handler that panics on its retry printed one paragraph per schedule,
+// a dozen alike, and no stack (issue 37). The panic is now one paragraph:
+// its value, where it first happened, its stack from the panic's site
+// down to the handler (no frame of twice's), and the other schedules.
+func TestPanicIsOneParagraphWithItsStack(t *testing.T) {
+	job := harness.Job{Name: "panics-on-retry", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if d.Attempt > 1 {
+			var m map[string]int
+			m["x"]++
+		}
+		_, err := d.DB.Exec(ctx, `UPDATE orders SET n = 1 WHERE id = 9812`)
+		return err
+	}}
+	rec := recordtb.New(t)
+	var res *harness.Result
+	rec.Run(func(tb testing.TB) {
+		res = harness.Check(tb, job, harness.Config{Setup: []harness.Setup{harness.SQL(ordersFixture)},
+			Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck(), faults.LostAck(), faults.CrashAtEveryStep()}})
+	})
+	require.NotNil(t, res)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, rec.Errors(), 1)
+	msg := rec.Errors()[0]
+	assert.Equal(t, 1, strings.Count(msg, "the handler panicked: assignment to entry in nil map"), msg)
+	assert.Contains(t, msg, "first in run-twice (schedule j1a1w1 > j1a2w2), delivery j1a2w2 (attempt 2)")
+	assert.Contains(t, msg, "stack from the panic:")
+	assert.Contains(t, msg, "vacuity_test.go:", "the stack names the handler's line")
+	assert.NotContains(t, msg, "internal/execute.", "no frame of twice's")
+	assert.Contains(t, msg, "the same panic under 4 more schedules:")
+	assert.Less(t, strings.Count(msg, "\n"), 30, msg)
+	for _, sc := range res.Failed() {
+		require.NotNil(t, sc.Deliveries[len(sc.Deliveries)-1].Panic, sc.Schedule.String())
 	}
 }

@@ -407,6 +407,10 @@ type DeliveryOutcome struct {
 	// Err is the error the handler returned, or empty. A delivery that
 	// crashed has none: its return value is ignored.
 	Err string
+	// Panic is what the handler panicked with, and where, when it did
+	// (Err then says it too): the scenario stopped there, since a
+	// handler that panics is a finding whatever else happens.
+	Panic *Panic `json:",omitempty"`
 	// Steps are the steps the delivery was granted, in the order it asked
 	// for them, each with its fate: Steps[k-1] is its step k (the place
 	// Delivery.At names), and the delivery's entries of Scenario.Order
@@ -449,4 +453,11 @@ type DeliveryOutcome struct {
 	Waited time.Duration `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
+}
+
+// Panic is a handler's panic: the value it panicked with and the stack of
+// its goroutine from the panic's site down.
+type Panic struct {
+	Value string
+	Stack string
 }

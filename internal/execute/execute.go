@@ -658,7 +658,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 func callHandler(ctx context.Context, h Handler, env Env) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v\n%s", errPanicked, p, debug.Stack())
+			err = &panicked{value: fmt.Sprint(p), stack: fromPanic(string(debug.Stack()))}
 		}
 	}()
 	return h(ctx, env)
@@ -761,6 +761,9 @@ func (e *execution) returned(d *deliveryRun, ev event) {
 		d.outcome.Fault, d.outcome.AckLost = "returned nil, but its ack was lost", true
 		e.end(d)
 		return
+	}
+	if p := (*panicked)(nil); errors.As(ev.err, &p) {
+		d.outcome.Panic = &result.Panic{Value: p.value, Stack: p.stack}
 	}
 	if errors.Is(ev.err, errPanicked) {
 		e.settle(d) // settled.go

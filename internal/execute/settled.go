@@ -3,6 +3,7 @@ package execute
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/text"
@@ -10,6 +11,33 @@ import (
 
 // errPanicked marks the error of a handler that panicked (callHandler).
 var errPanicked = errors.New("handler panicked")
+
+// panicked is the error of a handler that panicked: the value and the
+// stack from the panic's site.
+type panicked struct{ value, stack string }
+
+func (p *panicked) Error() string { return fmt.Sprintf("%s: %s\n%s", errPanicked, p.value, p.stack) }
+func (p *panicked) Unwrap() error { return errPanicked }
+
+// fromPanic is a goroutine's stack, as debug.Stack gives it in a deferred
+// recover, from the frame that panicked to the handler's own outermost
+// frame: the frames of the recover and the panic above, and of the
+// harness that called the handler below, are twice's, not the job's.
+func fromPanic(stack string) string {
+	lines := strings.Split(strings.TrimRight(stack, "\n"), "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "panic(") && i+2 < len(lines) {
+			lines = lines[i+2:]
+			break
+		}
+	}
+	for i, l := range lines {
+		if strings.HasPrefix(l, "github.com/runtwice/twice/harness.") || strings.HasPrefix(l, "github.com/runtwice/twice/internal/execute.") {
+			return strings.Join(lines[:i], "\n")
+		}
+	}
+	return strings.Join(lines, "\n")
+}
 
 // settle ends the scenario at d, whose handler panicked: the panic is a
 // finding whatever the rest does, so nothing more is waited for. The

@@ -8,6 +8,7 @@ package render
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/runtwice/twice/assert"
@@ -168,6 +169,7 @@ const maxListed = 3
 // difference, then the other schedules that gave the same, one line per
 // fault. The volatile columns follow.
 func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) {
+	failed = panics(b, failed)
 	for _, g := range Groups(failed) {
 		first := failed[g[0]]
 		fmt.Fprintf(b, "\n%s:\n", Name(first))
@@ -180,33 +182,88 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 		}
 		if len(g) > 1 {
 			fmt.Fprintf(b, "the same difference under %d more %s:\n", len(g)-1, text.Plural(len(g)-1, "schedule"))
-			var names []faults.Name
-			byFault := map[faults.Name][]string{}
+			more := make([]result.Scenario, 0, len(g)-1)
 			for _, i := range g[1:] {
-				s := failed[i]
-				if _, ok := byFault[s.Fault]; !ok {
-					names = append(names, s.Fault)
-				}
-				byFault[s.Fault] = append(byFault[s.Fault], s.Schedule.String())
+				more = append(more, failed[i])
 			}
-			for _, f := range names {
-				scheds := byFault[f]
-				shown := scheds[:min(len(scheds), maxListed)]
-				line := strings.Join(shown, "; ")
-				if rest := len(scheds) - len(shown); rest > 0 {
-					line += fmt.Sprintf("; and %d more", rest)
-				}
-				if len(scheds) > 1 {
-					fmt.Fprintf(b, "  %s, %d schedules: %s\n", f, len(scheds), line)
-				} else {
-					fmt.Fprintf(b, "  %s: %s\n", f, line)
-				}
-			}
+			schedules(b, more)
 		}
 	}
 	if len(res.Volatile) > 0 {
 		fmt.Fprintf(b, "\nleft out as volatile (they differ between two clean runs): %s\n", strings.Join(res.Volatile, ", "))
 	}
+}
+
+// schedules lists scenarios' schedules, by fault, a few of each.
+func schedules(b *strings.Builder, scenarios []result.Scenario) {
+	var names []faults.Name
+	byFault := map[faults.Name][]string{}
+	for _, s := range scenarios {
+		if _, ok := byFault[s.Fault]; !ok {
+			names = append(names, s.Fault)
+		}
+		byFault[s.Fault] = append(byFault[s.Fault], s.Schedule.String())
+	}
+	for _, f := range names {
+		scheds := byFault[f]
+		shown := scheds[:min(len(scheds), maxListed)]
+		line := strings.Join(shown, "; ")
+		if rest := len(scheds) - len(shown); rest > 0 {
+			line += fmt.Sprintf("; and %d more", rest)
+		}
+		if len(scheds) > 1 {
+			fmt.Fprintf(b, "  %s, %d schedules: %s\n", f, len(scheds), line)
+		} else {
+			fmt.Fprintf(b, "  %s: %s\n", f, line)
+		}
+	}
+}
+
+// panics writes one paragraph per value a handler panicked with in the
+// failed scenarios (a panic is the finding, whatever the scenario's
+// other deliveries and state show): where it first happened, its stack
+// once, and the other schedules it happened in. It returns the failed
+// scenarios without a panic, for the usual paragraphs.
+func panics(b *strings.Builder, failed []result.Scenario) []result.Scenario {
+	var rest []result.Scenario
+	var values []string
+	type seen struct {
+		first    result.Scenario
+		delivery result.DeliveryOutcome
+		more     []result.Scenario
+	}
+	byValue := map[string]*seen{}
+	for _, s := range failed {
+		i := slices.IndexFunc(s.Deliveries, func(d result.DeliveryOutcome) bool { return d.Panic != nil })
+		if i < 0 || s.Verdict == result.Flaky {
+			rest = append(rest, s)
+			continue
+		}
+		d := s.Deliveries[i]
+		if p := byValue[d.Panic.Value]; p != nil {
+			p.more = append(p.more, s)
+			continue
+		}
+		values = append(values, d.Panic.Value)
+		byValue[d.Panic.Value] = &seen{first: s, delivery: d}
+	}
+	for _, v := range values {
+		p := byValue[v]
+		fmt.Fprintf(b, "\nthe handler panicked: %s\n", v)
+		fmt.Fprintf(b, "  first in %s, delivery %s (attempt %d); the scenario stopped there: a handler that panics is a finding whatever its other deliveries and the queue's retries do\n",
+			Name(p.first), p.delivery.Delivery.Label(), p.delivery.Attempt)
+		if p.delivery.Panic.Stack != "" {
+			fmt.Fprintf(b, "  stack from the panic:\n")
+			for _, l := range strings.Split(p.delivery.Panic.Stack, "\n") {
+				fmt.Fprintf(b, "    %s\n", l)
+			}
+		}
+		if len(p.more) > 0 {
+			fmt.Fprintf(b, "the same panic under %d more %s:\n", len(p.more), text.Plural(len(p.more), "schedule"))
+			schedules(b, p.more)
+		}
+	}
+	return rest
 }
 
 // Rerun says what a flaky scenario's confirming rerun did, or nothing
