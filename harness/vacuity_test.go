@@ -3,6 +3,7 @@ package harness_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,12 +87,11 @@ func TestAnEffectIsWork(t *testing.T) {
 // bump is found.
 func TestMemoryInTheHandlerClosureIsNoPass(t *testing.T) {
 	dedup := func() harness.Handler {
-		seen := map[string]bool{}
+		var seen sync.Map // deliveries and scenarios run side by side
 		return func(ctx context.Context, d *harness.Delivery) error {
-			if seen[d.JobID] {
+			if _, done := seen.LoadOrStore(d.JobID, true); done {
 				return nil
 			}
-			seen[d.JobID] = true
 			return bumpOrder(9812)(ctx, d)
 		}
 	}
