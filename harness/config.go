@@ -75,10 +75,11 @@ type Config struct {
 	// AcceptWarnings lists the warnings this check accepts. A check that
 	// passes with a warning meaning that its pass may be wrong fails
 	// instead, naming the warning and the line that accepts it:
-	// result.TransactionLeftOpen (work the handler believes it did rolled
-	// back) and result.NoStepTaken (a delivery did its work, if any,
-	// where the harness cannot see it, or skipped it on what it kept in
-	// memory). Other warnings are logged.
+	// result.NoStepTaken (a delivery on a fresh worker did its work, if
+	// any, where the harness cannot see it, or skipped it on what it
+	// kept in memory). Other warnings (result.TransactionLeftOpen,
+	// ConnectionLeftOpen, CleanRunsDisagree) are logged, and accepting
+	// them changes nothing.
 	AcceptWarnings []result.WarningKind
 	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
 	// has not returned by then fails its delivery, and the message names
@@ -135,12 +136,18 @@ func (c Config) faults() []faults.Fault {
 }
 
 // doubtful names, by their Go names, the warnings that say a pass may be
-// wrong: the work the handler believes it did rolled back, or a delivery
-// worked where the harness cannot see.
+// wrong: a delivery worked where the harness cannot see, or skipped its
+// work on memory production would not have. TransactionLeftOpen is not
+// one yet: the harness raised it, rarely, for a delivery whose last
+// statement's connection it had not yet seen idle (webhooks' TestNotify
+// under concurrent-delivery, once in 30 repeats), so it is logged.
 var doubtful = map[result.WarningKind]string{
-	result.TransactionLeftOpen: "TransactionLeftOpen",
-	result.NoStepTaken:         "NoStepTaken",
+	result.NoStepTaken: "NoStepTaken",
 }
+
+// warningKinds are the warnings a check can raise, which AcceptWarnings
+// may name.
+var warningKinds = []result.WarningKind{result.TransactionLeftOpen, result.NoStepTaken, result.CleanRunsDisagree, result.ConnectionLeftOpen}
 
 // unbacked refuses a pass that a doubtful warning says may be wrong,
 // unless the check accepts it (Config.AcceptWarnings): a warning that

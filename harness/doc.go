@@ -100,13 +100,12 @@
 //
 // A check that would pass with a warning saying the pass may be wrong
 // fails instead, with the warning and the line that accepts it
-// (Config.AcceptWarnings): result.TransactionLeftOpen, a handler that
-// returned with its transaction open, whose work rolled back; and
-// result.NoStepTaken, a delivery on a fresh worker that took no step
-// though the clean run did, because it worked through a pool of its own
-// or skipped on what it kept in memory (with Job.Handler every delivery
-// shares the closure; a redelivery after a crash would have a new
-// process in production, which Job.NewWorker builds).
+// (Config.AcceptWarnings): result.NoStepTaken, a delivery on a fresh
+// worker that took no step though the clean run did, because it worked
+// through a pool of its own or skipped on what it kept in memory (with
+// Job.Handler every delivery shares the closure; a redelivery after a
+// crash would have a new process in production, which Job.NewWorker
+// builds). Other warnings, such as a transaction left open, are logged.
 //
 // Noise is left out without configuration: columns that differ between
 // two clean runs (now(), random UUIDs) are volatile and named in the log,

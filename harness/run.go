@@ -972,8 +972,8 @@ func checkInputs(cfg Config) error {
 		}
 	}
 	for _, k := range cfg.AcceptWarnings {
-		if _, ok := doubtful[k]; !ok {
-			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which no check fails on; want result.TransactionLeftOpen or result.NoStepTaken", k))
+		if !slices.Contains(warningKinds, k) {
+			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the one a check fails on is result.NoStepTaken", k))
 		}
 	}
 	if len(bad) > 0 {
