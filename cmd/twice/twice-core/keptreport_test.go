@@ -54,6 +54,9 @@ func TestReportShowsKeptDatabaseOnURLServer(t *testing.T) {
 	}
 }
 
+// dropKept drops the databases the report's run kept: every
+// twice_kept_<run ID>_N of the run IDs the kept connection strings name,
+// since a run may keep more than the findings name (a confirming rerun's).
 func dropKept(t *testing.T, url string, dsns []string) {
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, url)
@@ -62,15 +65,32 @@ func dropKept(t *testing.T, url string, dsns []string) {
 		return
 	}
 	defer func() { _ = conn.Close(ctx) }()
+	runs := map[string]bool{}
 	for _, d := range dsns {
 		i := strings.Index(d, "twice_kept_")
 		if i < 0 {
 			continue
 		}
-		name := d[i:]
-		name = name[:strings.IndexAny(name+"' &", "' &")]
-		if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %q WITH (FORCE)", name)); err != nil {
+		name := d[i+len("twice_kept_"):]
+		if j := strings.IndexByte(name, '_'); j > 0 {
+			runs[name[:j]] = true
+		}
+	}
+	for run := range runs {
+		rows, err := conn.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'twice\_kept\_' || $1 || '\_%'`, run)
+		if err != nil {
 			t.Error(err)
+			return
+		}
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, name := range names {
+			if _, err := conn.Exec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %q WITH (FORCE)", name)); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 }
