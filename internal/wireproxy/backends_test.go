@@ -193,6 +193,10 @@ func TestBackendOfDeadDeliveryIsTerminated(t *testing.T) {
 			exec(t, c1, "SELECT * FROM items WHERE id = 1 FOR UPDATE")
 			switch end {
 			case "kill":
+				// The client has its reply before the proxy's relay loops
+				// back to wait for the next message: kill between round
+				// trips, as the case means, not in that gap.
+				eventually(t, "the connection between round trips", func() bool { return wireproxy.AllParked(p1) })
 				p1.Kill()
 			case "crash at a step":
 				if _, err := c1.Exec(ctx, "SELECT 'twice_crash'"); err == nil {

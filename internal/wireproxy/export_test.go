@@ -19,3 +19,16 @@ func NewPipe() (net.Conn, net.Conn) { return newPipe() }
 // Buffered is how many bytes wait to be read at c, an end of a pipe
 // Dial returned.
 func Buffered(c net.Conn) int { return c.(*pipeEnd).buffered() }
+
+// AllParked reports whether every connection of p waits for its client's
+// next message with nothing half read: between round trips.
+func AllParked(p *Proxy) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if !c.parked.Load() {
+			return false
+		}
+	}
+	return true
+}
