@@ -108,6 +108,9 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	if w := r.x.ConnectionsLeftOpen(); w != nil {
 		res.Warnings = append(res.Warnings, *w)
 	}
+	if w := r.x.GoroutinesOutlived(); w != nil {
+		res.Warnings = append(res.Warnings, *w)
+	}
 	if w := noStepTaken(len(plan.Steps), res.Scenarios); w != nil {
 		res.Warnings = append(res.Warnings, *w)
 	}

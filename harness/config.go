@@ -77,7 +77,8 @@ type Config struct {
 	// instead, naming the warning and the line that accepts it:
 	// result.NoStepTaken (a delivery on a fresh worker did its work, if
 	// any, where the harness cannot see it, or skipped it on what it
-	// kept in memory). Other warnings (result.TransactionLeftOpen,
+	// kept in memory) and result.GoroutineOutlived (a goroutine the
+	// handler started ran on past the harness's watch). Other warnings (result.TransactionLeftOpen,
 	// ConnectionLeftOpen, CleanRunsDisagree) are logged, and accepting
 	// them changes nothing.
 	AcceptWarnings []result.WarningKind
@@ -142,12 +143,13 @@ func (c Config) faults() []faults.Fault {
 // statement's connection it had not yet seen idle (webhooks' TestNotify
 // under concurrent-delivery, once in 30 repeats), so it is logged.
 var doubtful = map[result.WarningKind]string{
-	result.NoStepTaken: "NoStepTaken",
+	result.NoStepTaken:       "NoStepTaken",
+	result.GoroutineOutlived: "GoroutineOutlived",
 }
 
 // warningKinds are the warnings a check can raise, which AcceptWarnings
 // may name.
-var warningKinds = []result.WarningKind{result.TransactionLeftOpen, result.NoStepTaken, result.CleanRunsDisagree, result.ConnectionLeftOpen}
+var warningKinds = []result.WarningKind{result.TransactionLeftOpen, result.NoStepTaken, result.CleanRunsDisagree, result.ConnectionLeftOpen, result.GoroutineOutlived}
 
 // unbacked refuses a pass that a doubtful warning says may be wrong,
 // unless the check accepts it (Config.AcceptWarnings): a warning that

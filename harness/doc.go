@@ -105,7 +105,21 @@
 // through a pool of its own or skipped on what it kept in memory (with
 // Job.Handler every delivery shares the closure; a redelivery after a
 // crash would have a new process in production, which Job.NewWorker
-// builds). Other warnings, such as a transaction left open, are logged.
+// builds), and result.GoroutineOutlived (below). Other warnings, such as
+// a transaction left open, are logged.
+//
+// A queue acks a delivery when its handler returns. A goroutine the
+// handler started that runs a statement or makes an effect call after
+// that does its work unacked, where a crash loses it and nothing
+// redelivers the job: result.WorkAfterAck, "acked before its work was
+// done", naming the delivery and its calls. So a delivery's connections
+// and effect clients stay open and watched after its handler returns, for
+// as long as goroutines the handler started (directly, or through
+// sync.WaitGroup.Go or errgroup) run code of the binary's main module,
+// at most 5s; the goroutines libraries start for themselves (an HTTP
+// transport's reader, a pool's health check) are not waited for. One
+// still running after 5s is result.GoroutineOutlived: what it did later
+// was not checked.
 //
 // Noise is left out without configuration: columns that differ between
 // two clean runs (now(), random UUIDs) are volatile and named in the log,

@@ -556,6 +556,11 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	for _, why := range ex.Incomplete {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.DidNotComplete, Detail: why})
 	}
+	for _, d := range ex.Deliveries {
+		if len(d.AfterReturn) > 0 {
+			sc.Problems = append(sc.Problems, result.Problem{Kind: result.WorkAfterAck, Delivery: d.Delivery.Label(), Calls: d.AfterReturn})
+		}
+	}
 	snap, err := ex.Snapshot(ctx)
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
@@ -973,7 +978,7 @@ func checkInputs(cfg Config) error {
 	}
 	for _, k := range cfg.AcceptWarnings {
 		if !slices.Contains(warningKinds, k) {
-			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the one a check fails on is result.NoStepTaken", k))
+			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the ones a check fails on are result.NoStepTaken and result.GoroutineOutlived", k))
 		}
 	}
 	if len(bad) > 0 {

@@ -93,6 +93,12 @@ const (
 	// two clean runs (time.Now(), a per-process counter), so the state
 	// diff leaves it out; the write history shows the retry changed it.
 	StoredResultChanged ProblemKind = "stored-result-changed"
+	// WorkAfterAck: a goroutine the handler started ran statements or
+	// made effect calls after the handler returned (Problem.Delivery,
+	// Problem.Calls). The queue acks a delivery when its handler returns,
+	// so that work is unacked: a crash then loses it, and nothing
+	// redelivers the job.
+	WorkAfterAck ProblemKind = "work-after-ack"
 )
 
 // Problem is one reason a scenario is not idempotent.
@@ -116,6 +122,11 @@ type Problem struct {
 	Column string `json:",omitempty"`
 	Before string `json:",omitempty"`
 	After  string `json:",omitempty"`
+	// Delivery is the delivery that did a WorkAfterAck problem's work
+	// ("j1a1w1"), and Calls the statements and effect calls it made
+	// after its handler returned, in order.
+	Delivery string   `json:",omitempty"`
+	Calls    []string `json:",omitempty"`
 }
 
 // Result is everything one check learned about a job.
@@ -192,6 +203,12 @@ const (
 	// still open. The harness closed it; in production it stays open until
 	// the process exits, one more for every job.
 	ConnectionLeftOpen WarningKind = "connection-left-open"
+	// GoroutineOutlived: a goroutine the handler started from the user's
+	// code was still running 5s after the handler returned, when the
+	// harness stopped watching the delivery's connections and effects:
+	// what it did later was not checked (see WorkAfterAck). Connections
+	// counts the first delivery's goroutines.
+	GoroutineOutlived WarningKind = "goroutine-outlived"
 )
 
 // Warning is something a check noticed that is not a verdict.
@@ -451,6 +468,10 @@ type DeliveryOutcome struct {
 	// gue's RunAt; queue.Fetched.DueAt) runs when it is due. Zero for a
 	// job that was due.
 	Waited time.Duration `json:",omitempty"`
+	// AfterReturn are the statements and effect calls a goroutine the
+	// handler left running made after the handler returned (the
+	// scenario's WorkAfterAck problem), in order.
+	AfterReturn []string `json:",omitempty"`
 	// Duration is the handler's wall time, up to its death if it died.
 	Duration time.Duration
 }

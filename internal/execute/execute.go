@@ -96,9 +96,16 @@ type deliveryRun struct {
 	over     chan struct{}
 	overOnce sync.Once
 	returned chan struct{} // closed when the handler's goroutine returns
-	proxy    *wireproxy.Proxy
-	pool     *pgxpool.Pool
-	sqlDB    *DeliverySQL // Delivery.SQL's, opened by the handler
+	// handlerDone is set when the handler has returned: a statement or
+	// effect call asked after it comes from a goroutine the handler left
+	// behind, and is late's to record (late.go). returnedAt is when.
+	handlerDone atomic.Bool
+	returnedAt  time.Time
+	late        lateWatch
+	closeLate   bool // its connections close once its late goroutines end (awaitLate)
+	proxy       *wireproxy.Proxy
+	pool        *pgxpool.Pool
+	sqlDB       *DeliverySQL // Delivery.SQL's, opened by the handler
 
 	requested   int // steps asked for so far; numbers them
 	pending     []*stepRequest
@@ -277,7 +284,8 @@ func (e *execution) run(ctx context.Context) error {
 					continue
 				}
 			}
-			return nil
+			e.awaitLate(ctx) // late.go
+			return e.failure
 		}
 		if e.stalled() {
 			e.killAll()
@@ -596,6 +604,9 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		Backends:   e.backends,
 		Hooks: wireproxy.Hooks{
 			Before: func(ctx context.Context, s wireproxy.Step) wireproxy.Action {
+				if d.handlerDone.Load() {
+					return d.late.ask(s.SQL) // late.go
+				}
 				req := &stepRequest{d: d, step: s, grant: make(chan wireproxy.Action, 1)}
 				e.events.push(event{kind: evStep, d: d, req: req})
 				select {
@@ -640,9 +651,12 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		Effects: effectStepper{e: e, d: d}}
 	go func() {
 		defer close(d.returned)
-		start := time.Now()
+		start, gid := time.Now(), goroutineID()
 		err, returned := errGoexit, false
 		defer func() { // also when the handler calls runtime.Goexit (goexit.go)
+			d.handlerDone.Store(true)
+			d.returnedAt = time.Now()
+			d.late.left(startedBy(gid, allGoroutines())) // late.go
 			if !returned {
 				err = errGoexit
 			}
@@ -805,7 +819,18 @@ func (e *execution) move(d *deliveryRun, ev lifeEvent) {
 func (e *execution) stop(d *deliveryRun) {
 	d.cancel()
 	d.overOnce.Do(func() { close(d.over) })
-	if e.world.close(d) && d.life == dead {
+	switch {
+	case d.life == dead:
+		d.closeLate = false
+		d.late.close() // a dead worker's goroutines do nothing
+	case d.closeLate || len(d.late.goroutines()) > 0:
+		// Its handler left goroutines running: its connections stay
+		// watched until they end (awaitLate, late.go).
+		d.closeLate = true
+	default:
+		d.late.close()
+	}
+	if !d.closeLate && e.world.close(d) && d.life == dead {
 		// Once buried, a dead delivery has no step in flight: the
 		// statement it was stuck in ended with its backend, and a step it
 		// had out no longer keeps the scheduler from granting the next
@@ -967,6 +992,12 @@ type effectStepper struct {
 }
 
 func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fate, error) {
+	if s.d.handlerDone.Load() { // a goroutine the handler left behind (late.go)
+		if s.d.late.ask(render.Step(call)) != wireproxy.Forward {
+			return 0, fmt.Errorf("%w: %s is over; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
+		}
+		return effects.Answered, nil
+	}
 	req := &stepRequest{d: s.d, step: wireproxy.Step{SQL: render.Step(call)}, call: call, effect: true, grant: make(chan wireproxy.Action, 1)}
 	s.e.events.push(event{kind: evStep, d: s.d, req: req})
 	select {
@@ -994,6 +1025,9 @@ func (s effectStepper) End(faults.Step) {
 	req := s.d.effectReq
 	s.d.effectReq = nil
 	s.d.effectMu.Unlock()
+	if req == nil {
+		return // a late call's (late.go)
+	}
 	s.e.events.push(event{kind: evStepDone, d: s.d, req: req})
 }
 

@@ -93,6 +93,7 @@ type Executor struct {
 	queueConns queueConns   // the queue's connection kept per database; see queueconns.go
 	leftOpen   leftOpen     // deliveries that returned with a transaction open; see leftopen.go
 	leftConns  leftOpen     // deliveries that returned with a DSN connection open; see ownconns.go
+	outlived   leftOpen     // deliveries whose handler's goroutines outlived the watch; see late.go
 }
 
 // New returns an Executor for a check with settings s.

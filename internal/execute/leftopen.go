@@ -45,3 +45,8 @@ func (r *Executor) LeftOpen() *result.Warning { return r.leftOpen.warning() }
 // handler returned with a connection it opened on the DSN still open
 // (ownconns.go), or nil.
 func (r *Executor) ConnectionsLeftOpen() *result.Warning { return r.leftConns.warning() }
+
+// GoroutinesOutlived is the warning about deliveries whose handler left
+// goroutines running that were still running lateWait after it returned
+// (late.go), or nil: what they did later was not checked.
+func (r *Executor) GoroutinesOutlived() *result.Warning { return r.outlived.warning() }

@@ -53,6 +53,8 @@ func Problem(p result.Problem) string {
 	case result.StoredResultChanged:
 		return fmt.Sprintf("table %q row %s: a retry changed a stored result: %s was %s after the writes a clean run makes, and %s after the scenario's last (the column differs between two clean runs, so the state diff leaves it out; the write history shows the retry rewrote it)",
 			p.Table, p.Row, p.Column, p.Before, p.After)
+	case result.WorkAfterAck:
+		return workAfterAck(p)
 	}
 	return fmt.Sprintf("%s: %s", p.Kind, p.Detail)
 }
@@ -425,6 +427,13 @@ func Warning(job string, w result.Warning) string {
 			return fmt.Sprintf("[twice] warning: job %q: %s; the harness closed it, a worker would keep it until it exits. %s", job, first, fix)
 		}
 		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection they opened on d.DSN still open, the first %s; the harness closed them, a worker would keep them until it exits. %s", job, w.Deliveries, first, fix)
+	case result.GoroutineOutlived:
+		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
+		if w.Deliveries > 1 {
+			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
+		}
+		return fmt.Sprintf("[twice] warning: job %q: %s left %d %s it started still running 5s after its handler returned, when the harness stopped watching its connections and effects: what it did later was not checked. Wait for the goroutines the handler starts before it returns, or stop them with its context",
+			job, first, w.Connections, text.Plural(w.Connections, "goroutine"))
 	}
 	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
 }
@@ -453,4 +462,18 @@ func ScheduleName(s faults.Schedule) string {
 		return s.String() + " (a clean run)"
 	}
 	return fmt.Sprintf("%s (%s)", s, s.Fault)
+}
+
+// workAfterAck says what a delivery did after its handler returned, and
+// what to do about it.
+func workAfterAck(p result.Problem) string {
+	const most = 3
+	shown, more := p.Calls, ""
+	if len(shown) > most {
+		shown, more = shown[:most], fmt.Sprintf(", and %d more", len(p.Calls)-most)
+	}
+	return fmt.Sprintf("acked before its work was done: %s made %d %s after its handler returned, from a goroutine the handler left running: `%s`%s. "+
+		"The queue acks a delivery when its handler returns, so a crash then loses that work and nothing redelivers the job: "+
+		"wait for the goroutine before returning (sync.WaitGroup, errgroup), or enqueue the work as a job of its own",
+		p.Delivery, len(p.Calls), text.Plural(len(p.Calls), "call"), strings.Join(shown, "`, `"), more)
 }
