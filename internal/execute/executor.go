@@ -228,10 +228,15 @@ func (e *execution) queuePIDs() []uint32 {
 }
 
 // History reads the rows the scenario's deliveries wrote and committed,
-// in order, from the database's write history: not the queue's own
-// bookkeeping. known is false when the database has no history.
-func (o *Output) History(ctx context.Context) (_ []freshdb.Write, known bool, _ error) {
-	return o.ex.db.History(ctx, o.ex.queuePIDs()...)
+// in order, from the database's write history, each with the delivery
+// and step that wrote it (history.go): not the queue's own bookkeeping.
+// known is false when the database has no history.
+func (o *Output) History(ctx context.Context) (_ []Written, known bool, _ error) {
+	ws, known, err := o.ex.db.History(ctx, o.ex.queuePIDs()...)
+	if err != nil || !known {
+		return nil, known, err
+	}
+	return o.ex.attribute(ws), true, nil
 }
 
 // Close parks the kept backends and queue connections of the databases

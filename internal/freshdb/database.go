@@ -411,6 +411,13 @@ type Write struct {
 	// Old and New are the row before and after (nil for an insert's Old
 	// and a delete's New), column by column as to_jsonb gives them.
 	Old, New map[string]any
+	// PID is the backend that wrote it; At and Query are the start and
+	// text of the client statement that did (a trigger's or function's
+	// write is its statement's): rows with one PID and At are one
+	// statement's.
+	PID   uint32
+	At    time.Time
+	Query string
 }
 
 // historySQL reads the write history in the order it was written, with
@@ -420,7 +427,7 @@ const historySQL = `SELECT CASE WHEN n.nspname = 'public' THEN c.relname ELSE n.
 		FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
 		JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
 		WHERE i.indrelid = h.rel AND i.indisprimary), ''),
-	h.old, h.new
+	h.old, h.new, h.pid, h.at, coalesce(h.query, '')
 FROM twice.history h JOIN pg_class c ON c.oid = h.rel JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE h.pid <> ALL($1) ORDER BY h.seq`
 
@@ -442,7 +449,9 @@ func (d *Database) History(ctx context.Context, except ...uint32) (_ []Write, kn
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Write, error) {
 		var w Write
 		var op string
-		err := row.Scan(&w.Table, &op, &w.Key, &w.Old, &w.New)
+		var pid int32
+		err := row.Scan(&w.Table, &op, &w.Key, &w.Old, &w.New, &pid, &w.At, &w.Query)
+		w.PID = uint32(pid)
 		if len(op) == 1 {
 			w.Op = op[0]
 		}

@@ -176,7 +176,11 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // UPDATE or DELETE wrote (COPY, MERGE, a function's or a trigger's
 // write, a foreign key action included), the backend that wrote it, the
 // table, the operation and the row's old and new image, in the writer's
-// transaction: what a run committed, row by row (Database.Written).
+// transaction: what a run committed, row by row (Database.Written), with
+// the client statement that wrote it (its start, statement_timestamp(),
+// and text, current_query(): a trigger's or function's write is the
+// statement's that set it off), which tells the delivery and step that
+// wrote each row (execute.Output.History).
 // TRUNCATE has no rows and is noted only in twice.changed. Triggers show
 // in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
@@ -198,7 +202,8 @@ CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
 CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
-	seq bigint GENERATED ALWAYS AS IDENTITY);
+	seq bigint GENERATED ALWAYS AS IDENTITY,
+	at timestamptz NOT NULL DEFAULT statement_timestamp(), query text DEFAULT current_query());
 CREATE FUNCTION twice.note_row() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN

@@ -2,9 +2,11 @@ package freshdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runtwice/twice/internal/freshdb"
@@ -119,8 +121,24 @@ func TestHistoryReadsRowsInOrder(t *testing.T) {
 		{Table: "notes", Op: 'I', Key: "", New: map[string]any{"body": "hi"}},
 		{Table: "orders", Op: 'D', Key: "9812", Old: map[string]any{"id": float64(9812), "n": float64(1)}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(freshdb.Write{}, "PID", "At", "Query")); diff != "" {
 		t.Errorf("History mismatch (-want +got):\n%s", diff)
+	}
+	// One client message, one statement: one backend, start and text.
+	for _, w := range got {
+		if w.PID != got[0].PID || w.PID == 0 || !w.At.Equal(got[0].At) || !strings.HasPrefix(w.Query, "UPDATE orders SET n = n + 1") {
+			t.Errorf("write %+v: not the batch's statement (PID %d, at %v)", w, got[0].PID, got[0].At)
+		}
+	}
+	// Two statements: two starts, each with its own text.
+	run(t, d.ConnString, `UPDATE notes SET body = 'a'`)
+	run(t, d.ConnString, `UPDATE notes SET body = 'b'`)
+	got, _, err = d.History(ctx)
+	if err != nil || len(got) != 6 {
+		t.Fatalf("History = %v, %v", got, err)
+	}
+	if got[4].At.Equal(got[5].At) || got[4].Query != `UPDATE notes SET body = 'a'` || got[5].Query != `UPDATE notes SET body = 'b'` {
+		t.Errorf("two statements' writes: %+v, %+v", got[4], got[5])
 	}
 	if err := d.Drop(ctx); err != nil {
 		t.Fatal(err)
