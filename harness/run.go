@@ -3,7 +3,6 @@ package harness
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -313,8 +312,10 @@ type runner struct {
 	// written counts, by table and primary key, the writes of the first
 	// clean run to each row; see storedResultChanges.
 	written map[rowID]int
-	srv     *pgserver.Server
-	x       *execute.Executor // runs each schedule
+	// clean is what the first clean run wrote; see culprit.go.
+	cleanRec cleanRecord
+	srv      *pgserver.Server
+	x        *execute.Executor // runs each schedule
 	// atOnce is how many scenarios may run at once (-twice.parallel).
 	atOnce int
 
@@ -592,6 +593,13 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 	}
 	sc.Problems = append(sc.Problems, changed...)
+	if len(sc.StateDiff) > 0 && r.cleanRec.writes != nil {
+		hist, _, err := ex.History(ctx)
+		if err != nil {
+			return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
+		}
+		sc.Culprits = r.cleanRec.culprits(hist, ex.Deliveries, sc.StateDiff)
+	}
 	sc.Effects = ex.effects.Effects()
 	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
 	sc.EffectDiff = assert.DiffEffects(refEffects, sc.Effects, assert.EffectOptions{
@@ -998,7 +1006,10 @@ func (r *runner) noteWrites(ctx context.Context, ex *execution) error {
 	if err != nil || !known {
 		return err
 	}
-	r.written = map[rowID]int{}
+	r.written, r.cleanRec.writes = map[rowID]int{}, hist
+	if len(ex.Deliveries) > 0 {
+		r.cleanRec.jobID = ex.Deliveries[0].JobID
+	}
 	for _, w := range hist {
 		if w.Key != "" {
 			r.written[rowID{w.Table, w.Key}]++
@@ -1048,7 +1059,7 @@ func (r *runner) storedResultChanges(ctx context.Context, ex *execution, ref *as
 		if byRow[id] == nil {
 			order = append(order, id)
 		}
-		byRow[id] = append(byRow[id], w)
+		byRow[id] = append(byRow[id], w.Write)
 	}
 	var out []result.Problem
 	for _, id := range order {
@@ -1073,13 +1084,4 @@ func (r *runner) storedResultChanges(ctx context.Context, ex *execution, ref *as
 		}
 	}
 	return out, nil
-}
-
-// jsonText is a value of a row image as JSON.
-func jsonText(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Sprint(v)
-	}
-	return string(b)
 }

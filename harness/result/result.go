@@ -339,6 +339,10 @@ type Scenario struct {
 	Verdict Verdict
 	// Problems say why the verdict is NotIdempotent.
 	Problems []Problem
+	// Culprits are the writes that made a differing table differ: rows
+	// the scenario's deliveries wrote past what one clean run writes,
+	// each with the delivery and step that wrote it (culprit.go).
+	Culprits []Culprit `json:",omitempty"`
 	// StateDiff holds the tables whose rows differ from the reference.
 	StateDiff []assert.TableDiff
 	// Effects are the effects the scenario's deliveries made, in order.

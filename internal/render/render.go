@@ -101,6 +101,9 @@ func diffs(b *strings.Builder, s result.Scenario) {
 	for _, p := range Problems(s) {
 		fmt.Fprintf(b, "  %s\n", p)
 	}
+	for _, line := range Culprits(s.Culprits) {
+		fmt.Fprintf(b, "  %s\n", line)
+	}
 	for _, d := range s.StateDiff {
 		fmt.Fprintf(b, "%s\n", d)
 	}

@@ -1,0 +1,114 @@
+package harness_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
+)
+
+const culpritFixture = `CREATE TABLE customers (id bigint PRIMARY KEY, points int NOT NULL, note text);
+INSERT INTO customers VALUES (77, 120, '');
+CREATE TABLE receipts (id bigserial PRIMARY KEY, customer bigint NOT NULL);`
+
+// A finding names who made the difference (issue 39, from issue 38's
+// write history): the delivery and step whose write the clean run does
+// not make, the row and its change, and the pattern it shows, decided
+// from the history: an increment applied again, a second insert. A
+// write of no known pattern is named with none; a job that writes the
+// same twice names no culprit.
+func TestFindingNamesTheCulprit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler harness.Handler
+		step    int
+		sql     string
+		table   string
+		changes []result.Change
+		pattern result.Pattern
+	}{
+		{"an increment", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
+			return err
+		}, 1, "UPDATE customers SET points = points + 50 WHERE id = 77", "customers",
+			[]result.Change{{Column: "points", Before: "170", After: "220"}}, result.IncrementWithoutRecord},
+		{"an increment in a transaction, through database/sql", func(ctx context.Context, d *harness.Delivery) error {
+			db, err := d.SQL()
+			if err != nil {
+				return err
+			}
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = tx.Rollback() }()
+			if _, err := tx.ExecContext(ctx, `SELECT points FROM customers WHERE id = $1`, 77); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE customers SET points = points + $1 WHERE id = $2`, 50, 77); err != nil {
+				return err
+			}
+			return tx.Commit()
+		}, 3, "UPDATE customers SET points = points + $1 WHERE id = $2", "customers",
+			[]result.Change{{Column: "points", Before: "170", After: "220"}}, result.IncrementWithoutRecord},
+		{"a second receipt", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `INSERT INTO receipts (customer) VALUES (77)`)
+			return err
+		}, 1, "INSERT INTO receipts (customer) VALUES (77)", "receipts", nil, result.InsertWithoutKey},
+		{"a note per attempt", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `UPDATE customers SET note = note || 'x' WHERE id = 77`)
+			return err
+		}, 1, "UPDATE customers SET note = note || 'x' WHERE id = 77", "customers",
+			[]result.Change{{Column: "note", Before: `"x"`, After: `"xx"`}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: tc.handler},
+				harness.Config{Setup: []harness.Setup{harness.SQL(culpritFixture)}, Faults: []faults.Fault{faults.RunTwice()}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			require.Len(t, res.Scenarios, 1)
+			sc := res.Scenarios[0]
+			require.Equal(t, result.NotIdempotent, sc.Verdict)
+			require.Len(t, sc.Culprits, 1, "%+v", sc.Culprits)
+			c := sc.Culprits[0]
+			assert.Equal(t, "j1a2w2", c.Delivery.Label(), "the redelivery did it")
+			assert.Equal(t, tc.step, c.Step)
+			assert.Equal(t, tc.sql, c.SQL)
+			assert.Equal(t, tc.table, c.Table)
+			if tc.changes != nil {
+				assert.Equal(t, tc.changes, c.Changes)
+			}
+			assert.Equal(t, tc.pattern, c.Pattern)
+		})
+	}
+
+	t.Run("a record keyed by the queue's job ID", func(t *testing.T) {
+		res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `INSERT INTO processed (job_id) VALUES ($1) ON CONFLICT DO NOTHING`, d.JobID)
+			return err
+		}}, harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE processed (job_id text PRIMARY KEY)`)},
+			Faults: []faults.Fault{faults.ProducerRetry()}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+		require.Len(t, res.Scenarios, 1)
+		require.Len(t, res.Scenarios[0].Culprits, 1)
+		c := res.Scenarios[0].Culprits[0]
+		assert.Equal(t, "j2a1w2", c.Delivery.Label(), "the producer's copy did it")
+		assert.Equal(t, result.KeyPerEnqueue, c.Pattern)
+	})
+
+	t.Run("an upsert of the same values", func(t *testing.T) {
+		res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `UPDATE customers SET points = 170 WHERE id = 77`)
+			return err
+		}}, harness.Config{Setup: []harness.Setup{harness.SQL(culpritFixture)}, Faults: []faults.Fault{faults.RunTwice()}})
+		require.NoError(t, err)
+		assert.True(t, res.Idempotent())
+		assert.Empty(t, res.Scenarios[0].Culprits, "a table that does not differ has no culprit")
+	})
+}
