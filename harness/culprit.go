@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"slices"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/harness/result"
@@ -38,9 +40,10 @@ type cleanRecord struct {
 // each such table, the writes of a statement in hist (a scenario's write
 // history; execute.Output.History) past the number the clean run makes
 // of it, in the order written, with the delivery and step that made each
-// and the pattern each shows. None without a clean history, or when no
-// table differs.
-func (c *cleanRecord) culprits(hist []execute.Written, deliveries []execute.DeliveryOutcome, diffs []assert.TableDiff) []result.Culprit {
+// and the pattern each shows (a second insert by deliveries that ran at
+// once, overlapped, is a check-then-act race). None without a clean
+// history, or when no table differs.
+func (c *cleanRecord) culprits(hist []execute.Written, deliveries []execute.DeliveryOutcome, diffs []assert.TableDiff, overlapped bool) []result.Culprit {
 	if len(diffs) == 0 || c.writes == nil {
 		return nil
 	}
@@ -53,14 +56,16 @@ func (c *cleanRecord) culprits(hist []execute.Written, deliveries []execute.Deli
 		clean[kindOf(w)] = append(clean[kindOf(w)], w)
 	}
 	seen := map[writeKind]int{}
-	var out []result.Culprit
 	for _, w := range hist {
-		if !differs[w.Table] {
-			continue
+		if differs[w.Table] {
+			seen[kindOf(w)]++
 		}
+	}
+	extra := extraWrites(hist, clean, seen, differs)
+	var out []result.Culprit
+	for i, w := range hist {
 		k := kindOf(w)
-		seen[k]++
-		if seen[k] <= len(clean[k]) {
+		if !extra[i] {
 			continue
 		}
 		cu := result.Culprit{SQL: w.Query, Table: w.Table, Row: w.Key, Op: opName(w.Op), Changes: changes(w.Old, w.New), Pattern: pattern(w, clean[k])}
@@ -71,7 +76,84 @@ func (c *cleanRecord) culprits(hist []execute.Written, deliveries []execute.Deli
 				cu.Pattern = result.KeyPerEnqueue
 			}
 		}
+		if cu.Pattern == result.InsertWithoutKey && overlapped {
+			cu.Pattern = result.CheckThenAct
+		}
 		out = append(out, cu)
+		if len(out) == maxCulprits {
+			return out
+		}
+	}
+	return append(out, missingWrites(c.writes, clean, seen, differs, deliveries)...)
+}
+
+// extraWrites picks, for each statement of a differing table that the
+// scenario ran more often than the clean run, which of its writes (by
+// index in hist) are the ones past the clean run's: first those of rows
+// the clean run's writes of that statement did not touch, or touched
+// fewer times (a second job's row, a second insert, a second increment of
+// one row), in the order written; then the latest of the others.
+func extraWrites(hist []execute.Written, clean map[writeKind][]execute.Written, seen map[writeKind]int, differs map[string]bool) map[int]bool {
+	rows := map[writeKind]map[string]int{} // the clean run's writes per statement and row
+	for k, ws := range clean {
+		rows[k] = map[string]int{}
+		for _, w := range ws {
+			rows[k][w.Key]++
+		}
+	}
+	matched, unmatched := map[writeKind][]int{}, map[writeKind][]int{}
+	for i, w := range hist {
+		k := kindOf(w)
+		if !differs[w.Table] || seen[k] <= len(clean[k]) {
+			continue
+		}
+		if rows[k][w.Key] > 0 {
+			rows[k][w.Key]--
+			matched[k] = append(matched[k], i)
+		} else {
+			unmatched[k] = append(unmatched[k], i)
+		}
+	}
+	out := map[int]bool{}
+	for k, n := range seen {
+		need := n - len(clean[k])
+		picks := unmatched[k]
+		for j := len(matched[k]) - 1; j >= 0; j-- {
+			picks = append(picks, matched[k][j])
+		}
+		for _, i := range picks[:max(0, min(need, len(picks)))] {
+			out[i] = true
+		}
+	}
+	return out
+}
+
+// missingWrites are the clean run's writes of a differing table that the
+// scenario made fewer of, as culprits: the work that never happened. The
+// delivery named is the first the scenario's fault hit (a crash, a lost
+// answer), where the work was lost.
+func missingWrites(order []execute.Written, clean map[writeKind][]execute.Written, seen map[writeKind]int, differs map[string]bool, deliveries []execute.DeliveryOutcome) []result.Culprit {
+	var hit *execute.DeliveryOutcome
+	for i, d := range deliveries {
+		if d.Died || d.Fault != "" {
+			hit = &deliveries[i]
+			break
+		}
+	}
+	var out []result.Culprit
+	done := map[writeKind]bool{}
+	for _, w := range order {
+		k := kindOf(w)
+		if !differs[k.table] || seen[k] >= len(clean[k]) || done[k] {
+			continue
+		}
+		done[k] = true
+		w = clean[k][seen[k]]
+		c := result.Culprit{SQL: w.Query, Table: w.Table, Row: w.Key, Op: "missing " + opName(w.Op), Pattern: result.WorkLost}
+		if hit != nil {
+			c.Delivery = hit.Delivery
+		}
+		out = append(out, c)
 		if len(out) == maxCulprits {
 			break
 		}
@@ -183,4 +265,111 @@ func jsonText(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// effectCulprits names the effects of diff: each made beyond the clean
+// run's, with the delivery that made it, and each of the clean run's the
+// scenario lacks, with the pattern each shows, from the effects' keys,
+// jobs and times (effects, the scenario's log).
+func effectCulprits(diff *assert.EffectDiff, effects []assert.Effect, deliveries []execute.DeliveryOutcome) []result.Culprit {
+	if diff == nil {
+		return nil
+	}
+	var out []result.Culprit
+	for _, l := range diff.Lines {
+		if l.Op != "+" && l.Op != "-" {
+			continue
+		}
+		e := l.Effect
+		c := result.Culprit{Effect: l.Text, Op: "extra", Pattern: extraPattern(e, effects)}
+		if l.Op == "-" {
+			c.Op, c.Pattern = "missing", result.EffectLost
+		}
+		for _, d := range deliveries {
+			if d.Delivery.Label() == e.Delivery {
+				c.Delivery = d.Delivery
+				break
+			}
+		}
+		out = append(out, c)
+		if len(out) == maxCulprits {
+			break
+		}
+	}
+	return out
+}
+
+// extraPattern is why e, an effect made beyond the clean run's, was made
+// again: its key was the first call's and the provider had forgotten it
+// (the key window passed), its key differs from another call's for the
+// same job (drawn per attempt), or it has no key at all.
+func extraPattern(e assert.Effect, effects []assert.Effect) result.Pattern {
+	if e.Key == "" {
+		return result.EffectWithoutRecord
+	}
+	for _, o := range effects {
+		if o.Kind != e.Kind || !o.Happened() || o.Delivery == e.Delivery {
+			continue
+		}
+		switch {
+		case o.Key == e.Key && o.At.Before(e.At):
+			return result.KeyWindowPassed
+		case o.Key != "" && o.Key != e.Key && o.JobID == e.JobID:
+			return result.KeyPerAttempt
+		}
+	}
+	return ""
+}
+
+// moneyColumns are the names a column holding an amount goes by.
+var moneyColumns = []string{"amount", "cents", "balance", "points", "price", "total", "credit", "paid", "fee", "cost"}
+
+// severity ranks a finding: an effect made twice against an
+// exactly-once policy, or lost, first; then a changed amount (a culprit
+// changed a numeric column whose name says amount); then any other
+// difference; a difference only in timestamp columns last.
+func severity(sc result.Scenario, policies map[string]assert.Policy) result.Severity {
+	if len(sc.Problems) == 0 {
+		return result.SeverityNone
+	}
+	if d := sc.EffectDiff; d != nil {
+		for _, l := range d.Lines {
+			if l.Op == "-" || (l.Op == "+" && policies[l.Effect.Kind] == assert.ExactlyOnce) {
+				return result.SeverityEffect
+			}
+		}
+	}
+	onlyTime := len(sc.Culprits) > 0 && len(sc.StateDiff) > 0
+	for _, c := range sc.Culprits {
+		for _, ch := range c.Changes {
+			if delta(ch.Before, ch.After) != nil && slices.ContainsFunc(moneyColumns, func(m string) bool { return strings.Contains(strings.ToLower(ch.Column), m) }) {
+				return result.SeverityMoney
+			}
+			if !isTimestamp(ch.Before) || !isTimestamp(ch.After) {
+				onlyTime = false
+			}
+		}
+		if len(c.Changes) == 0 {
+			onlyTime = false
+		}
+	}
+	if onlyTime && len(sc.Problems) == len(sc.StateDiff) {
+		return result.SeverityTime
+	}
+	return result.SeverityState
+}
+
+// isTimestamp reports whether a JSON value is a timestamp as to_jsonb
+// writes one.
+func isTimestamp(v string) bool {
+	var s string
+	if json.Unmarshal([]byte(v), &s) != nil {
+		return false
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.999999", "2006-01-02"} {
+		if _, err := time.Parse(layout, s); err == nil {
+			return true
+		}
+	}
+	return false
 }

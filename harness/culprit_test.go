@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/result"
 )
 
@@ -111,4 +113,60 @@ func TestFindingNamesTheCulprit(t *testing.T) {
 		assert.True(t, res.Idempotent())
 		assert.Empty(t, res.Scenarios[0].Culprits, "a table that does not differ has no culprit")
 	})
+}
+
+// Effects name their culprits too, with the pattern their keys show, and
+// each finding is ranked: an effect made twice first, a changed amount
+// next, a changed timestamp alone last. A write the clean run makes and
+// the scenario never does is named with the delivery the fault hit.
+func TestEffectCulpritsAndSeverity(t *testing.T) {
+	attempt := func(d *harness.Delivery) string { return fmt.Sprintf("%s-%d", d.JobID, d.Attempt) }
+	for _, tc := range []struct {
+		name     string
+		handler  harness.Handler
+		fault    faults.Fault
+		op       string
+		pattern  result.Pattern
+		severity result.Severity
+	}{
+		{"an email on every delivery", func(ctx context.Context, d *harness.Delivery) error {
+			return d.Mail().Send(ctx, effects.Email{To: "a@example.com", Subject: "hello"})
+		}, faults.RunTwice(), "extra", result.EffectWithoutRecord, result.SeverityEffect},
+		{"a payment keyed by attempt", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.Payments().Pay(ctx, effects.PaymentRequest{IdempotencyKey: attempt(d), Destination: "acct_1", Amount: 100, Currency: "eur"})
+			return err
+		}, faults.RunTwice(), "extra", result.KeyPerAttempt, result.SeverityEffect},
+		{"a timestamp rewritten", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `UPDATE customers SET seen = $1 WHERE id = 77`, d.Now())
+			return err
+		}, faults.CrashBeforeAck(), "update", "", result.SeverityTime},
+		{"points added twice", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
+			return err
+		}, faults.RunTwice(), "update", result.IncrementWithoutRecord, result.SeverityMoney},
+		{"a record trusted after a crash", func(ctx context.Context, d *harness.Delivery) error {
+			tag, err := d.DB.Exec(ctx, `INSERT INTO receipts (id, customer) VALUES (1, 77) ON CONFLICT DO NOTHING`)
+			if err != nil || tag.RowsAffected() == 0 {
+				return err
+			}
+			_, err = d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
+			return err
+		}, faults.CrashAtEveryStep(), "missing update", result.WorkLost, result.SeverityState},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: tc.handler},
+				harness.Config{Setup: []harness.Setup{harness.SQL(culpritFixture + `ALTER TABLE customers ADD seen timestamptz;`)}, Faults: []faults.Fault{tc.fault}})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			failed := res.Failed()
+			require.NotEmpty(t, failed)
+			sc := failed[0]
+			require.NotEmpty(t, sc.Culprits, "%+v", sc)
+			c := sc.Culprits[0]
+			assert.Equal(t, tc.op, c.Op)
+			assert.Equal(t, tc.pattern, c.Pattern)
+			assert.NotZero(t, c.Delivery.Job, "a delivery is named")
+			assert.Equal(t, tc.severity, sc.Severity)
+		})
+	}
 }

@@ -598,7 +598,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		if err != nil {
 			return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
 		}
-		sc.Culprits = r.cleanRec.culprits(hist, ex.Deliveries, sc.StateDiff)
+		sc.Culprits = r.cleanRec.culprits(hist, ex.Deliveries, sc.StateDiff, ex.Overlapped)
 	}
 	sc.Effects = ex.effects.Effects()
 	dups, missing := effectWindows(ex.Overlapped, ex.Faulted, sc.Effects)
@@ -612,7 +612,9 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	})
 	if sc.EffectDiff != nil {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
+		sc.Culprits = append(sc.Culprits, effectCulprits(sc.EffectDiff, sc.Effects, ex.Deliveries)...)
 	}
+	sc.Severity = severity(sc, r.cfg.EffectPolicies)
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {
 		return sc, nil, r.giveBack(ctx, db)

@@ -1,6 +1,10 @@
 package result
 
-import "github.com/runtwice/twice/faults"
+import (
+	"fmt"
+
+	"github.com/runtwice/twice/faults"
+)
 
 // Culprit is one row write a scenario made past what one clean run makes,
 // in a table that differs: who wrote it, with which statement, what it
@@ -17,13 +21,20 @@ type Culprit struct {
 	Step int `json:",omitempty"`
 	// SQL is the client statement that wrote the row (a trigger's or a
 	// function's write is its statement's).
-	SQL string
+	SQL string `json:",omitempty"`
 	// Table and Row are the row: its table and its primary key (empty
 	// when the table has none).
-	Table string
+	Table string `json:",omitempty"`
 	Row   string `json:",omitempty"`
-	// Op is what the write did: "insert", "update" or "delete".
+	// Op is what the write did: "insert", "update" or "delete"; "missing
+	// insert" (update, delete) for a write of the clean run the scenario
+	// never made, named by the clean run's statement and row; for an
+	// effect, "extra" (made beyond the clean run's) or "missing" (the
+	// clean run's, which the scenario lacks).
 	Op string
+	// Effect is the effect, as it prints ("email to=a@b subject=..."),
+	// when the culprit is an effect rather than a row; SQL is then empty.
+	Effect string `json:",omitempty"`
 	// Changes are the columns an update changed, with their values.
 	Changes []Change `json:",omitempty"`
 	// Pattern is what the write shows, decided from the history; empty
@@ -54,4 +65,71 @@ const (
 	// producer's retry (a copy of the job, enqueued again) does not share,
 	// so the copy's record does not find the first's.
 	KeyPerEnqueue Pattern = "key-per-enqueue"
+	// CheckThenAct: deliveries that ran at once each inserted the row
+	// after each checked it was not there (SELECT, then INSERT; INSERT
+	// ... WHERE NOT EXISTS): a check is no lock.
+	CheckThenAct Pattern = "check-then-act"
+	// EffectWithoutRecord: a retry made the effect again (an email, a
+	// call without an idempotency key): nothing records that it was made.
+	EffectWithoutRecord Pattern = "effect-without-record"
+	// KeyPerAttempt: the effect's idempotency key differs between
+	// deliveries of one job (drawn per attempt), so the provider cannot
+	// tell the retry's call from a new one.
+	KeyPerAttempt Pattern = "key-per-attempt"
+	// KeyWindowPassed: the retry's call carried the first call's key, but
+	// the provider no longer knew it: the retry came after the provider's
+	// key window (a redrive days later).
+	KeyWindowPassed Pattern = "key-window-passed"
+	// EffectLost: an effect of the clean run never happened: a delivery
+	// recorded the work as done (or failed) without it, and nothing made it
+	// later.
+	EffectLost Pattern = "effect-lost"
+	// WorkLost: a write of the clean run never happened: a delivery died
+	// between two transactions (the record that the work was done, then
+	// the work), and the retry trusted the record.
+	WorkLost Pattern = "work-lost"
 )
+
+// Severity ranks a finding: an exactly-once effect made twice or lost
+// above a changed amount, above another changed value, above a changed
+// timestamp alone.
+type Severity int
+
+// Severities, least first.
+const (
+	// SeverityNone: no finding.
+	SeverityNone Severity = iota
+	// SeverityTime: only timestamps differ.
+	SeverityTime
+	// SeverityState: stored values differ.
+	SeverityState
+	// SeverityMoney: a column that holds an amount (amount, cents,
+	// balance, points, price, total, credit) differs.
+	SeverityMoney
+	// SeverityEffect: an exactly-once effect (an email, a payment) was
+	// made twice, or an effect was lost.
+	SeverityEffect
+)
+
+var severityNames = [...]string{"none", "time", "state", "money", "effect"}
+
+func (s Severity) String() string {
+	if s < 0 || int(s) >= len(severityNames) {
+		return "severity(?)"
+	}
+	return severityNames[s]
+}
+
+// MarshalText writes the severity's name.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a name MarshalText wrote.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for i, n := range severityNames {
+		if n == string(b) {
+			*s = Severity(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("result: unknown severity %q", b)
+}

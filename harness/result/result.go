@@ -343,6 +343,9 @@ type Scenario struct {
 	// the scenario's deliveries wrote past what one clean run writes,
 	// each with the delivery and step that wrote it (culprit.go).
 	Culprits []Culprit `json:",omitempty"`
+	// Severity ranks the scenario's finding (SeverityNone when it has
+	// none).
+	Severity Severity `json:",omitempty"`
 	// StateDiff holds the tables whose rows differ from the reference.
 	StateDiff []assert.TableDiff
 	// Effects are the effects the scenario's deliveries made, in order.

@@ -20,9 +20,18 @@ func Culprit(c result.Culprit) string {
 			who += fmt.Sprintf(", step %d", c.Step)
 		}
 	}
+	switch {
+	case c.Effect != "" && c.Op == "missing":
+		return fmt.Sprintf("culprit: the clean run's `%s` never happened: %s", c.Effect, endedWithout(c))
+	case c.Effect != "":
+		return fmt.Sprintf("culprit: %s made `%s` beyond the clean run's", who, c.Effect)
+	}
 	row := c.Table
 	if c.Row != "" {
 		row += " row " + c.Row
+	}
+	if missing, ok := strings.CutPrefix(c.Op, "missing "); ok {
+		return fmt.Sprintf("culprit: the clean run's `%s` (%s %s) never happened: %s", text.OneLine(c.SQL), missing, row, endedWithout(c))
 	}
 	did := map[string]string{"insert": "inserted", "update": "updated", "delete": "deleted"}[c.Op]
 	line := fmt.Sprintf("culprit: %s `%s` %s %s", who, text.OneLine(c.SQL), cmp.Or(did, c.Op), row)
@@ -46,6 +55,24 @@ func Pattern(p result.Pattern) string {
 	case result.InsertWithoutKey:
 		return "insert without a unique key: the retry inserted the row again, because nothing unique stops a second. " +
 			"Fix: give the row a unique key from the job's stable ID and insert with ON CONFLICT DO NOTHING, not after an if"
+	case result.CheckThenAct:
+		return "check-then-act race: deliveries that ran at once each checked that the row was not there, then each inserted it; a check is no lock. " +
+			"Fix: a unique constraint on what makes the work one (the job's stable ID) and INSERT ... ON CONFLICT DO NOTHING, acting only when it inserted; not an if"
+	case result.EffectWithoutRecord:
+		return "effect without a record: the retry made the effect again, because nothing records that it was made and the call carries no idempotency key. " +
+			"Fix: give the call a key from the job's stable ID, or record the send (an outbox or sent row keyed by the job) and check it first, choosing per the effect's policy which way to be wrong"
+	case result.KeyPerAttempt:
+		return "key per attempt: the idempotency key differs between deliveries of one job, so the provider cannot tell the retry's call from a new one. " +
+			"Fix: derive the key from the job's stable ID (or store it before the first call and reuse it)"
+	case result.KeyWindowPassed:
+		return "key window passed: the retry carried the first call's key, but came after the provider had forgotten it (a redrive days later). " +
+			"Fix: record the call's outcome in the database before the key window ends, or look the payment up by key before paying again"
+	case result.EffectLost:
+		return "effect lost: the work was recorded as done (or failed) without the effect, and nothing made it later. " +
+			"Fix: make the effect before recording the work done, with a key so a retry's repeat is harmless, or write an outbox row in the same transaction as the record"
+	case result.WorkLost:
+		return "work lost: a delivery died between recording the work as done and doing it (two transactions), and the retry trusted the record. " +
+			"Fix: write the record and the work in one transaction"
 	case result.KeyPerEnqueue:
 		return "key per enqueue: the record is keyed by the queue's job ID, and a producer's retry enqueues a copy with a new ID, so the copy does not find the first's record. " +
 			"Fix: key the record by a business ID every copy shares (the order's), or have the queue refuse the copy (a unique job key)"
@@ -66,4 +93,13 @@ func Culprits(cs []result.Culprit) []string {
 		}
 	}
 	return out
+}
+
+// endedWithout says which delivery ended without the work a missing
+// culprit names.
+func endedWithout(c result.Culprit) string {
+	if c.Delivery.Job == 0 {
+		return "no delivery made it"
+	}
+	return fmt.Sprintf("delivery %s (attempt %d) ended without it, and no later delivery made it", c.Delivery.Label(), c.Delivery.Attempt)
 }

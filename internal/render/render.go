@@ -72,8 +72,8 @@ func Problems(s result.Scenario) []string {
 }
 
 // Difference is what makes two scenarios' findings the same: their
-// problems and diffs, not their schedules, deliveries or the fault named
-// in a diff's header.
+// problems, diffs and culprits' patterns, not their schedules,
+// deliveries, the fault named in a diff's header or an effect's key.
 func Difference(s result.Scenario) string {
 	var b strings.Builder
 	if s.Verdict == result.Flaky {
@@ -89,9 +89,14 @@ func Difference(s result.Scenario) string {
 		}
 	}
 	if s.EffectDiff != nil {
+		// By kind and payload, not as printed: a key drawn at random
+		// (stripe-go's, a per-attempt key) differs in every scenario.
 		for _, l := range s.EffectDiff.Lines {
-			fmt.Fprintf(&b, "%s %s\n", l.Op, l.Text)
+			fmt.Fprintf(&b, "%s %s %s\n", l.Op, l.Effect.Kind, l.Effect.Payload)
 		}
+	}
+	for _, c := range s.Culprits {
+		fmt.Fprintf(&b, "culprit %s\n", c.Pattern)
 	}
 	return b.String()
 }

@@ -116,6 +116,10 @@ section.job { margin-top: 2rem; }
 .finding.finding-finding { border-color: #c0262d; }
 .finding.finding-expected-finding { border-color: #d9a400; }
 .finding.finding-flaky { border-color: #6b4fbf; }
+.why { background: #fff8e1; border: 1px solid #f0d890; padding: 0.25rem 0.75rem; margin: 0.5rem 0; }
+.why h4 { margin: 0.25rem 0; }
+.why code { white-space: pre-wrap; word-break: break-word; }
+.why .fix { margin: 0.25rem 0 0.5rem; }
 .diagram, .scroll { overflow-x: auto; }
 .replay code { background: #1d2430; color: #f5f7fa; padding: .3rem .5rem; display: inline-block; }
 </style>
@@ -172,6 +176,7 @@ section.job { margin-top: 2rem; }
 <h3>{{.Fault}} <code>{{.Schedule}}</code></h3>
 <div class="diagram">{{svg $j $f (anchor "d" $ji $fi)}}</div>
 <ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}{{with .Rerun}}<li>{{.}}</li>{{end}}</ul>
+{{with .Culprits}}<div class="why"><h4>Why</h4><ul>{{range .}}<li><code>{{.Text}}</code>{{with .Fix}}<p class="fix">{{.}}</p>{{end}}</li>{{end}}</ul></div>{{end}}
 {{with diff .}}<pre class="diff">{{.}}</pre>{{end}}
 <p class="replay">Replay: <code>{{.Replay}}</code></p>
 {{if .Database}}<p class="meta">Kept database: <code>{{.Database}}</code></p>{{end}}{{if .Dump}}<p class="meta">Its server stopped with the test; dumped to <code>{{.Dump}}</code> (restore with <code>createdb NAME &amp;&amp; psql -d NAME -f FILE</code>, or list and drop with <code>twice kept</code>)</p>{{end}}{{if .DumpError}}<p class="meta">Its server stopped with the test, and it could not be dumped, so it is gone:</p><pre>{{.DumpError}}</pre>{{end}}

@@ -129,6 +129,14 @@ func cellReport(j Job, c Cell, findings []Finding) string {
 		if f.Rerun != "" {
 			fmt.Fprintf(&b, "  %s\n", f.Rerun)
 		}
+		said := map[string]bool{}
+		for _, c := range f.Culprits {
+			fmt.Fprintf(&b, "  %s\n", c.Text)
+			if c.Fix != "" && !said[c.Fix] {
+				said[c.Fix] = true
+				fmt.Fprintf(&b, "    %s\n", c.Fix)
+			}
+		}
 		src := f
 		if f.SameAs != "" {
 			for _, o := range j.Findings {

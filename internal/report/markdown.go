@@ -108,6 +108,17 @@ func (r *Report) Markdown() string {
 			if f.Rerun != "" {
 				fmt.Fprintf(&b, "- %s\n", mdEscape(f.Rerun))
 			}
+			if len(f.Culprits) > 0 {
+				b.WriteString("\n**Why**\n\n")
+				said := map[string]bool{}
+				for _, c := range f.Culprits {
+					fmt.Fprintf(&b, "- %s\n", mdEscape(c.Text))
+					if c.Fix != "" && !said[c.Fix] {
+						said[c.Fix] = true
+						fmt.Fprintf(&b, "  - %s\n", mdEscape(c.Fix))
+					}
+				}
+			}
 			if diff := diffText(f); diff != "" {
 				b.WriteString("\n" + fence("diff", diff))
 			}

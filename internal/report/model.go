@@ -13,10 +13,12 @@ import (
 )
 
 // SchemaVersion is the version of the report.json format. It changes only
-// when a field is removed or changes meaning; new fields keep it. 3: a
-// delivery's steps carry their fate (Step.Fate, every step the delivery
-// was granted) where 2 marked the faulted one (Step.Fault).
-const SchemaVersion = 3
+// when a field is removed or changes meaning; new fields keep it. 4: a
+// finding's Difference groups findings by their culprits' patterns too,
+// and no longer by effects' keys; findings carry their culprits and
+// severity. 3: a delivery's steps carry their fate (Step.Fate, every step
+// the delivery was granted) where 2 marked the faulted one (Step.Fault).
+const SchemaVersion = 4
 
 // Status is the outcome of a job, of one matrix cell, or of a finding, in
 // the words of a check's result.Status; a job whose check could not run
@@ -213,6 +215,13 @@ type Finding struct {
 	// Problems say, one line each, why the scenario is not idempotent
 	// beyond the diffs: a delivery that could not complete the job.
 	Problems []string `json:"problems,omitempty"`
+	// Culprits are who made the difference: the writes and effects past
+	// (or short of) what one clean run makes, each with its delivery,
+	// step, pattern and fix.
+	Culprits []Culprit `json:"culprits,omitempty"`
+	// Severity ranks the finding: "effect" (an exactly-once effect made
+	// twice, or lost), "money", "state", "time".
+	Severity result.Severity `json:"severity,omitempty"`
 	// Rerun says, for a flaky finding, what the same schedule did when
 	// the check ran it again on a fresh database to confirm it (it was
 	// idempotent, or failed another way); empty otherwise.
@@ -242,6 +251,32 @@ type Finding struct {
 	// DumpError says why that database could not be dumped when its
 	// server stopped with the test binary: it is gone.
 	DumpError string `json:"dump_error,omitempty"`
+}
+
+// Culprit is one write or effect that made a finding's difference
+// (result.Culprit), with how go test prints it.
+type Culprit struct {
+	// Delivery is the delivery's label ("j1a2w2"), and Step its step
+	// number; both empty when no granted step matches.
+	Delivery string `json:"delivery,omitempty"`
+	Step     int    `json:"step,omitempty"`
+	// Op is "insert", "update", "delete", "missing insert" (and so on),
+	// or for an effect "extra" or "missing".
+	Op string `json:"op"`
+	// SQL is the statement that wrote the row, or Effect the effect.
+	SQL    string `json:"sql,omitempty"`
+	Effect string `json:"effect,omitempty"`
+	// Table and Row name the row.
+	Table string `json:"table,omitempty"`
+	Row   string `json:"row,omitempty"`
+	// Changes are the columns an update changed.
+	Changes []result.Change `json:"changes,omitempty"`
+	// Pattern is what the write shows (result.Pattern), and Fix the
+	// pattern and its fix in words; both empty when none is recognised.
+	Pattern result.Pattern `json:"pattern,omitempty"`
+	Fix     string         `json:"fix,omitempty"`
+	// Text is the culprit as go test prints it.
+	Text string `json:"text"`
 }
 
 // TableDiff is how one table differs from the clean run.

@@ -476,6 +476,15 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 	if s.DumpError != nil {
 		f.DumpError = s.DumpError.Message
 	}
+	f.Severity = s.Severity
+	for _, c := range s.Culprits {
+		rc := report.Culprit{Step: c.Step, Op: c.Op, SQL: c.SQL, Effect: c.Effect, Table: c.Table, Row: c.Row, Changes: c.Changes,
+			Pattern: c.Pattern, Fix: render.Pattern(c.Pattern), Text: render.Culprit(c)}
+		if c.Delivery.Job > 0 {
+			rc.Delivery = c.Delivery.Label()
+		}
+		f.Culprits = append(f.Culprits, rc)
+	}
 	for _, o := range s.Deliveries {
 		sd := o.Delivery
 		var taken []report.Step
