@@ -98,6 +98,20 @@
 // a superuser (a server URL whose user is not one) there is no history
 // and no such check.
 //
+// The history also says who wrote each row: the client statement that
+// wrote it (its start and text), which the executor matches to the
+// delivery and step that ran it. A finding names its culprits
+// (result.Culprit): in each table that differs, the writes of a statement
+// past the number the clean run makes of it (first those of rows the
+// clean run did not write), the clean run's writes the scenario never
+// made, and the effects beyond or missing, each with its delivery and
+// step and the pattern it shows (result.Pattern), decided from the
+// history, the effects' keys and the schedule: an increment without a
+// record, an insert without a unique key, a check-then-act race, a record
+// keyed per enqueue, an effect without a record, a key per attempt, a key
+// window passed, an effect or work lost; none when nothing fits. Each
+// finding has a result.Severity.
+//
 // A check that would pass with a warning saying the pass may be wrong
 // fails instead, with the warning and the line that accepts it
 // (Config.AcceptWarnings): result.NoStepTaken, a delivery on a fresh
