@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,11 @@ func check(t tb, job Job, cfg Config) *Result {
 	case result.StatusFinding, result.StatusFlaky:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))
 	case result.StatusExpectedFinding:
+		if shown := patternsShown(res); cfg.ExpectPattern != "" && !slices.Contains(shown, cfg.ExpectPattern) {
+			t.Errorf("[twice] job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
+				res.Job, cfg.ExpectFinding, cfg.ExpectPattern, patternList(shown), render.Finding(&res.Result, rerunLine(t.Name())))
+			break
+		}
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, render.Finding(&res.Result, rerunLine(t.Name())))
 	default:
 		if cfg.ExpectFinding != "" && res.Shard != nil {
@@ -382,4 +388,31 @@ func logLeftOpen(t tb, res *Result) {
 	for _, w := range res.Warnings {
 		t.Logf("%s", render.Warning(res.Job, w))
 	}
+}
+
+// patternsShown are the patterns res's failing scenarios' culprits show,
+// each once, in order.
+func patternsShown(res *Result) []result.Pattern {
+	var out []result.Pattern
+	for _, sc := range res.Failed() {
+		for _, c := range sc.Culprits {
+			if c.Pattern != "" && !slices.Contains(out, c.Pattern) {
+				out = append(out, c.Pattern)
+			}
+		}
+	}
+	return out
+}
+
+// patternList says which patterns were shown: "key-per-attempt,
+// effect-lost" or "none".
+func patternList(ps []result.Pattern) string {
+	if len(ps) == 0 {
+		return "none"
+	}
+	words := make([]string, len(ps))
+	for i, p := range ps {
+		words[i] = string(p)
+	}
+	return strings.Join(words, ", ")
 }

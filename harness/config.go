@@ -63,6 +63,12 @@ type Config struct {
 	// fails once the job has become idempotent, so demos and known issues
 	// do not fail a suite and fixed ones are noticed.
 	ExpectFinding string
+	// ExpectPattern is, with ExpectFinding, the pattern the finding must
+	// show (result.IncrementWithoutRecord, ...): a culprit of a failing
+	// scenario has it. A finding that does not show it fails the check,
+	// naming the patterns it does show, so a demo documents how the job
+	// fails, not only that it does.
+	ExpectPattern result.Pattern
 	// ExpectNoWork marks a job that rightly writes nothing and makes no
 	// effect on this fixture, with the reason. Without it such a job is
 	// refused: a check whose clean run wrote no row (committed, as the

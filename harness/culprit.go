@@ -195,9 +195,10 @@ func changes(old, new map[string]any) []result.Change {
 
 // pattern is what a write past the clean run's shows, from the history
 // alone: an update that moved a number by what the clean run's write of
-// the same statement moved it is an increment applied again; an insert
-// the clean run makes fewer times is a second row nothing unique
-// stopped. Anything else is not recognised.
+// the same statement moved it is an increment applied again; one that
+// stored in a row another value than the clean run's write of it stored
+// is a changed result; an insert the clean run makes fewer times is a
+// second row nothing unique stopped. Anything else is not recognised.
 func pattern(w execute.Written, clean []execute.Written) result.Pattern {
 	switch {
 	case w.Op == 'I' && len(clean) > 0:
@@ -215,6 +216,18 @@ func pattern(w execute.Written, clean []execute.Written) result.Pattern {
 			return cd != nil && cd.Cmp(d) == 0
 		}) {
 			return result.IncrementWithoutRecord
+		}
+	}
+	// The clean run's write of the same row stored another value in a
+	// column this one changed.
+	for _, cw := range clean {
+		if cw.Key != w.Key || cw.Key == "" {
+			continue
+		}
+		for _, c := range changes(w.Old, w.New) {
+			if jsonText(cw.New[c.Column]) != c.After {
+				return result.ResultChanged
+			}
 		}
 	}
 	return ""

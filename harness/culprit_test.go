@@ -12,6 +12,7 @@ import (
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/recordtb"
 )
 
 const culpritFixture = `CREATE TABLE customers (id bigint PRIMARY KEY, points int NOT NULL, note text);
@@ -169,4 +170,48 @@ func TestEffectCulpritsAndSeverity(t *testing.T) {
 			assert.Equal(t, tc.severity, sc.Severity)
 		})
 	}
+}
+
+// A known finding says how the job fails (Config.ExpectPattern): the
+// check fails when its finding shows another pattern, naming those it
+// shows, and a pattern without ExpectFinding, or one twice does not know,
+// is a configuration error.
+func TestExpectPattern(t *testing.T) {
+	job := harness.Job{Name: "reward", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
+		return err
+	}}
+	cfg := func(p result.Pattern) harness.Config {
+		return harness.Config{Setup: []harness.Setup{harness.SQL(culpritFixture)}, Faults: []faults.Fault{faults.RunTwice()},
+			ExpectFinding: "adds 50 points on every delivery", ExpectPattern: p}
+	}
+	for _, tc := range []struct {
+		pattern result.Pattern
+		fails   string
+	}{
+		{result.IncrementWithoutRecord, ""},
+		{result.CheckThenAct, "shows no check-then-act culprit (Config.ExpectPattern); its culprits show increment-without-record"},
+	} {
+		rec := recordtb.New(t)
+		var res *harness.Result
+		rec.Run(func(tb testing.TB) { res = harness.Check(tb, job, cfg(tc.pattern)) })
+		require.NotNil(t, res)
+		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+		if tc.fails == "" {
+			assert.Empty(t, rec.Errors())
+			continue
+		}
+		require.Len(t, rec.Errors(), 1)
+		assert.Contains(t, rec.Errors()[0], tc.fails)
+	}
+
+	c := cfg("increment")
+	_, err := harness.Run(t.Context(), job, c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `Config.ExpectPattern is "increment", which is no pattern of twice's`)
+	c = cfg(result.IncrementWithoutRecord)
+	c.ExpectFinding = ""
+	_, err = harness.Run(t.Context(), job, c)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "without Config.ExpectFinding")
 }

@@ -78,8 +78,9 @@
 //     judged and how the fake providers behave (package effects).
 //   - ClockStart, DeliveryTimeout: the harness clock's start and how long
 //     a delivery may run.
-//   - ExpectFinding: a job known not to be idempotent passes while twice
-//     still finds the problem, and fails once it is fixed.
+//   - ExpectFinding, ExpectPattern: a job known not to be idempotent
+//     passes while twice still finds the problem (showing the pattern
+//     ExpectPattern names), and fails once it is fixed.
 //   - ExpectNoWork, AcceptWarnings: a job that rightly does nothing on
 //     its fixture, and the warnings a pass may carry (see below).
 //

@@ -986,6 +986,12 @@ func checkInputs(cfg Config) error {
 			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))
 		}
 	}
+	switch {
+	case cfg.ExpectPattern != "" && cfg.ExpectFinding == "":
+		bad = append(bad, fmt.Sprintf("Config.ExpectPattern is %q without Config.ExpectFinding: a pattern is what an expected finding shows", cfg.ExpectPattern))
+	case cfg.ExpectPattern != "" && !cfg.ExpectPattern.Known():
+		bad = append(bad, fmt.Sprintf("Config.ExpectPattern is %q, which is no pattern of twice's (see result.Pattern)", cfg.ExpectPattern))
+	}
 	for _, k := range cfg.AcceptWarnings {
 		if !slices.Contains(warningKinds, k) {
 			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the ones a check fails on are result.NoStepTaken and result.GoroutineOutlived", k))

@@ -55,6 +55,7 @@ var (
 func TestGiveUpOnTimeout(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a charge whose answer was lost is taken for a failure: charged, marked failed, and told so"
+	cfg.ExpectPattern = result.EffectWithoutRecord
 	res := harness.Check(t, giveUp, cfg)
 	if res.Shard != nil {
 		return // one shard of several (-twice.shard): the scenarios below may be in another

@@ -9,6 +9,7 @@ import (
 	"github.com/runtwice/twice/examples/checkthenact"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -29,6 +30,7 @@ var (
 func TestCheckThenAct(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "two workers both see no ledger row"
+	cfg.ExpectPattern = result.CheckThenAct
 	harness.Check(t, checkThenAct, cfg)
 }
 
@@ -46,6 +48,7 @@ func TestGuardedForUpdate(t *testing.T) {
 func TestTwoAutocommits(t *testing.T) {
 	cfg := configUnique
 	cfg.ExpectFinding = "a crash between the ledger row and the balance loses the points"
+	cfg.ExpectPattern = result.WorkLost
 	harness.Check(t, twoAutocommits, cfg)
 }
 

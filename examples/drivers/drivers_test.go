@@ -201,6 +201,7 @@ func TestDriverMatrix(t *testing.T) {
 			t.Run("increment", func(t *testing.T) {
 				cfg := config
 				cfg.ExpectFinding = "adds the points on every delivery"
+				cfg.ExpectPattern = result.IncrementWithoutRecord
 				res := harness.Check(t, harness.Job{Name: row.name + "-increment", Handler: row.increment}, cfg)
 				if res == nil {
 					return // Check said why

@@ -7,6 +7,7 @@ import (
 
 	"github.com/runtwice/twice/examples/loyalty"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 //go:embed schema.sql
@@ -46,5 +47,6 @@ func TestRewardByRecompute(t *testing.T) {
 func TestRewardByIncrement(t *testing.T) {
 	cfg := config()
 	cfg.ExpectFinding = "adds 50 points on every delivery"
+	cfg.ExpectPattern = result.IncrementWithoutRecord
 	harness.Check(t, byIncrement, cfg)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/runtwice/twice/examples/orderstatus"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -26,5 +27,6 @@ func TestMarkShipped(t *testing.T) {
 func TestAdvance(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a second delivery advances the order past shipped"
+	cfg.ExpectPattern = result.ResultChanged
 	harness.Check(t, advance, cfg)
 }

@@ -50,6 +50,7 @@ func (p payer) Pay(ctx context.Context, t payouts.Transfer) (string, error) {
 func TestWithJobKey(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a redrive after the 24h key window pays twice"
+	cfg.ExpectPattern = result.KeyWindowPassed
 	res := harness.Check(t, withJobKey, cfg)
 	if res.Shard != nil {
 		return // one shard of several (-twice.shard): the scenarios below may be in another
@@ -91,6 +92,7 @@ func TestWithJobKeyAtAProviderWithAWeeksWindow(t *testing.T) {
 func TestWithRandomKey(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a new key on every attempt pays again after any crash"
+	cfg.ExpectPattern = result.KeyPerAttempt
 	res := harness.Check(t, withRandomKey, cfg)
 	if res.Shard != nil {
 		return // one shard of several (-twice.shard): the scenarios below may be in another

@@ -44,6 +44,7 @@ func TestByJobIDSurvivesRedelivery(t *testing.T) {
 func TestByJobID(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a producer retry carries a new job ID"
+	cfg.ExpectPattern = result.KeyPerEnqueue
 	res := harness.Check(t, byJobID, cfg)
 	for _, s := range res.Scenarios {
 		want := result.Idempotent

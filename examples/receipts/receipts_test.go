@@ -8,6 +8,7 @@ import (
 	"github.com/runtwice/twice/examples/receipts"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Receipts are at-least-once: a rare duplicate beats a missing receipt.
@@ -69,5 +70,6 @@ func TestSendThenMark(t *testing.T) {
 func TestMarkThenSend(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a crash between the mark and the send loses the receipt"
+	cfg.ExpectPattern = result.EffectLost
 	harness.Check(t, markThenSend, cfg)
 }

@@ -55,6 +55,7 @@ func stripeClient(hc *http.Client) *stripe.Client {
 func TestWithJobKey(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a redrive after Stripe's 24h key window pays twice"
+	cfg.ExpectPattern = result.KeyWindowPassed
 	res := harness.Check(t, withJobKey, cfg)
 	if res.Shard != nil {
 		return
@@ -84,6 +85,7 @@ func TestWithJobKey(t *testing.T) {
 func TestWithDefaultKey(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "stripe-go draws a new key on every call: each redelivery pays again"
+	cfg.ExpectPattern = result.KeyPerAttempt
 	res := harness.Check(t, withDefaultKey, cfg)
 	if res.Shard != nil {
 		return

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/examples/twofaults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 var (
@@ -40,6 +41,7 @@ func TestRewardSurvivesEverySingleFault(t *testing.T) {
 func TestRewardTwoFaults(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a producer copy whose first delivery crashes skips the business-key check on its redelivery"
+	cfg.ExpectPattern = result.IncrementWithoutRecord
 	x := harness.Explore(t, reward, cfg, harness.ExploreOptions{})
 	if x.Result != nil && x.Result.Shard != nil {
 		return // one shard of several (-twice.shard) explores its share: the finding may be another's

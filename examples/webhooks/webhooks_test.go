@@ -47,6 +47,7 @@ func TestNotify(t *testing.T) {
 func TestNotifyIgnoringStatus(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "a 503 from the receiver counts as delivered: the webhook is never sent"
+	cfg.ExpectPattern = result.EffectLost
 	res := harness.Check(t, harness.Job{Name: "webhook-ignoring-status", Handler: func(ctx context.Context, d *harness.Delivery) error {
 		return notifier(d).NotifyIgnoringStatus(ctx, shipped)
 	}}, cfg)

@@ -49,6 +49,7 @@ func welcomer(d *harness.Delivery) welcomemail.Welcomer {
 func TestSendEveryTime(t *testing.T) {
 	cfg := config
 	cfg.ExpectFinding = "every redelivery sends the welcome email again"
+	cfg.ExpectPattern = result.EffectWithoutRecord
 	res := harness.Check(t, sendEveryTime, cfg)
 	for _, s := range res.Scenarios {
 		want := result.Idempotent

@@ -2,6 +2,7 @@ package result
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/runtwice/twice/faults"
 )
@@ -88,7 +89,19 @@ const (
 	// between two transactions (the record that the work was done, then
 	// the work), and the retry trusted the record.
 	WorkLost Pattern = "work-lost"
+	// ResultChanged: a retry rewrote a value the clean run's write of the
+	// same row stored, with another value (a status advanced again, an
+	// amount or time computed anew): the update computes what it stores
+	// from what is there or from the moment.
+	ResultChanged Pattern = "result-changed"
 )
+
+// patterns are the patterns a culprit can show, for Known.
+var patterns = []Pattern{IncrementWithoutRecord, InsertWithoutKey, KeyPerEnqueue, CheckThenAct, EffectWithoutRecord,
+	KeyPerAttempt, KeyWindowPassed, EffectLost, WorkLost, ResultChanged}
+
+// Known reports whether p is one of the patterns above.
+func (p Pattern) Known() bool { return slices.Contains(patterns, p) }
 
 // Severity ranks a finding: an exactly-once effect made twice or lost
 // above a changed amount, above another changed value, above a changed

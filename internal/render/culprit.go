@@ -73,6 +73,9 @@ func Pattern(p result.Pattern) string {
 	case result.WorkLost:
 		return "work lost: a delivery died between recording the work as done and doing it (two transactions), and the retry trusted the record. " +
 			"Fix: write the record and the work in one transaction"
+	case result.ResultChanged:
+		return "a retry changed a stored result: the update computes what it stores from what is there (or from the moment), so a second run stores another value. " +
+			"Fix: compute the value once and store it before acting, and make the update conditional on the state it expects (WHERE status = 'packed'), so a retry finds it done"
 	case result.KeyPerEnqueue:
 		return "key per enqueue: the record is keyed by the queue's job ID, and a producer's retry enqueues a copy with a new ID, so the copy does not find the first's record. " +
 			"Fix: key the record by a business ID every copy shares (the order's), or have the queue refuse the copy (a unique job key)"

@@ -8,6 +8,7 @@ import (
 	twicegue "github.com/runtwice/twice/adapters/gue"
 	"github.com/runtwice/twice/adapters/gue/example/loyalty"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // The checks a team would write: each WorkFunc as it is deployed, under
@@ -30,6 +31,7 @@ func TestReward(t *testing.T) {
 func TestLedger(t *testing.T) {
 	c := schema
 	c.ExpectFinding = "the ledger line commits on its own connection before gue's transaction deletes the job"
+	c.ExpectPattern = result.InsertWithoutKey
 	harness.Check(t, twicegue.Job("ledger-order",
 		twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.LedgerType, Args: loyalty.RewardArgs{OrderID: 9812}},
 		func(d *harness.Delivery) gue.WorkFunc { return loyalty.Ledger{Pool: d.DB}.Work }),

@@ -132,6 +132,7 @@ func TestInboxByKey(t *testing.T) {
 func TestWriteThenCommit(t *testing.T) {
 	c := cfg
 	c.ExpectFinding = "the line is written before the offset commit: a redelivery writes it again"
+	c.ExpectPattern = result.InsertWithoutKey
 	harness.Check(t, writeThenCommit(), c)
 }
 

@@ -104,6 +104,7 @@ func TestAckFirstLosesTheCreditOnACrash(t *testing.T) {
 	}
 	c := cfg
 	c.ExpectFinding = "the ack reaches the server before the credit is written"
+	c.ExpectPattern = result.WorkLost
 	harness.Check(t, twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst), c)
 }
 
@@ -131,6 +132,7 @@ func TestCheckedWithBackOffCreditsTwice(t *testing.T) {
 	assert.True(t, found)
 	c := cfg
 	c.ExpectFinding = "BackOff[0] (10s) becomes the AckWait, shorter than the credit"
+	c.ExpectPattern = result.CheckThenAct
 	harness.Check(t, job, c)
 }
 

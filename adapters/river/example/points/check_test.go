@@ -8,6 +8,7 @@ import (
 	twiceriver "github.com/runtwice/twice/adapters/river"
 	"github.com/runtwice/twice/adapters/river/example/points"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // The checks a team would write: each worker as it is deployed, under the
@@ -29,6 +30,7 @@ func TestRewardWorker(t *testing.T) {
 func TestLedgerWorker(t *testing.T) {
 	c := schema
 	c.ExpectFinding = "the ledger line is written again when the worker dies before River's completer runs"
+	c.ExpectPattern = result.InsertWithoutKey
 	harness.Check(t, twiceriver.Job("ledger-order", points.LedgerArgs{OrderID: 9812},
 		func(d *harness.Delivery) river.Worker[points.LedgerArgs] { return &points.LedgerWorker{Pool: d.DB} },
 		twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})), c)
