@@ -98,9 +98,8 @@ type deliveryRun struct {
 	returned chan struct{} // closed when the handler's goroutine returns
 	// handlerDone is set when the handler has returned: a statement or
 	// effect call asked after it comes from a goroutine the handler left
-	// behind, and is late's to record (late.go). returnedAt is when.
+	// behind, and is late's to record (late.go).
 	handlerDone atomic.Bool
-	returnedAt  time.Time
 	late        lateWatch
 	closeLate   bool // its connections close once its late goroutines end (awaitLate)
 	proxy       *wireproxy.Proxy
@@ -655,8 +654,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		err, returned := errGoexit, false
 		defer func() { // also when the handler calls runtime.Goexit (goexit.go)
 			d.handlerDone.Store(true)
-			d.returnedAt = time.Now()
-			d.late.left(startedBy(gid, allGoroutines())) // late.go
+			d.late.left(leftBy(gid), time.Now()) // late.go
 			if !returned {
 				err = errGoexit
 			}
@@ -823,7 +821,7 @@ func (e *execution) stop(d *deliveryRun) {
 	case d.life == dead:
 		d.closeLate = false
 		d.late.close() // a dead worker's goroutines do nothing
-	case d.closeLate || len(d.late.goroutines()) > 0:
+	case d.closeLate || d.late.running():
 		// Its handler left goroutines running: its connections stay
 		// watched until they end (awaitLate, late.go).
 		d.closeLate = true

@@ -3,6 +3,7 @@ package execute
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -34,9 +35,10 @@ const lateWait = 5 * time.Second
 // come from the handler's goroutines and the proxy's, so it has a lock.
 type lateWatch struct {
 	mu     sync.Mutex
-	closed bool     // the harness stopped watching: later calls are refused
-	work   []string // statements and effect calls made after the return
-	gs     []uint64 // the goroutines the handler left running
+	closed bool      // the harness stopped watching: later calls are refused
+	work   []string  // statements and effect calls made after the return
+	gs     []uint64  // the goroutines the handler left running
+	at     time.Time // when the handler returned
 }
 
 // ask records what, a statement or effect call made after the handler
@@ -59,17 +61,26 @@ func (w *lateWatch) close() []string {
 	return w.work
 }
 
-// left notes the goroutines the handler left running when it returned.
-func (w *lateWatch) left(gs []uint64) {
+// left notes the goroutines the handler left running when it returned,
+// at at.
+func (w *lateWatch) left(gs []uint64, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.gs = gs
+	w.gs, w.at = gs, at
 }
 
-func (w *lateWatch) goroutines() []uint64 {
+// running reports whether the handler left goroutines running.
+func (w *lateWatch) running() bool {
+	gs, _ := w.goroutines()
+	return len(gs) > 0
+}
+
+// goroutines are the goroutines the handler left running, and when it
+// returned.
+func (w *lateWatch) goroutines() ([]uint64, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.gs
+	return w.gs, w.at
 }
 
 // awaitLate waits, once every delivery has ended, for the goroutines the
@@ -80,8 +91,9 @@ func (w *lateWatch) goroutines() []uint64 {
 func (e *execution) awaitLate(ctx context.Context) {
 	for _, d := range e.deliveries {
 		if d.closeLate {
-			if !waitGone(ctx, d.late.goroutines(), d.returnedAt.Add(lateWait)) {
-				e.r.outlived.add(result.GoroutineOutlived, d.spec, e.sched, len(d.late.goroutines()))
+			gs, at := d.late.goroutines()
+			if !waitGone(ctx, gs, at.Add(lateWait)) {
+				e.r.outlived.add(result.GoroutineOutlived, d.spec, e.sched, len(gs))
 			}
 			d.outcome.AfterReturn = d.late.close()
 			d.closeLate = false
@@ -133,18 +145,63 @@ type goroutine struct {
 // code, or may.
 func (g goroutine) watched() bool { return g.user || g.fresh }
 
-// allGoroutines reads every goroutine's id, parent and code from a full
-// stack dump, the way goleak does: the runtime offers no other view of
+// stackDump is every goroutine's stack, as runtime.Stack writes it: the
+// way goleak reads goroutines, since the runtime offers no other view of
 // who started what.
-func allGoroutines() []goroutine {
+func stackDump() []byte {
 	buf := make([]byte, 64<<10)
 	for {
 		n := runtime.Stack(buf, true)
 		if n < len(buf) {
-			return parseGoroutines(buf[:n], userCode)
+			return buf[:n]
 		}
 		buf = make([]byte, 2*len(buf))
 	}
+}
+
+// leftBy lists the goroutines still running that root started, directly
+// or through ones it started, that run the user's code (startedBy).
+func leftBy(root uint64) []uint64 { return startedBy(root, family(stackDump(), root, userCode)) }
+
+// family reads from dump the goroutines root started, directly or
+// through ones still running, judging their functions with user. Only
+// their stacks are parsed: a dump holds hundreds of others (the proxies',
+// the pools'), found by the "created by ... in goroutine N" lines alone.
+func family(dump []byte, root uint64, user func(fn string) bool) []goroutine {
+	in := map[uint64]bool{root: true}
+	var blocks [][]byte
+	for grew := true; grew; {
+		grew = false
+		for rest, at := dump, 0; ; {
+			i := bytes.Index(rest, []byte(" in goroutine "))
+			if i < 0 {
+				break
+			}
+			end := i + len(" in goroutine ")
+			j := end
+			for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+				j++
+			}
+			parent, _ := strconv.ParseUint(string(rest[end:j]), 10, 64)
+			if in[parent] {
+				from := 0 // the block's start: the dump's, or after the blank line before it
+				if k := bytes.LastIndex(dump[:at+i], []byte("\n\n")); k >= 0 {
+					from = k + 2
+				}
+				to := bytes.Index(dump[at+j:], []byte("\n\n"))
+				if to < 0 {
+					to = len(dump) - at - j
+				}
+				block := dump[from : at+j+to]
+				if id, ok := parseHeader(block); ok && !in[id] {
+					in[id], grew = true, true
+					blocks = append(blocks, block)
+				}
+			}
+			rest, at = rest[j:], at+j
+		}
+	}
+	return parseGoroutines(bytes.Join(blocks, []byte("\n\n")), user)
 }
 
 // parseGoroutines reads a stack dump, judging its functions with user.
@@ -224,9 +281,21 @@ func anyRunning(gs []uint64) bool {
 	for _, g := range gs {
 		want[g] = true
 	}
-	for _, g := range allGoroutines() {
-		if want[g.id] && g.watched() {
-			return true // one that was fresh and now runs a library's code only is not waited for
+	dump := append([]byte("\n"), stackDump()...) // every header follows a newline
+	for _, g := range gs {
+		i := bytes.Index(dump, fmt.Appendf(nil, "\ngoroutine %d [", g))
+		if i < 0 {
+			continue
+		}
+		i++
+		end := bytes.Index(dump[i:], []byte("\n\n"))
+		if end < 0 {
+			end = len(dump) - i
+		}
+		for _, p := range parseGoroutines(dump[i:i+end], userCode) {
+			if want[p.id] && p.watched() {
+				return true // one that was fresh and now runs a library's code only is not waited for
+			}
 		}
 	}
 	return false

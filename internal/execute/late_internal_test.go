@@ -31,8 +31,9 @@ func TestStartedBy(t *testing.T) {
 		dumped <- dump()
 	}()
 	user := func(fn string) bool { return strings.Contains(fn, "TestStartedBy") }
-	all := parseGoroutines(<-dumped, user)
-	assert.ElementsMatch(t, []uint64{got.direct, got.viaGo}, startedBy(got.root, all))
+	fam := family(<-dumped, got.root, user)
+	assert.ElementsMatch(t, []uint64{got.direct, got.viaGo}, startedBy(got.root, fam))
+	assert.Len(t, fam, 3, "the library's goroutine is of the family, but not waited for")
 	close(release)
 }
 
@@ -49,9 +50,9 @@ func dump() []byte {
 func TestParseFreshGoroutine(t *testing.T) {
 	const d = "goroutine 9 [runnable]:\nsync.(*WaitGroup).Go.func1()\n\t/usr/local/go/src/sync/waitgroup.go:238\ncreated by sync.(*WaitGroup).Go in goroutine 8\n\t/usr/local/go/src/sync/waitgroup.go:238 +0x73\n\n" +
 		"goroutine 8 [running]:\nexample.com/jobs.Handle(0x1?)\n\t/x.go:18 +0xc6\ncreated by testing.(*T).Run in goroutine 1\n\t/t.go:1"
-	all := parseGoroutines([]byte(d), func(fn string) bool { return strings.HasPrefix(fn, "example.com/") })
-	assert.Equal(t, []goroutine{{id: 9, parent: 8, fresh: true}, {id: 8, parent: 1, user: true}}, all)
-	assert.Equal(t, []uint64{9}, startedBy(8, all))
+	user := func(fn string) bool { return strings.HasPrefix(fn, "example.com/") }
+	assert.Equal(t, []goroutine{{id: 9, parent: 8, fresh: true}, {id: 8, parent: 1, user: true}}, parseGoroutines([]byte(d), user))
+	assert.Equal(t, []uint64{9}, startedBy(8, family([]byte(d), 8, user)))
 }
 
 func TestUserCode(t *testing.T) {
