@@ -63,11 +63,11 @@ func TestFindingNamesTheCulprit(t *testing.T) {
 			_, err := d.DB.Exec(ctx, `INSERT INTO receipts (customer) VALUES (77)`)
 			return err
 		}, 1, "INSERT INTO receipts (customer) VALUES (77)", "receipts", nil, result.InsertWithoutKey},
-		{"a note per attempt", func(ctx context.Context, d *harness.Delivery) error {
+		{"a note per attempt, a result changed", func(ctx context.Context, d *harness.Delivery) error {
 			_, err := d.DB.Exec(ctx, `UPDATE customers SET note = note || 'x' WHERE id = 77`)
 			return err
 		}, 1, "UPDATE customers SET note = note || 'x' WHERE id = 77", "customers",
-			[]result.Change{{Column: "note", Before: `"x"`, After: `"xx"`}}, ""},
+			[]result.Change{{Column: "note", Before: `"x"`, After: `"xx"`}}, result.ResultChanged},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: tc.handler},
@@ -140,7 +140,7 @@ func TestEffectCulpritsAndSeverity(t *testing.T) {
 		{"a timestamp rewritten", func(ctx context.Context, d *harness.Delivery) error {
 			_, err := d.DB.Exec(ctx, `UPDATE customers SET seen = $1 WHERE id = 77`, d.Now())
 			return err
-		}, faults.CrashBeforeAck(), "update", "", result.SeverityTime},
+		}, faults.CrashBeforeAck(), "update", result.ResultChanged, result.SeverityTime},
 		{"points added twice", func(ctx context.Context, d *harness.Delivery) error {
 			_, err := d.DB.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = 77`)
 			return err

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -155,6 +156,9 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	switch {
 	case res.Status == result.StatusFlaky || res.Status == result.StatusFinding:
 		t.Errorf("%s", x.message(line))
+	case res.Status == result.StatusExpectedFinding && cfg.ExpectPattern != "" && !slices.Contains(patternsShown(res), cfg.ExpectPattern):
+		t.Errorf("[twice] job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
+			res.Job, cfg.ExpectFinding, cfg.ExpectPattern, patternList(patternsShown(res)), x.message(line))
 	case res.Status == result.StatusExpectedFinding:
 		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "" && res.Shard != nil:

@@ -51,7 +51,7 @@ func (r *Result) String() string {
 	}
 	failed := r.Failed()
 	var b strings.Builder
-	fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n", r.Job, len(failed), len(r.Scenarios), render.InShard(&r.Result))
+	b.WriteString(render.Headline(&r.Result) + "\n")
 	render.Findings(&b, &r.Result, failed)
 	return b.String()
 }

@@ -254,6 +254,15 @@ type RunCounts struct {
 // Idempotent reports whether every scenario was idempotent.
 func (r *Result) Idempotent() bool { return len(r.Failed()) == 0 }
 
+// Worst is the severity of r's worst finding, or SeverityNone.
+func (r *Result) Worst() Severity {
+	worst := SeverityNone
+	for _, sc := range r.Failed() {
+		worst = max(worst, sc.Severity)
+	}
+	return worst
+}
+
 // Failed returns the scenarios that were not idempotent.
 func (r *Result) Failed() []Scenario {
 	var out []Scenario

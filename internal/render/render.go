@@ -6,6 +6,7 @@
 package render
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"slices"
@@ -180,7 +181,10 @@ const maxListed = 3
 // fault. The volatile columns follow.
 func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) {
 	failed = panics(b, failed)
-	for _, g := range Groups(failed) {
+	groups := Groups(failed)
+	// The worst first: a double charge before a moved timestamp.
+	slices.SortStableFunc(groups, func(x, y Group) int { return cmp.Compare(failed[y[0]].Severity, failed[x[0]].Severity) })
+	for _, g := range groups {
 		first := failed[g[0]]
 		fmt.Fprintf(b, "\n%s:\n", Name(first))
 		for _, l := range Deliveries(first) {
@@ -301,12 +305,37 @@ func Finding(res *result.Result, rerun string) string {
 		fmt.Fprintf(&b, "[twice] flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
 			res.Job, len(failed), len(res.Scenarios), InShard(res))
 	} else {
-		fmt.Fprintf(&b, "[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run\n",
-			res.Job, len(failed), len(res.Scenarios), InShard(res))
+		b.WriteString(Headline(res) + "\n")
 	}
 	Findings(&b, res, failed)
 	fmt.Fprintf(&b, "\nrerun: %s", rerun)
 	return b.String()
+}
+
+// Headline is the first line of a finding's message: how many scenarios
+// differ, and the worst of what they show.
+func Headline(res *result.Result) string {
+	failed := res.Failed()
+	line := fmt.Sprintf("[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run", res.Job, len(failed), len(res.Scenarios), InShard(res))
+	if w := Severity(res.Worst()); w != "" {
+		line += "; worst: " + w
+	}
+	return line
+}
+
+// Severity says what a severity means: "an effect made twice or lost".
+func Severity(s result.Severity) string {
+	switch s {
+	case result.SeverityEffect:
+		return "an effect made twice or lost"
+	case result.SeverityMoney:
+		return "a changed amount"
+	case result.SeverityState:
+		return "a changed value"
+	case result.SeverityTime:
+		return "changed timestamps only"
+	}
+	return ""
 }
 
 // InShard says, after a count of res's scenarios, which shard they are

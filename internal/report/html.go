@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"html/template"
 	"strings"
+
+	"github.com/runtwice/twice/internal/render"
 )
 
 // HTML renders the report as one self-contained page: no scripts, no
@@ -52,6 +54,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return b.String()
 	},
+	"worst": render.Severity,
 	"problemClass": func(p Problem) string {
 		if p.Fatal || p.Kind == ProblemTestFailed {
 			return "bad"
@@ -167,7 +170,7 @@ section.job { margin-top: 2rem; }
 {{range $ji, $j := .Jobs}}{{if .Findings}}
 <section class="job" id="{{anchor .Package .Test .Name}}">
 <h2>{{mark .Status}} {{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{word .Status}}</h2>
-<p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
+<p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{with worst .Worst}} · worst: {{.}}{{end}}{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
 {{if .Expected}}<p>Expected: {{.Expected}}</p>{{end}}
 {{if .Volatile}}<p class="meta">Left out as volatile (they differ between two clean runs): {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</p>{{end}}
 <details><summary>The clean run's steps (the fault points)</summary><ol>{{range .Steps}}<li><code>{{if .Effect}}effect: {{end}}{{.Text}}</code></li>{{end}}</ol></details>

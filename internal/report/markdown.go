@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/internal/text"
+
+	"github.com/runtwice/twice/internal/render"
 )
 
 // Markdown renders the report for a CI job summary (GitHub's
@@ -84,6 +86,9 @@ func (r *Report) Markdown() string {
 		}
 		fmt.Fprintf(&b, "\n## %s %s (%s %s): %s\n\n", statusMark(j.Status), mdEscape(j.Name), mdEscape(r.PkgName(j.Package)), mdEscape(j.Test), statusWord(j.Status))
 		fmt.Fprintf(&b, "`%s` %s · %d of %d scenarios differ from one clean run", j.Package, mdEscape(j.Test), j.Failed, j.Scenarios)
+		if w := render.Severity(j.Worst); w != "" {
+			fmt.Fprintf(&b, " · worst: %s", w)
+		}
 		if j.Runs > 1 {
 			fmt.Fprintf(&b, " · %d runs", j.Runs)
 		}

@@ -149,6 +149,9 @@ type Job struct {
 	// Expected is why a finding was expected: Config.ExpectFinding, or a
 	// note that the test asserts the finding itself.
 	Expected string `json:"expected,omitempty"`
+	// Worst is the severity of the job's worst finding; its findings are
+	// in that order, the worst first.
+	Worst result.Severity `json:"worst,omitempty"`
 	// Runs counts how many times the check ran (go test -count).
 	Runs int `json:"runs"`
 	// Scenarios and Failed count the scenarios of one run; in a shard's

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -414,6 +416,14 @@ func (b *builder) job(recs []record.Record) report.Job {
 		}
 		shown[k] = i
 	}
+	// The worst first (a double charge before a moved timestamp); the
+	// first of a difference keeps its place before those that name it.
+	for _, s := range failed {
+		j.Worst = max(j.Worst, s.Severity)
+	}
+	slices.SortStableFunc(j.Findings, func(x, y report.Finding) int {
+		return cmp.Compare(sev(j.Findings, y), sev(j.Findings, x))
+	})
 	j.Status = report.StatusIdempotent
 	for _, name := range faultOrder {
 		j.Cells = append(j.Cells, *cells[name])
@@ -552,4 +562,17 @@ func replayCommand(schedule, pkg, test string) string {
 // shellQuote quotes s for a POSIX shell.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sev is a finding's severity for ordering: a finding that names an
+// earlier one (SameAs) sorts with it.
+func sev(all []report.Finding, f report.Finding) result.Severity {
+	if f.SameAs != "" {
+		for _, o := range all {
+			if o.Schedule == f.SameAs {
+				return o.Severity
+			}
+		}
+	}
+	return f.Severity
 }
