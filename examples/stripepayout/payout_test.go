@@ -107,7 +107,17 @@ func TestWithDefaultKey(t *testing.T) {
 			t.Errorf("effect-lost-reply ran %s, want the outage on the POST, j1a1w1!outage:1", s.Schedule)
 		}
 	}
+	// 26 scenarios, each with its own random keys, print as 4 groups: the
+	// keys do not tell findings apart (issue 39). It was one paragraph
+	// per scenario, over 400 lines.
+	if n := strings.Count(res.String(), "\n"); n > maxFindingLines {
+		t.Errorf("the finding takes %d lines, want at most %d:\n%s", n, maxFindingLines, res)
+	}
 }
+
+// maxFindingLines bounds the finding of a job whose every call draws a
+// random key.
+const maxFindingLines = 80
 
 // secondTransfer reports whether the diff's extra effect is a transfer
 // POST to api.stripe.com.
