@@ -79,8 +79,15 @@ func (d Diagram) SVG(id string) string {
 				fmt.Fprintf(&b, `<text x="%.0f" y="%.0f"%s>%s</text>`, x, baseline-float64(len(ls)-1-k)*lineHeight, attrs, esc(l))
 			}
 		}
-		b.WriteString(`<g class="event">`)
-		fmt.Fprintf(&b, `<title>%s</title>`, esc(e.Text))
+		if e.Culprit {
+			// The culprit's call stands on a red band across its lane.
+			x1, x2 := min(x(e.From), x(e.To)), max(x(e.From), x(e.To))
+			fmt.Fprintf(&b, `<g class="event culprit"><title>culprit: %s</title>`, esc(e.Text))
+			fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" rx="3" fill="#fde2e2" stroke="#c0262d"/>`, x1-pad, y-17-more, x2-x1+2*pad, 23+more)
+		} else {
+			b.WriteString(`<g class="event">`)
+			fmt.Fprintf(&b, `<title>%s</title>`, esc(e.Text))
+		}
 		switch e.Kind {
 		case Note:
 			cx := x(e.From)
@@ -179,6 +186,10 @@ func (d Diagram) Mermaid() string {
 		t := mermaidText(e.Text)
 		switch e.Kind {
 		case Call:
+			if e.Culprit { // on a red band, as in the SVG
+				fmt.Fprintf(&b, "  rect rgb(253, 226, 226)\n  %s->>%s: culprit: %s\n  end\n", e.From, e.To, t)
+				continue
+			}
 			fmt.Fprintf(&b, "  %s->>%s: %s\n", e.From, e.To, t)
 		case Reply:
 			fmt.Fprintf(&b, "  %s-->>%s: %s\n", e.From, e.To, t)

@@ -368,3 +368,39 @@ func TestKeptDumpErrorShown(t *testing.T) {
 		t.Error("report.json does not say why the dump failed")
 	}
 }
+
+// The culprit's call is marked in the diagram, on a red band in the SVG
+// and in Mermaid: delivery 2's step 1 that added the points again, and
+// the second email, not the clean first delivery's same calls.
+func TestDiagramMarksCulprit(t *testing.T) {
+	j := report.Job{Steps: []report.Step{{Text: "UPDATE customers SET points = points + 50"}, {Text: "email to=a@b", Effect: "email"}}}
+	f := report.Finding{
+		Order: []int{1, 1, 2, 2},
+		Deliveries: []report.Delivery{
+			{Label: "j1a1w1", Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash.String(), Steps: j.Steps},
+			{Label: "j1a2w2", Job: 1, Attempt: 2, Worker: 2, Steps: j.Steps},
+		},
+		Effects: []report.Effect{{Kind: "email", Text: "email to=a@b", Delivery: "j1a1w1"}, {Kind: "email", Text: "email to=a@b", Delivery: "j1a2w2"}},
+		Culprits: []report.Culprit{
+			{Delivery: "j1a2w2", Step: 1, Op: "update", SQL: j.Steps[0].Text, Table: "customers", Row: "77"},
+			{Delivery: "j1a2w2", Op: "extra", Effect: "email to=a@b"},
+		},
+	}
+	d := report.BuildDiagram(j, f)
+	var marked []string
+	for _, e := range d.Events {
+		if e.Culprit {
+			marked = append(marked, e.From+">"+e.To+" "+e.Text)
+		}
+	}
+	want := []string{"W2>DB 1. UPDATE customers SET points = points + 50", "W2>P4 2. email to=a@b"}
+	if strings.Join(marked, "\n") != strings.Join(want, "\n") {
+		t.Errorf("marked as culprits:\n%s\nwant:\n%s", strings.Join(marked, "\n"), strings.Join(want, "\n"))
+	}
+	if n := strings.Count(d.SVG("d"), `class="event culprit"`); n != 2 {
+		t.Errorf("the SVG marks %d events as culprits, want 2", n)
+	}
+	if n := strings.Count(d.Mermaid(), "W2->>DB: culprit: 1. UPDATE"); n != 1 {
+		t.Errorf("Mermaid marks the UPDATE %d times, want once:\n%s", n, d.Mermaid())
+	}
+}

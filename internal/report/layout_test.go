@@ -1,6 +1,7 @@
 package report_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -144,5 +145,92 @@ func TestMatrixFits1280(t *testing.T) {
 	}
 	if l.TalliesSeen != 5 {
 		t.Errorf("%d of the headline's 5 counts are on screen", l.TalliesSeen)
+	}
+}
+
+// TestWhyAboveTheDiff1280 opens a report with culprits in a 1280 px
+// window: every finding that names a culprit shows its Why block (the
+// culprit and the fix) whole, inside the window's width, above the diff,
+// and its diagram marks the culprit's call. The block's screenshot is
+// kept beside the page's (report-1280-why.png).
+func TestWhyAboveTheDiff1280(t *testing.T) {
+	exe := chromium(t)
+	r := fixture(t)
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	page := filepath.Join(dir, "index.html")
+	if err := os.WriteFile(page, html, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, exe, 1280, 900)
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatalf("opening %s in %s: %v", page, exe, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".why"))); err != nil {
+		t.Fatal(err)
+	}
+	type why struct {
+		Finding  string  `json:"finding"`
+		Top      float64 `json:"top"`
+		Right    float64 `json:"right"`
+		Height   float64 `json:"height"`
+		Cut      bool    `json:"cut"`
+		Fixes    int     `json:"fixes"`
+		DiffTop  float64 `json:"diffTop"` // -1: the finding has no diff
+		Marked   int     `json:"marked"`
+		Viewport float64 `json:"viewport"`
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[[]why](`[...document.querySelectorAll('.finding')].filter(f => f.querySelector('.why')).map(f => {
+		const w = f.querySelector('.why'), r = w.getBoundingClientRect(), d = f.querySelector('.diff');
+		return {
+			finding: f.querySelector('h3').textContent, top: r.top + scrollY, right: r.right, height: r.height,
+			cut: w.scrollWidth > w.clientWidth + 1, fixes: w.querySelectorAll('.fix').length,
+			diffTop: d ? d.getBoundingClientRect().top + scrollY : -1,
+			marked: f.querySelectorAll('.diagram g.culprit').length, viewport: document.documentElement.clientWidth,
+		} })`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(".why")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	art := cmp.Or(os.Getenv("TWICE_ARTIFACTS"), dir)
+	if err := os.MkdirAll(art, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shotPath := filepath.Join(art, "report-1280-why.png")
+	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the first Why block: %s; blocks %+v", shotPath, got)
+
+	withCulprits := 0
+	for _, j := range r.Jobs {
+		for _, f := range j.Shown() {
+			if len(f.Culprits) > 0 {
+				withCulprits++
+			}
+		}
+	}
+	if withCulprits == 0 || len(got) != withCulprits {
+		t.Fatalf("%d findings show a Why block, want the %d shown that name culprits", len(got), withCulprits)
+	}
+	for _, w := range got {
+		switch {
+		case w.Height == 0:
+			t.Errorf("%s: the Why block is not shown", w.Finding)
+		case w.Right > w.Viewport || w.Cut:
+			t.Errorf("%s: the Why block is cut at 1280 px (its right edge at %v px, the window %v px)", w.Finding, w.Right, w.Viewport)
+		case w.Fixes == 0:
+			t.Errorf("%s: the Why block says no fix", w.Finding)
+		case w.DiffTop >= 0 && w.Top > w.DiffTop:
+			t.Errorf("%s: the Why block (at %v px) is below the diff (at %v px)", w.Finding, w.Top, w.DiffTop)
+		case w.Marked == 0:
+			t.Errorf("%s: its diagram marks no culprit's call", w.Finding)
+		}
 	}
 }

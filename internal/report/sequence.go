@@ -47,6 +47,10 @@ type Event struct {
 	Kind     EventKind
 	From, To string // participant IDs; To is empty for Crash and Note
 	Text     string
+	// Culprit marks the call a culprit of the finding made: the statement
+	// that wrote a row that differs, or the effect made beyond the clean
+	// run's (Finding.Culprits).
+	Culprit bool
 }
 
 // BuildDiagram draws finding f of job j. The steps of each delivery come
@@ -110,6 +114,21 @@ func providerName(kind string) string {
 
 func (b *diagramBuilder) add(kind EventKind, from, to, text string) {
 	b.events = append(b.events, Event{Kind: kind, From: from, To: to, Text: text})
+}
+
+// culprit marks the last event added, a call, when one of the finding's
+// culprits made it: delivery del's step k, or for an effect culprit with
+// no step the call whose text it names.
+func (b *diagramBuilder) culprit(del string, k int, effect string) {
+	for _, c := range b.f.Culprits {
+		if c.Delivery != del {
+			continue
+		}
+		if c.Step == k || (c.Step == 0 && c.Effect != "" && c.Effect == effect) {
+			b.events[len(b.events)-1].Culprit = true
+			return
+		}
+	}
 }
 
 func (b *diagramBuilder) worker(d int) string {
@@ -229,6 +248,7 @@ func (b *diagramBuilder) step(d, k int) {
 		}
 		p := b.provider(kind)
 		b.add(Call, w, p, fmt.Sprintf("%d. %s", k, call))
+		b.culprit(del.Label, k, call)
 		switch {
 		case step.Fate == result.CrashedAfter:
 			b.add(Lost, p, w, "done, but the answer is lost")
@@ -257,6 +277,7 @@ func (b *diagramBuilder) step(d, k int) {
 		return
 	}
 	b.add(Call, w, "DB", fmt.Sprintf("%d. %s", k, text.OneLine(label)))
+	b.culprit(del.Label, k, "")
 	switch step.Fate {
 	case result.CommitHeld:
 		b.add(Note, w, "", fmt.Sprintf("commit held: step %d has run, and commits once the other delivery's next step has run or waits for it", k))
