@@ -301,6 +301,9 @@ func effectCulprits(diff *assert.EffectDiff, effects []assert.Effect, deliveries
 		for _, d := range deliveries {
 			if d.Delivery.Label() == e.Delivery {
 				c.Delivery = d.Delivery
+				if l.Op == "+" {
+					c.Step = effectStep(d, e, effects)
+				}
 				break
 			}
 		}
@@ -312,14 +315,41 @@ func effectCulprits(diff *assert.EffectDiff, effects []assert.Effect, deliveries
 	return out
 }
 
+// effectStep is the step of delivery d that made e, one of effects: its
+// n-th effect call is its n-th step that calls out (as the diagram draws
+// them); 0 when the count does not reach it.
+func effectStep(d execute.DeliveryOutcome, e assert.Effect, effects []assert.Effect) int {
+	n := 0
+	for _, o := range effects {
+		if o.Delivery != e.Delivery {
+			continue
+		}
+		n++
+		if o.At.Equal(e.At) && o.Kind == e.Kind && o.Key == e.Key {
+			break
+		}
+	}
+	for k, st := range d.Steps {
+		if st.Effect == "" {
+			continue
+		}
+		if n--; n == 0 {
+			return k + 1
+		}
+	}
+	return 0
+}
+
 // extraPattern is why e, an effect made beyond the clean run's, was made
 // again: its key was the first call's and the provider had forgotten it
 // (the key window passed), its key differs from another call's for the
-// same job (drawn per attempt), or it has no key at all.
+// same job (drawn per attempt) or for a copy of the job a producer's
+// retry enqueued (per enqueue), or it has no key at all.
 func extraPattern(e assert.Effect, effects []assert.Effect) result.Pattern {
 	if e.Key == "" {
 		return result.EffectWithoutRecord
 	}
+	copyKey := false // a copy of the job (a producer's retry) made it with another key
 	for _, o := range effects {
 		if o.Kind != e.Kind || !o.Happened() || o.Delivery == e.Delivery {
 			continue
@@ -329,7 +359,12 @@ func extraPattern(e assert.Effect, effects []assert.Effect) result.Pattern {
 			return result.KeyWindowPassed
 		case o.Key != "" && o.Key != e.Key && o.JobID == e.JobID:
 			return result.KeyPerAttempt
+		case o.Key != "" && o.Key != e.Key:
+			copyKey = true
 		}
+	}
+	if copyKey {
+		return result.KeyPerEnqueue
 	}
 	return ""
 }

@@ -137,6 +137,10 @@ func TestEffectCulpritsAndSeverity(t *testing.T) {
 			_, err := d.Payments().Pay(ctx, effects.PaymentRequest{IdempotencyKey: attempt(d), Destination: "acct_1", Amount: 100, Currency: "eur"})
 			return err
 		}, faults.RunTwice(), "extra", result.KeyPerAttempt, result.SeverityEffect},
+		{"a payment keyed by the queue's job ID, enqueued twice", func(ctx context.Context, d *harness.Delivery) error {
+			_, err := d.Payments().Pay(ctx, effects.PaymentRequest{IdempotencyKey: d.JobID, Destination: "acct_1", Amount: 100, Currency: "eur"})
+			return err
+		}, faults.ProducerRetry(), "extra", result.KeyPerEnqueue, result.SeverityEffect},
 		{"a timestamp rewritten", func(ctx context.Context, d *harness.Delivery) error {
 			_, err := d.DB.Exec(ctx, `UPDATE customers SET seen = $1 WHERE id = 77`, d.Now())
 			return err
@@ -167,6 +171,9 @@ func TestEffectCulpritsAndSeverity(t *testing.T) {
 			assert.Equal(t, tc.op, c.Op)
 			assert.Equal(t, tc.pattern, c.Pattern)
 			assert.NotZero(t, c.Delivery.Job, "a delivery is named")
+			if c.Op == "extra" {
+				assert.Equal(t, 1, c.Step, "the effect's call is the delivery's step 1")
+			}
 			assert.Equal(t, tc.severity, sc.Severity)
 		})
 	}

@@ -117,7 +117,7 @@ func TestWithDefaultKey(t *testing.T) {
 
 // maxFindingLines bounds the finding of a job whose every call draws a
 // random key.
-const maxFindingLines = 80
+const maxFindingLines = 70
 
 // secondTransfer reports whether the diff's extra effect is a transfer
 // POST to api.stripe.com.

@@ -64,7 +64,8 @@ const (
 	InsertWithoutKey Pattern = "insert-without-unique-key"
 	// KeyPerEnqueue: the row is keyed by the queue's job ID, which a
 	// producer's retry (a copy of the job, enqueued again) does not share,
-	// so the copy's record does not find the first's.
+	// so the copy's record does not find the first's; or the copy called
+	// a provider with another idempotency key than the first's.
 	KeyPerEnqueue Pattern = "key-per-enqueue"
 	// CheckThenAct: deliveries that ran at once each inserted the row
 	// after each checked it was not there (SELECT, then INSERT; INSERT

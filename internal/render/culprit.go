@@ -77,20 +77,25 @@ func Pattern(p result.Pattern) string {
 		return "a retry changed a stored result: the update computes what it stores from what is there (or from the moment), so a second run stores another value. " +
 			"Fix: compute the value once and store it before acting, and make the update conditional on the state it expects (WHERE status = 'packed'), so a retry finds it done"
 	case result.KeyPerEnqueue:
-		return "key per enqueue: the record is keyed by the queue's job ID, and a producer's retry enqueues a copy with a new ID, so the copy does not find the first's record. " +
-			"Fix: key the record by a business ID every copy shares (the order's), or have the queue refuse the copy (a unique job key)"
+		return "key per enqueue: the record, or the idempotency key of a call, comes from the queue's job ID (or from the call itself), and a producer's retry enqueues a copy with a new ID, so the copy does not find the first's record and the provider takes its call for a new one. " +
+			"Fix: key the record and the call by a business ID every copy shares (the order's, the payout's week), or have the queue refuse the copy (a unique job key)"
 	}
 	return ""
 }
 
-// Culprits are the lines naming cs and the patterns they show, each
-// pattern once.
-func Culprits(cs []result.Culprit) []string {
+// Culprits are the lines naming cs and the patterns they show. A
+// pattern's fix is said once: said holds the patterns whose fix an
+// earlier paragraph of the same output gave, and gains cs's.
+func Culprits(cs []result.Culprit, said map[result.Pattern]bool) []string {
 	var out []string
-	said := map[result.Pattern]bool{}
 	for _, c := range cs {
-		out = append(out, Culprit(c))
-		if fix := Pattern(c.Pattern); fix != "" && !said[c.Pattern] {
+		line, fix := Culprit(c), Pattern(c.Pattern)
+		if fix != "" && said[c.Pattern] {
+			name, _, _ := strings.Cut(fix, ":")
+			line, fix = line+" ("+name+": the fix is above)", ""
+		}
+		out = append(out, line)
+		if fix != "" {
 			said[c.Pattern] = true
 			out = append(out, "  "+fix)
 		}

@@ -102,12 +102,13 @@ func Difference(s result.Scenario) string {
 	return b.String()
 }
 
-// diffs writes s's problems and diffs.
-func diffs(b *strings.Builder, s result.Scenario) {
+// diffs writes s's problems, culprits (a pattern's fix once: said) and
+// diffs.
+func diffs(b *strings.Builder, s result.Scenario, said map[result.Pattern]bool) {
 	for _, p := range Problems(s) {
 		fmt.Fprintf(b, "  %s\n", p)
 	}
-	for _, line := range Culprits(s.Culprits) {
+	for _, line := range Culprits(s.Culprits, said) {
 		fmt.Fprintf(b, "  %s\n", line)
 	}
 	for _, d := range s.StateDiff {
@@ -184,13 +185,14 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 	groups := Groups(failed)
 	// The worst first: a double charge before a moved timestamp.
 	slices.SortStableFunc(groups, func(x, y Group) int { return cmp.Compare(failed[y[0]].Severity, failed[x[0]].Severity) })
+	said := map[result.Pattern]bool{}
 	for _, g := range groups {
 		first := failed[g[0]]
 		fmt.Fprintf(b, "\n%s:\n", Name(first))
 		for _, l := range Deliveries(first) {
 			fmt.Fprintf(b, "  %s\n", l)
 		}
-		diffs(b, first)
+		diffs(b, first, said)
 		if l := Rerun(first); l != "" {
 			fmt.Fprintf(b, "%s\n", l)
 		}

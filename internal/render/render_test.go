@@ -63,3 +63,25 @@ func TestStep(t *testing.T) {
 		t.Errorf("statement step = %q", got)
 	}
 }
+
+// A pattern's fix is said once per finding: a later group with the same
+// pattern names it and points up, so a finding of many groups does not
+// repeat the same paragraph.
+func TestFixSaidOnce(t *testing.T) {
+	inc := func(s result.Scenario) result.Scenario {
+		s.Culprits = []result.Culprit{{Delivery: s.Schedule.Deliveries[1], Step: 1, Op: "update", SQL: "UPDATE t SET n = n + 1",
+			Table: "t", Row: "1", Pattern: result.IncrementWithoutRecord}}
+		return s
+	}
+	res := &result.Result{Job: "hit", Scenarios: []result.Scenario{
+		inc(scenario(t, faults.NameRunTwice, "j1a1w1 > j1a2w2", "  - n: 1\n  + n: 2\n")),
+		inc(scenario(t, faults.NameRedrive, "j1a1w1!crash > +72h j1a2w2", "  - n: 1\n  + n: 3\n")),
+	}}
+	msg := render.Finding(res, "go test -run '^TestHit$' .")
+	if n := strings.Count(msg, "Fix: in the same transaction, insert a ledger row"); n != 1 {
+		t.Errorf("the fix is said %d times, want once:\n%s", n, msg)
+	}
+	if !strings.Contains(msg, "updated t row 1 (increment without a record: the fix is above)") {
+		t.Errorf("the second group does not name its pattern:\n%s", msg)
+	}
+}
