@@ -34,8 +34,8 @@ var wantPatterns = map[string][]string{
 	"examples/webhooks/webhooks_test.go":           {"EffectLost"},
 	"examples/welcomemail/welcomemail_test.go":     {"EffectWithoutRecord"},
 	"adapters/gue/example/loyalty/check_test.go":   {"InsertWithoutKey"},
-	"adapters/kafka/example/orders/orders_test.go": {"InsertWithoutKey"},
-	"adapters/nats/example/ledger/ledger_test.go":  {"WorkLost", "CheckThenAct"},
+	"adapters/kafka/example/orders/orders_test.go": {"AckBeforeWork", "InsertWithoutKey"},
+	"adapters/nats/example/ledger/ledger_test.go":  {"AckBeforeWork", "CheckThenAct"},
 	"adapters/river/example/points/check_test.go":  {"InsertWithoutKey"},
 }
 

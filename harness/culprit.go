@@ -131,15 +131,9 @@ func extraWrites(hist []execute.Written, clean map[writeKind][]execute.Written, 
 // missingWrites are the clean run's writes of a differing table that the
 // scenario made fewer of, as culprits: the work that never happened. The
 // delivery named is the first the scenario's fault hit (a crash, a lost
-// answer), where the work was lost.
+// answer), where the work was lost; lostPattern says why.
 func missingWrites(order []execute.Written, clean map[writeKind][]execute.Written, seen map[writeKind]int, differs map[string]bool, deliveries []execute.DeliveryOutcome) []result.Culprit {
-	var hit *execute.DeliveryOutcome
-	for i, d := range deliveries {
-		if d.Died || d.Fault != "" {
-			hit = &deliveries[i]
-			break
-		}
-	}
+	hit := firstHit(deliveries)
 	var out []result.Culprit
 	done := map[writeKind]bool{}
 	for _, w := range order {
@@ -149,7 +143,7 @@ func missingWrites(order []execute.Written, clean map[writeKind][]execute.Writte
 		}
 		done[k] = true
 		w = clean[k][seen[k]]
-		c := result.Culprit{SQL: w.Query, Table: w.Table, Row: w.Key, Op: "missing " + opName(w.Op), Pattern: result.WorkLost}
+		c := result.Culprit{SQL: w.Query, Table: w.Table, Row: w.Key, Op: "missing " + opName(w.Op), Pattern: lostPattern(hit, deliveries, result.WorkLost)}
 		if hit != nil {
 			c.Delivery = hit.Delivery
 		}
@@ -159,6 +153,32 @@ func missingWrites(order []execute.Written, clean map[writeKind][]execute.Writte
 		}
 	}
 	return out
+}
+
+// firstHit is the first delivery the scenario's fault hit, or nil.
+func firstHit(deliveries []execute.DeliveryOutcome) *execute.DeliveryOutcome {
+	for i, d := range deliveries {
+		if d.Died || d.Fault != "" {
+			return &deliveries[i]
+		}
+	}
+	return nil
+}
+
+// lostPattern is why work of the clean run never happened, hit being the
+// delivery the fault hit: the queue took the job as done before that
+// delivery died (a later delivery of the job found it done), or
+// otherwise.
+func lostPattern(hit *execute.DeliveryOutcome, deliveries []execute.DeliveryOutcome, otherwise result.Pattern) result.Pattern {
+	if hit == nil || !hit.Died {
+		return otherwise
+	}
+	for _, d := range deliveries {
+		if d.Delivery.Job == hit.Delivery.Job && d.QueueDone && d.Delivery.Attempt > hit.Delivery.Attempt {
+			return result.AckBeforeWork
+		}
+	}
+	return otherwise
 }
 
 func opName(op byte) string {
@@ -296,7 +316,7 @@ func effectCulprits(diff *assert.EffectDiff, effects []assert.Effect, deliveries
 		e := l.Effect
 		c := result.Culprit{Effect: l.Text, Op: "extra", Pattern: extraPattern(e, effects)}
 		if l.Op == "-" {
-			c.Op, c.Pattern = "missing", result.EffectLost
+			c.Op, c.Pattern = "missing", lostPattern(firstHit(deliveries), deliveries, result.EffectLost)
 		}
 		for _, d := range deliveries {
 			if d.Delivery.Label() == e.Delivery {

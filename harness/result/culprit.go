@@ -90,6 +90,10 @@ const (
 	// between two transactions (the record that the work was done, then
 	// the work), and the retry trusted the record.
 	WorkLost Pattern = "work-lost"
+	// AckBeforeWork: the queue took the job as done (the handler acked,
+	// or committed the offset) before the work was written; the worker
+	// died in between, and the queue handed the job out no more.
+	AckBeforeWork Pattern = "ack-before-work"
 	// ResultChanged: a retry rewrote a value the clean run's write of the
 	// same row stored, with another value (a status advanced again, an
 	// amount or time computed anew): the update computes what it stores
@@ -99,7 +103,7 @@ const (
 
 // patterns are the patterns a culprit can show, for Known.
 var patterns = []Pattern{IncrementWithoutRecord, InsertWithoutKey, KeyPerEnqueue, CheckThenAct, EffectWithoutRecord,
-	KeyPerAttempt, KeyWindowPassed, EffectLost, WorkLost, ResultChanged}
+	KeyPerAttempt, KeyWindowPassed, EffectLost, WorkLost, AckBeforeWork, ResultChanged}
 
 // Known reports whether p is one of the patterns above.
 func (p Pattern) Known() bool { return slices.Contains(patterns, p) }

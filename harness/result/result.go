@@ -461,6 +461,10 @@ type DeliveryOutcome struct {
 	// completed or still held by another attempt); empty when it did. A
 	// delivery that was not made ran no handler: it is never "handled".
 	NotDelivered string `json:",omitempty"`
+	// QueueDone, with NotDelivered, says the queue held the job finished
+	// (acked, completed, its offset committed) and hands it out no more
+	// (queue.Fetched.Done).
+	QueueDone bool `json:",omitempty"`
 	// Settled is what the queue recorded when the handler returned
 	// ("completed", "retry in 1s", "snoozed for 5m0s"); empty when nothing
 	// was recorded (the worker died, the ack was lost) or the job has no

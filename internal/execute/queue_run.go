@@ -278,7 +278,7 @@ func (q *queueRun) done(e *execution, ev event) {
 			if !a.DueAt.IsZero() {
 				job.refused = fmt.Sprintf("the job is scheduled for %s and was never due: %s", e.sinceStart(a.DueAt), job.refused)
 			}
-			d.outcome.NotDelivered = job.refused
+			d.outcome.NotDelivered, d.outcome.QueueDone = job.refused, job.done
 			e.move(d, onRefuse)
 			break
 		}

@@ -73,6 +73,9 @@ func Pattern(p result.Pattern) string {
 	case result.WorkLost:
 		return "work lost: a delivery died between recording the work as done and doing it (two transactions), and the retry trusted the record. " +
 			"Fix: write the record and the work in one transaction"
+	case result.AckBeforeWork:
+		return "ack before the work: the queue took the job as done (an ack, an offset commit) before the work was written, so when the worker died in between, nothing delivered the job again. " +
+			"Fix: ack after the write (commit the offset after the transaction commits), and make the write safe to repeat with an inbox row keyed by the business ID"
 	case result.ResultChanged:
 		return "a retry changed a stored result: the update computes what it stores from what is there (or from the moment), so a second run stores another value. " +
 			"Fix: compute the value once and store it before acting, and make the update conditional on the state it expects (WHERE status = 'packed'), so a retry finds it done"

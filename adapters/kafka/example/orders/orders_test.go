@@ -104,7 +104,7 @@ func TestVerdicts(t *testing.T) {
 
 // The committed offset decides: after a crash between CommitFirst's
 // commit and its write, Kafka hands the record out no more, and the line
-// is lost.
+// is lost; the finding says the ack (the commit) came before the work.
 func TestCommitFirstLosesTheLine(t *testing.T) {
 	res := run(t, commitFirst())
 	var lost int
@@ -115,9 +115,15 @@ func TestCommitFirstLosesTheLine(t *testing.T) {
 		require.Len(t, s.Deliveries, 2, "%s", s.Schedule)
 		assert.Contains(t, s.Deliveries[1].NotDelivered, "committed offset 1", "%s", s.Schedule)
 		assert.Equal(t, result.NotIdempotent, s.Verdict, "%s", s.Schedule)
+		require.NotEmpty(t, s.Culprits, "%s", s.Schedule)
+		assert.Equal(t, result.AckBeforeWork, s.Culprits[0].Pattern, "%s", s.Schedule)
 		lost++
 	}
 	assert.Positive(t, lost)
+	c := cfg
+	c.ExpectFinding = "the offset is committed before the line is written: a crash between loses it"
+	c.ExpectPattern = result.AckBeforeWork
+	harness.Check(t, commitFirst(), c)
 }
 
 // The checks a team would write: harness.Check with no Kafka-specific

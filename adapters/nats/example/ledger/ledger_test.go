@@ -86,7 +86,8 @@ func TestInboxExplore(t *testing.T) {
 }
 
 // Acking before the write loses the credit when the worker dies at the
-// write: the server never delivers the acked message again. A producer
+// write: the server never delivers the acked message again, and the
+// finding says the ack came before the work. A producer
 // copy published past the stream's duplicate window is a new message,
 // which it credits again (it keeps no inbox). Every other fault passes:
 // the server hands an acked message to no one.
@@ -101,10 +102,15 @@ func TestAckFirstLosesTheCreditOnACrash(t *testing.T) {
 		assert.Contains(t, s.Deliveries[1].NotDelivered, "acked by delivery 1", "%s", s.Schedule)
 		require.NotEmpty(t, s.StateDiff, "%s", s.Schedule)
 		assert.Equal(t, "accounts", s.StateDiff[0].Table)
+		// The culprit is the ack: the credit was never written, and the
+		// server held the message done.
+		require.NotEmpty(t, s.Culprits, "%s", s.Schedule)
+		assert.Equal(t, result.AckBeforeWork, s.Culprits[0].Pattern, "%s", s.Schedule)
+		assert.True(t, s.Deliveries[1].QueueDone, "%s", s.Schedule)
 	}
 	c := cfg
 	c.ExpectFinding = "the ack reaches the server before the credit is written"
-	c.ExpectPattern = result.WorkLost
+	c.ExpectPattern = result.AckBeforeWork
 	harness.Check(t, twicenats.Job("credit-ack-first", spec(ledger.Consumer), ackFirst), c)
 }
 
