@@ -37,6 +37,11 @@ type conn struct {
 
 	ended  chan struct{} // closed when serve has ended and the backend is given back or closed
 	parked atomic.Bool   // waiting for the client's next message, nothing half read
+	// replied: the server answered the last round trip out (its
+	// ReadyForQuery, with nothing else out) and serve has read nothing
+	// since: as good as parked, before serve loops back to read, which
+	// on a loaded machine may take longer than Release's grace.
+	replied atomic.Bool
 	// atStep: serve waits for a step's grant (Hooks.Before), nothing of
 	// the step's batch forwarded and every earlier round trip synced.
 	atStep atomic.Bool
@@ -361,12 +366,21 @@ func (c *conn) detachLost() *backend {
 	return c.rollBackAndTake()
 }
 
+// testHookLoop, set by tests before a proxy starts, runs each time the
+// relay loops back to read the client's next message: a test makes it
+// slow, as a loaded machine may.
+var testHookLoop func()
+
 // relay reads the client's messages and forwards them, step by step.
 func (c *conn) relay() error {
 	for {
+		if testHookLoop != nil {
+			testHookLoop()
+		}
 		c.parked.Store(len(c.batch) == 0 && c.open == nil)
 		typ, body, err := c.readMessage()
 		c.parked.Store(false)
+		c.replied.Store(false)
 		if err != nil {
 			if c.p.releasing.Load() {
 				return errReleased
@@ -931,6 +945,11 @@ func (c *conn) frame(typ byte, body []byte, passed bool) {
 			}
 			c.finished = append(c.finished, *front)
 			c.pending = slices.Delete(c.pending, 0, 1)
+			// Set before the reply reaches the client, which may then
+			// return and release the delivery. (A client that pipelines
+			// may have sent more that serve holds unforwarded; one that
+			// returned has nothing more to say.)
+			c.replied.Store(len(c.pending) == 0 && c.hold == nil)
 		}
 	}
 	// An ambiguous COPY FROM STDIN needs the client's data: the request

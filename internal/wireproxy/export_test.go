@@ -1,6 +1,9 @@
 package wireproxy
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // AskServerOnly makes p decide whether a step outside a transaction block
 // is a commit point from the server's answer alone, never from its text;
@@ -19,6 +22,13 @@ func NewPipe() (net.Conn, net.Conn) { return newPipe() }
 // Buffered is how many bytes wait to be read at c, an end of a pipe
 // Dial returned.
 func Buffered(c net.Conn) int { return c.(*pipeEnd).buffered() }
+
+// SlowRelay makes every relay of proxies started from now on take d
+// before it loops back to read its client's next message, until undone.
+func SlowRelay(d time.Duration) (undo func()) {
+	testHookLoop = func() { time.Sleep(d) }
+	return func() { testHookLoop = nil }
+}
 
 // AllParked reports whether every connection of p waits for its client's
 // next message with nothing half read: between round trips.

@@ -544,16 +544,17 @@ func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
 }
 
 // parkGrace is how long Release waits for a connection to come back to
-// waiting for its client: the client may already hold the reply that ends
-// its round trip while the relay has yet to loop back. A connection that
-// does not park by then (a statement still running) is cut.
+// waiting for its client. A connection whose last round trip has its
+// answer (conn.replied) needs none: the client may hold that answer
+// while the relay has yet to loop back. One that does not park by then
+// (a statement still running) is cut.
 const parkGrace = 20 * time.Millisecond
 
 // parks reports whether c is, or within grace comes to be, waiting for
 // its client's next message with nothing half read.
 func (c *conn) parks(grace time.Duration) bool {
 	deadline := time.Now().Add(grace)
-	for !c.parked.Load() {
+	for !c.parked.Load() && !c.replied.Load() {
 		if time.Now().After(deadline) {
 			return false
 		}
