@@ -83,10 +83,12 @@ type Config struct {
 	// instead, naming the warning and the line that accepts it:
 	// result.NoStepTaken (a delivery on a fresh worker did its work, if
 	// any, where the harness cannot see it, or skipped it on what it
-	// kept in memory) and result.GoroutineOutlived (a goroutine the
-	// handler started ran on past the harness's watch). Other warnings (result.TransactionLeftOpen,
-	// ConnectionLeftOpen, CleanRunsDisagree) are logged, and accepting
-	// them changes nothing.
+	// kept in memory), result.GoroutineOutlived (a goroutine the
+	// handler started ran on past the harness's watch) and
+	// result.TransactionLeftOpen (a handler returned in a transaction, or
+	// with a statement out: work it believes it did rolled back). Other
+	// warnings (result.ConnectionLeftOpen, CleanRunsDisagree) are logged,
+	// and accepting them changes nothing.
 	AcceptWarnings []result.WarningKind
 	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
 	// has not returned by then fails its delivery, and the message names
@@ -143,14 +145,15 @@ func (c Config) faults() []faults.Fault {
 }
 
 // doubtful names, by their Go names, the warnings that say a pass may be
-// wrong: a delivery worked where the harness cannot see, or skipped its
-// work on memory production would not have. TransactionLeftOpen is not
-// one yet: the harness raised it, rarely, for a delivery whose last
-// statement's connection it had not yet seen idle (webhooks' TestNotify
-// under concurrent-delivery, once in 30 repeats), so it is logged.
+// wrong: a delivery worked where the harness cannot see, skipped its
+// work on memory production would not have, left work running past the
+// watch, or believes it did work that rolled back (a transaction left
+// open). ConnectionLeftOpen is not one: the harness closed the
+// connection, and what it committed was compared.
 var doubtful = map[result.WarningKind]string{
-	result.NoStepTaken:       "NoStepTaken",
-	result.GoroutineOutlived: "GoroutineOutlived",
+	result.NoStepTaken:         "NoStepTaken",
+	result.GoroutineOutlived:   "GoroutineOutlived",
+	result.TransactionLeftOpen: "TransactionLeftOpen",
 }
 
 // warningKinds are the warnings a check can raise, which AcceptWarnings

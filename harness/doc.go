@@ -110,7 +110,8 @@
 // history, the effects' keys and the schedule: an increment without a
 // record, an insert without a unique key, a check-then-act race, a record
 // keyed per enqueue, an effect without a record, a key per attempt, a key
-// window passed, an effect or work lost; none when nothing fits. Each
+// window passed, an effect or work lost, the ack before the work, a
+// retry that changed a stored result; none when nothing fits. Each
 // finding has a result.Severity.
 //
 // A check that would pass with a warning saying the pass may be wrong
@@ -120,8 +121,10 @@
 // through a pool of its own or skipped on what it kept in memory (with
 // Job.Handler every delivery shares the closure; a redelivery after a
 // crash would have a new process in production, which Job.NewWorker
-// builds), and result.GoroutineOutlived (below). Other warnings, such as
-// a transaction left open, are logged.
+// builds), result.TransactionLeftOpen, a handler that returned in a
+// transaction (its work there rolled back, though it believes it did it),
+// and result.GoroutineOutlived (below). Other warnings, such as a
+// connection left open that the harness closed, are logged.
 //
 // A queue acks a delivery when its handler returns. A goroutine the
 // handler started that runs a statement or makes an effect call after
