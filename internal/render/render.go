@@ -102,21 +102,47 @@ func Difference(s result.Scenario) string {
 	return b.String()
 }
 
-// diffs writes s's problems, culprits (a pattern's fix once: said) and
-// diffs.
-func diffs(b *strings.Builder, s result.Scenario, said map[result.Pattern]bool) {
-	for _, p := range Problems(s) {
-		fmt.Fprintf(b, "  %s\n", p)
+// written is what a finding's earlier paragraphs said: the patterns
+// whose fix they gave, and each table diff they printed, by its rows,
+// with the name of the paragraph that printed it.
+type written struct {
+	fixes  map[result.Pattern]bool
+	tables map[string]string
+}
+
+// diffs writes s's problems, culprits and diffs, named name; a fix or a
+// table diff an earlier paragraph wrote (w) is pointed to, not written
+// again. The effects' count is their diff's to say.
+func diffs(b *strings.Builder, s result.Scenario, name string, w written) {
+	for _, p := range s.Problems {
+		if p.Kind != result.StateDiffers && (p.Kind != result.EffectsDiffer || s.EffectDiff == nil) {
+			fmt.Fprintf(b, "  %s\n", text.FirstLine(Problem(p)))
+		}
 	}
-	for _, line := range Culprits(s.Culprits, said) {
+	for _, line := range Culprits(s.Culprits, w.fixes) {
 		fmt.Fprintf(b, "  %s\n", line)
 	}
 	for _, d := range s.StateDiff {
+		rows := strings.Join(append([]string{d.Table, d.Diff}, gapLines(d)...), "\n")
+		if first, ok := w.tables[rows]; ok {
+			fmt.Fprintf(b, "table %q differs as under %s above\n", d.Table, first)
+			continue
+		}
+		w.tables[rows] = name
 		fmt.Fprintf(b, "%s\n", d)
 	}
 	if s.EffectDiff != nil {
 		fmt.Fprintf(b, "%s\n", s.EffectDiff)
 	}
+}
+
+// gapLines are d's gaps as printed.
+func gapLines(d assert.TableDiff) []string {
+	var out []string
+	for _, g := range d.Gaps {
+		out = append(out, g.String())
+	}
+	return out
 }
 
 // Group is the scenarios (indexes into the slice given to Groups) that
@@ -185,14 +211,14 @@ func Findings(b *strings.Builder, res *result.Result, failed []result.Scenario) 
 	groups := Groups(failed)
 	// The worst first: a double charge before a moved timestamp.
 	slices.SortStableFunc(groups, func(x, y Group) int { return cmp.Compare(failed[y[0]].Severity, failed[x[0]].Severity) })
-	said := map[result.Pattern]bool{}
+	w := written{fixes: map[result.Pattern]bool{}, tables: map[string]string{}}
 	for _, g := range groups {
 		first := failed[g[0]]
 		fmt.Fprintf(b, "\n%s:\n", Name(first))
 		for _, l := range Deliveries(first) {
 			fmt.Fprintf(b, "  %s\n", l)
 		}
-		diffs(b, first, said)
+		diffs(b, first, Name(first), w)
 		if l := Rerun(first); l != "" {
 			fmt.Fprintf(b, "%s\n", l)
 		}

@@ -85,3 +85,25 @@ func TestFixSaidOnce(t *testing.T) {
 		t.Errorf("the second group does not name its pattern:\n%s", msg)
 	}
 }
+
+// A table diff an earlier group of the finding printed is pointed to,
+// not printed again, and the effects' count is left to their diff.
+func TestSameTableDiffPointedTo(t *testing.T) {
+	same := "  - n: 1\n  + n: 2\n"
+	a := scenario(t, faults.NameRunTwice, "j1a1w1 > j1a2w2", same)
+	b := scenario(t, faults.NameProducerRetry, "j1a1w1 > j2a1w2", same)
+	b.Culprits = []result.Culprit{{Delivery: b.Schedule.Deliveries[1], Step: 1, Op: "insert", SQL: "INSERT INTO t VALUES (2)", Table: "t", Pattern: result.KeyPerEnqueue}}
+	b.Problems = append(b.Problems, result.Problem{Kind: result.EffectsDiffer, Extra: 1})
+	b.EffectDiff = &assert.EffectDiff{Label: "producer-retry", Extra: 1}
+	res := &result.Result{Job: "hit", Scenarios: []result.Scenario{a, b}}
+	msg := render.Finding(res, "go test -run '^TestHit$' .")
+	if n := strings.Count(msg, "- n: 1"); n != 1 {
+		t.Errorf("the table diff is printed %d times, want once:\n%s", n, msg)
+	}
+	if !strings.Contains(msg, "table \"t\" differs as under run-twice (schedule j1a1w1 > j1a2w2) above\n") {
+		t.Errorf("the second group does not point to the first's diff:\n%s", msg)
+	}
+	if strings.Contains(msg, "effects differ from one clean run") {
+		t.Errorf("the effects' count is printed beside their diff:\n%s", msg)
+	}
+}
