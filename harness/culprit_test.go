@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -103,6 +104,30 @@ func TestFindingNamesTheCulprit(t *testing.T) {
 		c := res.Scenarios[0].Culprits[0]
 		assert.Equal(t, "j2a1w2", c.Delivery.Label(), "the producer's copy did it")
 		assert.Equal(t, result.KeyPerEnqueue, c.Pattern)
+	})
+
+	// A pgx.Batch is one step whose statements the server starts one by
+	// one: each statement's rows are the step's, not only the first's.
+	t.Run("an increment in a batch", func(t *testing.T) {
+		res, err := harness.Run(t.Context(), harness.Job{Name: "reward", Handler: func(ctx context.Context, d *harness.Delivery) error {
+			b := &pgx.Batch{}
+			b.Queue(`UPDATE customers SET note = 'seen' WHERE id = 77`)
+			b.Queue(`UPDATE customers SET points = points + 50 WHERE id = 77`)
+			return d.DB.SendBatch(ctx, b).Close()
+		}}, harness.Config{Setup: []harness.Setup{harness.SQL(culpritFixture)}, Faults: []faults.Fault{faults.RunTwice()}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+		require.Len(t, res.Scenarios, 1)
+		var points *result.Culprit
+		for i, c := range res.Scenarios[0].Culprits {
+			if c.SQL == `UPDATE customers SET points = points + 50 WHERE id = 77` {
+				points = &res.Scenarios[0].Culprits[i]
+			}
+		}
+		require.NotNil(t, points, "%+v", res.Scenarios[0].Culprits)
+		assert.Equal(t, "j1a2w2", points.Delivery.Label(), "the redelivery's batch did it")
+		assert.Equal(t, 1, points.Step, "the batch is the delivery's step 1")
+		assert.Equal(t, result.IncrementWithoutRecord, points.Pattern)
 	})
 
 	t.Run("an upsert of the same values", func(t *testing.T) {

@@ -22,9 +22,11 @@ type Written struct {
 // one (a returned delivery's backend given to the next) use it one after
 // another, so a backend's writes, grouped by the statement that made
 // them (its start and text, as the history holds them), come in the order
-// its steps were granted: each group is the next granted step on that
-// backend whose text is the statement's (a step that wrote nothing, or
-// was cut before it reached the server, has no group).
+// its steps were granted: each group is the next statement granted on
+// that backend whose text is the group's (a statement that wrote nothing,
+// or was cut before it reached the server, has no group). A step that is
+// a batch (pgx.Batch: the proxy joins its statements with ";\n") grants
+// each of its statements in turn, and the server starts each anew.
 func (e *execution) attribute(ws []freshdb.Write) []Written {
 	type granted struct {
 		d, step int
@@ -40,7 +42,9 @@ func (e *execution) attribute(ws []freshdb.Write) []Written {
 		req := e.deliveries[i].taken[next[i]]
 		next[i]++
 		if !req.effect && req.step.PID != 0 {
-			onPID[req.step.PID] = append(onPID[req.step.PID], granted{i, next[i], req.step.SQL})
+			for _, sql := range strings.Split(req.step.SQL, ";\n") {
+				onPID[req.step.PID] = append(onPID[req.step.PID], granted{i, next[i], sql})
+			}
 		}
 	}
 	type statement struct {
