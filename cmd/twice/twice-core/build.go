@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
@@ -404,12 +403,13 @@ func (b *builder) job(recs []record.Record) report.Job {
 		j.Findings = append(j.Findings, b.finding(base, s, status))
 		failed = append(failed, s)
 	}
-	// A difference already shown is named, not repeated; differences
-	// alike but for the keys the handler drew (a random idempotency key
-	// per delivery) are one difference.
+	// A difference already shown is named, not repeated: the go test
+	// output's groups (render.Difference), so differences alike but for
+	// the keys the handler drew (a random idempotency key per delivery)
+	// are one difference here too.
 	shown := map[string]int{}
 	for i, s := range failed {
-		k := groupKey(s, res.ReferenceEffects)
+		k := render.Difference(s)
 		if first, ok := shown[k]; ok {
 			j.Findings[i].SameAs = j.Findings[first].Schedule
 			continue
@@ -476,7 +476,7 @@ func (b *builder) relDir(dir string) string {
 }
 
 func (b *builder) finding(rec record.Record, s result.Scenario, status report.Status) report.Finding {
-	diff := sha256.Sum256([]byte(groupKey(s, rec.Result.ReferenceEffects)))
+	diff := sha256.Sum256([]byte(render.Difference(s)))
 	f := report.Finding{
 		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
@@ -523,34 +523,6 @@ func (b *builder) finding(rec record.Record, s result.Scenario, status report.St
 		f.EffectDiff = s.EffectDiff.String()
 	}
 	return f
-}
-
-// groupKey is s's differences as render.Difference writes them, with
-// each effect key the clean run did not use replaced by its place among
-// the diff's new keys: two scenarios whose deliveries each drew a random
-// key, and differ in nothing else, differ alike. A key the clean run used
-// (one derived from the job, say) stays as it is, so findings that differ
-// in such keys stay apart.
-func groupKey(s result.Scenario, clean []assert.Effect) string {
-	d := render.Difference(s)
-	if s.EffectDiff == nil {
-		return d
-	}
-	known := map[string]bool{}
-	for _, e := range clean {
-		known[e.Key] = true
-	}
-	var pairs []string
-	seen := map[string]bool{}
-	for _, l := range s.EffectDiff.Lines {
-		k := l.Effect.Key
-		if k == "" || known[k] || seen[k] {
-			continue
-		}
-		seen[k] = true
-		pairs = append(pairs, k, fmt.Sprintf("<new key %d>", len(seen)))
-	}
-	return strings.NewReplacer(pairs...).Replace(d)
 }
 
 // replayCommand is the twice replay line for one schedule of one test,
