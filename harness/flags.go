@@ -69,6 +69,13 @@ const (
 // schedules; a finding prints the seed rapid used, which replays without
 // -twice.shard. twice report -shard i/n passes it to the tests, and twice
 // report --merge joins the shards' reports into one.
+//
+// With neither set, the shard is the one the CI system's own variables
+// give, if any (Bazel's TEST_SHARD_INDEX and TEST_TOTAL_SHARDS, whose
+// status file is touched; CircleCI's, Buildkite's and GitLab's parallel
+// job index and count), and Result.Shard.From names them. Where those
+// already split the packages across machines, set TWICE_SHARD=1/1, or
+// each check runs only its machine's share of its schedules.
 const ShardEnv = record.ShardEnv
 
 func init() {
@@ -173,17 +180,27 @@ func withReplay(cfg Config) (Config, error) {
 	return cfg, nil
 }
 
-// shardSetting is -twice.shard or TWICE_SHARD; nil when unset.
+// shardSetting is -twice.shard or TWICE_SHARD, or else the shard the CI
+// system's own variables give (record.CIShard); nil when none is set.
 func shardSetting() (*result.ShardRun, error) {
-	text := setting("twice.shard", ShardEnv)
+	text, source := setting("twice.shard", ShardEnv), "-twice.shard or "+ShardEnv
+	ci := ""
+	if text == "" {
+		var err error
+		text, ci, err = record.CIShard(os.Getenv)
+		if err != nil {
+			return nil, fmt.Errorf("[twice] the CI's shard variables %s: %w; set %s=i/n to say which shard this is (1/1 runs every schedule)", ci, err, ShardEnv)
+		}
+		source = ci
+	}
 	if text == "" {
 		return nil, nil
 	}
 	s, err := result.ParseShard(text)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] -twice.shard or %s: %w", ShardEnv, err)
+		return nil, fmt.Errorf("[twice] %s: %w", source, err)
 	}
-	return &result.ShardRun{Shard: s}, nil
+	return &result.ShardRun{Shard: s, From: ci}, nil
 }
 
 // keepSetting is -twice.keep or TWICE_KEEP: whether a failed check keeps

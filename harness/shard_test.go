@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,38 @@ func TestShardWithoutSchedulesPasses(t *testing.T) {
 	assert.Equal(t, result.StatusIdempotent, res.Status)
 	assert.Equal(t, &result.ShardRun{Shard: result.Shard{Index: 2, Count: 3}, Schedules: 1, Faults: []faults.Name{faults.NameRunTwice}}, res.Shard)
 	assert.Equal(t, `[twice] ok: job "hit": 0 scenarios in shard 2/3 (of 1), none differs from one clean run`, res.String())
+}
+
+// With no TWICE_SHARD, a check takes its shard from the CI system's own
+// variables (CircleCI's here, counted from 0), and says where it came
+// from; TWICE_SHARD, set, wins: 1/1 runs every schedule.
+func TestShardFromCIVariables(t *testing.T) {
+	job, cfg := shardedJob()
+	t.Setenv(harness.ShardEnv, "")
+	t.Setenv("CIRCLE_NODE_INDEX", "1")
+	t.Setenv("CIRCLE_NODE_TOTAL", "2")
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.NotNil(t, res.Shard)
+	assert.Equal(t, result.Shard{Index: 2, Count: 2}, res.Shard.Shard)
+	assert.Equal(t, "CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL", res.Shard.From)
+	assert.Contains(t, res.String(), fmt.Sprintf("in shard 2/2 (of %d; from CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL)", res.Shard.Schedules))
+
+	t.Setenv(harness.ShardEnv, "1/1")
+	res, err = harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.NotNil(t, res.Shard)
+	assert.Equal(t, result.Shard{Index: 1, Count: 1}, res.Shard.Shard)
+	assert.Empty(t, res.Shard.From)
+	assert.Len(t, res.Scenarios, res.Shard.Schedules, "1/1 runs every schedule")
+
+	t.Setenv(harness.ShardEnv, "")
+	t.Setenv("CIRCLE_NODE_INDEX", "2")
+	_, err = harness.Run(t.Context(), job, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `[twice] CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL: "3/2" names shard 3 of 2`)
 }
 
 func TestShardSettingRefused(t *testing.T) {

@@ -70,4 +70,8 @@ type ShardRun struct {
 	// of their first schedule: a shard's report lists the faults it ran
 	// no schedule of, so shards' reports merge in the unsharded order.
 	Faults []faults.Name `json:",omitempty"`
+	// From names the CI system's variables the shard came from
+	// ("CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL"), when neither TWICE_SHARD
+	// nor -twice.shard gave it.
+	From string `json:",omitempty"`
 }

@@ -372,6 +372,10 @@ func InShard(res *result.Result) string {
 	switch {
 	case res.Shard == nil:
 		return ""
+	case res.Shard.From != "" && res.Shard.Schedules > 0:
+		return fmt.Sprintf(" in shard %s (of %d; from %s)", res.Shard, res.Shard.Schedules, res.Shard.From)
+	case res.Shard.From != "":
+		return fmt.Sprintf(" in shard %s (from %s)", res.Shard, res.Shard.From)
 	case res.Shard.Schedules > 0:
 		return fmt.Sprintf(" in shard %s (of %d)", res.Shard, res.Shard.Schedules)
 	}

@@ -17,8 +17,9 @@ import (
 )
 
 // shardOf is the shard twice report runs, from -shard, -twice.shard (in
-// env, as TWICE_SHARD=i/n) or $TWICE_SHARD, nil for a whole run; env
-// gains TWICE_SHARD for the tests when -shard gave it.
+// env, as TWICE_SHARD=i/n), $TWICE_SHARD or the CI's own shard variables
+// (record.CIShard), nil for a whole run; env gains TWICE_SHARD for the
+// tests when -shard gave it.
 func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 	fromFlags := ""
 	for _, e := range env {
@@ -34,8 +35,14 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 		env = append(env, record.ShardEnv+"="+flagText)
 	case fromFlags != "":
 		text, source = fromFlags, "-twice.shard"
-	default:
+	case os.Getenv(record.ShardEnv) != "":
 		text, source = os.Getenv(record.ShardEnv), record.ShardEnv
+	default:
+		var err error
+		text, source, err = record.CIShard(os.Getenv)
+		if err != nil {
+			return nil, nil, fmt.Errorf("[twice] the CI's shard variables %s: %w; set %s=i/n or -shard to say which shard this is (1/1 runs every schedule)", source, err, record.ShardEnv)
+		}
 	}
 	if strings.TrimSpace(text) == "" {
 		return nil, env, nil
