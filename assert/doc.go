@@ -57,6 +57,11 @@
 //   - AtMostOnce: the mirror; a duplicate is always a finding.
 //   - Repeatable: harmless to repeat at the provider (cancelling a
 //     subscription): any number of copies is fine, a missing one is not.
+//   - AckRecorded: at-least-once with the queue's ack as the only record
+//     (a digest mailed with nothing in the database): a duplicate from a
+//     redelivery of the same job, one delivery after another, is
+//     tolerated; one from a producer's copy or an overlapping delivery
+//     is not.
 //
 // [VolatileEffects] finds payload fields that differ between two clean
 // runs, as [VolatileColumns] does for tables, down to the path inside a

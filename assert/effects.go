@@ -179,6 +179,15 @@ const (
 	// missing effect is always a finding, and so is an effect the clean
 	// run did not make (a cancel with other parameters).
 	Repeatable
+	// AckRecorded is at-least-once for an effect whose only record is the
+	// queue's ack (a digest mailed on a schedule, with nothing in the
+	// database): a duplicate a redelivery of the same job made, one
+	// delivery after another (a crash before the ack, a lost ack, a
+	// redrive), is the window at-least-once allows and is tolerated
+	// (EffectOptions.Redelivered); one a producer's copy or an
+	// overlapping delivery made is a finding, as is a missing effect. A
+	// queue that refuses copies (a task ID) keeps the record.
+	AckRecorded
 )
 
 func (p Policy) String() string {
@@ -191,6 +200,8 @@ func (p Policy) String() string {
 		return "at-most-once"
 	case Repeatable:
 		return "repeatable"
+	case AckRecorded:
+		return "ack-recorded"
 	}
 	return fmt.Sprintf("Policy(%d)", int(p))
 }
@@ -225,6 +236,11 @@ type EffectOptions struct {
 	// and before the effect. AtMostOnce kinds then tolerate a missing
 	// effect.
 	MissingUnavoidable bool
+	// Redelivered says every delivery that made an effect in the scenario
+	// was one job's, and no two of them overlapped: its duplicates are
+	// redeliveries', after the last ack was lost or never sent.
+	// AckRecorded kinds then tolerate duplicates.
+	Redelivered bool
 }
 
 func (o EffectOptions) policy(kind string) Policy { return o.Policies[kind] }
@@ -370,7 +386,7 @@ func DiffEffects(once, twice []Effect, opts EffectOptions) *EffectDiff {
 	for _, g := range ordered {
 		n1, n2 := len(g.once), len(g.twice)
 		p := opts.policy(g.kind)
-		tolerateExtra := (p == AtLeastOnce && opts.DuplicatesUnavoidable || p == Repeatable) && n1 > 0
+		tolerateExtra := (p == AtLeastOnce && opts.DuplicatesUnavoidable || p == AckRecorded && opts.Redelivered || p == Repeatable) && n1 > 0
 		// A repeatable effect is there once it is there at all.
 		tolerateMissing := p == AtMostOnce && opts.MissingUnavoidable || p == Repeatable && n2 > 0
 		extra := n2 > n1 && !tolerateExtra
@@ -417,6 +433,12 @@ func policyNote(kind string, p Policy, opts EffectOptions) string {
 		s := kind + " is at-least-once: missing effects and effects the clean run did not make are always findings; a duplicate is tolerated only where deliveries overlapped or a delivery died between an effect and its record"
 		if !opts.DuplicatesUnavoidable {
 			s += ", and neither happened in this scenario"
+		}
+		return s
+	case AckRecorded:
+		s := kind + " is recorded by the queue's ack: missing effects and effects the clean run did not make are always findings; a duplicate is tolerated only from a redelivery of the same job that overlapped no other delivery"
+		if !opts.Redelivered {
+			s += ", and this one came from a producer's copy or an overlapping delivery"
 		}
 		return s
 	case Repeatable:
@@ -575,8 +597,8 @@ func CheckEffects(once, twice []Effect, opts EffectOptions) error {
 	}
 	slices.Sort(kinds)
 	for _, k := range kinds {
-		if p := opts.Policies[k]; p < ExactlyOnce || p > Repeatable {
-			return fmt.Errorf("[twice] EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce or assert.Repeatable", k, p)
+		if p := opts.Policies[k]; p < ExactlyOnce || p > AckRecorded {
+			return fmt.Errorf("[twice] EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded", k, p)
 		}
 	}
 	if d := DiffEffects(once, twice, opts); d != nil {

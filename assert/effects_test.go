@@ -384,7 +384,7 @@ func TestCheckEffects(t *testing.T) {
 	goldenText(t, "effects_differ", err.Error()+"\n")
 
 	err = assert.CheckEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
-	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce or assert.Repeatable`)
+	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded`)
 	d := assert.DiffEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
 	require.NotNil(t, d, "an unknown policy is held to exactly-once")
 	require.Equal(t, []string{"email has the unknown policy Policy(7) and is held to exactly-once"}, d.Notes)
@@ -403,9 +403,31 @@ func TestEffectsEqual(t *testing.T) {
 	goldenText(t, "effects_equal_missing", rt.errors[0]+"\n")
 }
 
+// An effect whose only record is the queue's ack tolerates the duplicate
+// a redelivery of its job made, not one a producer's copy or an overlap
+// made, and never a missing one.
+func TestAckRecorded(t *testing.T) {
+	opts := assert.EffectOptions{Label: "crash-before-ack", Policies: map[string]assert.Policy{"email": assert.AckRecorded}}
+	once := []assert.Effect{effect("email", "", receiptAsha, "j1a1w1")}
+	twice := []assert.Effect{effect("email", "", receiptAsha, "j1a1w1"), effect("email", "", receiptAsha, "j1a2w2")}
+
+	opts.Redelivered = true
+	require.Nil(t, assert.DiffEffects(once, twice, opts), "a redelivery's duplicate is the window the ack leaves")
+	d := assert.DiffEffects(once, nil, opts)
+	require.NotNil(t, d, "a missing effect is a finding")
+	require.Equal(t, 1, d.Missing)
+
+	opts.Redelivered = false
+	d = assert.DiffEffects(once, twice, opts)
+	require.NotNil(t, d, "a copy's or an overlap's duplicate is a finding")
+	require.Equal(t, 1, d.Extra)
+	require.Contains(t, d.String(), "email is recorded by the queue's ack")
+	require.NoError(t, assert.CheckEffects(once, once, opts), "AckRecorded is a policy CheckEffects takes")
+}
+
 func TestPolicyString(t *testing.T) {
 	for p, want := range map[assert.Policy]string{
-		assert.ExactlyOnce: "exactly-once", assert.AtLeastOnce: "at-least-once", assert.AtMostOnce: "at-most-once", assert.Repeatable: "repeatable", assert.Policy(-1): "Policy(-1)",
+		assert.ExactlyOnce: "exactly-once", assert.AtLeastOnce: "at-least-once", assert.AtMostOnce: "at-most-once", assert.Repeatable: "repeatable", assert.AckRecorded: "ack-recorded", assert.Policy(-1): "Policy(-1)",
 	} {
 		require.Equal(t, want, p.String())
 	}

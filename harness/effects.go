@@ -6,6 +6,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Mail returns the delivery's mail sender (package effects). Its emails go
@@ -83,6 +84,29 @@ func effectWindows(overlapped bool, faulted map[string]bool, log []assert.Effect
 		}
 	}
 	return duplicates, len(faulted) > 0
+}
+
+// oneJob reports whether the effects that happened in log were all made
+// by deliveries of one job of the schedule: no producer's copy made one,
+// even one that reached the queue with the original's ID (a task ID
+// free again once its retention ended).
+func oneJob(log []assert.Effect, deliveries []result.DeliveryOutcome) bool {
+	job := 0
+	for _, e := range log {
+		if !e.Happened() {
+			continue
+		}
+		for _, d := range deliveries {
+			if d.Delivery.Label() != e.Delivery {
+				continue
+			}
+			if job != 0 && d.Delivery.Job != job {
+				return false
+			}
+			job = d.Delivery.Job
+		}
+	}
+	return true
 }
 
 // HTTPClient returns the delivery's HTTP client (package effects): hand it

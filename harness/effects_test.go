@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	twiceassert "github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/result"
@@ -82,4 +84,30 @@ func TestProvidersMisuse(t *testing.T) {
 	cfg := harness.Config{Providers: effects.Providers{Payments: effects.PaymentProvider{KeyWindow: -time.Hour}}}
 	_, err := harness.Run(t.Context(), job, cfg)
 	require.ErrorContains(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s")
+}
+
+// A job whose only record of its email is the queue's ack (a digest, with
+// nothing in the database) is at-least-once: the duplicate a redelivery
+// of the job makes after a crash before the ack, a lost ack or a redrive
+// is the window the ack leaves, and passes under assert.AckRecorded; the
+// one a producer's copy or an overlapping delivery makes is found.
+func TestAckRecordedEffect(t *testing.T) {
+	job := harness.Job{Name: "weekly-digest", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return d.Mail().Send(ctx, effects.Email{To: "alice@example.com", Subject: "Your week"})
+	}}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE digests (week text)`)},
+		EffectPolicies: map[string]twiceassert.Policy{"email": twiceassert.AckRecorded},
+		Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck(), faults.LostAck(), faults.Redrive(72 * time.Hour),
+			faults.ProducerRetry(), faults.ConcurrentDelivery()}}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	found := map[faults.Name]bool{}
+	for _, s := range res.Scenarios {
+		found[s.Fault] = found[s.Fault] || s.Verdict != result.Idempotent
+	}
+	assert.Equal(t, map[faults.Name]bool{
+		faults.NameRunTwice: false, faults.NameCrashBeforeAck: false, faults.NameLostAck: false, faults.NameRedrive: false,
+		faults.NameProducerRetry: true, faults.NameConcurrentDelivery: true,
+	}, found, "%s", res)
 }

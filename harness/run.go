@@ -609,6 +609,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		Volatile:              res.VolatileEffects,
 		DuplicatesUnavoidable: dups,
 		MissingUnavoidable:    missing,
+		Redelivered:           !ex.Overlapped && oneJob(sc.Effects, ex.Deliveries),
 	})
 	if sc.EffectDiff != nil {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})

@@ -62,7 +62,10 @@
 //     lease holds: not delivered.
 //   - producer-retry: the task is enqueued twice by asynq's client; with
 //     TaskID or Unique the copy is refused (ErrTaskIDConflict,
-//     ErrDuplicateTask).
+//     ErrDuplicateTask). A task completed with Retention leaves Redis
+//     when its retention ends on the harness clock, as asynq's janitor
+//     removes it, and frees its TaskID: producer-retry-after-dedup's
+//     copy comes then.
 //   - redrive: the Inspector's RunTask of an archived or retrying task; a
 //     task asynq deleted after success has nothing to run.
 //
@@ -287,12 +290,15 @@ func (q *asynqQueue) cancelAfter() time.Duration {
 func (q *asynqQueue) Schema() queue.Schema { return queue.Schema{} }
 
 // Rules are asynq's lease, recoverer and timeout, and how long it refuses
-// a copy: Unique's TTL, or for as long as the task is held with TaskID.
+// a copy: Unique's TTL, or for as long as the task is held with TaskID
+// (with Retention, until the retention after its completion ends).
 func (q *asynqQueue) Rules() queue.Rules {
 	r := queue.Rules{Redeliver: q.opts.redeliver, CancelAfter: q.cancelAfter(), OneDeliveryAtATime: true}
 	switch {
 	case q.msg.uniqueTTL > 0:
 		r.Dedup = q.msg.uniqueTTL
+	case q.msg.taskID != "" && q.msg.retention > 0:
+		r.Dedup = q.msg.retention // held while retained, once completed
 	case q.msg.taskID != "":
 		r.Dedup = -1
 	}

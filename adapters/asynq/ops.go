@@ -45,6 +45,9 @@ func (q *asynqQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	if err := s.expireUnique(ctx, op.Now); err != nil {
 		return queue.Enqueued{}, err
 	}
+	if err := s.expireRetained(ctx, op.Now); err != nil {
+		return queue.Enqueued{}, err
+	}
 	wall := time.Now()
 	info, err := s.client.EnqueueContext(ctx, task, opts...)
 	switch {
@@ -99,6 +102,33 @@ func (s *scenario) expireUnique(ctx context.Context, now time.Time) error {
 	for _, k := range keys {
 		if err := s.rdb.Del(ctx, k).Err(); err != nil {
 			return fmt.Errorf("expiring the Unique lock %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// expireRetained deletes the completed tasks whose Retention ended by now
+// on the harness clock, as asynq's janitor does on the wall clock
+// (rdb.DeleteExpiredCompletedTasks: the task's hash and its place in the
+// queue's completed set), so a TaskID is free again for a later copy.
+func (s *scenario) expireRetained(ctx context.Context, now time.Time) error {
+	s.mu.Lock()
+	type gone struct{ queue, id string }
+	var ids []gone
+	for id, ts := range s.tasks {
+		if !ts.retainedUntil.IsZero() && !ts.retainedUntil.After(now) {
+			ids = append(ids, gone{ts.queue, id})
+			ts.retainedUntil = time.Time{}
+		}
+	}
+	s.mu.Unlock()
+	for _, g := range ids {
+		prefix := "asynq:{" + g.queue + "}:"
+		if err := s.rdb.Del(ctx, prefix+"t:"+g.id).Err(); err != nil {
+			return fmt.Errorf("expiring the retained task %s: %w", g.id, err)
+		}
+		if err := s.rdb.ZRem(ctx, prefix+"completed", g.id).Err(); err != nil {
+			return fmt.Errorf("expiring the retained task %s: %w", g.id, err)
 		}
 	}
 	return nil
@@ -305,6 +335,11 @@ func (q *asynqQueue) settle(ctx context.Context, op queue.Op, herr error) (queue
 	case got == nil && errors.Is(herr, asynq.RevokeTask):
 		return queue.Settled{Outcome: queue.Cancelled, Detail: "asynq.RevokeTask"}, nil
 	case got == nil || got.State == asynq.TaskStateCompleted:
+		if got != nil && q.msg.retention > 0 {
+			s.mu.Lock()
+			ts.retainedUntil = op.Now.Add(q.msg.retention)
+			s.mu.Unlock()
+		}
 		return queue.Settled{Outcome: queue.Completed}, nil
 	case got.State == asynq.TaskStateArchived:
 		why := fmt.Sprintf("archived after %d of %d retries", got.Retried, got.MaxRetry)

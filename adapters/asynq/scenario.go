@@ -55,6 +55,9 @@ type taskState struct {
 	dueAt time.Time
 	// holder is the delivery handed out last and not yet settled.
 	holder *delivery
+	// retainedUntil is when a task completed with Retention leaves
+	// Redis on the harness clock (zero: not retained).
+	retainedUntil time.Time
 }
 
 // worker is one asynq.Server, as one worker process: its Redis client
