@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -62,24 +63,8 @@ func widestReport(t *testing.T) *report.Report {
 // screenshot (PNG) is kept in $TWICE_ARTIFACTS, or the test's temp dir,
 // and logged.
 func TestMatrixFits1280(t *testing.T) {
-	exe := chromium(t)
 	r := widestReport(t)
-	html, err := r.HTML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	page := filepath.Join(dir, "index.html")
-	if err := os.WriteFile(page, html, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx := browser(t, exe, 1280, 900)
-	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
-		t.Fatalf("opening %s in %s: %v", page, exe, err)
-	}
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS("#matrix"))); err != nil {
-		t.Fatal(err)
-	}
+	ctx := openReport(t, r, "#matrix")
 	type layout struct {
 		Viewport    float64  `json:"viewport"`
 		PageScroll  float64  `json:"pageScroll"`
@@ -111,21 +96,7 @@ func TestMatrixFits1280(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	art := os.Getenv("TWICE_ARTIFACTS")
-	if art == "" {
-		art = dir
-	}
-	if err := os.MkdirAll(art, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shotPath := filepath.Join(art, "report-1280.png")
-	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	topPath := filepath.Join(art, "report-1280-window.png")
-	if err := os.WriteFile(topPath, top, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	shotPath, topPath := keepShot(t, "report-1280.png", shot), keepShot(t, "report-1280-window.png", top)
 	t.Logf("screenshots: %s (the window), %s (the page); layout %+v", topPath, shotPath, l)
 
 	if l.Columns != len(r.Faults) {
@@ -154,24 +125,8 @@ func TestMatrixFits1280(t *testing.T) {
 // and its diagram marks the culprit's call. The block's screenshot is
 // kept beside the page's (report-1280-why.png).
 func TestWhyAboveTheDiff1280(t *testing.T) {
-	exe := chromium(t)
 	r := fixture(t)
-	html, err := r.HTML()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	page := filepath.Join(dir, "index.html")
-	if err := os.WriteFile(page, html, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx := browser(t, exe, 1280, 900)
-	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
-		t.Fatalf("opening %s in %s: %v", page, exe, err)
-	}
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(".why"))); err != nil {
-		t.Fatal(err)
-	}
+	ctx := openReport(t, r, ".why")
 	type why struct {
 		Finding  string  `json:"finding"`
 		Top      float64 `json:"top"`
@@ -198,14 +153,7 @@ func TestWhyAboveTheDiff1280(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	art := cmp.Or(os.Getenv("TWICE_ARTIFACTS"), dir)
-	if err := os.MkdirAll(art, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	shotPath := filepath.Join(art, "report-1280-why.png")
-	if err := os.WriteFile(shotPath, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	shotPath := keepShot(t, "report-1280-why.png", shot)
 	t.Logf("screenshot of the first Why block: %s; blocks %+v", shotPath, got)
 
 	withCulprits := 0
@@ -233,4 +181,42 @@ func TestWhyAboveTheDiff1280(t *testing.T) {
 			t.Errorf("%s: its diagram marks no culprit's call", w.Finding)
 		}
 	}
+}
+
+// openReport writes r's index.html to a temporary directory and opens it
+// in headless chromium in a 1280 x 900 window, once wait is visible.
+func openReport(t *testing.T, r *report.Report, wait string) context.Context {
+	t.Helper()
+	exe := chromium(t)
+	html, err := r.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := filepath.Join(t.TempDir(), "index.html")
+	if err := os.WriteFile(page, html, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browser(t, exe, 1280, 900)
+	if err := chromedp.Do(ctx, chromedp.Navigate("file://"+page)); err != nil {
+		t.Fatalf("opening %s in %s: %v", page, exe, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
+// keepShot keeps a screenshot as name in $TWICE_ARTIFACTS, or the test's
+// temporary directory, and returns its path.
+func keepShot(t *testing.T, name string, png []byte) string {
+	t.Helper()
+	dir := cmp.Or(os.Getenv("TWICE_ARTIFACTS"), t.TempDir())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
