@@ -1094,3 +1094,46 @@ func (r *runner) storedResultChanges(ctx context.Context, ex *execution, ref *as
 	}
 	return out, nil
 }
+
+// effectWindows says which differences in effects a scenario made
+// unavoidable, for assert.EffectOptions. overlapped: some of its
+// deliveries ran at once. faulted: the labels of the deliveries a crash or
+// an ambiguous fault actually hit. log: the scenario's effects.
+//
+// A duplicate is unavoidable where deliveries overlapped or a faulted
+// delivery had made an effect before the fault: its record of the effect
+// may have died with it. A missing effect is unavoidable where any
+// delivery was faulted: it may have recorded its intent and died before
+// the effect. A lost ack makes neither: the delivery finished cleanly.
+func effectWindows(overlapped bool, faulted map[string]bool, log []assert.Effect) (duplicates, missing bool) {
+	duplicates = overlapped
+	for _, e := range log {
+		if e.Happened() && faulted[e.Delivery] {
+			duplicates = true
+		}
+	}
+	return duplicates, len(faulted) > 0
+}
+
+// oneJob reports whether the effects that happened in log were all made
+// by deliveries of one job of the schedule: no producer's copy made one,
+// even one that reached the queue with the original's ID (a task ID
+// free again once its retention ended).
+func oneJob(log []assert.Effect, deliveries []result.DeliveryOutcome) bool {
+	job := 0
+	for _, e := range log {
+		if !e.Happened() {
+			continue
+		}
+		for _, d := range deliveries {
+			if d.Delivery.Label() != e.Delivery {
+				continue
+			}
+			if job != 0 && d.Delivery.Job != job {
+				return false
+			}
+			job = d.Delivery.Job
+		}
+	}
+	return true
+}
