@@ -96,7 +96,7 @@ func TestAckRecordedEffect(t *testing.T) {
 		return d.Mail().Send(ctx, effects.Email{To: "alice@example.com", Subject: "Your week"})
 	}}
 	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE digests (week text)`)},
-		EffectPolicies: map[string]twiceassert.Policy{"email": twiceassert.AckRecorded},
+		EffectPolicies: map[string]twiceassert.Policy{effects.KindEmail: twiceassert.AckRecorded},
 		Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck(), faults.LostAck(), faults.Redrive(72 * time.Hour),
 			faults.ProducerRetry(), faults.ConcurrentDelivery()}}
 	res, err := harness.Run(t.Context(), job, cfg)

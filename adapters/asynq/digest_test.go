@@ -31,7 +31,7 @@ func digest(opts ...asynq.Option) harness.Job {
 
 var digestConfig = harness.Config{
 	Setup:          []harness.Setup{harness.SQL(`CREATE TABLE users (id text PRIMARY KEY)`)},
-	EffectPolicies: map[string]twiceassert.Policy{"email": twiceassert.AckRecorded},
+	EffectPolicies: map[string]twiceassert.Policy{effects.KindEmail: twiceassert.AckRecorded},
 }
 
 // The digest is at-least-once with asynq's ack as its record
@@ -62,7 +62,7 @@ func TestDigestRecordedByTheAck(t *testing.T) {
 
 	// Without the ack as its record, at-least-once finds the second mail
 	// after a crash before the ack: the job could have recorded it.
-	cfg.EffectPolicies = map[string]twiceassert.Policy{"email": twiceassert.AtLeastOnce}
+	cfg.EffectPolicies = map[string]twiceassert.Policy{effects.KindEmail: twiceassert.AtLeastOnce}
 	cfg.Faults = []faults.Fault{faults.CrashBeforeAck()}
 	res, err = harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)

@@ -8,8 +8,16 @@ import (
 	"github.com/runtwice/twice/assert"
 )
 
+// The kinds of effect the fakes make, as Config.EffectPolicies and
+// IgnoreEffectFields name them; an HTTP host's kind is its HTTPHost.Kind,
+// and Delivery.Effect's the one given.
+const (
+	KindEmail   = "email"   // Mailer.Send and the SMTP sink
+	KindPayment = "payment" // Payments.Pay
+)
+
 // Email is a message the mail fake sends. It is the effect's payload, kind
-// "email".
+// "email" (KindEmail).
 type Email struct {
 	To      string `json:"to"`      // the recipient: "asha@example.com"
 	Subject string `json:"subject"` // the subject line
@@ -37,7 +45,7 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 		m.c.log.fail(err)
 		return err
 	}
-	return m.c.call(ctx, assert.Effect{Kind: "email", Payload: raw}, func() (string, bool, error) {
+	return m.c.call(ctx, assert.Effect{Kind: KindEmail, Payload: raw}, func() (string, bool, error) {
 		return "", false, nil
 	})
 }

@@ -115,7 +115,7 @@ func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error)
 		return Payment{}, err
 	}
 	var pay Payment
-	err = p.c.call(ctx, assert.Effect{Kind: "payment", Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {
+	err = p.c.call(ctx, assert.Effect{Kind: KindPayment, Key: req.IdempotencyKey, Payload: raw}, func() (string, bool, error) {
 		var perr *PaymentError
 		pay, perr = p.c.log.payments.pay(req, p.c.log.now)
 		if perr != nil {

@@ -242,7 +242,7 @@ func (s *smtpSession) Data(r io.Reader) error {
 	}
 	s.sink.send.Lock()
 	defer s.sink.send.Unlock()
-	err = s.sink.c.call(s.ctx, assert.Effect{Kind: "email", Payload: payload}, func() (string, bool, error) {
+	err = s.sink.c.call(s.ctx, assert.Effect{Kind: KindEmail, Payload: payload}, func() (string, bool, error) {
 		return "", false, nil
 	})
 	var fault *Error
