@@ -155,6 +155,19 @@ func missingWrites(order []execute.Written, clean map[writeKind][]execute.Writte
 	return out
 }
 
+// lateCopies names the pattern of what a late producer copy did beyond
+// the clean run: the queue took the copy as a new job because its dedup
+// had ended by the time the copy came (faults.Delivery.Late: after the
+// original completed, or past the dedup window), whatever the write or
+// call itself shows.
+func lateCopies(cs []result.Culprit) {
+	for i := range cs {
+		if d := cs[i].Delivery; d.Late && !strings.HasPrefix(cs[i].Op, "missing") {
+			cs[i].Pattern = result.DedupWindowPassed
+		}
+	}
+}
+
 // firstHit is the first delivery the scenario's fault hit, or nil.
 func firstHit(deliveries []execute.DeliveryOutcome) *execute.DeliveryOutcome {
 	for i, d := range deliveries {

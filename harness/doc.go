@@ -110,7 +110,7 @@
 // history, the effects' keys and the schedule: an increment without a
 // record, an insert without a unique key, a check-then-act race, a record
 // keyed per enqueue, an effect without a record, a key per attempt, a key
-// window passed, an effect or work lost, the ack before the work, a
+// or dedup window passed, an effect or work lost, the ack before the work, a
 // retry that changed a stored result; none when nothing fits. Each
 // finding has a result.Severity.
 //

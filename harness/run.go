@@ -615,6 +615,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.EffectsDiffer, Missing: sc.EffectDiff.Missing, Extra: sc.EffectDiff.Extra})
 		sc.Culprits = append(sc.Culprits, effectCulprits(sc.EffectDiff, sc.Effects, ex.Deliveries)...)
 	}
+	lateCopies(sc.Culprits)
 	sc.Severity = severity(sc, r.cfg.EffectPolicies)
 	sc.Duration = time.Since(start)
 	if len(sc.Problems) == 0 {

@@ -39,7 +39,8 @@ var digestConfig = harness.Config{
 // lost ack or a redrive is the window that leaves, and the task ID
 // refuses a producer's copy while the completed task is retained, so the
 // check passes. A copy that comes after the 7 days of Retention is a new
-// task and mails again: found, from the job's second copy.
+// task and mails again: found, from the job's second copy, as the dedup
+// window passed.
 func TestDigestRecordedByTheAck(t *testing.T) {
 	job := digest(asynq.Retention(7 * 24 * time.Hour))
 	assert.Equal(t, 7*24*time.Hour, job.Queue.Rules().Dedup, "the task ID is held for the retention")
@@ -59,6 +60,7 @@ func TestDigestRecordedByTheAck(t *testing.T) {
 	assert.Equal(t, 1, s.EffectDiff.Extra)
 	require.NotEmpty(t, s.Culprits)
 	assert.Equal(t, "j2a1w2", s.Culprits[0].Delivery.Label(), "the copy after the retention mailed again")
+	assert.Equal(t, result.DedupWindowPassed, s.Culprits[0].Pattern, "the task ID's retention had ended")
 
 	// Without the ack as its record, at-least-once finds the second mail
 	// after a crash before the ack: the job could have recorded it.

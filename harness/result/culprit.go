@@ -90,6 +90,11 @@ const (
 	// between two transactions (the record that the work was done, then
 	// the work), and the retry trusted the record.
 	WorkLost Pattern = "work-lost"
+	// DedupWindowPassed: a producer's copy came after the queue had
+	// stopped refusing copies (its dedup window, a task ID's retention,
+	// a unique job's period ended, or the original completed), so the
+	// queue took it as a new job, which did the work again.
+	DedupWindowPassed Pattern = "dedup-window-passed"
 	// AckBeforeWork: the queue took the job as done (the handler acked,
 	// or committed the offset) before the work was written; the worker
 	// died in between, and the queue handed the job out no more.
@@ -103,7 +108,7 @@ const (
 
 // patterns are the patterns a culprit can show, for Known.
 var patterns = []Pattern{IncrementWithoutRecord, InsertWithoutKey, KeyPerEnqueue, CheckThenAct, EffectWithoutRecord,
-	KeyPerAttempt, KeyWindowPassed, EffectLost, WorkLost, AckBeforeWork, ResultChanged}
+	KeyPerAttempt, KeyWindowPassed, DedupWindowPassed, EffectLost, WorkLost, AckBeforeWork, ResultChanged}
 
 // Known reports whether p is one of the patterns above.
 func (p Pattern) Known() bool { return slices.Contains(patterns, p) }

@@ -67,6 +67,9 @@ func Pattern(p result.Pattern) string {
 	case result.KeyWindowPassed:
 		return "key window passed: the retry carried the first call's key, but came after the provider had forgotten it (a redrive days later). " +
 			"Fix: record the call's outcome in the database before the key window ends, or look the payment up by key before paying again"
+	case result.DedupWindowPassed:
+		return "dedup window passed: the producer's copy came after the queue had stopped refusing copies (its dedup window, a task ID's retention, a unique job's period had ended), so the queue took it as a new job and it did the work again. " +
+			"Fix: record the outcome in the database, keyed by the business ID, which outlives any window, or keep the queue's dedup longer than the producer ever retries"
 	case result.EffectLost:
 		return "effect lost: the work was recorded as done (or failed) without the effect, and nothing made it later. " +
 			"Fix: make the effect before recording the work done, with a key so a retry's repeat is harmless, or write an outbox row in the same transaction as the record"
