@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -244,4 +245,101 @@ func TestCoreCrashAfterEffect(t *testing.T) {
 	assert.Equal(t, 1, d.done, "the call counts as made")
 	assert.True(t, d.durable)
 	assert.Contains(t, d.outcome.Fault, "crashed right after step 1")
+}
+
+// ackQueue is a queue whose Ack and Nack complete the job at once.
+type ackQueue struct{ queue.Queue }
+
+func (ackQueue) Ack(context.Context, queue.Op) (queue.Settled, error) {
+	return queue.Settled{Outcome: queue.Completed}, nil
+}
+
+func (ackQueue) Nack(context.Context, queue.Op, error) (queue.Settled, error) {
+	return queue.Settled{Outcome: queue.Retry}, nil
+}
+
+type fixedClock struct{ now time.Time }
+
+func (c *fixedClock) Now() time.Time          { return c.now }
+func (c *fixedClock) Advance(d time.Duration) { c.now = c.now.Add(d) }
+
+// withQueue gives the script's execution a queue that acks at once, its
+// jobs enqueued.
+func (s *script) withQueue() {
+	s.e.clock = &fixedClock{}
+	q := &queueRun{q: ackQueue{}, name: "job", ops: make(chan struct{}, 1), jobs: map[int]*queuedJob{}}
+	q.ctx, q.cancel = context.WithCancel(s.t.Context())
+	s.t.Cleanup(q.cancel)
+	for _, d := range s.e.deliveries {
+		q.jobs[d.spec.Job] = &queuedJob{enq: queue.Enqueued{JobID: fmt.Sprint(d.spec.Job)}}
+	}
+	s.e.queue = q
+}
+
+// settled waits for the queue's answer to delivery n's Ack or Nack and
+// hands it to the core, as the loop does.
+func (s *script) settled(n int) {
+	s.t.Helper()
+	q := s.e.queue
+	require.NotNil(s.t, q.running, "delivery %d's ack runs", n)
+	for {
+		<-s.e.events.signal
+		for _, ev := range s.e.events.drain() {
+			s.e.handle(ev)
+		}
+		if q.running == nil {
+			break
+		}
+	}
+	assert.Equal(s.t, settled, s.e.deliveries[n-1].life)
+}
+
+// TestCoreCancelledHolderDoesNotStopTheNextAck is the hang of stop 45's
+// CI (an asynq exploration, 30 minutes): the first delivery's statement
+// runs with its commit held; the queue cancels it (its lease ran out) and
+// its handler returns without the reply; the second delivery's statement
+// then ends. Letting the held commit through at that point would send it
+// to a connection that is gone, its reply never coming, and the step kept
+// in flight kept the queue from acking the second delivery for ever.
+func TestCoreCancelledHolderDoesNotStopTheNextAck(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j2a1w2@1:1 order 1~,2")
+	s.withQueue()
+	s.start(1)
+	first := s.ask(1, "UPDATE t SET n = n + 1 WHERE id = 1", 101)
+	s.grant()
+	assert.Equal(t, "hold", answer(first))
+	s.held(first)
+	s.start(2)
+
+	s.e.handle(event{kind: evReturned, d: s.e.deliveries[0], err: context.Canceled})
+	assert.Nil(t, s.e.holder, "the hold ends with its delivery's return")
+	assert.False(t, s.e.stepOut(), "a returned delivery whose connections ended has no step in flight")
+	s.settled(1)
+
+	second := s.ask(2, "UPDATE t SET n = n + 1 WHERE id = 1", 102)
+	s.grant()
+	assert.Equal(t, "forward", answer(second))
+	s.replied(second)
+	assert.Empty(t, s.w.commits, "no commit goes to the returned delivery's connection")
+	s.e.handle(event{kind: evReturned, d: s.e.deliveries[1]})
+	s.settled(2)
+	assert.True(t, s.e.finished())
+	require.NoError(t, s.e.failure)
+}
+
+// TestCoreStepCutAtReturnIsNotInFlight: a handler that stopped waiting
+// for its statement (its context was cancelled) returns with the step
+// out; its busy connection is cut as it ends, and the step no longer
+// counts as in flight.
+func TestCoreStepCutAtReturnIsNotInFlight(t *testing.T) {
+	s := newScript(t, "j1a1w1")
+	s.withQueue()
+	s.start(1)
+	step := s.ask(1, "SELECT pg_sleep(60)", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(step))
+	s.e.handle(event{kind: evReturned, d: s.e.deliveries[0], err: context.Canceled})
+	assert.False(t, s.e.stepOut())
+	s.settled(1)
+	assert.True(t, s.e.finished())
 }

@@ -781,6 +781,11 @@ func (e *execution) returned(d *deliveryRun, ev event) {
 		e.settle(d) // settled.go
 	}
 	if e.queue != nil {
+		// A handler returns with its statement held only when it gave
+		// up waiting (its context was cancelled): the hold is dropped
+		// as at its end, or the next step's end would let through a
+		// commit whose reply nobody reads.
+		e.dropHolds(d)
 		e.stop(d)
 		e.queue.settle(e, d, ev.err)
 		return
@@ -828,11 +833,14 @@ func (e *execution) stop(d *deliveryRun) {
 	default:
 		d.late.close()
 	}
-	if !d.closeLate && e.world.close(d) && d.life == dead {
-		// Once buried, a dead delivery has no step in flight: the
-		// statement it was stuck in ended with its backend, and a step it
-		// had out no longer keeps the scheduler from granting the next
-		// delivery's (its late reply, if any, is ignored).
+	if !d.closeLate && e.world.close(d) {
+		// Once its connections are over on the server, a delivery has
+		// no step in flight: a dead one's statement ended with its
+		// backend, and so did the one a cancelled handler stopped
+		// waiting for, whose busy connection Release cut. A step it had
+		// out no longer keeps the scheduler from granting the next
+		// delivery's, or the queue from acking the next one (its late
+		// reply, if any, is ignored once the delivery is over).
 		for req := range d.inflight {
 			e.watchEnded(req)
 			delete(d.inflight, req)
