@@ -34,8 +34,7 @@ func TestOutageAndSlowParse(t *testing.T) {
 
 // The default matrix loses the answer of an HTTP call with a key as an
 // outage, its client's retries with the key included; any other effect
-// call, an HTTP call without a key too, loses one answer. EffectSlowAt
-// is a fault of its own, outside the default matrix.
+// call, an HTTP call without a key too, loses one answer.
 func TestLostRepliesOutageOnKeyedHTTPCalls(t *testing.T) {
 	plan := faults.Plan{Steps: []faults.Step{
 		{SQL: "SELECT 1"},
@@ -51,11 +50,6 @@ func TestLostRepliesOutageOnKeyedHTTPCalls(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("EffectLostReplies mismatch (-want +got):\n%s", diff)
 	}
-	for _, f := range faults.Default() {
-		if f.Name() == faults.NameEffectSlow {
-			t.Errorf("the default matrix has %s", f.Name())
-		}
-	}
 	for _, tt := range []struct {
 		f    faults.Fault
 		want string
@@ -69,5 +63,37 @@ func TestLostRepliesOutageOnKeyedHTTPCalls(t *testing.T) {
 		if f.Validate() == nil {
 			t.Errorf("%s at step 0 is valid", f.Name())
 		}
+	}
+}
+
+// The default matrix answers slowly only a keyless HTTP call whose client
+// waited with a deadline: there the client's own timeout is an answer it
+// can get and may retry. A keyed call, a call with no deadline and a call
+// that is not HTTP get none.
+func TestSlowAnswersOnKeylessCallsWithADeadline(t *testing.T) {
+	plan := faults.Plan{Steps: []faults.Step{
+		{SQL: "SELECT 1"},
+		{SQL: "POST api.stripe.com/v1/transfers", Effect: "api.stripe.com", Key: "k1", HTTP: true, Deadline: true},
+		{SQL: "POST hooks.example.com/a", Effect: "hooks.example.com", HTTP: true, Deadline: true},
+		{SQL: "POST hooks.example.com/b", Effect: "hooks.example.com", HTTP: true},
+		{SQL: "email to a@example.com", Effect: "email"},
+		{SQL: "GET hooks.example.com/c", Effect: "hooks.example.com", HTTP: true, Deadline: true},
+	}}
+	var got []string
+	for _, s := range faults.EffectSlowAnswers().Schedules(plan) {
+		got = append(got, s.String())
+	}
+	if diff := cmp.Diff([]string{"j1a1w1!slow:3", "j1a1w1!slow:6"}, got); diff != "" {
+		t.Errorf("EffectSlowAnswers mismatch (-want +got):\n%s", diff)
+	}
+	var inDefault bool
+	for _, f := range faults.Default() {
+		inDefault = inDefault || f.Name() == faults.NameEffectSlow
+	}
+	if !inDefault {
+		t.Errorf("the default matrix has no %s", faults.NameEffectSlow)
+	}
+	if got := faults.EffectSlowAnswers().Schedules(faults.Plan{Steps: plan.Steps[:2]}); len(got) != 0 {
+		t.Errorf("a job with only keyed calls gets slow answers: %v", got)
 	}
 }

@@ -271,6 +271,13 @@ type Step struct {
 	// broken connection), so the default matrix loses its answer with
 	// KindEffectOutage rather than KindEffectLostReply.
 	HTTP bool `json:",omitempty"`
+	// Deadline marks an HTTP call whose client waited with a deadline
+	// (http.Client.Timeout, or a request context with one): an answer
+	// slower than that reaches it as its own timeout (KindEffectSlow),
+	// which a client may retry where it does not retry a cut
+	// connection. The default matrix gives a keyless such call a slow
+	// answer (EffectSlowAnswers).
+	Deadline bool `json:",omitempty"`
 }
 
 // IsEffect reports whether the step is an effect call rather than a
@@ -553,16 +560,35 @@ func EffectOutageAt(k int) Fault {
 // EffectSlowAt is a provider that makes effect call k but answers only
 // after the client gave up waiting (KindEffectSlow): an HTTP call returns
 // at once the error of the client's own timeout, as net/http makes it,
-// with no wall-clock wait; the delivery goes on. It is not in the default
-// matrix: the provider has made the call, as under a lost reply, and
-// every client seen (stripe-go, net/http) handles the timeout as it does
-// a cut connection, retrying or failing alike. Step k must be an effect
-// call of the clean run.
+// with no wall-clock wait; the delivery goes on. Step k must be an effect
+// call of the clean run. The default matrix has it where it can find
+// what a lost reply does not (EffectSlowAnswers).
 func EffectSlowAt(k int) Fault {
 	if k < 1 {
 		return invalid(NameEffectSlow, "faults.EffectSlowAt(%d): steps count from 1", k)
 	}
 	return fault{name: NameEffectSlow, expand: func(Plan) []Schedule { return effectFault(KindEffectSlow, k) }}
+}
+
+// EffectSlowAnswers is EffectSlowAt every HTTP call of the clean run that
+// carries no idempotency key and whose client waited with a deadline
+// (Step.Deadline): there a timeout is an answer the client can get, and
+// code that retries a timed-out call (a webhook sender's loop on
+// net.Error's Timeout) sends it again where after a cut connection
+// (EffectLostReplies) it gives up. A call with a key is left out: a
+// retry under the key is answered from it, and stripe-go's and
+// net/http's clients treat a timeout as they do a cut connection, which
+// the outage covers. A call whose client waits for ever never times out.
+func EffectSlowAnswers() Fault {
+	return fault{name: NameEffectSlow, expand: func(p Plan) []Schedule {
+		var out []Schedule
+		for i, s := range p.Steps {
+			if s.IsEffect() && s.HTTP && s.Key == "" && s.Deadline {
+				out = append(out, effectFault(KindEffectSlow, i+1)...)
+			}
+		}
+		return out
+	}}
 }
 
 // EffectFailedAt is a provider that refuses effect call k before making
@@ -802,7 +828,8 @@ func Redrive(after time.Duration) Fault {
 // Default returns the matrix harness.Check runs when the configuration names
 // no faults: run twice, producer retry, crash before ack, lost ack, crash
 // at every step, ambiguous commit at every commit point, a lost answer
-// and a refusal at every effect call, visibility timeout at every step,
+// and a refusal at every effect call, a slow answer at every keyless HTTP
+// call whose client has a timeout, visibility timeout at every step,
 // concurrent delivery and producer retry over their interleavings, and a
 // redrive days after a crash at every step (Redrive(DefaultRedriveAfter)).
 // For a queue that dedups producer copies (Plan.Dedup not zero) it also
@@ -811,7 +838,7 @@ func Redrive(after time.Duration) Fault {
 func Default() []Fault {
 	return []Fault{
 		RunTwice(), ProducerRetry(), lateProducerRetryIfDedup(), ProducerRetryAfterDedup(), CrashBeforeAck(), LostAck(), CrashAtEveryStep(),
-		AmbiguousCommits(), EffectLostReplies(), EffectFailures(), VisibilityTimeout(),
+		AmbiguousCommits(), EffectLostReplies(), EffectSlowAnswers(), EffectFailures(), VisibilityTimeout(),
 		ConcurrentDelivery(), ConcurrentProducerRetry(), Redrive(DefaultRedriveAfter),
 	}
 }

@@ -264,12 +264,12 @@ func TestDefaultWithout(t *testing.T) {
 	}{
 		{"nothing dropped", nil, all},
 		{"the visibility timeout", []faults.Name{faults.NameVisibilityTimeout},
-			[]string{"run-twice", "producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
+			[]string{"run-twice", "producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-slow", "effect-failed", "concurrent-delivery", "concurrent-producer-retry", "redrive"}},
 		{"several, in any order, one twice", []faults.Name{faults.NameRedrive, faults.NameRunTwice, faults.NameConcurrentDelivery, faults.NameRedrive, faults.NameEffectFailed},
-			[]string{"producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "visibility-timeout", "concurrent-producer-retry"}},
+			[]string{"producer-retry", "late-producer-retry", "producer-retry-after-dedup", "crash-before-ack", "lost-ack", "crash-mid-job", "ambiguous-commit", "effect-lost-reply", "effect-slow", "visibility-timeout", "concurrent-producer-retry"}},
 		{"every one", []faults.Name{
 			faults.NameRunTwice, faults.NameProducerRetry, faults.NameLateProducerRetry, faults.NameProducerRetryAfterDedup, faults.NameCrashBeforeAck, faults.NameLostAck, faults.NameCrashMidJob,
-			faults.NameAmbiguousCommit, faults.NameEffectLostReply, faults.NameEffectFailed, faults.NameVisibilityTimeout,
+			faults.NameAmbiguousCommit, faults.NameEffectLostReply, faults.NameEffectSlow, faults.NameEffectFailed, faults.NameVisibilityTimeout,
 			faults.NameConcurrentDelivery, faults.NameConcurrentProducerRetry, faults.NameRedrive,
 		}, nil},
 	}

@@ -112,13 +112,17 @@
 //     work. net/http replays a request with an Idempotency-Key on a reused
 //     connection by itself, and stripe-go retries with the same key: new
 //     attempts the provider answers from the key, not findings.
-//   - effect-slow (faults.EffectSlowAt, !slow:N; not in the default
-//     matrix): the provider does the work and its answer comes after the
-//     client gave up. The client gets, at once, net/http's own timeout
-//     error (Timeout() true, errors.Is(err, context.DeadlineExceeded)),
-//     with no wall-clock wait (not stripe-go's 80s). It finds nothing an outage does not for
-//     stripe-go or net/http; it is there for code that tells a timeout
-//     from a broken connection.
+//   - effect-slow (!slow:N): the provider does the work and its answer
+//     comes after the client gave up. The client gets, at once, net/http's
+//     own timeout error (Timeout() true, errors.Is(err,
+//     context.DeadlineExceeded)), with no wall-clock wait (not
+//     stripe-go's 80s). The default matrix has it (faults.EffectSlowAnswers)
+//     on each HTTP call with no idempotency key whose client waited with a
+//     deadline (http.Client.Timeout, or a request context with one; the
+//     delivery's transport tells the provider): code that retries a
+//     timeout and not a broken connection, a webhook sender's loop, sends
+//     again there. On a keyed call it finds nothing an outage does not for
+//     stripe-go or net/http; faults.EffectSlowAt puts it on any call.
 //   - effect-failed: the provider refuses before doing anything, as
 //     HTTPHost.Refusal says: by default Stripe's 429 rate_limit body with
 //     Retry-After on a Stripe host (stripe-go does not retry it) and a

@@ -166,6 +166,9 @@ func (t *deliveryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		out.URL.Host = t.d.sink.addr
 	}
 	out.Header.Set(deliveryHeader, t.d.token)
+	if _, ok := req.Context().Deadline(); ok {
+		out.Header.Set(deadlineHeader, "1")
+	}
 	resp, err := t.d.transport.RoundTrip(out)
 	if err != nil {
 		if dead := t.d.deadErr(); dead != nil {
@@ -188,6 +191,11 @@ func (t *deliveryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 // answer that comes after the client's timeout (faults.KindEffectSlow);
 // the client never sees it.
 const lateHeader = "X-Twice-Answer-Late"
+
+// deadlineHeader tells the listener that the client waits for its answer
+// with a deadline (faults.Step.Deadline): http.Client.Timeout, which
+// net/http sets as the request context's deadline, or a caller's own.
+const deadlineHeader = "X-Twice-Client-Deadline"
 
 // errClientTimeout is what a delivery's transport returns for an answer
 // that comes after the client's timeout: the error net/http's own
@@ -272,6 +280,8 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Header.Del(deliveryHeader)
+	via := faults.Step{HTTP: true, Deadline: r.Header.Get(deadlineHeader) != ""}
+	r.Header.Del(deadlineHeader)
 	host, path := r.Host, r.URL.Path
 	if rest, ok := strings.CutPrefix(path, baseURLPrefix); ok {
 		host, path, _ = strings.Cut(rest, "/")
@@ -300,9 +310,9 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	e := assert.Effect{Kind: h.setting.Kind, Key: call.key, Payload: payload}
 	if safeMethod(r.Method) {
-		err = d.c.read(r.Context(), e, do)
+		err = d.c.read(r.Context(), e, via, do)
 	} else {
-		err = d.c.callStep(r.Context(), e, true, do)
+		err = d.c.callStep(r.Context(), e, via, do)
 	}
 	var fx *Error
 	switch {
@@ -340,8 +350,8 @@ func safeMethod(m string) bool {
 
 // read is call for a request that only reads: the same step and fates,
 // nothing recorded in the log.
-func (c *Clients) read(ctx context.Context, e assert.Effect, do func() (string, bool, error)) error {
-	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: true}
+func (c *Clients) read(ctx context.Context, e assert.Effect, via faults.Step, do func() (string, bool, error)) error {
+	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: true, Deadline: via.Deadline}
 	fate, err := c.steps.Begin(ctx, step)
 	if err != nil {
 		return err

@@ -21,10 +21,12 @@ type fates struct {
 	next  []effects.Fate
 	dead  error
 	calls int
+	steps []faults.Step // the steps asked for, in order
 }
 
-func (f *fates) Begin(context.Context, faults.Step) (effects.Fate, error) {
+func (f *fates) Begin(_ context.Context, s faults.Step) (effects.Fate, error) {
 	f.calls++
+	f.steps = append(f.steps, s)
 	if f.dead != nil {
 		return 0, f.dead
 	}

@@ -125,3 +125,48 @@ func TestHTTPRefusalUnknown(t *testing.T) {
 		t.Errorf("err = %v, want the unknown refusal refused with the choices", err)
 	}
 }
+
+// A call's step says whether its client waited with a deadline, from
+// http.Client.Timeout or the request's own context: the default matrix
+// answers only those slowly (faults.EffectSlowAnswers). The header that
+// tells the provider so is not part of the request it records.
+func TestHTTPStepSaysWhetherTheClientHasADeadline(t *testing.T) {
+	log := httpLog(t, effects.Providers{})
+	steps := &fates{}
+	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
+	if _, err := post(t, c, "https://hooks.example.com/a", "", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	c.Timeout = 10 * time.Second
+	if _, err := post(t, c, "https://hooks.example.com/b", "", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	c.Timeout = 0
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://hooks.example.com/c", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+
+	var got []bool
+	for _, s := range steps.steps {
+		got = append(got, s.Deadline)
+		if !s.HTTP {
+			t.Errorf("step %q is not marked HTTP", s.SQL)
+		}
+	}
+	if len(got) != 3 || got[0] || !got[1] || !got[2] {
+		t.Errorf("Deadline per call = %v, want [false true true]", got)
+	}
+	for _, e := range log.Effects() {
+		if strings.Contains(strings.ToLower(string(e.Payload)), "twice") {
+			t.Errorf("the recorded request carries twice's header: %s", e.Payload)
+		}
+	}
+}

@@ -176,13 +176,14 @@ func (c *Clients) Payments() *Payments { return &Payments{c: c} }
 // refused call never reaches do, and a call whose answer is lost runs do,
 // is recorded as made, and returns a timeout to the handler.
 func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
-	return c.callStep(ctx, e, false, do)
+	return c.callStep(ctx, e, faults.Step{}, do)
 }
 
-// callStep is call, saying whether the call is an HTTP request
-// (faults.Step.HTTP).
-func (c *Clients) callStep(ctx context.Context, e assert.Effect, isHTTP bool, do func() (result string, replayed bool, err error)) error {
-	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: isHTTP}
+// callStep is call with what the step says of the call beside the effect:
+// whether it is an HTTP request and its client waits with a deadline
+// (faults.Step.HTTP, faults.Step.Deadline).
+func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step, do func() (result string, replayed bool, err error)) error {
+	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: via.HTTP, Deadline: via.Deadline}
 	fate, err := c.steps.Begin(ctx, call)
 	if err != nil {
 		return err
