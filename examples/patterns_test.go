@@ -31,7 +31,7 @@ var wantPatterns = map[string][]string{
 	"examples/receipts/receipts_test.go":           {"EffectLost"},
 	"examples/stripepayout/payout_test.go":         {"KeyWindowPassed", "KeyPerAttempt"},
 	"examples/twofaults/twofaults_test.go":         {"IncrementWithoutRecord"},
-	"examples/webhooks/webhooks_test.go":           {"EffectLost"},
+	"examples/webhooks/webhooks_test.go":           {"EffectLost", "RetryWithoutKey"},
 	"examples/welcomemail/welcomemail_test.go":     {"EffectWithoutRecord"},
 	"adapters/gue/example/loyalty/check_test.go":   {"InsertWithoutKey"},
 	"adapters/kafka/example/orders/orders_test.go": {"AckBeforeWork", "InsertWithoutKey"},

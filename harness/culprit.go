@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
@@ -358,7 +359,7 @@ func effectStep(d execute.DeliveryOutcome, e assert.Effect, effects []assert.Eff
 			continue
 		}
 		n++
-		if o.At.Equal(e.At) && o.Kind == e.Kind && o.Key == e.Key {
+		if o.At.Equal(e.At) && o.Kind == e.Kind && o.Key == e.Key && o.ReplyLost == e.ReplyLost && bytes.Equal(o.Payload, e.Payload) {
 			break
 		}
 	}
@@ -377,9 +378,14 @@ func effectStep(d execute.DeliveryOutcome, e assert.Effect, effects []assert.Eff
 // again: its key was the first call's and the provider had forgotten it
 // (the key window passed), its key differs from another call's for the
 // same job (drawn per attempt) or for a copy of the job a producer's
-// retry enqueued (per enqueue), or it has no key at all.
+// retry enqueued (per enqueue), or it has no key at all: sent again by
+// the same delivery after the first call's answer failed to come (a
+// retry without a key), or by another delivery.
 func extraPattern(e assert.Effect, effects []assert.Effect) result.Pattern {
 	if e.Key == "" {
+		if resent(e, effects) {
+			return result.RetryWithoutKey
+		}
 		return result.EffectWithoutRecord
 	}
 	copyKey := false // a copy of the job (a producer's retry) made it with another key
@@ -402,20 +408,37 @@ func extraPattern(e assert.Effect, effects []assert.Effect) result.Pattern {
 	return ""
 }
 
+// resent reports whether e, a call with no key, is one of two or more
+// its delivery made alike (the same kind and payload), one of which went
+// unanswered for the handler (its answer lost, or come after the
+// client's timeout): the delivery sent it again, and which of the two
+// the diff calls extra is the diff's choice.
+func resent(e assert.Effect, effects []assert.Effect) bool {
+	alike, unanswered := 0, false
+	for _, o := range effects {
+		if o.Delivery == e.Delivery && o.Kind == e.Kind && o.Key == "" && bytes.Equal(o.Payload, e.Payload) {
+			alike++
+			unanswered = unanswered || o.ReplyLost
+		}
+	}
+	return alike > 1 && unanswered
+}
+
 // moneyColumns are the names a column holding an amount goes by.
 var moneyColumns = []string{"amount", "cents", "balance", "points", "price", "total", "credit", "paid", "fee", "cost"}
 
 // severity ranks a finding: an effect made twice against an
-// exactly-once policy, or lost, first; then a changed amount (a culprit
-// changed a numeric column whose name says amount); then any other
-// difference; a difference only in timestamp columns last.
+// exactly-once or at-most-once policy, or lost, first; then a changed
+// amount (a culprit changed a numeric column whose name says amount);
+// then any other difference; a difference only in timestamp columns
+// last.
 func severity(sc result.Scenario, policies map[string]assert.Policy) result.Severity {
 	if len(sc.Problems) == 0 {
 		return result.SeverityNone
 	}
 	if d := sc.EffectDiff; d != nil {
 		for _, l := range d.Lines {
-			if l.Op == "-" || (l.Op == "+" && policies[l.Effect.Kind] == assert.ExactlyOnce) {
+			if p := policies[l.Effect.Kind]; l.Op == "-" || (l.Op == "+" && (p == assert.ExactlyOnce || p == assert.AtMostOnce)) {
 				return result.SeverityEffect
 			}
 		}

@@ -10,14 +10,23 @@
 // answered 2xx. NotifyIgnoringStatus is the common bug: it checks the
 // transport's error but not the status, so a 503 from a busy receiver
 // counts as delivered and the webhook is never sent again.
+//
+// Alerter is the other way to be wrong: a customer alert posted to a
+// partner that keeps no event IDs, where a repeat shows the customer the
+// alert twice, so it is sent at most once: claimed in the database
+// first, then posted once with a timeout. AlertRetryingTimeouts is the
+// common bug: it retries a POST that timed out, as a retry loop on
+// net.Error's Timeout does, though a timed-out POST may have arrived.
 package webhooks
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,6 +38,9 @@ CREATE TABLE webhooks_sent (
   order_id bigint NOT NULL,
   event    text   NOT NULL,
   PRIMARY KEY (order_id, event)
+);
+CREATE TABLE alerts_sent (
+  order_id bigint PRIMARY KEY
 );
 `
 
@@ -84,4 +96,54 @@ func (n Notifier) notify(ctx context.Context, ev Shipped, checkStatus bool) erro
 	}
 	_, err = n.DB.Exec(ctx, `INSERT INTO webhooks_sent (order_id, event) VALUES ($1, 'shipped') ON CONFLICT DO NOTHING`, ev.OrderID)
 	return err
+}
+
+// AlertEndpoint is the partner's alert URL. It takes no event ID.
+const AlertEndpoint = "https://alerts.partner.example/v1/alerts"
+
+// Alerter posts customer alerts at most once. Its Client has a timeout
+// (production's is 10 s).
+type Alerter struct {
+	DB     *pgxpool.Pool
+	Client *http.Client
+}
+
+// Alert claims the order's alert, then posts it once: a failed or
+// timed-out post is given up, never sent again.
+func (a Alerter) Alert(ctx context.Context, ev Shipped) error {
+	return a.alert(ctx, ev, 1)
+}
+
+// AlertRetryingTimeouts is Alert posting again, up to three times, when
+// the partner did not answer in time.
+func (a Alerter) AlertRetryingTimeouts(ctx context.Context, ev Shipped) error {
+	return a.alert(ctx, ev, 3)
+}
+
+func (a Alerter) alert(ctx context.Context, ev Shipped, tries int) error {
+	tag, err := a.DB.Exec(ctx, `INSERT INTO alerts_sent (order_id) VALUES ($1) ON CONFLICT DO NOTHING`, ev.OrderID)
+	if err != nil || tag.RowsAffected() == 0 {
+		return err // claimed before: sent, or given up on
+	}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	for try := 1; ; try++ {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, AlertEndpoint, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := a.Client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		}
+		var ne net.Error
+		if try < tries && errors.As(err, &ne) && ne.Timeout() {
+			continue
+		}
+		return nil // at most once: the claim stays, the alert is given up
+	}
 }

@@ -99,3 +99,58 @@ func TestVolatileBodyField(t *testing.T) {
 		t.Errorf("volatile effect fields = %v, want order_id compared", res.VolatileEffects)
 	}
 }
+
+// alerts says what the partner's alert endpoint is: it keeps no event
+// IDs, and an alert is at most once.
+var alerts = harness.Config{
+	Setup: []harness.Setup{harness.SQL(webhooks.Schema)},
+	Providers: effects.Providers{HTTP: effects.HTTPProviders{Hosts: map[string]effects.HTTPHost{
+		"alerts.partner.example": {Kind: "alert"},
+	}}},
+	EffectPolicies: map[string]assert.Policy{"alert": assert.AtMostOnce},
+}
+
+func alerter(d *harness.Delivery) webhooks.Alerter {
+	c := d.HTTPClient()
+	c.Timeout = 10 * time.Second
+	return webhooks.Alerter{DB: d.DB, Client: c}
+}
+
+// Claimed, then posted once: every default fault passes, the slow answer
+// to the keyless POST included.
+func TestAlert(t *testing.T) {
+	res := harness.Check(t, harness.Job{Name: "alert", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return alerter(d).Alert(ctx, shipped)
+	}}, alerts)
+	if res.Shard == nil && !slices.ContainsFunc(res.Scenarios, func(s result.Scenario) bool { return s.Fault == faults.NameEffectSlow }) {
+		t.Errorf("the default matrix gave the alert's POST no slow answer")
+	}
+}
+
+// A client that retries a timed-out POST sends the alert twice: found by
+// the default matrix's slow answer, the partner having taken the first
+// post, and by no other fault (a cut connection is not retried).
+func TestAlertRetryingTimeouts(t *testing.T) {
+	cfg := alerts
+	cfg.ExpectFinding = "a timed-out POST is posted again: the customer gets the alert twice"
+	cfg.ExpectPattern = result.RetryWithoutKey
+	res := harness.Check(t, harness.Job{Name: "alert-retrying-timeouts", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return alerter(d).AlertRetryingTimeouts(ctx, shipped)
+	}}, cfg)
+	if res.Shard != nil {
+		return
+	}
+	found := false
+	for _, s := range res.Scenarios {
+		if s.Fault == faults.NameEffectSlow {
+			found = found || s.EffectDiff != nil && s.EffectDiff.Extra == 1
+			continue
+		}
+		if s.Verdict != result.Idempotent {
+			t.Errorf("scenario %s (%s) = %s, want only effect-slow to fail", s.Fault, s.Schedule, s.Verdict)
+		}
+	}
+	if !found {
+		t.Errorf("effect-slow found no extra alert")
+	}
+}

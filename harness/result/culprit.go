@@ -74,6 +74,11 @@ const (
 	// EffectWithoutRecord: a retry made the effect again (an email, a
 	// call without an idempotency key): nothing records that it was made.
 	EffectWithoutRecord Pattern = "effect-without-record"
+	// RetryWithoutKey: the delivery sent a call again after its answer
+	// timed out or was lost, with no idempotency key, so the provider,
+	// which had made the first, made it twice (a client's own retry of a
+	// timed-out POST).
+	RetryWithoutKey Pattern = "retry-without-key"
 	// KeyPerAttempt: the effect's idempotency key differs between
 	// deliveries of one job (drawn per attempt), so the provider cannot
 	// tell the retry's call from a new one.
@@ -107,7 +112,7 @@ const (
 )
 
 // patterns are the patterns a culprit can show, for Known.
-var patterns = []Pattern{IncrementWithoutRecord, InsertWithoutKey, KeyPerEnqueue, CheckThenAct, EffectWithoutRecord,
+var patterns = []Pattern{IncrementWithoutRecord, InsertWithoutKey, KeyPerEnqueue, CheckThenAct, EffectWithoutRecord, RetryWithoutKey,
 	KeyPerAttempt, KeyWindowPassed, DedupWindowPassed, EffectLost, WorkLost, AckBeforeWork, ResultChanged}
 
 // Known reports whether p is one of the patterns above.

@@ -61,6 +61,9 @@ func Pattern(p result.Pattern) string {
 	case result.EffectWithoutRecord:
 		return "effect without a record: the retry made the effect again, because nothing records that it was made and the call carries no idempotency key. " +
 			"Fix: give the call a key from the job's stable ID, or record the send (an outbox or sent row keyed by the job) and check it first, choosing per the effect's policy which way to be wrong"
+	case result.RetryWithoutKey:
+		return "retry without a key: the delivery sent the call again after its answer timed out or was lost, with no idempotency key, and the provider, which had made the first call, made it again. " +
+			"Fix: send a key the provider deduplicates by (an Idempotency-Key or event ID from the job's stable ID), or do not retry a call whose outcome is unknown"
 	case result.KeyPerAttempt:
 		return "key per attempt: the idempotency key differs between deliveries of one job, so the provider cannot tell the retry's call from a new one. " +
 			"Fix: derive the key from the job's stable ID (or store it before the first call and reuse it)"
