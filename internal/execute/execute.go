@@ -19,6 +19,7 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/freshdb"
+	"github.com/runtwice/twice/internal/goid"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
@@ -650,7 +651,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 		Effects: effectStepper{e: e, d: d}}
 	go func() {
 		defer close(d.returned)
-		start, gid := time.Now(), goroutineID()
+		start, gid := time.Now(), goid.ID()
 		err, returned := errGoexit, false
 		defer func() { // also when the handler calls runtime.Goexit (goexit.go)
 			d.handlerDone.Store(true)

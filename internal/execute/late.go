@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/goid"
 	"github.com/runtwice/twice/internal/text"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
@@ -124,14 +124,6 @@ func waitGone(ctx context.Context, gs []uint64, deadline time.Time) bool {
 	}
 }
 
-// goroutineID is the calling goroutine's id, from its stack's header
-// ("goroutine 42 [running]:"); 0 if it cannot be read.
-func goroutineID() uint64 {
-	var buf [64]byte
-	id, _ := parseHeader(buf[:runtime.Stack(buf[:], false)])
-	return id
-}
-
 // goroutine is one entry of a full stack dump.
 type goroutine struct {
 	id, parent uint64 // parent: the goroutine whose go statement started it
@@ -145,23 +137,9 @@ type goroutine struct {
 // code, or may.
 func (g goroutine) watched() bool { return g.user || g.fresh }
 
-// stackDump is every goroutine's stack, as runtime.Stack writes it: the
-// way goleak reads goroutines, since the runtime offers no other view of
-// who started what.
-func stackDump() []byte {
-	buf := make([]byte, 64<<10)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			return buf[:n]
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-}
-
 // leftBy lists the goroutines still running that root started, directly
 // or through ones it started, that run the user's code (startedBy).
-func leftBy(root uint64) []uint64 { return startedBy(root, family(stackDump(), root, userCode)) }
+func leftBy(root uint64) []uint64 { return startedBy(root, family(goid.Dump(), root, userCode)) }
 
 // family reads from dump the goroutines root started, directly or
 // through ones still running, judging their functions with user. Only
@@ -193,7 +171,7 @@ func family(dump []byte, root uint64, user func(fn string) bool) []goroutine {
 					to = len(dump) - at - j
 				}
 				block := dump[from : at+j+to]
-				if id, ok := parseHeader(block); ok && !in[id] {
+				if id, ok := goid.Header(block); ok && !in[id] {
 					in[id], grew = true, true
 					blocks = append(blocks, block)
 				}
@@ -208,7 +186,7 @@ func family(dump []byte, root uint64, user func(fn string) bool) []goroutine {
 func parseGoroutines(dump []byte, user func(fn string) bool) []goroutine {
 	var out []goroutine
 	for _, block := range bytes.Split(dump, []byte("\n\n")) {
-		id, ok := parseHeader(block)
+		id, ok := goid.Header(block)
 		if !ok {
 			continue
 		}
@@ -233,19 +211,6 @@ func parseGoroutines(dump []byte, user func(fn string) bool) []goroutine {
 		out = append(out, g)
 	}
 	return out
-}
-
-func parseHeader(block []byte) (uint64, bool) {
-	rest, ok := bytes.CutPrefix(block, []byte("goroutine "))
-	if !ok {
-		return 0, false
-	}
-	num, _, ok := bytes.Cut(rest, []byte(" "))
-	if !ok {
-		return 0, false
-	}
-	id, err := strconv.ParseUint(string(num), 10, 64)
-	return id, err == nil
 }
 
 // startedBy lists the goroutines still running that the goroutine root
@@ -281,7 +246,7 @@ func anyRunning(gs []uint64) bool {
 	for _, g := range gs {
 		want[g] = true
 	}
-	dump := append([]byte("\n"), stackDump()...) // every header follows a newline
+	dump := append([]byte("\n"), goid.Dump()...) // every header follows a newline
 	for _, g := range gs {
 		i := bytes.Index(dump, fmt.Appendf(nil, "\ngoroutine %d [", g))
 		if i < 0 {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/runtwice/twice/internal/goid"
 )
 
 // The goroutines a handler leaves running are found by their family and
@@ -19,12 +21,12 @@ func TestStartedBy(t *testing.T) {
 	release := make(chan struct{})
 	dumped := make(chan []byte)
 	go func() { // the handler's goroutine
-		got.root = goroutineID()
+		got.root = goid.ID()
 		ch := make(chan uint64)
-		go func() { ch <- goroutineID(); <-release }()
+		go func() { ch <- goid.ID(); <-release }()
 		got.direct = <-ch
 		var wg sync.WaitGroup
-		wg.Go(func() { ch <- goroutineID(); <-release })
+		wg.Go(func() { ch <- goid.ID(); <-release })
 		got.viaGo = <-ch
 		startLibrary(ch, release)
 		got.library = <-ch
@@ -40,7 +42,7 @@ func TestStartedBy(t *testing.T) {
 // startLibrary stands for a library that starts a goroutine for itself.
 func startLibrary(ch chan<- uint64, release <-chan struct{}) { go libraryLoop(ch, release) }
 
-func libraryLoop(ch chan<- uint64, release <-chan struct{}) { ch <- goroutineID(); <-release }
+func libraryLoop(ch chan<- uint64, release <-chan struct{}) { ch <- goid.ID(); <-release }
 
 func dump() []byte {
 	buf := make([]byte, 1<<20)
