@@ -61,6 +61,11 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	if err := checkInputs(cfg); err != nil {
 		return nil, nil, plan, blame.User(err)
 	}
+	// The process's default HTTP client reaches the calling delivery's
+	// providers (effects/route.go).
+	if err := effects.RouteDefaultTransport(); err != nil {
+		return nil, nil, plan, blame.User(err)
+	}
 	q, rules, err := job.resolveQueue()
 	if err != nil {
 		return nil, nil, plan, err
@@ -518,7 +523,11 @@ func (r *runner) execute(ctx context.Context, db *freshdb.Database, sched faults
 			if err != nil {
 				return nil, err
 			}
-			return func(ctx context.Context, env execute.Env) error { return h(ctx, newDelivery(env, clk, log)) }, nil
+			return func(ctx context.Context, env execute.Env) error {
+				d := newDelivery(env, clk, log)
+				d.fx.Route() // this is the handler's goroutine
+				return h(ctx, d)
+			}, nil
 		}})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,12 @@
 // stripe-go draws a new random key on every call: it survives its own
 // retries inside one call, and nothing else; every redelivery, even after
 // the record was written, pays again.
+//
+// GlobalJob is the same job as code that sets stripe-go up once per
+// process writes it: stripe.Key set at start-up and the package-level
+// transfer.New, with no client and no context passed in. Its test hands
+// it nothing but the database: the process's default HTTP client, which
+// stripe-go's global backend uses, reaches the delivery's provider.
 package stripepayout
 
 import (
@@ -24,6 +30,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stripe/stripe-go/v82"
+	"github.com/stripe/stripe-go/v82/transfer"
 )
 
 // Schema is the record of payouts made.
@@ -72,6 +79,32 @@ func (j Job) pay(ctx context.Context, p Payout, key string) error {
 		params.SetIdempotencyKey(key)
 	}
 	tr, err := j.Stripe.V1Transfers.Create(ctx, params)
+	if err != nil {
+		return fmt.Errorf("paying restaurant %d for %s: %w", p.RestaurantID, p.Week, err)
+	}
+	_, err = j.DB.Exec(ctx, `
+INSERT INTO payouts (restaurant_id, week, amount_paise, transfer_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, tr.ID)
+	return err
+}
+
+// GlobalJob is Job on stripe-go's global backend: production sets
+// stripe.Key once, at start-up.
+type GlobalJob struct {
+	DB *pgxpool.Pool
+}
+
+// WithJobKey pays with the package-level transfer.New and a key made
+// from what the job is, then records the payout unless it is recorded
+// already.
+func (j GlobalJob) WithJobKey(ctx context.Context, p Payout) error {
+	params := &stripe.TransferParams{
+		Amount:      stripe.Int64(p.AmountPaise),
+		Currency:    stripe.String("inr"),
+		Destination: stripe.String(fmt.Sprintf("acct_restaurant_%d", p.RestaurantID)),
+	}
+	params.SetIdempotencyKey(fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
+	tr, err := transfer.New(params)
 	if err != nil {
 		return fmt.Errorf("paying restaurant %d for %s: %w", p.RestaurantID, p.Week, err)
 	}

@@ -222,7 +222,10 @@ func closeBody(req *http.Request) {
 
 // HTTPClient returns the delivery's HTTP client: hand it to the SDK or
 // the code that makes HTTP calls (stripe-go's BackendConfig.HTTPClient,
-// an AWS SDK's HTTPClient option, your own webhook client). Whatever host
+// an AWS SDK's HTTPClient option, your own webhook client). Code that
+// uses the process's default client instead (http.DefaultClient,
+// stripe-go's package-level functions) needs nothing: its calls are
+// routed by the calling goroutine (route.go). Whatever host
 // a request names, it goes, through a real net/http Transport, to the
 // scenario's provider of that host (HTTPProviders), and every attempt,
 // an SDK's own retries included, is a step of the delivery and, unless

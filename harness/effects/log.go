@@ -41,6 +41,7 @@ type Log struct {
 	now func() time.Time
 
 	mu      sync.Mutex
+	closed  bool // Close was called
 	entries []assert.Effect
 	broken  error // the harness could not record an effect: the run is void
 
@@ -78,6 +79,10 @@ func NewLog(now func() time.Time, p Providers) (*Log, error) {
 // cut. The log stays readable. The harness calls it once the scenario's
 // deliveries are over.
 func (l *Log) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
+	router.prune() // route.go
 	l.smtp.close()
 	var started bool
 	l.httpOnce.Do(func() {}) // no HTTP client can start the listener from now on
@@ -88,6 +93,12 @@ func (l *Log) Close() error {
 		return nil
 	}
 	return l.http.close()
+}
+
+func (l *Log) isClosed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.closed
 }
 
 // httpSink starts the scenario's HTTP providers on first use.
