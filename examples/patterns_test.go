@@ -29,6 +29,7 @@ var wantPatterns = map[string][]string{
 	"examples/payouts/payouts_test.go":             {"KeyWindowPassed", "KeyPerAttempt"},
 	"examples/processedjobs/processedjobs_test.go": {"KeyPerEnqueue"},
 	"examples/receipts/receipts_test.go":           {"EffectLost"},
+	"examples/sesreceipt/receipt_test.go":          {"EffectWithoutRecord"},
 	"examples/stripepayout/global_test.go":         {"KeyWindowPassed"},
 	"examples/stripepayout/payout_test.go":         {"KeyWindowPassed", "KeyPerAttempt"},
 	"examples/twofaults/twofaults_test.go":         {"IncrementWithoutRecord"},
