@@ -32,6 +32,7 @@ var wantPatterns = map[string][]string{
 	"examples/sesreceipt/receipt_test.go":          {"EffectWithoutRecord"},
 	"examples/stripepayout/global_test.go":         {"KeyWindowPassed"},
 	"examples/stripepayout/payout_test.go":         {"KeyWindowPassed", "KeyPerAttempt"},
+	"examples/stripepayout/refund_test.go":         {"KeyWindowPassed"},
 	"examples/twofaults/twofaults_test.go":         {"IncrementWithoutRecord"},
 	"examples/webhooks/webhooks_test.go":           {"EffectLost", "RetryWithoutKey"},
 	"examples/welcomemail/welcomemail_test.go":     {"EffectWithoutRecord"},

@@ -78,9 +78,13 @@
 // (harness.Config.Providers.HTTP):
 //
 //   - Stripe-shaped (api.stripe.com unless set otherwise; HTTPHost.Stripe):
-//     Customers, PaymentIntents create and confirm, Charges, Refunds,
-//     Transfers and Payouts, created and retrieved (StripeEndpoints),
-//     with bodies stripe-go decodes and errors as Stripe's JSON bodies, so
+//     Customers, PaymentIntents (create with its client_secret, confirm,
+//     capture, cancel), Charges, Refunds (checked against the charge's
+//     amount and earlier refunds), Transfers, Payouts, Invoices (create,
+//     finalize, send, pay) and Subscriptions (read), created and
+//     retrieved (StripeEndpoints), holding HTTPHost.StripeObjects when
+//     each scenario starts (the charge a job refunds, the invoice it
+//     sends), with bodies stripe-go decodes and errors as Stripe's JSON bodies, so
 //     stripe-go decides its retries as against Stripe. Stripe's
 //     idempotency: the first answer saved under the key, failures
 //     included, and replayed with Idempotent-Replayed: true; the same key

@@ -131,7 +131,7 @@ func (s *httpSink) hostState(host string) *httpHostState {
 		set := s.cfg.host(host)
 		h = &httpHostState{setting: set, keys: newKeyStore[string, httpAnswer](set.KeyWindow)}
 		if set.Stripe {
-			h.stripe = newStripeState()
+			h.stripe = newStripeState(set.StripeObjects)
 		}
 		s.hosts[host] = h
 	}

@@ -37,6 +37,15 @@ type HTTPHost struct {
 	// Stripe makes the host the Stripe-shaped provider: Stripe's
 	// endpoints, bodies and idempotency keys (see StripeEndpoints).
 	Stripe bool
+	// StripeObjects are the objects the Stripe-shaped provider holds
+	// when each scenario (and each clean run) starts, by ID: the charge
+	// a job refunds, the invoice it sends, the customer or subscription
+	// it reads. An ID starts with its object's prefix ("ch_seed_9812",
+	// "in_week42", "cus_", "pi_", "re_", "tr_", "po_", "sub_"); the
+	// fields are Stripe's ("amount", "currency", "customer", "status").
+	// A refund is checked against its charge's amount and earlier
+	// refunds; an invoice's finalize, send and pay follow its status.
+	StripeObjects map[string]map[string]any
 	// Answer answers the host's requests in the generic provider; nil
 	// answers 200 with an empty body. It runs once per request the
 	// provider executes (not for replays), on a copy of the request.
@@ -92,6 +101,9 @@ func (r HTTPRefusal) String() string {
 
 func (p HTTPProviders) check() error {
 	for host, h := range p.Hosts {
+		if err := checkStripeObjects(host, h.StripeObjects); err != nil {
+			return err
+		}
 		switch {
 		case host == "":
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts has an empty host; name hosts as request URLs do (%q)", StripeHost)
@@ -99,6 +111,8 @@ func (p HTTPProviders) check() error {
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q] sets Stripe and a generic provider's Answer or Dedup; the Stripe provider answers and deduplicates by itself: set one or the other", host)
 		case h.Refusal < RefuseAsProvider || h.Refusal > RefuseUnavailable:
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].Refusal is %v; set effects.RefuseRateLimit, effects.RefuseUnavailable, or leave it zero for the provider's own", host, h.Refusal)
+		case len(h.StripeObjects) > 0 && !h.Stripe:
+			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q] sets StripeObjects on a host that is not the Stripe-shaped provider; set Stripe: true", host)
 		case h.KeyWindow < 0:
 			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].KeyWindow is %v; set how long keys are remembered, or leave it zero for 24h", host, h.KeyWindow)
 		}
