@@ -162,7 +162,7 @@ func TestEffectFailed(t *testing.T) {
 
 	assert.Equal(t, result.Idempotent, sc.Verdict, "%+v", sc)
 	require.Len(t, sc.Deliveries, 2, "the delivery failed and the queue retried it")
-	assert.Equal(t, "had step 1 refused by the provider before it was made (a 503): effect: payment key=order-9812 destination=acct_77 amount=500 currency=eur", sc.Deliveries[0].Fault)
+	assert.Equal(t, "had step 1 refused by the provider before it was made (a transient refusal): effect: payment key=order-9812 destination=acct_77 amount=500 currency=eur", sc.Deliveries[0].Fault)
 	require.Len(t, sc.Effects, 2)
 	assert.False(t, sc.Effects[0].Happened(), "the refused call did not happen")
 	assert.Contains(t, sc.Effects[0].Err, "503")

@@ -57,7 +57,7 @@ type HTTPHost struct {
 	// deduplicates.
 	Dedup bool
 	// KeyWindow is how long keys are remembered, on the harness clock;
-	// zero means 24h, Stripe's window.
+	// zero means 24h, Stripe's window; KeepKeys, for good.
 	KeyWindow time.Duration
 	// Refusal is how the host refuses a call under an effect-failed
 	// fault (faults.KindEffectFailed); the zero value is as the provider

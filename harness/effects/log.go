@@ -29,6 +29,11 @@ type SMTPProvider struct {
 	// with "550 5.7.1", a permanent refusal a client must not retry,
 	// instead of the transient "451 4.3.0". Nothing is sent either way.
 	PermanentRefusal bool
+	// Kind names a message's effect kind, for harness.Config.EffectPolicies
+	// and reports, from the message as the sink read it: "receipt" for a
+	// receipt, "welcome" for a welcome email, so that each has its own
+	// policy. Nil, or "" from it, is KindEmail.
+	Kind func(SMTPMessage) string
 }
 
 // Log is the effect log of one scenario (or one clean reference run): the

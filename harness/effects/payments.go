@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -144,13 +145,18 @@ type PaymentProvider struct {
 	// after it makes a new payment, so a job redriven days later pays
 	// twice however well it builds its key (the redrive fault moves the
 	// clock 72h). Set it to the window of the provider the job really
-	// calls.
+	// calls; KeepKeys for one that remembers keys for good.
 	KeyWindow time.Duration
 }
 
 // DefaultKeyWindow is how long the payment provider remembers an
 // idempotency key when PaymentProvider.KeyWindow is zero: Stripe's 24h.
 const DefaultKeyWindow = 24 * time.Hour
+
+// KeepKeys is a KeyWindow that never ends: a provider that remembers its
+// idempotency keys for good (PaymentProvider.KeyWindow,
+// HTTPHost.KeyWindow).
+const KeepKeys = time.Duration(math.MaxInt64)
 
 func (p PaymentProvider) check() error {
 	if p.KeyWindow < 0 {

@@ -254,3 +254,19 @@ func TestPaymentErrorMessage(t *testing.T) {
 	declined := &effects.PaymentError{Status: 402, Code: "card_declined", Message: "declined", Replayed: true}
 	assert.Equal(t, "[twice] payments: 402 card_declined: declined (replayed from the idempotency key)", declined.Error())
 }
+
+// A provider with KeepKeys remembers a key for good: the same payment
+// asked again ten years on is answered from it.
+func TestPaymentsKeepKeys(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 10, 12, 9, 0, 0, 0, time.UTC)
+	log, err := effects.NewLog(func() time.Time { return at }, effects.Providers{Payments: effects.PaymentProvider{KeyWindow: effects.KeepKeys}})
+	require.NoError(t, err)
+	first, err := log.Clients("j1a1w1", "twice-job-1", 1, grantAll{}).Payments().Pay(ctx, payout)
+	require.NoError(t, err)
+	at = at.AddDate(10, 0, 0)
+	again, err := log.Clients("j1a2w2", "twice-job-1", 2, grantAll{}).Payments().Pay(ctx, payout)
+	require.NoError(t, err)
+	assert.Equal(t, first.ID, again.ID)
+	assert.Equal(t, 1, happened(log))
+}

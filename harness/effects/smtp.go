@@ -2,6 +2,7 @@ package effects
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -242,7 +243,11 @@ func (s *smtpSession) Data(r io.Reader) error {
 	}
 	s.sink.send.Lock()
 	defer s.sink.send.Unlock()
-	err = s.sink.c.call(s.ctx, assert.Effect{Kind: KindEmail, Payload: payload}, func() (string, bool, error) {
+	kind := KindEmail
+	if f := s.sink.c.log.smtpCfg.Kind; f != nil {
+		kind = cmp.Or(f(msg), KindEmail)
+	}
+	err = s.sink.c.call(s.ctx, assert.Effect{Kind: kind, Payload: payload}, func() (string, bool, error) {
 		return "", false, nil
 	})
 	var fault *Error

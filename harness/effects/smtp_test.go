@@ -306,3 +306,27 @@ func TestSMTPSinkPermanentRefusal(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.False(t, got[0].Happened())
 }
+
+// Providers.SMTP.Kind names each message's kind from the message, so a
+// welcome email and a receipt can have policies of their own; "" from it
+// is "email".
+func TestSMTPSinkKindPerPurpose(t *testing.T) {
+	at := time.Date(2026, 10, 12, 9, 0, 0, 0, time.UTC)
+	kind := func(m effects.SMTPMessage) string {
+		if strings.HasPrefix(m.Subject, "Welcome") {
+			return "welcome"
+		}
+		return ""
+	}
+	log, err := effects.NewLog(func() time.Time { return at }, effects.Providers{SMTP: effects.SMTPProvider{Kind: kind}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = log.Close() })
+	addr := log.Clients("j1a1w1", "twice-job-1", 1, &fateSteps{}).SMTPAddr()
+	require.NoError(t, send(addr, welcome("1")))
+	require.NoError(t, send(addr, []byte("Subject: Your receipt\r\n\r\nTotal: 84.00\r\n")))
+	var kinds []string
+	for _, e := range log.Effects() {
+		kinds = append(kinds, e.Kind)
+	}
+	assert.Equal(t, []string{"welcome", effects.KindEmail}, kinds)
+}

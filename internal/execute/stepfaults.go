@@ -32,7 +32,7 @@ var stepFaults = map[faults.Kind]stepFault{
 	faults.KindEffectSlow: {statement: notAnEffect, effect: effectFault(effects.AnsweredLate,
 		"had the answer to step %d, which the provider made, come after the client's timeout: %s")},
 	faults.KindEffectFailed: {statement: notAnEffect, effect: effectFault(effects.Refused,
-		"had step %d refused by the provider before it was made (a 503): %s")},
+		"had step %d refused by the provider before it was made (a transient refusal): %s")},
 }
 
 // atFault applies d's fault to req when the schedule puts it there, and

@@ -43,7 +43,7 @@ func TestStepFaults(t *testing.T) {
 		{"slow effect", faults.KindEffectSlow, true, got{midJob: true, fate: effects.AnsweredLate, end: result.TimedOut,
 			fault: "had the answer to step 2, which the provider made, come after the client's timeout: UPDATE t SET n = n + 1", grant: none}},
 		{"refused effect", faults.KindEffectFailed, true, got{midJob: true, fate: effects.Refused, end: result.Refused,
-			fault: "had step 2 refused by the provider before it was made (a 503): UPDATE t SET n = n + 1", grant: none}},
+			fault: "had step 2 refused by the provider before it was made (a transient refusal): UPDATE t SET n = n + 1", grant: none}},
 		{"outage", faults.KindEffectOutage, true, got{midJob: true, fate: effects.ReplyLost, end: result.TimedOut,
 			fault: "lost the answer to step 2, which the provider made, and to every retry of it with its key; the calls timed out: UPDATE t SET n = n + 1", grant: none}},
 		{"lost ack acts on the return, not a step", faults.KindLostAck, false, got{grant: none}},
