@@ -87,7 +87,7 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	router.prune() // route.go
+	router.closed(l) // route.go
 	l.smtp.close()
 	var started bool
 	l.httpOnce.Do(func() {}) // no HTTP client can start the listener from now on

@@ -32,7 +32,7 @@ import (
 // for a config loaded once per process, http.DefaultClient.
 
 // router is the process's one route table.
-var router = &routes{byGoroutine: map[uint64]*Clients{}, pruneAt: pruneAt}
+var router = &routes{byGoroutine: map[uint64]*Clients{}, pruneAt: pruneAt, open: map[*Log]bool{}}
 
 type routes struct {
 	on  http.RoundTripper // the http.DefaultTransport the routes are registered on
@@ -41,6 +41,7 @@ type routes struct {
 	mu          sync.Mutex
 	byGoroutine map[uint64]*Clients // a handler's goroutine, or one it started, to its delivery
 	pruneAt     int
+	open        map[*Log]bool // logs with a route whose scenario runs
 }
 
 // The routes are registered as the package is initialised, before any
@@ -109,13 +110,24 @@ func (c *Clients) Route() {
 	}
 	router.mu.Lock()
 	router.byGoroutine[id] = c
+	router.open[c.log] = true
 	router.mu.Unlock()
 }
 
+// closed notes that l's scenario is over, and drops, once the table has
+// grown past pruneAt, the routes of goroutines that have ended. A route
+// outlives its scenario: a dead delivery's handler, which Go cannot stop,
+// may call on after its scenario is over, and its call must fail, not
+// reach the network.
+func (r *routes) closed(l *Log) {
+	r.mu.Lock()
+	delete(r.open, l)
+	r.mu.Unlock()
+	r.prune()
+}
+
 // prune drops, once the table has grown past pruneAt, the routes of
-// goroutines that have ended. A route outlives its scenario: a dead
-// delivery's handler, which Go cannot stop, may call on after its
-// scenario is over, and its call must fail, not reach the network.
+// goroutines that have ended.
 func (r *routes) prune() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -175,6 +187,15 @@ func (r *routes) lookup() *Clients {
 	if c := r.of(creator); c != nil {
 		r.remember(c, id)
 		return c
+	}
+	r.mu.Lock()
+	running := len(r.open) > 0
+	r.mu.Unlock()
+	if !running {
+		// No scenario runs: a goroutine two or more generations below a
+		// handler of one that ended is not looked for (a dump of every
+		// stack per request of the process's own code).
+		return nil
 	}
 	creators := goid.Creators(goid.Dump())
 	line := []uint64{id}
