@@ -3,7 +3,9 @@ package effects
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"github.com/runtwice/twice/internal/goid"
@@ -20,7 +22,8 @@ import (
 // calls in the caller's goroutine before it dials): a request made in a
 // handler's goroutine, or in a goroutine the handler started, goes to
 // that delivery's providers as its HTTPClient's requests do; any other
-// request gets http.ErrSkipAltProtocol and goes to the network as
+// request, and one for a server on this machine (a test's own httptest
+// server), gets http.ErrSkipAltProtocol and goes to the network as
 // before. Under concurrent deliveries each call goes to its own
 // delivery, with no code from the user.
 //
@@ -150,6 +153,9 @@ const pruneAt = 4096
 // makes it, or, from any other goroutine, lets net/http make it. A
 // delivery whose scenario is over gets an error: the call is not made.
 func (r *routes) RoundTrip(req *http.Request) (*http.Response, error) {
+	if local(req) {
+		return nil, http.ErrSkipAltProtocol
+	}
 	c := r.lookup()
 	if c == nil {
 		return nil, http.ErrSkipAltProtocol
@@ -161,6 +167,22 @@ func (r *routes) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("[twice] %s %s from delivery %s, whose scenario is over (its worker died, or it returned): the call is not made", req.Method, req.URL.Redacted(), c.label)
 	}
 	return c.HTTPTransport().RoundTrip(req)
+}
+
+// local reports whether req is for a server on this machine (a test's
+// own httptest server, a local mail catcher) and not made from
+// HTTPBaseURL: the test set that server up, so the request goes to it as
+// before, not to the scenario's providers.
+func local(req *http.Request) bool {
+	if strings.HasPrefix(req.URL.Path, baseURLPrefix) {
+		return false
+	}
+	host := req.URL.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // maxDepth bounds the walk up from a goroutine to the handler's.

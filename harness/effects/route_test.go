@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/runtwice/twice/harness/effects"
@@ -34,8 +35,8 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 	if err := effects.RouteDefaultTransport(); err != nil {
 		t.Fatal(err)
 	}
-	network := 0
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { network++ }))
+	var network atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { network.Add(1) }))
 	defer srv.Close()
 
 	logs := []*effects.Log{httpLog(t, effects.Providers{}), httpLog(t, effects.Providers{})}
@@ -45,6 +46,10 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 			log.Clients([]string{"j1a1w1", "j1a2w2"}[i], "1", 1, &fates{}).Route()
 			if _, err := postDefault(t, "https://hooks.example.com/direct"); err != nil {
 				t.Error(err)
+			}
+			// The test's own server, on this machine, gets its request.
+			if code, err := postDefault(t, srv.URL+"/local"); err != nil || code != http.StatusOK {
+				t.Errorf("a request from the handler to a local server: %d, %v; want it sent there", code, err)
 			}
 			done := make(chan struct{})
 			go func() {
@@ -62,8 +67,8 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if code, err := postDefault(t, srv.URL+"/other"); err != nil || code != http.StatusOK || network != 1 {
-		t.Errorf("a request from the test's own goroutine: %d, %v, %d at the server; want it sent to the network", code, err, network)
+	if code, err := postDefault(t, srv.URL+"/other"); err != nil || code != http.StatusOK || network.Load() != 3 {
+		t.Errorf("a request from the test's own goroutine: %d, %v, %d at the server; want it and the handlers' local ones sent there", code, err, network.Load())
 	}
 	for i, log := range logs {
 		effs := log.Effects()
@@ -85,13 +90,13 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 		if err := log.Close(); err != nil {
 			t.Error(err)
 		}
-		_, err := postDefault(t, srv.URL+"/after")
+		_, err := postDefault(t, "https://hooks.example.com/after")
 		if err == nil || !strings.Contains(err.Error(), "scenario is over") {
 			t.Errorf("a call from the delivery after its log closed: %v; want it refused, not sent", err)
 		}
 	}()
 	<-done
-	if n := len(log.Effects()); n != 0 || network != 1 {
-		t.Errorf("after the log closed: %d effects, %d requests at the server; want 0 and 1", n, network)
+	if n := len(log.Effects()); n != 0 || network.Load() != 3 {
+		t.Errorf("after the log closed: %d effects, %d requests at the server; want 0 and 3", n, network.Load())
 	}
 }
