@@ -35,16 +35,25 @@ import (
 // for a config loaded once per process, http.DefaultClient.
 
 // router is the process's one route table.
-var router = &routes{byGoroutine: map[uint64]*Clients{}, pruneAt: pruneAt, open: map[*Log]bool{}}
+var router = &routes{byGoroutine: map[uint64]*route{}, pruneAt: pruneAt, open: map[*Log][]uint64{}}
 
 type routes struct {
 	on  http.RoundTripper // the http.DefaultTransport the routes are registered on
 	err error             // why they could not be
 
 	mu          sync.Mutex
-	byGoroutine map[uint64]*Clients // a handler's goroutine, or one it started, to its delivery
+	byGoroutine map[uint64]*route // a handler's goroutine, or one it started, to its delivery
 	pruneAt     int
-	open        map[*Log]bool // logs with a route whose scenario runs
+	open        map[*Log][]uint64 // the goroutines routed to each log whose scenario runs
+}
+
+// route is where one goroutine's requests go: c, or, once the scenario
+// is over, nowhere (c nil: the call fails). It keeps no Clients past
+// the scenario, which would keep the scenario's execution and workers
+// from the garbage collector.
+type route struct {
+	c     *Clients
+	label string // the delivery's, for the error
 }
 
 // The routes are registered as the package is initialised, before any
@@ -111,10 +120,7 @@ func (c *Clients) Route() {
 	if id == 0 {
 		return
 	}
-	router.mu.Lock()
-	router.byGoroutine[id] = c
-	router.open[c.log] = true
-	router.mu.Unlock()
+	router.remember(c, id)
 }
 
 // closed notes that l's scenario is over, and drops, once the table has
@@ -124,6 +130,11 @@ func (c *Clients) Route() {
 // reach the network.
 func (r *routes) closed(l *Log) {
 	r.mu.Lock()
+	for _, id := range r.open[l] {
+		if rt := r.byGoroutine[id]; rt != nil {
+			rt.c = nil
+		}
+	}
 	delete(r.open, l)
 	r.mu.Unlock()
 	r.prune()
@@ -156,15 +167,18 @@ func (r *routes) RoundTrip(req *http.Request) (*http.Response, error) {
 	if local(req) {
 		return nil, http.ErrSkipAltProtocol
 	}
-	c := r.lookup()
-	if c == nil {
+	rt := r.lookup()
+	if rt == nil {
 		return nil, http.ErrSkipAltProtocol
 	}
-	if c.log.isClosed() {
+	r.mu.Lock()
+	c := rt.c
+	r.mu.Unlock()
+	if c == nil || c.log.isClosed() {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, fmt.Errorf("[twice] %s %s from delivery %s, whose scenario is over (its worker died, or it returned): the call is not made", req.Method, req.URL.Redacted(), c.label)
+		return nil, fmt.Errorf("[twice] %s %s from delivery %s, whose scenario is over (its worker died, or it returned): the call is not made", req.Method, req.URL.Redacted(), rt.label)
 	}
 	return c.HTTPTransport().RoundTrip(req)
 }
@@ -191,7 +205,7 @@ const maxDepth = 64
 // lookup finds the delivery of the calling goroutine: its own route, its
 // creator's (from its own stack), or, failing those, an ancestor's from
 // a dump of every goroutine's stack. What it finds is remembered.
-func (r *routes) lookup() *Clients {
+func (r *routes) lookup() *route {
 	r.mu.Lock()
 	empty := len(r.byGoroutine) == 0
 	r.mu.Unlock()
@@ -206,9 +220,9 @@ func (r *routes) lookup() *Clients {
 	if creator == 0 {
 		return nil
 	}
-	if c := r.of(creator); c != nil {
-		r.remember(c, id)
-		return c
+	if rt := r.of(creator); rt != nil {
+		r.inherit(rt, id)
+		return rt
 	}
 	r.mu.Lock()
 	running := len(r.open) > 0
@@ -222,25 +236,39 @@ func (r *routes) lookup() *Clients {
 	creators := goid.Creators(goid.Dump())
 	line := []uint64{id}
 	for g := creator; g != 0 && len(line) < maxDepth; g = creators[g] {
-		if c := r.of(g); c != nil {
-			r.remember(c, line...)
-			return c
+		if rt := r.of(g); rt != nil {
+			r.inherit(rt, line...)
+			return rt
 		}
 		line = append(line, g)
 	}
 	return nil
 }
 
-func (r *routes) of(id uint64) *Clients {
+func (r *routes) of(id uint64) *route {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.byGoroutine[id]
 }
 
+// remember routes goroutines ids to c.
 func (r *routes) remember(c *Clients, ids ...uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, id := range ids {
-		r.byGoroutine[id] = c
+		r.byGoroutine[id] = &route{c: c, label: c.label}
+	}
+	r.open[c.log] = append(r.open[c.log], ids...)
+}
+
+// inherit routes goroutines ids where rt goes.
+func (r *routes) inherit(rt *route, ids ...uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		r.byGoroutine[id] = &route{c: rt.c, label: rt.label}
+	}
+	if rt.c != nil {
+		r.open[rt.c.log] = append(r.open[rt.c.log], ids...)
 	}
 }
