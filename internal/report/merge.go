@@ -191,6 +191,7 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 			return Job{}, fmt.Errorf("[twice] job %q (%s %s) has %d schedules in shard %s (%s) but %d in shard %s (%s): the shards ran different code or faults", j.Name, j.Package, j.Test, p.Schedules, from[i].Report.Shard, from[i].From, parts[0].Schedules, from[0].Report.Shard, from[0].From)
 		}
 		j.TestPassed = j.TestPassed && p.TestPassed
+		j.Worst = max(j.Worst, p.Worst)
 		if j.Expected == "" {
 			j.Expected = p.Expected
 		}

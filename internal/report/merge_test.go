@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -177,5 +178,21 @@ func TestMergeShowsARepeatedExplorationOnce(t *testing.T) {
 	}
 	if n := len(m.Jobs[0].Findings); n != 2 {
 		t.Errorf("merged: %d runs of the flaky schedule, want the shard's 2", n)
+	}
+}
+
+// A job's worst severity is the worst of its shards', whichever shard
+// comes first: a shard dealt none of the failing schedules says "none".
+func TestMergeKeepsTheWorstSeverity(t *testing.T) {
+	calm, hit := shardReport(1, 2, 2, 1), shardReport(2, 2, 2, 1)
+	hit.Jobs[0].Status, hit.Jobs[0].Failed, hit.Jobs[0].Worst = report.StatusFinding, 1, result.SeverityMoney
+	hit.Jobs[0].Cells[0].Status, hit.Jobs[0].Cells[0].Failed = report.StatusFinding, 1
+	hit.Jobs[0].Findings = []report.Finding{{Fault: "run-twice", Schedule: "j1a1w1 > j1a2w2", Scenario: 2, Severity: result.SeverityMoney}}
+	m, err := report.Merge([]report.Input{{From: "1", Report: calm}, {From: "2", Report: hit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Jobs[0].Worst; got != result.SeverityMoney {
+		t.Errorf("merged worst %s, want money", got)
 	}
 }
