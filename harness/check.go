@@ -58,11 +58,14 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 	var scheds []faults.Schedule
 	var expanded []faults.Expansion
 	for _, f := range cfg.faults() {
+		if cfg.rerunNone != "" {
+			break
+		}
 		e := f.Expand(plan)
 		expanded = append(expanded, e)
 		scheds = append(scheds, e.Run...)
 	}
-	if len(scheds) == 0 {
+	if len(scheds) == 0 && cfg.rerunNone == "" {
 		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
 	}
 	for _, s := range scheds {
@@ -73,7 +76,7 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 			return nil, blame.User(err)
 		}
 	}
-	if scheds, err = takeShard(scheds, res); err != nil {
+	if scheds, err = takeShard(ctx, scheds, res); err != nil {
 		return nil, err
 	}
 	if p := progressOf(ctx); p != nil {
@@ -147,13 +150,13 @@ type tb interface {
 
 func check(t tb, job Job, cfg Config) *Result {
 	t.Helper()
-	cfg, err := withReplay(cfg)
+	cfg, err := withReplay(cfg, t.Name(), job.Name)
 	if err != nil {
 		fail(t, job, rerunLine(t.Name()), err)
 		return nil
 	}
 	ctx, stop := logProgress(t, job.Name)
-	res, err := Run(ctx, job, cfg)
+	res, err := Run(withTest(ctx, t.Name()), job, cfg)
 	stop()
 	if err != nil {
 		fail(t, job, rerunLine(t.Name()), err)
@@ -162,6 +165,10 @@ func check(t tb, job Job, cfg Config) *Result {
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Result: &res.Result})
 	logStragglers(t, res)
 	logLeftOpen(t, res)
+	if cfg.rerunNone != "" {
+		t.Logf("[twice] job %q: none of its schedules failed in %s, so twice report -rerun-failed runs none of them (its clean runs only)", res.Job, cfg.rerunNone)
+		return res
+	}
 	switch res.Status {
 	case result.StatusFinding, result.StatusFlaky:
 		t.Errorf("%s", render.Finding(&res.Result, rerunLine(t.Name())))

@@ -121,6 +121,11 @@ type Config struct {
 	// (Delivery.Now, an effect provider) would run the same then, and
 	// is compared with its first clean run instead.
 	ClockStart time.Time
+
+	// rerunNone is set under twice report -rerun-failed for a check none
+	// of whose schedules failed in the report it names: the check runs
+	// its clean references only.
+	rerunNone string
 }
 
 func (c Config) clockStart() time.Time {

@@ -139,7 +139,7 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 		opts.Dir = filepath.Join("testdata", "twice", record.SafeName(t.Name()))
 	}
 	ctx, stop := logProgress(t, job.Name)
-	x, err := exploreRun(ctx, job, cfg, opts, t.Name())
+	x, err := exploreRun(withTest(ctx, t.Name()), job, cfg, opts, t.Name())
 	stop()
 	if err != nil {
 		fail(t, job, rerunLine(t.Name()), err)
@@ -201,6 +201,16 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if err != nil {
 		return nil, err
 	}
+	// Under twice report -rerun-failed, only the schedules that failed
+	// before run again, and none is drawn.
+	var rerun []faults.Schedule
+	rerunOf := ""
+	if test := testOf(ctx); test != "" && !isReplay {
+		if rerun, rerunOf, err = rerunSchedules(test, job.Name); err != nil {
+			return nil, err
+		}
+	}
+	isRerun := rerunOf != ""
 	checks, err := checksSetting()
 	if err != nil {
 		return nil, err
@@ -240,13 +250,22 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 			// A replay is a list of one schedule, dealt to shard 1.
 			err = e.fromList(ctx, x, []faults.Schedule{replay})
 		}
+	case isRerun:
+		for _, s := range rerun {
+			if err = checkSchedule(job.Name, plan.Steps, s); err != nil {
+				break
+			}
+		}
+		if err == nil && len(rerun) > 0 {
+			err = e.fromList(ctx, x, rerun)
+		}
 	case len(saved) > 0:
 		for _, s := range saved {
 			x.Replayed = append(x.Replayed, s.file)
 		}
 		err = e.fromList(ctx, x, schedulesOf(saved))
 	}
-	if err == nil && e.found == nil && !isReplay {
+	if err == nil && e.found == nil && !isReplay && !isRerun {
 		began := time.Now()
 		err = e.explore(ctx, x, checks)
 		x.drawing = time.Since(began)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -49,7 +50,10 @@ const (
 // number of schedules, give or take one, with a mix of every fault. Every
 // shard still runs the two clean reference runs; a shard dealt none of a
 // check's schedules passes it with 0 scenarios, and Result.Shard says so.
-// Scenario.Index keeps each scenario's place in the whole list. A
+// Under twice report -timings the runner gives each check what its
+// faults' schedules cost in an earlier run, and the check deals them by
+// cost instead, costliest first, each to the least loaded shard
+// (Result.Shard.Dealt lists the places it took). Scenario.Index keeps each scenario's place in the whole list. A
 // -twice.replay schedule is a list of one: shard 1 runs it. The orders
 // the reduction of the concurrent faults left out (Result.Reductions)
 // have places after the list; when a shard's deliveries diverge from what
@@ -170,14 +174,54 @@ func seedSetting() (uint64, error) {
 }
 
 // withReplay makes cfg run only the -twice.replay schedule when one is
-// given.
-func withReplay(cfg Config) (Config, error) {
+// given, or else only the schedules the runner's plan reruns for the
+// check of job in test (twice report -rerun-failed).
+func withReplay(cfg Config, test, job string) (Config, error) {
 	s, ok, err := replaySchedule()
-	if err != nil || !ok {
+	if err != nil {
 		return cfg, err
 	}
-	cfg.Faults = []faults.Fault{faults.Replay(s)}
+	if ok {
+		cfg.Faults = []faults.Fault{faults.Replay(s)}
+		return cfg, nil
+	}
+	list, from, err := rerunSchedules(test, job)
+	if err != nil || from == "" {
+		return cfg, err
+	}
+	cfg.Faults = nil
+	if len(list) == 0 {
+		cfg.rerunNone = from
+	}
+	for _, s := range list {
+		cfg.Faults = append(cfg.Faults, faults.Replay(s))
+	}
 	return cfg, nil
+}
+
+// rerunSchedules are the schedules the runner's plan reruns for the check
+// of job in test (twice report -rerun-failed), each under its fault's
+// name, and the report they failed in; from is empty when the plan
+// reruns nothing, and list is empty when it reruns other checks only.
+func rerunSchedules(test, job string) (list []faults.Schedule, from string, err error) {
+	p, err := record.ReadPlan()
+	if err != nil || p == nil || !p.Rerun {
+		return nil, "", err
+	}
+	from = cmp.Or(p.From, os.Getenv(record.PlanEnv))
+	c := p.Check(test, job)
+	if c == nil {
+		return nil, from, nil
+	}
+	for _, r := range c.Rerun {
+		s, err := faults.Parse(r.Schedule)
+		if err != nil {
+			return nil, "", fmt.Errorf("[twice] the schedule %q of job %q that %s says failed: %w", r.Schedule, job, from, err)
+		}
+		s.Fault = cmp.Or(r.Fault, faults.NameReplay)
+		list = append(list, s)
+	}
+	return list, from, nil
 }
 
 // shardSetting is -twice.shard or TWICE_SHARD, or else the shard the CI

@@ -25,6 +25,7 @@ import (
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
+	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -726,23 +727,78 @@ func (r *runner) referenceShifted(ctx context.Context, shift time.Duration) (*as
 
 // takeShard returns the schedules of this machine's shard, and records in
 // res which shard ran. Unsharded, it returns scheds.
-func takeShard(scheds []faults.Schedule, res *Result) ([]faults.Schedule, error) {
+//
+// With the twice runner's plan of costs for the check (twice report
+// -timings), the schedules are dealt by cost instead, so that the shards'
+// wall times come out even: see record.Deal.
+func takeShard(ctx context.Context, scheds []faults.Schedule, res *Result) ([]faults.Schedule, error) {
 	sh, err := shardSetting()
 	if err != nil || sh == nil {
 		return scheds, err
 	}
 	sh.Schedules = len(scheds)
-	var mine []faults.Schedule
-	for i, s := range scheds {
+	for _, s := range scheds {
 		if !slices.Contains(sh.Faults, s.Fault) {
 			sh.Faults = append(sh.Faults, s.Fault)
 		}
-		if sh.Has(i) {
-			mine = append(mine, s)
-		}
 	}
 	res.Shard = sh
+	owner, err := dealtByCost(ctx, scheds, sh, res.Job)
+	if err != nil {
+		return nil, err
+	}
+	var mine []faults.Schedule
+	for i, s := range scheds {
+		switch {
+		case owner == nil && sh.Has(i):
+			mine = append(mine, s)
+		case owner != nil && owner[i] == sh.Index-1:
+			mine = append(mine, s)
+			sh.Dealt = append(sh.Dealt, i)
+		}
+	}
 	return mine, nil
+}
+
+// dealtByCost is each schedule's shard (from 0) when the runner's plan
+// has the check's costs; nil to deal them in turn.
+func dealtByCost(ctx context.Context, scheds []faults.Schedule, sh *result.ShardRun, job string) ([]int, error) {
+	p, err := record.ReadPlan()
+	if err != nil || p == nil || p.Shards == 0 {
+		return nil, err
+	}
+	if p.Shards != sh.Count {
+		return nil, blame.User(fmt.Errorf("[twice] the twice runner dealt the checks' costs (%s) to %d shards, but this is shard %s; run twice report -shard with the same count as -timings was planned for", p.From, p.Shards, sh))
+	}
+	c := p.Check(testOf(ctx), job)
+	if c == nil {
+		return nil, nil
+	}
+	faultOf := make([]faults.Name, len(scheds))
+	for i, s := range scheds {
+		faultOf[i] = s.Fault
+	}
+	start := c.Loads
+	if len(start) != sh.Count {
+		start = make([]float64, sh.Count)
+	}
+	owner, _ := record.Deal(c.ScheduleCosts(faultOf), start)
+	return owner, nil
+}
+
+// testKey holds, in a check's context, the name of its test.
+type testKey struct{}
+
+// withTest is ctx for the check of the named test.
+func withTest(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, testKey{}, name)
+}
+
+// testOf is the name of the test ctx is a check of; empty for Run called
+// outside Check.
+func testOf(ctx context.Context) string {
+	name, _ := ctx.Value(testKey{}).(string)
+	return name
 }
 
 // place is the Index of the k-th scenario of res: its place among the

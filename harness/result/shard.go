@@ -60,7 +60,7 @@ func (s Shard) Share(n int) int {
 }
 
 // ShardRun is what one shard of a check ran: the schedules whose Index
-// modulo Count is Index-1.
+// modulo Count is Index-1, or those Dealt to it by cost.
 type ShardRun struct {
 	Shard
 	// Schedules counts the check's schedules, every shard's together; 0
@@ -74,4 +74,17 @@ type ShardRun struct {
 	// ("CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL"), when neither TWICE_SHARD
 	// nor -twice.shard gave it.
 	From string `json:",omitempty"`
+	// Dealt are the places, among the check's schedules (from 0), of this
+	// shard's, when they were dealt by cost (twice report -timings); empty
+	// when they were dealt in turn.
+	Dealt []int `json:",omitempty"`
+}
+
+// Place is the place among the check's schedules of this shard's k-th
+// schedule (both from 0).
+func (s ShardRun) Place(k int) int {
+	if len(s.Dealt) > 0 {
+		return s.Dealt[k]
+	}
+	return s.Shard.Place(k)
 }
