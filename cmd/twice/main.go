@@ -2,6 +2,7 @@
 // report people read and CI systems ingest.
 //
 //	twice report [flags] [packages]
+//	twice plan -shards N [-timings report.json]
 //	twice replay '<schedule>' [package] -run TestX
 //	twice kept [-drop] [-run ID | -all]
 //	twice version
@@ -43,6 +44,32 @@
 // shard missing or given twice, different shard counts, twice versions,
 // git commits or go test commands, or a job whose clean run differs
 // between shards.
+//
+// Dealt in turn, the schedules of one check with a few costly faults can
+// pile up on one shard. With -timings FILE (a previous run's report.json,
+// or its directory: a whole run's or a merged one) every check deals its
+// schedules by cost instead: each fault's schedules cost what they took
+// in FILE, and the checks, in order of package, test and job, deal theirs
+// costliest first, each to the shard with the least load so far, counting
+// the loads of the checks before them; a check FILE does not know deals
+// in turn. Every shard must be given the same FILE, and needs -shard (or
+// the CI's variables).
+//
+//	twice plan -shards N [-timings report.json]
+//
+// prints, as JSON, the matrix of a CI job split into N shards (1 to 256,
+// GitHub Actions' limit): {"include": [{"shard": "1/3", "index": 1}, ...]},
+// each entry with load_ms, the milliseconds of schedules -timings deals
+// it, when -timings is given.
+//
+//	twice report -rerun-failed report.json
+//
+// runs again exactly the schedules that failed in a previous report (its
+// unexpected and flaky findings), each under its fault, in the packages
+// and tests they failed in; it takes no packages and no -run. A check of
+// those tests none of whose schedules failed runs its clean runs only. A
+// report with nothing failing has nothing to rerun: twice says so and
+// exits 0, writing no report.
 //
 // Flags -run, -count, -tags, -timeout, -race and -p pass through to go
 // test. A flag -twice.NAME=VALUE becomes the environment variable

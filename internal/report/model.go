@@ -58,6 +58,10 @@ type Report struct {
 	// ran), when that is a git checkout. Shards' reports merge only when
 	// they agree on it.
 	Commit string `json:"commit,omitempty"`
+	// RerunOf is the report whose failing schedules this run ran again
+	// (twice report -rerun-failed), and nothing else; empty for a run of
+	// every schedule.
+	RerunOf string `json:"rerun_of,omitempty"`
 	// Shard is which shard of the checks this run executed (twice report
 	// -shard), or nil for a whole run, and for a merge of shards.
 	Shard *Shard `json:"shard,omitempty"`

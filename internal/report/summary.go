@@ -148,7 +148,11 @@ func (r *Report) Counts() string {
 			counts = append(counts, fmt.Sprintf("%d %s", t.N, t.What))
 		}
 	}
-	return fmt.Sprintf("%d %s: %s", r.Summary.Jobs, text.Plural(r.Summary.Jobs, "job"), strings.Join(counts, ", "))
+	out := fmt.Sprintf("%d %s: %s", r.Summary.Jobs, text.Plural(r.Summary.Jobs, "job"), strings.Join(counts, ", "))
+	if r.RerunOf != "" {
+		out += " (only the schedules that failed in " + r.RerunOf + ")"
+	}
+	return out
 }
 
 func countKind(ps []Problem, kind string) int {

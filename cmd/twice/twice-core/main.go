@@ -32,6 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "report":
 		return reportCommand(args[1:], sc, stdout, stderr)
+	case "plan":
+		return planCommand(args[1:], stdout, stderr)
 	case "replay":
 		return replayCommandRun(args[1:], stdout, stderr)
 	case "kept":

@@ -70,7 +70,7 @@ func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr
 	defer out.Release()
 	var in []report.Input
 	for _, a := range args {
-		r, err := readShardReport(a)
+		r, err := readReportFile(a, "a shard's report")
 		if err != nil {
 			_, _ = fmt.Fprintln(stderr, err)
 			return report.ExitBroken
@@ -85,15 +85,15 @@ func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr
 	return writeReport(r, out, sc, stdout, stderr)
 }
 
-// readShardReport reads the report.json at path, or in the directory
-// path.
-func readShardReport(path string) (*report.Report, error) {
+// readReportFile reads the report.json at path, or in the directory path;
+// what names it in errors.
+func readReportFile(path, what string) (*report.Report, error) {
 	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
 		path = filepath.Join(path, report.FileJSON)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] cannot read a shard's report: %w", err)
+		return nil, fmt.Errorf("[twice] cannot read %s: %w", what, err)
 	}
 	var head struct {
 		Schema int `json:"schema"`
@@ -102,7 +102,7 @@ func readShardReport(path string) (*report.Report, error) {
 		return nil, fmt.Errorf("[twice] %s is not a twice report.json: %w", path, err)
 	}
 	if head.Schema != report.SchemaVersion {
-		return nil, fmt.Errorf("[twice] %s has report schema %d, this twice merges %d: merge with the twice that wrote it", path, head.Schema, report.SchemaVersion)
+		return nil, fmt.Errorf("[twice] %s has report schema %d, this twice reads %d: use the twice that wrote it", path, head.Schema, report.SchemaVersion)
 	}
 	var r report.Report
 	if err := json.Unmarshal(data, &r); err != nil {

@@ -24,7 +24,7 @@ var shardedPackages = []string{"./testdata/sharded", "./testdata/unexpected"}
 // cells, verdicts, findings in the same order with the same same_as, the
 // same problems and exit code. Only timings and the host may differ.
 func TestReportShardsMergeToWholeRun(t *testing.T) {
-	merged := shardsMergeToWholeRun(t, report.ExitFindings, shardedPackages...)
+	merged := shardsMergeToWholeRun(t, report.ExitFindings, nil, shardedPackages...)
 	// The merge is sure to have had something to join.
 	var sameAs, scenarios int
 	for _, j := range merged.Jobs {
@@ -44,14 +44,14 @@ func TestReportShardsMergeToWholeRun(t *testing.T) {
 // with fewer schedules than shards, effects, expected findings.
 func TestReportExampleShardsMergeToWholeRun(t *testing.T) {
 	longtest.Skip(t, "runs an example's checks four times")
-	shardsMergeToWholeRun(t, report.ExitOK, "../../../examples/loyalty")
+	shardsMergeToWholeRun(t, report.ExitOK, nil, "../../../examples/loyalty")
 }
 
 // shardsMergeToWholeRun runs twice report on pkgs whole, then as three
 // shards, merges the shards' reports, and compares the merged report with
-// the whole one, ignoring timings and the host. It returns the merged
-// report.
-func shardsMergeToWholeRun(t *testing.T, wantCode int, pkgs ...string) *report.Report {
+// the whole one, ignoring timings and the host. Each shard runs with the
+// flags shardFlags too. It returns the merged report.
+func shardsMergeToWholeRun(t *testing.T, wantCode int, shardFlags []string, pkgs ...string) *report.Report {
 	t.Helper()
 	wholeCode, _, whole := twiceReport(t, pkgs...)
 	if wholeCode != wantCode {
@@ -65,7 +65,8 @@ func shardsMergeToWholeRun(t *testing.T, wantCode int, pkgs ...string) *report.R
 	for i := 1; i <= 3; i++ {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("report-%d", i))
 		var stdout, stderr bytes.Buffer
-		code := run(append([]string{"report", "-shard", fmt.Sprintf("%d/3", i), "-o", dir}, pkgs...), &stdout, &stderr)
+		args := append([]string{"report", "-shard", fmt.Sprintf("%d/3", i), "-o", dir}, shardFlags...)
+		code := run(append(args, pkgs...), &stdout, &stderr)
 		t.Logf("twice report -shard %d/3: exit %d\n%s%s", i, code, stderr.String(), stdout.String())
 		r := readReport(t, dir)
 		if r.Shard == nil || *r.Shard != (report.Shard{Index: i, Count: 3}) {
@@ -124,6 +125,11 @@ func TestReportShardMisuse(t *testing.T) {
 	if err := r.Write(whole); err != nil {
 		t.Fatal(err)
 	}
+	shardReport := filepath.Join(t.TempDir(), "shard")
+	r.Shard = &report.Shard{Index: 1, Count: 2}
+	if err := r.Write(shardReport); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		env  string // TWICE_SHARD
@@ -140,6 +146,11 @@ func TestReportShardMisuse(t *testing.T) {
 		{"merge a shard", "", []string{"report", "-merge", "-shard", "1/2", whole}, "[twice] -merge joins the reports of every shard; it takes no -shard"},
 		{"merge a whole run", "", []string{"report", "-merge", whole}, "is not a shard's report: write each shard's with twice report -shard i/n"},
 		{"merge nothing there", "", []string{"report", "-merge", filepath.Join(whole, "nosuch.json")}, "[twice] cannot read a shard's report"},
+		{"timings unsharded", "", []string{"report", "-timings", whole, "./testdata/plain"}, "deals the schedules to shards, and this run is not one; give -shard i/n"},
+		{"timings of a shard", "", []string{"report", "-shard", "1/2", "-timings", shardReport}, "is the report of shard 1/2, which timed only its own schedules; join the shards' reports"},
+		{"timings and rerun", "", []string{"report", "-shard", "1/2", "-timings", whole, "-rerun-failed", whole}, "-rerun-failed runs the failing schedules of one report; it takes no -timings"},
+		{"rerun with packages", "", []string{"report", "-rerun-failed", whole, "./testdata/plain"}, "picks the packages and tests that failed; it takes no packages and no -run"},
+		{"rerun nothing there", "", []string{"report", "-rerun-failed", filepath.Join(whole, "nosuch")}, "[twice] cannot read the report to rerun"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("TWICE_SHARD", tc.env)

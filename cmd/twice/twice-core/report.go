@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,8 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 	out := fs.String("o", "twice-report", "write the report into `dir`")
 	shardText := fs.String("shard", "", "run only shard `i/n` of every check's schedules (1/3, 2/3, 3/3), as TWICE_SHARD does; join the shards' reports with -merge")
 	merge := fs.Bool("merge", false, "join the shards' reports given instead of packages (their report.json files or directories) into one")
+	timings := fs.String("timings", "", "deal each check's schedules to the shards by what they cost in `report.json` (a previous run's, merged if it was sharded), so the shards finish together; needs -shard")
+	rerunFailed := fs.String("rerun-failed", "", "run again exactly the failing schedules of `report.json` (a previous run's, or its directory), in their packages and tests")
 	var g goTestFlags
 	g.register(fs)
 	g.env = env
@@ -130,6 +133,36 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 		return report.ExitBroken
 	}
 	g.env = env
+	var plan planner
+	rerunOf := ""
+	switch {
+	case *timings != "" && *rerunFailed != "":
+		_, _ = fmt.Fprintln(stderr, "[twice] -rerun-failed runs the failing schedules of one report; it takes no -timings")
+		return report.ExitBroken
+	case *timings != "" && shard == nil:
+		_, _ = fmt.Fprintf(stderr, "[twice] -timings %s deals the schedules to shards, and this run is not one; give -shard i/n (or %s)\n", *timings, record.ShardEnv)
+		return report.ExitBroken
+	case *timings != "":
+		if plan, err = timingsPlanner(*timings, shard.Count); err != nil {
+			_, _ = fmt.Fprintln(stderr, err)
+			return report.ExitBroken
+		}
+	case *rerunFailed != "" && (len(pkgs) > 0 || g.run != ""):
+		_, _ = fmt.Fprintf(stderr, "[twice] -rerun-failed %s picks the packages and tests that failed; it takes no packages and no -run\n", *rerunFailed)
+		return report.ExitBroken
+	case *rerunFailed != "":
+		var run string
+		plan, pkgs, run, err = rerunPlanner(*rerunFailed)
+		if errors.Is(err, errNothingFailed) {
+			_, _ = fmt.Fprintf(stdout, "[twice] %s has no failing schedule: nothing to rerun\n", *rerunFailed)
+			return report.ExitOK
+		}
+		if err != nil {
+			_, _ = fmt.Fprintln(stderr, err)
+			return report.ExitBroken
+		}
+		g.run, rerunOf = run, *rerunFailed
+	}
 	if len(pkgs) == 0 {
 		pkgs = []string{"./..."}
 	}
@@ -142,12 +175,12 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 	}
 	defer dir.Release()
 	prog := newProgress(stderr)
-	r, sig := runReport(g, pkgs, prog)
+	r, sig := runReport(g, pkgs, plan, prog)
 	if sig != nil {
 		_, _ = fmt.Fprintln(stderr, interruptedLine(sig, "no report written"))
 		return report.ExitBroken
 	}
-	r.Shard, r.Twice, r.Commit = shard, twiceVersion(), headCommit()
+	r.Shard, r.Twice, r.Commit, r.RerunOf = shard, twiceVersion(), headCommit(), rerunOf
 	return writeReport(r, dir, sc, stdout, stderr)
 }
 
@@ -195,7 +228,9 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 // ends up in the report as a problem. A signal that stops the run is
 // returned instead, with no report: what ran is cut short, and the run's
 // files are gone.
-func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os.Signal) {
+//
+// plan, if any, makes the plan the tests read (record.PlanEnv).
+func runReport(g goTestFlags, pkgs []string, plan planner, prog *progress) (*report.Report, os.Signal) {
 	started := time.Now()
 	host, _ := os.Hostname()
 	r := &report.Report{Started: started, Host: host}
@@ -233,9 +268,21 @@ func runReport(g goTestFlags, pkgs []string, prog *progress) (*report.Report, os
 		return broken(r, started, err.Error()), nil
 	}
 	defer rd.remove()
+	env := g.env
+	if plan != nil {
+		p, err := plan(list.dirs)
+		if err != nil {
+			return broken(r, started, err.Error()), nil
+		}
+		path := filepath.Join(rd.path, "plan.json")
+		if err := record.WritePlan(path, p); err != nil {
+			return broken(r, started, "[twice] internal: writing the tests' plan: "+err.Error()), nil
+		}
+		env = append(slices.Clone(env), record.PlanEnv+"="+path)
+	}
 
 	cmd := exec.Command(goBin, testArgs...)
-	cmd.Env = append(append(os.Environ(), record.DirEnv+"="+rd.records(), "GOTMPDIR="+rd.goTmp()), g.env...)
+	cmd.Env = append(append(os.Environ(), record.DirEnv+"="+rd.records(), "GOTMPDIR="+rd.goTmp()), env...)
 	var errBuf bytes.Buffer
 	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
 	stdoutPipe, err := cmd.StdoutPipe()

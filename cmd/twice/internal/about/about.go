@@ -43,15 +43,21 @@ func Invocation(arg0, pkg string) string {
 // Usage is twice's usage text.
 const Usage = `usage:
   twice report [-o DIR] [-shard I/N] [-run REGEXP] [-count N] [-tags TAGS] [-timeout D] [-race] [-p N] [-twice.NAME=VALUE] [packages]
+  twice report -shard I/N -timings report.json [-o DIR] [packages]
+  twice report -rerun-failed report.json [-o DIR]
   twice report -merge [-o DIR] shard-1/report.json shard-2/report.json ...
+  twice plan -shards N [-timings report.json]
   twice replay '<schedule>' [package] -run TestX [-tags TAGS] [-timeout D] [-race]
   twice kept [-drop] [-run ID | -all] [twice_kept_NAME...]
   twice version
 
 report runs the packages' harness checks (default ./...) and writes
 twice-report/{index.html,summary.md,junit.xml,report.json}.
--shard I/N runs shard I of N of every check's schedules; -merge joins the
-shards' reports into one.
+-shard I/N runs shard I of N of every check's schedules, dealt in turn,
+or by what they cost in a previous report with -timings; -merge joins the
+shards' reports into one; -rerun-failed runs only the schedules that
+failed in a previous report.
+plan prints the CI matrix (JSON) of a run split into N shards.
 Exit codes: 0 idempotent or expected findings, 1 unexpected findings or
 failing tests, 2 the tool could not check (usage, no such package, build
 failure, a check that could not run, interrupted).
