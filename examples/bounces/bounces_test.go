@@ -78,7 +78,9 @@ func TestRecordInTurnPasses(t *testing.T) {
 			inTurn++
 		}
 	}
-	if inTurn != 0 || overlapped == 0 {
+	// One shard of a split run (twice report -shard) may be dealt none
+	// of the overlapped schedules.
+	if inTurn != 0 || (overlapped == 0 && res.Shard == nil) {
 		t.Errorf("failed scenarios: %d in turn, %d overlapped; want 0 in turn and some overlapped", inTurn, overlapped)
 	}
 }
