@@ -423,3 +423,93 @@ func patternList(ps []result.Pattern) string {
 	}
 	return strings.Join(words, ", ")
 }
+
+// Sample is one job that checks one kind of work a service registers
+// (CheckRegistered): a sample of the kind's args, or its producer, with
+// the worker production registers for it.
+type Sample struct {
+	// Kind is the registered kind the job checks: a River job kind, an
+	// asynq pattern, a Watermill handler's name. The adapters fill it
+	// from the job where the library can tell.
+	Kind string
+	// Job is the kind's job, built with its queue adapter.
+	Job Job
+	// ExpectFinding and ExpectPattern are Config's, for this sample
+	// alone: a worker known not to be idempotent.
+	ExpectFinding string
+	ExpectPattern result.Pattern
+}
+
+// CheckRegistered checks every kind of work a service registers, so that
+// a worker added without a check fails CI instead of passing it unseen:
+// it checks each sample's job with Check (in a subtest named by its kind
+// when t is a *testing.T), then fails naming every registered kind no
+// sample checks and every sample of a kind the registry does not hold
+// (which it does not run: production would never work it). kinds are what the registry holds; registry names it, for messages and
+// the report's "workers without a check". The adapters read kinds from
+// the library's own registry: twiceriver.CheckWorkers,
+// twiceasynq.CheckMux, twicewatermill.CheckRouter. The results are the
+// samples', in their order; nil for a sample not run or whose check
+// could not run.
+func CheckRegistered(t testing.TB, registry string, kinds []string, cfg Config, samples ...Sample) []*Result {
+	t.Helper()
+	cov := coverage(registry, kinds, samples)
+	if err := record.Write(record.Record{Test: t.Name(), Rerun: rerunLine(t.Name()), Coverage: &cov}); err != nil {
+		t.Errorf("%v", err)
+	}
+	if len(cov.Kinds) == 0 {
+		t.Errorf("[twice] the %s holds no kind of work, so checking what it registers would check nothing: pass the registry production builds, with its workers added", registry)
+		return nil
+	}
+	if len(cov.Unchecked) > 0 {
+		t.Errorf("[twice] the %s registers %d %s that no sample checks: %s; a worker added without a check is not checked at all. Give each a harness.Sample: its job with sample args, as production enqueues them", registry, len(cov.Unchecked), text.Plural(len(cov.Unchecked), "kind"), strings.Join(cov.Unchecked, ", "))
+	}
+	if len(cov.Unregistered) > 0 {
+		t.Errorf("[twice] samples check %d %s the %s does not hold: %s; production would not work them. Register their workers, or drop the samples", len(cov.Unregistered), text.Plural(len(cov.Unregistered), "kind"), registry, strings.Join(cov.Unregistered, ", "))
+	}
+	var out []*Result
+	for _, s := range samples {
+		if slices.Contains(cov.Unregistered, s.Kind) {
+			out = append(out, nil)
+			continue
+		}
+		if s.Kind == "" {
+			t.Errorf("[twice] a sample job %q names no kind; set harness.Sample.Kind to the %s's kind it checks", s.Job.Name, registry)
+			out = append(out, nil)
+			continue
+		}
+		c := cfg
+		if s.ExpectFinding != "" {
+			c.ExpectFinding, c.ExpectPattern = s.ExpectFinding, s.ExpectPattern
+		}
+		var res *Result
+		if tt, ok := t.(*testing.T); ok {
+			tt.Run(s.Kind, func(t *testing.T) { res = check(t, s.Job, c) })
+		} else {
+			res = check(t, s.Job, c)
+		}
+		out = append(out, res)
+	}
+	return out
+}
+
+// coverage compares what the registry holds with the samples' kinds.
+func coverage(registry string, kinds []string, samples []Sample) result.Coverage {
+	cov := result.Coverage{Registry: registry, Kinds: slices.Compact(slices.Sorted(slices.Values(kinds)))}
+	sampled := map[string]bool{}
+	for _, s := range samples {
+		if s.Kind == "" {
+			continue
+		}
+		sampled[s.Kind] = true
+		if !slices.Contains(cov.Kinds, s.Kind) && !slices.Contains(cov.Unregistered, s.Kind) {
+			cov.Unregistered = append(cov.Unregistered, s.Kind)
+		}
+	}
+	for _, k := range cov.Kinds {
+		if !sampled[k] {
+			cov.Unchecked = append(cov.Unchecked, k)
+		}
+	}
+	return cov
+}

@@ -502,3 +502,20 @@ type Panic struct {
 	Value string
 	Stack string
 }
+
+// Coverage is what a check of a service's registered workers found
+// (harness.CheckRegistered): the kinds of work its registry holds, and
+// those no sample job checked.
+type Coverage struct {
+	// Registry names what the kinds were read from: "River workers
+	// bundle", "asynq ServeMux", "Watermill router".
+	Registry string
+	// Kinds are every kind the registry holds, sorted: River job kinds,
+	// asynq patterns, Watermill handler names.
+	Kinds []string
+	// Unchecked are the registered kinds no sample checked.
+	Unchecked []string `json:",omitempty"`
+	// Unregistered are the kinds of samples the registry does not hold:
+	// production would never work them.
+	Unregistered []string `json:",omitempty"`
+}

@@ -56,8 +56,11 @@ type Record struct {
 	// or UserError.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
-	// the job's name and the status.
+	// the job's name and the status. Nil in a record of Coverage.
 	Result *result.Result `json:"result"`
+	// Coverage is what harness.CheckRegistered found of a service's
+	// registered workers; a record holds it or a Result.
+	Coverage *result.Coverage `json:"coverage,omitempty"`
 }
 
 var (
@@ -177,7 +180,7 @@ func readOne(path string) (Record, error) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		return Record{}, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", name, err)
 	}
-	if rec.Result == nil {
+	if rec.Result == nil && rec.Coverage == nil {
 		return Record{}, fmt.Errorf("[twice] internal: harness result %s holds no result", name)
 	}
 	return rec, nil
