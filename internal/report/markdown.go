@@ -64,6 +64,12 @@ func (r *Report) Markdown() string {
 			fmt.Fprintf(&b, "- `%s`: %s\n", n.Package, mdEscape(n.Why))
 		}
 	}
+	if gs := r.WithoutCheckWorkers(); len(gs) > 0 {
+		b.WriteString("\n## Workers without a check\n\n")
+		for _, g := range gs {
+			fmt.Fprintf(&b, "- the %s of `%s` %s registers %s, which no sample checks (%d %s registered)\n", g.Registry, g.Package, g.Test, "`"+strings.Join(g.Unchecked, "`, `")+"`", len(g.Kinds), text.Plural(len(g.Kinds), "kind"))
+		}
+	}
 	if ws := r.Warnings(); len(ws) > 0 {
 		b.WriteString("\n## Warnings\n\n")
 		for _, w := range ws {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Input is one shard's report for Merge, and where it was read from, so
@@ -68,6 +70,11 @@ func Merge(in []Input) (*Report, error) {
 	}
 	out.Faults = FaultsOf(out.Jobs)
 	out.Packages = mergePackages(shards)
+	for _, s := range shards {
+		for _, g := range s.Report.Registries {
+			out.AddRegistry(g.Package, g.Test, result.Coverage{Registry: g.Registry, Kinds: g.Kinds, Unchecked: g.Unchecked, Unregistered: g.Unregistered})
+		}
+	}
 	for _, s := range shards {
 		for _, p := range s.Report.Summary.Problems {
 			if !slices.ContainsFunc(out.Summary.Problems, func(q Problem) bool { return q == p }) {

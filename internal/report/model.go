@@ -6,7 +6,10 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/runtwice/twice/harness/result"
@@ -77,6 +80,51 @@ type Report struct {
 	Packages []Package `json:"packages"`
 	// Jobs are the checked jobs, by package then test.
 	Jobs []Job `json:"jobs"`
+	// Registries are the services' registries of workers a test checked
+	// with harness.CheckRegistered, by package then test: what each
+	// registers, and which kinds no sample checked.
+	Registries []Registry `json:"registries,omitempty"`
+}
+
+// Registry is one registry of workers a test checked (a River workers
+// bundle, an asynq ServeMux, a Watermill router).
+type Registry struct {
+	Package string `json:"package"`
+	Test    string `json:"test"`
+	// Registry names it: "River workers bundle".
+	Registry string `json:"registry"`
+	// Kinds are every kind of work it registers.
+	Kinds []string `json:"kinds"`
+	// Unchecked are the kinds no sample checked: workers without a check.
+	Unchecked []string `json:"unchecked,omitempty"`
+	// Unregistered are the samples' kinds it does not hold.
+	Unregistered []string `json:"unregistered,omitempty"`
+}
+
+// AddRegistry adds what harness.CheckRegistered found in a test of pkg,
+// once: the shards of a run, or -count runs, each write it.
+func (r *Report) AddRegistry(pkg, test string, c result.Coverage) {
+	for _, g := range r.Registries {
+		if g.Package == pkg && g.Test == test && g.Registry == c.Registry {
+			return
+		}
+	}
+	r.Registries = append(r.Registries, Registry{Package: pkg, Test: test, Registry: c.Registry, Kinds: c.Kinds, Unchecked: c.Unchecked, Unregistered: c.Unregistered})
+	slices.SortStableFunc(r.Registries, func(a, b Registry) int {
+		return cmp.Or(strings.Compare(a.Package, b.Package), strings.Compare(a.Test, b.Test))
+	})
+}
+
+// WithoutCheckWorkers are the registries that register kinds no sample
+// checked.
+func (r *Report) WithoutCheckWorkers() []Registry {
+	var out []Registry
+	for _, g := range r.Registries {
+		if len(g.Unchecked) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // Shard is one shard of a run split across machines: shard Index of

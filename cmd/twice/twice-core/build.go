@@ -40,6 +40,10 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 	var keys []key
 	byKey := map[key][]record.Record{}
 	for _, rec := range recs {
+		if rec.Coverage != nil {
+			r.AddRegistry(b.importPath(rec.Dir), rec.Test, *rec.Coverage)
+			continue
+		}
 		k := key{rec.Dir, rec.Test, rec.Result.Job}
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)

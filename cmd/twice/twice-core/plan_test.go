@@ -175,3 +175,26 @@ func TestPlanMatrix(t *testing.T) {
 		}
 	}
 }
+
+// A service whose registry holds a kind no sample checks: the report has
+// a "workers without a check" section naming it, in every format, and the
+// test's failure.
+func TestReportWorkersWithoutACheck(t *testing.T) {
+	code, stdout, r := twiceReport(t, "./testdata/registered")
+	if code != report.ExitFindings {
+		t.Errorf("exit %d, want %d: the test fails", code, report.ExitFindings)
+	}
+	gs := r.WithoutCheckWorkers()
+	if len(gs) != 1 || gs[0].Registry != "test registry" || !slices.Equal(gs[0].Unchecked, []string{"reset-points"}) || len(gs[0].Kinds) != 2 || gs[0].Test != "TestService" {
+		t.Fatalf("workers without a check: %+v", gs)
+	}
+	if !strings.Contains(stdout, "[twice] workers without a check: the test registry of github.com/runtwice/twice/cmd/twice/twice-core/testdata/registered TestService registers reset-points, which no sample checks") {
+		t.Errorf("stdout does not name the worker without a check:\n%s", stdout)
+	}
+	if md := r.Markdown(); !strings.Contains(md, "## Workers without a check") || !strings.Contains(md, "`reset-points`") {
+		t.Errorf("summary.md lacks the section:\n%s", md)
+	}
+	if len(r.Jobs) != 1 || r.Jobs[0].Test != "TestService/set-points" || r.Jobs[0].Status != report.StatusIdempotent {
+		t.Errorf("jobs: %+v; want the sample's check, idempotent", r.Jobs)
+	}
+}

@@ -208,6 +208,9 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 		}
 		_, _ = fmt.Fprintf(stdout, "[twice] without a check (nothing to report for them): %s\n", strings.Join(names, ", "))
 	}
+	for _, g := range r.WithoutCheckWorkers() {
+		_, _ = fmt.Fprintf(stdout, "[twice] workers without a check: the %s of %s %s registers %s, which no sample checks\n", g.Registry, g.Package, g.Test, strings.Join(g.Unchecked, ", "))
+	}
 	for _, p := range r.ShownProblems() {
 		_, _ = fmt.Fprintln(stdout, p.Message)
 		if p.Output != "" && (p.Fatal || p.Kind == report.ProblemTestFailed) {
