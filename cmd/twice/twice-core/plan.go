@@ -27,17 +27,27 @@ type planner func(dirs map[string]string) (*record.Plan, error)
 // timingsPlanner deals each check's schedules to shards by the cost its
 // faults' schedules had in the report at from (twice report -timings).
 func timingsPlanner(from string, shards int) (planner, error) {
-	prev, err := readReportFile(from, "the timings' report")
+	prev, err := readTimings(from)
 	if err != nil {
 		return nil, err
-	}
-	if prev.Shard != nil {
-		return nil, fmt.Errorf("[twice] -timings %s is the report of shard %d/%d, which timed only its own schedules; join the shards' reports with twice report -merge and pass the merged report.json", from, prev.Shard.Index, prev.Shard.Count)
 	}
 	return func(dirs map[string]string) (*record.Plan, error) {
 		p, _ := dealByCost(prev, from, shards, byImportPath(dirs))
 		return p, nil
 	}, nil
+}
+
+// readTimings reads the report -timings names: a whole run's or a merged
+// one, which timed every schedule.
+func readTimings(path string) (*report.Report, error) {
+	prev, err := readReportFile(path, "the timings' report")
+	if err != nil {
+		return nil, err
+	}
+	if prev.Shard != nil {
+		return nil, fmt.Errorf("[twice] -timings %s is the report of shard %d/%d, which timed only its own schedules; join the shards' reports with twice report -merge and pass the merged report.json", path, prev.Shard.Index, prev.Shard.Count)
+	}
+	return prev, nil
 }
 
 // dealByCost is the plan that deals the checks of prev, in their order
@@ -191,12 +201,9 @@ type matrixEntry struct {
 func matrix(shards int, timings string) (ciMatrix, error) {
 	var loads []float64
 	if timings != "" {
-		prev, err := readReportFile(timings, "the timings' report")
+		prev, err := readTimings(timings)
 		if err != nil {
 			return ciMatrix{}, err
-		}
-		if prev.Shard != nil {
-			return ciMatrix{}, fmt.Errorf("[twice] -timings %s is the report of shard %d/%d; join the shards' reports with twice report -merge and pass the merged report.json", timings, prev.Shard.Index, prev.Shard.Count)
 		}
 		every := map[string]string{}
 		for _, j := range prev.Jobs {
