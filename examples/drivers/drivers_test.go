@@ -194,7 +194,9 @@ func TestDriverMatrix(t *testing.T) {
 				for _, s := range res.Scenarios {
 					waits += s.LockWaits
 				}
-				if waits == 0 {
+				// One shard of a split run (twice report -shard) may be
+				// dealt no concurrent delivery.
+				if waits == 0 && res.Shard == nil {
 					t.Errorf("no concurrent delivery waited on the other's ledger row: the driver's statements were not interleaved")
 				}
 			})
@@ -206,7 +208,7 @@ func TestDriverMatrix(t *testing.T) {
 				if res == nil {
 					return // Check said why
 				}
-				if res.Status != result.StatusExpectedFinding {
+				if res.Status != result.StatusExpectedFinding && res.Shard == nil {
 					t.Errorf("Status = %s, want %s", res.Status, result.StatusExpectedFinding)
 				}
 				wantSteps(t, res, "update customers")
