@@ -172,7 +172,7 @@ section.job { margin-top: 2rem; }
 <ul class="nocheck" id="noworkercheck">
 {{range .}}<li>the {{.Registry}} of {{$.PkgName .Package}} {{.Test}} registers {{range $i, $k := .Unchecked}}{{if $i}}, {{end}}<code>{{$k}}</code>{{end}}, which no sample checks ({{len .Kinds}} kinds registered)</li>
 {{end}}</ul>
-{{end}}
+{{end -}}
 {{range $ji, $j := .Jobs}}{{if .Findings}}
 <section class="job" id="{{anchor .Package .Test .Name}}">
 <h2>{{mark .Status}} {{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{word .Status}}</h2>

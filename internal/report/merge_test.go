@@ -196,3 +196,29 @@ func TestMergeKeepsTheWorstSeverity(t *testing.T) {
 		t.Errorf("merged worst %s, want money", got)
 	}
 }
+
+// A registry's kinds without a check are named in every format, once
+// however many shards wrote them.
+func TestWorkersWithoutACheck(t *testing.T) {
+	one, two := shardReport(1, 2, 2, 1), shardReport(2, 2, 2, 1)
+	cov := result.Coverage{Registry: "River workers bundle", Kinds: []string{"a", "b", "c"}, Unchecked: []string{"c"}}
+	one.AddRegistry("example.com/pay", "TestWorkers", cov)
+	two.AddRegistry("example.com/pay", "TestWorkers", cov)
+	two.AddRegistry("example.com/pay", "TestWorkers", cov)
+	m, err := report.Merge([]report.Input{{From: "1", Report: one}, {From: "2", Report: two}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gs := m.WithoutCheckWorkers(); len(gs) != 1 || gs[0].Unchecked[0] != "c" {
+		t.Fatalf("workers without a check: %+v", gs)
+	}
+	html, err := m.HTML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{"index.html": string(html), "summary.md": m.Markdown()} {
+		if !strings.Contains(text, "Workers without a check") || !strings.Contains(text, "River workers bundle") || !strings.Contains(text, "<code>c</code>") && !strings.Contains(text, "`c`") {
+			t.Errorf("%s does not name the worker without a check", what)
+		}
+	}
+}
