@@ -206,6 +206,14 @@ type Plan struct {
 	// for a queue that dedups: for one that does not, a copy enqueued
 	// late is handed out as one enqueued early (ProducerRetry).
 	Dedup time.Duration
+	// ProducerRetriesWithin is the latest the job's producer retries an
+	// enqueue, from the original's (its timeouts and retry budget, on the
+	// harness clock); zero when it may retry at any time. A producer
+	// whose retries all fall inside the queue's dedup window never makes
+	// the copy ProducerRetryAfterDedup tries, which then has no schedule.
+	// Copies from elsewhere (a relay, a webhook sender's retry:
+	// ProducerCopyAt) are not bound by it (harness.Config).
+	ProducerRetriesWithin time.Duration
 	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
 	// a time: it refuses a delivery of a job another delivery holds until
 	// the visibility timeout has passed (harness/queue.Rules). The second
@@ -317,6 +325,7 @@ const (
 	NameEffectSlow              Name = "effect-slow"
 	NameLateProducerRetry       Name = "late-producer-retry"
 	NameProducerRetryAfterDedup Name = "producer-retry-after-dedup"
+	NameProducerCopyAt          Name = "producer-copy-at"
 	// NameReplay is a schedule given by Replay or -twice.replay;
 	// NameExplore one drawn or saved by harness.Explore.
 	NameReplay  Name = "replay"
@@ -422,13 +431,33 @@ const dedupMargin = time.Second
 // ByPeriod) had passed since the original's enqueue: the clock moves past
 // it (by a second) after the original completed, and the copy reaches the
 // queue then ("j1a1w1 > +1h1s late j2a1w2"). A queue whose dedup has no
-// window (Plan.Dedup zero or negative) gets no schedule of it.
+// window (Plan.Dedup zero or negative) gets no schedule of it, nor does
+// a producer that retries only inside the window
+// (Plan.ProducerRetriesWithin).
 func ProducerRetryAfterDedup() Fault {
 	return fault{name: NameProducerRetryAfterDedup, expand: func(p Plan) []Schedule {
-		if p.Dedup <= 0 {
+		if p.Dedup <= 0 || p.ProducerRetriesWithin > 0 && p.ProducerRetriesWithin < p.Dedup+dedupMargin {
 			return nil
 		}
 		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.Dedup + dedupMargin})
+	}}
+}
+
+// ProducerCopyAt is a copy of the job enqueued after from the original's
+// enqueue, by another way than the producer's own retry: an outbox relay
+// that publishes again after a restart (5 minutes), a webhook sender that
+// retries hours later (3 hours). The original completes, the clock moves
+// on by after, and the copy, with a new job ID and the same arguments,
+// reaches the queue then ("j1a1w1 > +3h late j2a1w2"); the queue's dedup
+// refuses it or hands it out as the queue would at that time. It is not
+// in the default matrix, and Plan.ProducerRetriesWithin does not bound
+// it.
+func ProducerCopyAt(after time.Duration) Fault {
+	if after <= 0 {
+		return invalid(NameProducerCopyAt, "faults.ProducerCopyAt(%s): the copy comes after the original's enqueue; give a positive duration, like 5*time.Minute", after)
+	}
+	return fault{name: NameProducerCopyAt, expand: func(Plan) []Schedule {
+		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: after})
 	}}
 }
 

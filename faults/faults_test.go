@@ -537,23 +537,51 @@ func TestLateCopiesFollowTheQueuesDedup(t *testing.T) {
 		return out
 	}
 	tests := []struct {
-		name  string
-		dedup time.Duration
-		want  []string
+		name   string
+		dedup  time.Duration
+		within time.Duration // Plan.ProducerRetriesWithin
+		want   []string
 	}{
-		{"no dedup", 0, nil},
-		{"while held", -1, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
-		{"a window", time.Hour, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +3601s late j2a1w2"}},
+		{"no dedup", 0, 0, nil},
+		{"while held", -1, 0, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
+		{"a window", time.Hour, 0, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +3601s late j2a1w2"}},
+		// A producer that never retries after 30s makes no copy past a
+		// 2-minute window; one that retries for 2 hours does.
+		{"retries inside the window", 2 * time.Minute, 30 * time.Second, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
+		{"retries past the window", 2 * time.Minute, 2 * time.Hour, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +121s late j2a1w2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, late(faults.Plan{Steps: steps, Dedup: tt.dedup})); diff != "" {
+			if diff := cmp.Diff(tt.want, late(faults.Plan{Steps: steps, Dedup: tt.dedup, ProducerRetriesWithin: tt.within})); diff != "" {
 				t.Errorf("late copies mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
 	if s := faults.LateProducerRetry().Schedules(faults.Plan{Steps: steps}); len(s) != 1 {
 		t.Errorf("LateProducerRetry() without dedup: %v, want its one schedule", s)
+	}
+}
+
+// ProducerCopyAt is a copy enqueued that long after the original, bound
+// by no ProducerRetriesWithin; a time that is not after the original is
+// refused.
+func TestProducerCopyAt(t *testing.T) {
+	p := faults.Plan{Steps: []faults.Step{{SQL: "UPDATE t SET n = n + 1", CommitPoint: true, Autocommit: true}}, Dedup: 2 * time.Minute, ProducerRetriesWithin: 30 * time.Second}
+	f := faults.ProducerCopyAt(5 * time.Minute)
+	if err := f.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range f.Schedules(p) {
+		got = append(got, string(s.Fault)+": "+s.String())
+	}
+	if diff := cmp.Diff([]string{"producer-copy-at: j1a1w1 > +5m late j2a1w2"}, got); diff != "" {
+		t.Errorf("ProducerCopyAt(5m) mismatch (-want +got):\n%s", diff)
+	}
+	for _, d := range []time.Duration{0, -time.Second} {
+		if err := faults.ProducerCopyAt(d).Validate(); err == nil || !strings.Contains(err.Error(), "give a positive duration") {
+			t.Errorf("ProducerCopyAt(%v): %v, want it refused", d, err)
+		}
 	}
 }
 

@@ -94,6 +94,16 @@ type Config struct {
 	// has not returned by then fails its delivery, and the message names
 	// the step it was at.
 	DeliveryTimeout time.Duration
+	// ProducerRetriesWithin is the latest the job's producer retries an
+	// enqueue, counted from its first (its client's timeouts and retry
+	// budget); zero means it may retry at any time. A producer whose
+	// retries all fall inside the queue's dedup window (a JetStream
+	// stream's Duplicates, asynq's Unique TTL) never makes the copy
+	// faults.ProducerRetryAfterDedup tries, so that fault has no
+	// scenario then. Copies from elsewhere (an outbox relay, a webhook
+	// sender's retry) are faults.ProducerCopyAt's, which it does not
+	// bound.
+	ProducerRetriesWithin time.Duration
 	// EffectPolicies says, per effect kind ("email", "payment", or a kind
 	// given to Delivery.Effect), how often the effect may happen; a kind
 	// not named is exactly-once.

@@ -57,8 +57,8 @@ func TestMeaninglessInputIsRefused(t *testing.T) {
 		want: `j1a1w1!crash:2 acts on step 2, but job "one-step" takes 1 step on a clean run, so the fault would never happen`,
 	}, {
 		name: "negative durations",
-		cfg:  harness.Config{DeliveryTimeout: -time.Second, SetupTimeout: -time.Minute},
-		want: "[twice] Config.SetupTimeout is -1m0s; want a positive duration, or zero for 2 minutes; Config.DeliveryTimeout is -1s; want a positive duration, or zero for 30s",
+		cfg:  harness.Config{DeliveryTimeout: -time.Second, SetupTimeout: -time.Minute, ProducerRetriesWithin: -time.Second},
+		want: "[twice] Config.SetupTimeout is -1m0s; want a positive duration, or zero for 2 minutes; Config.DeliveryTimeout is -1s; want a positive duration, or zero for 30s; Config.ProducerRetriesWithin is -1s; want a positive duration, or zero for a producer that may retry at any time",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

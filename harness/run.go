@@ -176,7 +176,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, QueueStatements: job.Queue != nil}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, QueueStatements: job.Queue != nil}
 	return r, res, plan, nil
 }
 
@@ -1048,6 +1048,7 @@ func checkInputs(cfg Config) error {
 	}{
 		{"SetupTimeout", cfg.SetupTimeout, "2 minutes"},
 		{"DeliveryTimeout", cfg.DeliveryTimeout, "30s"},
+		{"ProducerRetriesWithin", cfg.ProducerRetriesWithin, "a producer that may retry at any time"},
 	} {
 		if d.v < 0 {
 			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))
