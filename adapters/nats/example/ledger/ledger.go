@@ -9,7 +9,10 @@
 //   - Inbox (correct): the credit and an inbox row keyed by the message ID
 //     commit in one transaction, then the message is acked. A redelivery,
 //     a late producer copy or an overlapping delivery finds the inbox row
-//     (or waits on it) and only acks.
+//     (or waits on it) and only acks. With BySequence the inbox is keyed
+//     by the stream sequence instead: correct only while every copy of a
+//     message comes within the stream's duplicate window (2 minutes),
+//     which drops it; a copy after that is a new message.
 //   - AckFirst (broken): acks, then writes. A crash after the ack loses
 //     the credit: the server never delivers the message again.
 //   - Checked (broken, the kannon-email/kannon PR #427 shape): it reads
@@ -68,6 +71,11 @@ func messageID(msg jetstream.Msg) (string, error) {
 	if id := msg.Headers().Get(jetstream.MsgIDHeader); id != "" {
 		return id, nil
 	}
+	return sequence(msg)
+}
+
+// sequence is the message's stream and sequence in it.
+func sequence(msg jetstream.Msg) (string, error) {
 	md, err := msg.Metadata()
 	if err != nil {
 		return "", err
@@ -81,8 +89,13 @@ func decode(msg jetstream.Msg) (Credit, error) {
 	return c, err
 }
 
-// Inbox credits once per message ID.
-type Inbox struct{ DB *pgxpool.Pool }
+// Inbox credits once per message ID, or per stream sequence.
+type Inbox struct {
+	DB *pgxpool.Pool
+	// BySequence keys the inbox by the message's stream sequence, trusting
+	// the stream's duplicate window to drop the producer's retries.
+	BySequence bool
+}
 
 // Handle is the MessageHandler.
 func (h Inbox) Handle(msg jetstream.Msg) {
@@ -93,6 +106,9 @@ func (h Inbox) Handle(msg jetstream.Msg) {
 		return
 	}
 	id, err := messageID(msg)
+	if h.BySequence {
+		id, err = sequence(msg)
+	}
 	if err != nil {
 		_ = msg.Nak()
 		return

@@ -183,3 +183,36 @@ func TestVerdictsRepeat(t *testing.T) {
 		}
 	}
 }
+
+func bySequence(d *harness.Delivery) jetstream.MessageHandler {
+	return ledger.Inbox{DB: d.DB, BySequence: true}.Handle
+}
+
+// An inbox keyed by the stream sequence is correct only while every copy
+// of a message comes within the stream's 2-minute duplicate window. The
+// default matrix finds the producer's copy past the window; a producer
+// that never retries after 30s (Config.ProducerRetriesWithin) makes no
+// such copy, and the default matrix passes; an outbox relay that
+// publishes again 5 minutes later (faults.ProducerCopyAt) is found all the
+// same, while its copy 1 minute later is dropped by the server.
+func TestSequenceInboxTrustsTheDuplicateWindow(t *testing.T) {
+	job := twicenats.Job("credit-by-sequence", spec(ledger.Consumer), bySequence)
+	res := run(t, job, cfg)
+	assert.Equal(t, []faults.Name{faults.NameProducerRetryAfterDedup}, failed(res), "%s", res)
+
+	within := cfg
+	within.ProducerRetriesWithin = 30 * time.Second
+	res = run(t, job, within)
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.NotContains(t, verdicts(res), faults.NameProducerRetryAfterDedup, "a producer that retries within 30s makes no copy past the window")
+
+	relay := within
+	relay.Faults = []faults.Fault{faults.ProducerCopyAt(time.Minute), faults.ProducerCopyAt(5 * time.Minute)}
+	res = run(t, job, relay)
+	require.Len(t, res.Scenarios, 2, "%s", res)
+	inside, past := res.Scenarios[0], res.Scenarios[1]
+	assert.Equal(t, result.Idempotent, inside.Verdict, "%s", inside.Schedule)
+	require.Len(t, inside.Deliveries, 2)
+	assert.NotEmpty(t, inside.Deliveries[1].NotDelivered, "the copy 1 minute later is inside the window: %s", inside.Schedule)
+	assert.Equal(t, result.NotIdempotent, past.Verdict, "the relay's copy 5 minutes later is a new message: %s", past.Schedule)
+}
