@@ -273,3 +273,28 @@ func explorable(cfg harness.Config) harness.Config {
 	cfg.Faults = nil
 	return cfg
 }
+
+// A TaskID task completed with Retention(90m) holds its ID until asynq's
+// janitor deletes it at the end of the retention, on the harness clock:
+// a copy from another producer path an hour after the original is
+// refused as a duplicate, one two hours after is enqueued, and grants
+// again.
+func TestTaskIDRetentionEndsOnTheHarnessClock(t *testing.T) {
+	grants := harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE grants (id bigserial PRIMARY KEY, username text NOT NULL)`)},
+		Faults: []faults.Fault{faults.ProducerCopyAt(time.Hour), faults.ProducerCopyAt(2 * time.Hour)},
+	}
+	job := twiceasynq.Job("grant", asynq.NewTask("grant:signup", []byte(`{"user":"alice"}`), asynq.TaskID("grant-alice"), asynq.Retention(90*time.Minute)),
+		func(d *harness.Delivery) asynq.Handler { return grant(d.DB) })
+	res, err := harness.Run(t.Context(), job, grants)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 2, "%s", res)
+	hour, twoHours := res.Scenarios[0], res.Scenarios[1]
+	assert.Equal(t, result.Idempotent, hour.Verdict, "%s", hour.Schedule)
+	require.Len(t, hour.Deliveries, 2, "%s", hour.Schedule)
+	assert.Contains(t, hour.Deliveries[1].NotDelivered, asynq.ErrTaskIDConflict.Error(), "%s: retained for 90m, the ID is taken", hour.Schedule)
+	assert.Equal(t, result.NotIdempotent, twoHours.Verdict, "%s: the retention ended, the copy is a new task", twoHours.Schedule)
+	require.Len(t, twoHours.Deliveries, 2, "%s", twoHours.Schedule)
+	assert.Empty(t, twoHours.Deliveries[1].NotDelivered, "%s", twoHours.Schedule)
+}
