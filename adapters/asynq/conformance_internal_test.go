@@ -3,6 +3,7 @@ package twiceasynq
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,6 +105,47 @@ func TestConformanceUniqueExpiry(t *testing.T) {
 	})
 	assert.NoError(t, byTTL)
 	assert.NoError(t, byAdapter)
+}
+
+// The adapter ends a completed TaskID task's Retention on the harness
+// clock by deleting what asynq's janitor deletes on the wall clock: in
+// both, the task is gone from Redis (its hash and its place in the
+// completed set), the same keys are left, and asynq's client accepts a
+// new task with that ID.
+func TestConformanceRetentionExpiry(t *testing.T) {
+	completeThenExpire := func(janitor time.Duration, expire func(c *redis.Client)) ([]string, error) {
+		c := freshDB(t)
+		cl := asynq.NewClientFromRedisClient(c)
+		_, err := cl.Enqueue(asynq.NewTask("t", []byte("p")), asynq.TaskID("x"), asynq.Retention(time.Second))
+		require.NoError(t, err)
+		srv := asynq.NewServerFromRedisClient(c, asynq.Config{Queues: map[string]int{"default": 1}, JanitorInterval: janitor,
+			Logger: quiet{}, LogLevel: asynq.FatalLevel})
+		require.NoError(t, srv.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error { return nil })))
+		insp := asynq.NewInspectorFromRedisClient(c)
+		require.Equal(t, asynq.TaskStateCompleted, waitState(t, insp, "default", "x", asynq.TaskStateCompleted).State)
+		_, err = cl.Enqueue(asynq.NewTask("t", []byte("p")), asynq.TaskID("x"))
+		require.ErrorIs(t, err, asynq.ErrTaskIDConflict, "retained, the ID is taken")
+		expire(c)
+		srv.Shutdown()
+		keys, err := c.Keys(t.Context(), "asynq:{default}:*").Result()
+		require.NoError(t, err)
+		slices.Sort(keys)
+		_, err = cl.Enqueue(asynq.NewTask("t", []byte("p")), asynq.TaskID("x"))
+		return keys, err
+	}
+	byJanitor, errJanitor := completeThenExpire(100*time.Millisecond, func(c *redis.Client) {
+		deadline := time.Now().Add(20 * time.Second)
+		for c.Exists(t.Context(), "asynq:{default}:t:x").Val() == 1 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	byAdapter, errAdapter := completeThenExpire(24*time.Hour, func(c *redis.Client) {
+		s := &scenario{rdb: c, tasks: map[string]*taskState{"x": {queue: "default", retainedUntil: time.Unix(1, 0)}}}
+		require.NoError(t, s.expireRetained(t.Context(), time.Unix(1, 0)))
+	})
+	require.NoError(t, errJanitor, "asynq's janitor freed the ID")
+	assert.NoError(t, errAdapter, "the adapter freed the ID")
+	assert.Equal(t, byJanitor, byAdapter, "the keys the janitor and the adapter leave")
 }
 
 // A worker cut off Redis leaves its task active; once its lease is
