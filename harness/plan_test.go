@@ -136,3 +136,27 @@ func TestRerunRunsOnlyThePlansSchedules(t *testing.T) {
 	assert.Empty(t, res.Scenarios, "the plan names no schedule of job %q", other.Name)
 	assert.Equal(t, result.StatusIdempotent, res.Status)
 }
+
+// Under -rerun-failed an exploration draws nothing: it runs the plan's
+// schedules of it, and finds again what failed.
+func TestRerunExploresOnlyThePlansSchedules(t *testing.T) {
+	job, cfg := shardedJob()
+	sched, err := faults.Parse("j1a1w1 > j1a2w2")
+	require.NoError(t, err)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	writePlan(t, &record.Plan{Rerun: true, From: "a report", Checks: []record.PlanCheck{{Dir: wd, Test: t.Name(), Job: job.Name,
+		Rerun: []record.PlanSchedule{{Fault: faults.NameExplore, Schedule: sched.String()}}}}})
+	t.Setenv(harness.ShardEnv, "")
+	cfg.Faults = nil
+	var x *harness.Exploration
+	recordtb.New(t).Run(func(tb testing.TB) {
+		x = harness.Explore(tb, job, cfg, harness.ExploreOptions{Checks: 50, Dir: t.TempDir()})
+	})
+	require.NotNil(t, x)
+	t.Cleanup(func() { _ = x.Result.DropDatabases(context.Background()) })
+	assert.Zero(t, x.Checks, "nothing drawn")
+	assert.True(t, x.Failed(), "run twice adds the hit again")
+	require.NotNil(t, x.Found)
+	assert.Equal(t, sched.String(), x.Found.String())
+}
