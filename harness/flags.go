@@ -53,8 +53,9 @@ const (
 // Under twice report -timings the runner gives each check what its
 // faults' schedules cost in an earlier run, and the check deals them by
 // cost instead, costliest first, each to the least loaded shard
-// (Result.Shard.Dealt lists the places it took). Scenario.Index keeps each scenario's place in the whole list. A
-// -twice.replay schedule is a list of one: shard 1 runs it. The orders
+// (Result.Shard.Dealt lists the places it took). Scenario.Index keeps
+// each scenario's place in the whole list. A -twice.replay schedule is a
+// list of one: shard 1 runs it. The orders
 // the reduction of the concurrent faults left out (Result.Reductions)
 // have places after the list; when a shard's deliveries diverge from what
 // the reduction assumed, it runs the ones dealt to it. A shard that saw no
