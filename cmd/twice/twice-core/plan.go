@@ -73,8 +73,9 @@ func dealByCost(prev *report.Report, from string, shards int, dirOf map[string]s
 			if cell.Scenarios == 0 {
 				continue
 			}
-			// One run's time: -count runs the check Runs times.
-			each := float64(cell.Duration) / float64(cell.Scenarios*max(j.Runs, 1))
+			// A cell's time is its first run's (-count runs the check
+			// more), its scenarios the distinct schedules.
+			each := float64(cell.Duration) / float64(cell.Scenarios)
 			c.Costs[faults.Name(cell.Fault)] = each
 			for range cell.Scenarios {
 				costs = append(costs, each)

@@ -198,3 +198,29 @@ func TestReportWorkersWithoutACheck(t *testing.T) {
 		t.Errorf("jobs: %+v; want the sample's check, idempotent", r.Jobs)
 	}
 }
+
+// A cell's time is its first run's and its scenarios the distinct
+// schedules, whatever -count was: a schedule costs their quotient. The
+// checks are dealt in order of package, test and job, each on top of the
+// loads the ones before left; a package go list no longer finds is left
+// out.
+func TestDealByCostPerSchedule(t *testing.T) {
+	prev := &report.Report{Jobs: []report.Job{
+		{Name: "b", Package: "x/b", Test: "TestB", Runs: 3, Cells: []report.Cell{{Fault: "run-twice", Scenarios: 3, Duration: 900}}},
+		{Name: "a", Package: "x/a", Test: "TestA", Runs: 1, Cells: []report.Cell{{Fault: "crash-mid-job", Scenarios: 2, Duration: 100}}},
+		{Name: "gone", Package: "x/gone", Test: "TestGone", Runs: 1, Cells: []report.Cell{{Fault: "run-twice", Scenarios: 1, Duration: 5}}},
+	}}
+	p, loads := dealByCost(prev, "prev", 2, map[string]string{"x/a": "/src/a", "x/b": "/src/b"})
+	if len(p.Checks) != 2 || p.Checks[0].Job != "a" || p.Checks[1].Job != "b" || p.Checks[1].Dir != "/src/b" {
+		t.Fatalf("checks %+v; want a then b, gone left out", p.Checks)
+	}
+	if got := p.Checks[1].Costs["run-twice"]; got != 300 {
+		t.Errorf("b's run-twice costs %v a schedule, want 900/3", got)
+	}
+	if got := p.Checks[1].Loads; !slices.Equal(got, []float64{50, 50}) {
+		t.Errorf("b starts on loads %v, want a's two 50s, one a shard", got)
+	}
+	if !slices.Equal(loads, []float64{650, 350}) {
+		t.Errorf("final loads %v, want 650 and 350", loads)
+	}
+}
