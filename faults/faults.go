@@ -232,6 +232,12 @@ type Plan struct {
 	// queue's fetch may wait on a lock the first delivery takes later in
 	// the class (River's rescuer on the job row its completion locked).
 	QueueStatements bool
+	// StepTimes say how long the job's steps take on the harness clock
+	// (see StepTime); none when that is not known. With them,
+	// VisibilityTimeout pauses the first delivery only at the step it
+	// is in when the queue gives up on it (Plan.Overlap), and not at
+	// all when it has returned by then.
+	StepTimes []StepTime
 }
 
 // Step is one observable action of a delivery: a statement that reached
@@ -662,10 +668,15 @@ func effectFault(k Kind, at int) []Schedule {
 // steps, but for the pause points of a class (PauseClass) inside one
 // transaction: its first runs, and the others only when the second
 // delivery did not wait there on the first one's locks.
+//
+// With Plan.StepTimes the job's timing is known: the first delivery is
+// paused only at the step it is in when the queue gives up on it, before
+// and after that step (Plan.Overlap), and a job that has returned by then
+// has no schedule of this fault.
 func VisibilityTimeout() Fault {
 	return fault{name: NameVisibilityTimeout, expandAll: func(p Plan) Expansion {
 		n := len(p.Steps)
-		return pausePoints(p, func(k int) Schedule {
+		build := func(k int) Schedule {
 			return Schedule{
 				Deliveries: []Delivery{
 					{Job: 1, Attempt: 1, Worker: 1},
@@ -673,7 +684,15 @@ func VisibilityTimeout() Fault {
 				},
 				Order: blockAt(n, n, k, 1, 2),
 			}
-		})
+		}
+		if o := p.Overlap(); o != nil {
+			var e Expansion
+			for _, k := range o.pauses() {
+				e.Run = append(e.Run, build(k))
+			}
+			return e
+		}
+		return pausePoints(p, build)
 	}}
 }
 

@@ -66,7 +66,11 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		scheds = append(scheds, e.Run...)
 	}
 	if len(scheds) == 0 && cfg.rerunNone == "" {
-		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (a fault that needs a commit point, say, on a job without one), so nothing would be checked", job.Name, len(plan.Steps))
+		why := "a fault that needs a commit point, say, on a job without one"
+		if o := plan.Overlap(); o != nil && o.In == 0 {
+			why = fmt.Sprintf("visibility-timeout has none where, by Config.StepTimes, the job's steps take %s in all, under the queue's %s", o.Took, o.Timeout)
+		}
+		return nil, fmt.Errorf("[twice] job %q: Config.Faults gave no scenario for its clean run of %d steps (%s), so nothing would be checked", job.Name, len(plan.Steps), why)
 	}
 	for _, s := range scheds {
 		if err := checkSchedule(job.Name, plan.Steps, s); err != nil {
@@ -362,10 +366,30 @@ func logPassed(t tb, res *Result) {
 		for _, line := range reductionLines(res) {
 			t.Logf("[twice] job %q: %s", res.Job, line)
 		}
+		if line := overlapLine(res); line != "" {
+			t.Logf("[twice] job %q: %s", res.Job, line)
+		}
 		if note := volatileNote(res); note != "" {
 			t.Logf("%s", note)
 		}
 	}
+}
+
+// overlapLine says where, by Config.StepTimes, visibility-timeout paused
+// the first delivery, or "" when the job's step times were not declared.
+func overlapLine(res *Result) string {
+	o := res.Overlap
+	switch {
+	case o == nil:
+		return ""
+	case o.In == 0:
+		return fmt.Sprintf("visibility-timeout: no scenario: by Config.StepTimes the job's steps take %s in all, so it has returned before the queue hands it out again at %s", o.Took, o.Timeout)
+	}
+	step := fmt.Sprintf("step %d", o.In)
+	if o.In <= len(res.Steps) {
+		step += fmt.Sprintf(" (%s)", text.OneLine(res.Steps[o.In-1].SQL))
+	}
+	return fmt.Sprintf("visibility-timeout: by Config.StepTimes the first delivery is in %s, which started at %s, when the queue hands the job out again at %s: it is paused there only, before and after that step", step, o.Started, o.Timeout)
 }
 
 // volatileNote is the line a passing check logs under -v about what it

@@ -104,6 +104,17 @@ type Config struct {
 	// sender's retry) are faults.ProducerCopyAt's, which it does not
 	// bound.
 	ProducerRetriesWithin time.Duration
+	// StepTimes say how long the job's steps take on the harness clock:
+	// its SMTP call, its call to a payments API, a slow statement (see
+	// faults.StepTime); a step none matches takes no time. With them
+	// the visibility-timeout fault pauses the first delivery only at
+	// the step it is in when the queue gives up on it (AckWait,
+	// BackOff[0], a visibility timeout), and not at all when it has
+	// returned by then: an SMTP call of 2s overlaps a 1s BackOff, one
+	// of 20ms does not. Without them the job's timing is unknown and
+	// every step is a pause point. Delivery.Now does not move with
+	// them.
+	StepTimes []faults.StepTime
 	// EffectPolicies says, per effect kind ("email", "payment", or a kind
 	// given to Delivery.Effect), how often the effect may happen; a kind
 	// not named is exactly-once.

@@ -197,6 +197,11 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 		// checked and then never run, a pass that covers less than it says.
 		return nil, blame.User(fmt.Errorf("[twice] job %q: Explore and ExploreRun draw their own schedules and do not run Config.Faults (%d given); leave it nil, and bound what is drawn with ExploreOptions.Limits, or run the faults with Check or Run", job.Name, len(cfg.Faults)))
 	}
+	if cfg.StepTimes != nil {
+		// Drawn overlaps pause the first delivery at any step, which
+		// declared times may rule out: a finding there could not happen.
+		return nil, blame.User(fmt.Errorf("[twice] job %q: Explore and ExploreRun draw overlaps at any step and do not read Config.StepTimes (%d given); leave it nil here, and check the job's timing with Check or Run, whose visibility-timeout fault reads it", job.Name, len(cfg.StepTimes)))
+	}
 	replay, isReplay, err := replaySchedule()
 	if err != nil {
 		return nil, err

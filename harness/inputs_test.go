@@ -59,6 +59,10 @@ func TestMeaninglessInputIsRefused(t *testing.T) {
 		name: "negative durations",
 		cfg:  harness.Config{DeliveryTimeout: -time.Second, SetupTimeout: -time.Minute, ProducerRetriesWithin: -time.Second},
 		want: "[twice] Config.SetupTimeout is -1m0s; want a positive duration, or zero for 2 minutes; Config.DeliveryTimeout is -1s; want a positive duration, or zero for 30s; Config.ProducerRetriesWithin is -1s; want a positive duration, or zero for a producer that may retry at any time",
+	}, {
+		name: "a step time that times nothing",
+		cfg:  harness.Config{StepTimes: []faults.StepTime{{Effect: "email", Takes: 2 * time.Second}, {Match: "(", Takes: time.Second}}},
+		want: "[twice] Config.StepTimes[1]: faults.StepTime{Effect: \"\", Match: \"(\", Takes: 1s}: Match \"(\": error parsing regexp: missing closing )",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -123,4 +127,10 @@ func TestExploreRefusesConfigFaults(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `job "one-step": Explore and ExploreRun draw their own schedules and do not run Config.Faults (1 given)`)
 	assert.Contains(t, err.Error(), "ExploreOptions.Limits")
+
+	cfg.Faults = nil
+	cfg.StepTimes = []faults.StepTime{{Effect: "email", Takes: time.Second}}
+	_, err = harness.ExploreRun(t.Context(), oneStepJob, cfg, harness.ExploreOptions{Checks: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `job "one-step": Explore and ExploreRun draw overlaps at any step and do not read Config.StepTimes (1 given)`)
 }

@@ -176,7 +176,9 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, QueueStatements: job.Queue != nil}
+		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, QueueStatements: job.Queue != nil,
+		StepTimes: cfg.StepTimes}
+	res.Overlap = plan.Overlap()
 	return r, res, plan, nil
 }
 
@@ -1052,6 +1054,11 @@ func checkInputs(cfg Config) error {
 	} {
 		if d.v < 0 {
 			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))
+		}
+	}
+	for i, st := range cfg.StepTimes {
+		if err := st.Validate(); err != nil {
+			bad = append(bad, fmt.Sprintf("Config.StepTimes[%d]: %v", i, err))
 		}
 	}
 	switch {

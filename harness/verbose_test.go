@@ -112,3 +112,44 @@ func TestVerboseSaysWhatTheCheckDoes(t *testing.T) {
 	require.Empty(t, rec.Errors())
 	assert.True(t, said(": on clean reference run 1 of 2"), "no progress line naming the clean run in %q", rec.Logs())
 }
+
+// TestVerboseStepTimes: under -v a passing check says where, by
+// Config.StepTimes, visibility-timeout paused the first delivery, or
+// that the job returned before the queue gave up on it.
+func TestVerboseStepTimes(t *testing.T) {
+	defer harness.SetVerbose(time.Hour)()
+	job := harness.Job{Name: "set", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		_, err := d.DB.Exec(ctx, `UPDATE counters SET n = 1`)
+		return err
+	}}
+	for _, c := range []struct {
+		takes time.Duration
+		want  string
+	}{
+		{10 * time.Millisecond, `[twice] job "set": visibility-timeout: no scenario: by Config.StepTimes the job's steps take 10ms in all, so it has returned before the queue hands it out again at 30s`},
+		{time.Minute, `[twice] job "set": visibility-timeout: by Config.StepTimes the first delivery is in step 1 (UPDATE counters SET n = 1), which started at 0s, when the queue hands the job out again at 30s: it is paused there only, before and after that step`},
+	} {
+		rec := recordtb.New(t)
+		cfg := counterConfig()
+		cfg.Faults = []faults.Fault{faults.RunTwice(), faults.VisibilityTimeout()}
+		cfg.StepTimes = []faults.StepTime{{Match: `^UPDATE counters`, Takes: c.takes}}
+		var res *harness.Result
+		rec.Run(func(tb testing.TB) { res = harness.Check(tb, job, cfg) })
+		require.Empty(t, rec.Errors())
+		assert.Contains(t, rec.Logs(), c.want)
+		if c.takes < time.Second {
+			assert.Len(t, res.Scenarios, 1, "run-twice only")
+		} else {
+			assert.Len(t, res.Scenarios, 2)
+		}
+	}
+
+	// The fault alone, with no overlap, would check nothing: an error
+	// that says why.
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.VisibilityTimeout()}
+	cfg.StepTimes = []faults.StepTime{{Match: `^UPDATE counters`, Takes: time.Millisecond}}
+	_, err := harness.Run(t.Context(), job, cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `Config.Faults gave no scenario for its clean run of 1 steps (visibility-timeout has none where, by Config.StepTimes, the job's steps take 1ms in all, under the queue's 30s), so nothing would be checked`)
+}

@@ -161,6 +161,12 @@ type Result struct {
 	// crash points were run one per class (faults.CrashClass), how many
 	// schedules it left out and whether it had to run them after all.
 	Reductions []Reduction `json:",omitempty"`
+	// Overlap is, when the job's step times were declared
+	// (harness.Config.StepTimes), where its first delivery is when the
+	// queue gives up on it: the only step visibility-timeout pauses it
+	// at, or none when it has returned by then. nil when they were not
+	// declared, and visibility-timeout pauses it at every step.
+	Overlap *faults.Overlap `json:",omitempty"`
 	// ExpectFinding is Config.ExpectFinding: the reason the job is known
 	// not to be idempotent, or empty.
 	ExpectFinding string
