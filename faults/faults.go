@@ -214,6 +214,12 @@ type Plan struct {
 	// Copies from elsewhere (a relay, a webhook sender's retry:
 	// ProducerCopyAt) are not bound by it (harness.Config).
 	ProducerRetriesWithin time.Duration
+	// ProducerTimeout is how long the producer waits for the queue's
+	// answer to an enqueue before it retries; zero means 5s
+	// (DefaultProducerTimeout). LateProducerRetry's copy arrives that
+	// long after the original's enqueue (no later than
+	// ProducerRetriesWithin).
+	ProducerTimeout time.Duration
 	// OneDeliveryAtATime says the queue hands a job ID to one delivery at
 	// a time: it refuses a delivery of a job another delivery holds until
 	// the visibility timeout has passed (harness/queue.Rules). The second
@@ -302,6 +308,7 @@ func (s Step) IsEffect() bool { return s.Effect != "" }
 const (
 	DefaultVisibilityTimeout = 30 * time.Second
 	DefaultRedriveAfter      = 72 * time.Hour
+	DefaultProducerTimeout   = 5 * time.Second
 	DefaultMaxInterleavings  = 24
 )
 
@@ -401,10 +408,11 @@ func ProducerRetry() Fault {
 }
 
 // LateProducerRetry is a producer that enqueued the job again after the
-// original completed: a retry that came late (a timeout, a deploy that
-// replayed a request), with a new job ID and the same arguments. The copy
-// reaches the queue only then, on the harness clock ("j1a1w1 > late
-// j2a1w2"), so a unique rule that lets go of its key once the original
+// original completed: a retry after its own timeout (Plan.ProducerTimeout,
+// 5s unless said), with a new job ID and the same arguments. The copy
+// reaches the queue only then, on the harness clock ("j1a1w1 > +5s late
+// j2a1w2"), so arguments a producer stamps with its clock differ from
+// the original's, and a unique rule that lets go of its key once the original
 // completes (asynq's Unique, a lock released on success) hands the copy
 // out, where ProducerRetry's copy, enqueued with the original, is
 // refused. The default matrix runs it for a queue that dedups
@@ -413,8 +421,19 @@ func LateProducerRetry() Fault {
 	return fault{name: NameLateProducerRetry, expand: lateCopy}
 }
 
-func lateCopy(Plan) []Schedule {
-	return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true})
+func lateCopy(p Plan) []Schedule {
+	return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.producerTimeout()})
+}
+
+// producerTimeout is how long after the original's enqueue the
+// producer's late retry comes: its timeout, no later than the latest it
+// retries (ProducerRetriesWithin).
+func (p Plan) producerTimeout() time.Duration {
+	t := cmp.Or(p.ProducerTimeout, DefaultProducerTimeout)
+	if p.ProducerRetriesWithin > 0 {
+		t = min(t, p.ProducerRetriesWithin)
+	}
+	return t
 }
 
 // lateProducerRetryIfDedup is LateProducerRetry in the default matrix:

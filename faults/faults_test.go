@@ -1,6 +1,7 @@
 package faults_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -543,12 +544,14 @@ func TestLateCopiesFollowTheQueuesDedup(t *testing.T) {
 		want   []string
 	}{
 		{"no dedup", 0, 0, nil},
-		{"while held", -1, 0, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
-		{"a window", time.Hour, 0, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +3601s late j2a1w2"}},
+		{"while held", -1, 0, []string{"late-producer-retry: j1a1w1 > +5s late j2a1w2"}},
+		{"a window", time.Hour, 0, []string{"late-producer-retry: j1a1w1 > +5s late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +3601s late j2a1w2"}},
 		// A producer that never retries after 30s makes no copy past a
 		// 2-minute window; one that retries for 2 hours does.
-		{"retries inside the window", 2 * time.Minute, 30 * time.Second, []string{"late-producer-retry: j1a1w1 > late j2a1w2"}},
-		{"retries past the window", 2 * time.Minute, 2 * time.Hour, []string{"late-producer-retry: j1a1w1 > late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +121s late j2a1w2"}},
+		{"retries inside the window", 2 * time.Minute, 30 * time.Second, []string{"late-producer-retry: j1a1w1 > +5s late j2a1w2"}},
+		{"retries past the window", 2 * time.Minute, 2 * time.Hour, []string{"late-producer-retry: j1a1w1 > +5s late j2a1w2", "producer-retry-after-dedup: j1a1w1 > +121s late j2a1w2"}},
+		// The producer's retry comes no later than it ever retries.
+		{"retries within 2s", -1, 2 * time.Second, []string{"late-producer-retry: j1a1w1 > +2s late j2a1w2"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -556,6 +559,10 @@ func TestLateCopiesFollowTheQueuesDedup(t *testing.T) {
 				t.Errorf("late copies mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+	// A producer whose timeout is 30s retries then.
+	if got := late(faults.Plan{Steps: steps, Dedup: -1, ProducerTimeout: 30 * time.Second}); !slices.Equal(got, []string{"late-producer-retry: j1a1w1 > +30s late j2a1w2"}) {
+		t.Errorf("late copy with a 30s producer timeout: %q", got)
 	}
 	if s := faults.LateProducerRetry().Schedules(faults.Plan{Steps: steps}); len(s) != 1 {
 		t.Errorf("LateProducerRetry() without dedup: %v, want its one schedule", s)

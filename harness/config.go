@@ -104,6 +104,14 @@ type Config struct {
 	// sender's retry) are faults.ProducerCopyAt's, which it does not
 	// bound.
 	ProducerRetriesWithin time.Duration
+	// ProducerTimeout is how long the job's producer waits for the
+	// queue's answer to an enqueue before it retries; zero means 5s
+	// (faults.DefaultProducerTimeout). The late-producer-retry copy
+	// reaches the queue that long after the original (no later than
+	// ProducerRetriesWithin), at that time on the harness clock, so a
+	// producer that stamps its arguments with the time gives the copy
+	// other arguments, as in production.
+	ProducerTimeout time.Duration
 	// StepTimes say how long the job's steps take on the harness clock:
 	// its SMTP call, its call to a payments API, a slow statement (see
 	// faults.StepTime); a step none matches takes no time. With them

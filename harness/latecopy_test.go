@@ -91,7 +91,7 @@ func TestLateProducerCopy(t *testing.T) {
 				if s.Fault != faults.NameLateProducerRetry {
 					continue
 				}
-				assert.Equal(t, "j1a1w1 > late j2a1w2", s.Schedule.String())
+				assert.Equal(t, "j1a1w1 > +5s late j2a1w2", s.Schedule.String(), "after the producer's 5s timeout")
 				require.Len(t, s.Deliveries, 2)
 				late := s.Deliveries[1]
 				assert.True(t, late.Delivery.Late)

@@ -176,7 +176,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	}
 
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
-		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, QueueStatements: job.Queue != nil,
+		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, ProducerTimeout: cfg.ProducerTimeout, QueueStatements: job.Queue != nil,
 		StepTimes: cfg.StepTimes}
 	res.Overlap = plan.Overlap()
 	return r, res, plan, nil
@@ -1051,6 +1051,7 @@ func checkInputs(cfg Config) error {
 		{"SetupTimeout", cfg.SetupTimeout, "2 minutes"},
 		{"DeliveryTimeout", cfg.DeliveryTimeout, "30s"},
 		{"ProducerRetriesWithin", cfg.ProducerRetriesWithin, "a producer that may retry at any time"},
+		{"ProducerTimeout", cfg.ProducerTimeout, "5s"},
 	} {
 		if d.v < 0 {
 			bad = append(bad, fmt.Sprintf("Config.%s is %s; want a positive duration, or zero for %s", d.name, d.v, d.zero))

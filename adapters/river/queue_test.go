@@ -326,3 +326,87 @@ func TestFetchRoundTrips(t *testing.T) {
 	assert.True(t, f.Done, f.Reason)
 	assert.Equal(t, []string{"UPDATE + JobGetByID"}, trips.take(), "a completed job")
 }
+
+func setJobProducedBy(produce func(context.Context, twiceriver.Producing) error, opts ...twiceriver.Option) harness.Job {
+	return twiceriver.Job("set", setArgs{Account: 7},
+		func(d *harness.Delivery) river.Worker[setArgs] { return &setWorker{pool: d.DB} },
+		append(opts, twiceriver.Producer(produce))...)
+}
+
+// The producer's code is run for each insert; what it gets wrong is
+// said, naming the insert.
+func TestProducerMisuse(t *testing.T) {
+	insert := func(ctx context.Context, p twiceriver.Producing) error {
+		_, err := p.Client.InsertTx(ctx, p.Tx, setArgs{Account: 7}, nil)
+		return err
+	}
+	for _, tt := range []struct {
+		name string
+		job  harness.Job
+		want string
+	}{
+		{"nothing inserted", setJobProducedBy(func(context.Context, twiceriver.Producing) error { return nil }),
+			`twiceriver: job "set": the producer's code (twiceriver.Producer), insert 1 inserted no job of kind "twice_set_points"`},
+		{"an error", setJobProducedBy(func(context.Context, twiceriver.Producing) error { return fmt.Errorf("the API is down") }),
+			`twiceriver: job "set": the producer's code (twiceriver.Producer), insert 1 returned: the API is down`},
+		{"a panic", setJobProducedBy(func(context.Context, twiceriver.Producing) error { panic("boom") }),
+			`insert 1 returned: panicked: boom`},
+		{"two jobs", setJobProducedBy(func(ctx context.Context, p twiceriver.Producing) error {
+			if err := insert(ctx, p); err != nil {
+				return err
+			}
+			return insert(ctx, p)
+		}), `inserted 2 jobs of kind "twice_set_points" in one call`},
+		{"with ArgsPerEnqueue", setJobProducedBy(insert, twiceriver.ArgsPerEnqueue(func(int, time.Time) setArgs { return setArgs{} })),
+			"both ArgsPerEnqueue and Producer say how the job is inserted"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := harness.Run(t.Context(), tt.job, accounts)
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// The producer's code may insert through its own transaction on
+// Producing.DB, or with Insert on the client's pool; a retry that
+// inserts nothing was refused by the producer itself.
+func TestProducerOwnTransactionAndItsOwnDedup(t *testing.T) {
+	own := setJobProducedBy(func(ctx context.Context, p twiceriver.Producing) error {
+		return pgx.BeginFunc(ctx, p.DB, func(tx pgx.Tx) error {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE kind = 'twice_set_points'`).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil // already asked for
+			}
+			_, err := p.Client.InsertTx(ctx, tx, setArgs{Account: 7}, nil)
+			return err
+		})
+	})
+	res, err := harness.Run(t.Context(), own, accounts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+	var copies int
+	for _, sc := range res.Scenarios {
+		if sc.Fault == faults.NameProducerRetry {
+			copies++
+			assert.Contains(t, sc.Deliveries[1].NotDelivered, `the producer's code inserted no job of kind "twice_set_points" on its retry`)
+		}
+	}
+	assert.Equal(t, 1, copies)
+
+	pooled := setJobProducedBy(func(ctx context.Context, p twiceriver.Producing) error {
+		_, err := p.Client.Insert(ctx, setArgs{Account: 7}, nil)
+		return err
+	})
+	res, err = harness.Run(t.Context(), pooled, accounts)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "setting is idempotent, and each copy is delivered: %s", res)
+}

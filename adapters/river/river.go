@@ -106,6 +106,7 @@ type options struct {
 	jobTimeout  time.Duration
 	workers     *river.Workers
 	argsFor     any // func(int, time.Time) T, from ArgsPerEnqueue
+	produce     func(context.Context, Producing) error
 }
 
 // InsertOpts are the options the producer inserts the job with: its
@@ -247,6 +248,9 @@ type riverQueue[T river.JobArgs] struct {
 // the worker's Timeout as River's rescuer reads it.
 func (q *riverQueue[T]) resolve(newWorker func(*harness.Delivery) river.Worker[T]) error {
 	o := q.opts
+	if o.argsFor != nil && o.produce != nil {
+		return fmt.Errorf("twiceriver: job %q: both ArgsPerEnqueue and Producer say how the job is inserted; pass Producer alone, whose code builds the args", q.name)
+	}
 	if o.argsFor != nil {
 		f, ok := o.argsFor.(func(int, time.Time) T)
 		if !ok {
@@ -463,7 +467,16 @@ func (q *riverQueue[T]) Rules() queue.Rules {
 
 // dedup is how long River refuses a producer's copy: UniqueOpts.ByPeriod,
 // or, without a period, while the original is in River's unique states.
+//
+// The producer's code (Producer) sets its own UniqueOpts, which the check
+// cannot read before it runs: it is taken to dedup while the original
+// is held, so the late copy is tried (and, for a producer with no
+// UniqueOpts, handed out as the early copy is); InsertOpts with the same
+// UniqueOpts beside it gives a ByPeriod window to try past.
 func (q *riverQueue[T]) dedup() time.Duration {
+	if q.opts.insert == nil && q.opts.produce != nil {
+		return -1
+	}
 	if q.opts.insert == nil {
 		return 0
 	}
@@ -494,10 +507,14 @@ func (a autocommit) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} 
 func (a autocommit) Conn() *pgx.Conn                { return a.harnessConn }
 
 // Enqueue inserts the job with River's InsertTx, as the producer does,
-// with the args ArgsPerEnqueue builds for this copy if it is given.
+// with the args ArgsPerEnqueue builds for this copy if it is given, or
+// runs the producer's own code (Producer).
 func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	if q.err != nil {
 		return queue.Enqueued{}, q.err
+	}
+	if q.opts.produce != nil {
+		return q.produce(ctx, op)
 	}
 	args := q.args
 	if q.argsFor != nil {

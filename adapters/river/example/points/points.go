@@ -25,6 +25,7 @@ CREATE TABLE orders (
 	shipped boolean NOT NULL DEFAULT false
 );
 CREATE TABLE ledger (id bigserial PRIMARY KEY, order_id bigint NOT NULL, points bigint NOT NULL);
+CREATE TABLE bonus_paid (job_id bigint PRIMARY KEY);
 INSERT INTO accounts VALUES (1, 120);
 INSERT INTO orders VALUES (9812, 1, 50);
 `
