@@ -105,7 +105,7 @@ func (q *riverQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueue
 	clockNow := func() time.Time { return now }
 	seen := &insertsSeen{}
 	c, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(clockNow)},
-		Workers: q.opts.workers, Middleware: []rivertype.Middleware{seen}})
+		Workers: q.opts.workers, Middleware: []rivertype.Middleware{seen}, Schema: q.opts.schema})
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: a River client: %w", which, err)
 	}

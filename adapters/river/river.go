@@ -41,7 +41,10 @@
 //   - concurrent-delivery: River never hands out a running job before its
 //     rescue, so the second delivery is "not delivered".
 //   - producer-retry: the job is inserted twice; with UniqueOpts the copy
-//     is refused as a duplicate and never delivered.
+//     is refused as a duplicate and never delivered. late-producer-retry
+//     inserts the copy after the original completed, the producer's
+//     timeout (5s) later: with Producer, the producer's own code builds
+//     its args and InsertOpts at that time.
 //   - redrive: JobRetry days later, after the rescuer, of a job River
 //     does not show completed.
 //
@@ -107,6 +110,7 @@ type options struct {
 	workers     *river.Workers
 	argsFor     any // func(int, time.Time) T, from ArgsPerEnqueue
 	produce     func(context.Context, Producing) error
+	schema      string // River's tables' schema; empty for the search path's
 }
 
 // InsertOpts are the options the producer inserts the job with: its
@@ -155,18 +159,39 @@ func ArgsPerEnqueue[T river.JobArgs](f func(copy int, now time.Time) T) Option {
 	return func(o *options) { o.argsFor = f }
 }
 
+// Schema is the PostgreSQL schema River's tables are in, as the
+// production client's Config.Schema and rivermigrate's Config.Schema
+// name it ("metadata"); without it, the connection's search path
+// (public). The check migrates River into it, creating the schema if the
+// database has none, and every River client and statement of the check
+// uses it. Tables of the schema other than River's are compared as the
+// job's are.
+func Schema(name string) Option {
+	return func(o *options) { o.schema = name }
+}
+
 // schema is River's: its migrations, up, one transaction per version, as
 // rivermigrate does (one transaction for all of them fails: version 4
 // adds an enum value that version 6 uses).
-var schema = queue.Schema{Name: "twiceriver: River's migrations, up", Apply: migrate}
+var schema = queue.Schema{Name: "twiceriver: River's migrations, up", Apply: func(ctx context.Context, conn *pgx.Conn) error { return migrate(ctx, conn, "") }}
 
-func migrate(ctx context.Context, conn *pgx.Conn) error {
+// schemaIn is River's schema migrated into the PostgreSQL schema name.
+func schemaIn(name string) queue.Schema {
+	return queue.Schema{Name: fmt.Sprintf("twiceriver: River's migrations, up, in schema %q", name), Apply: func(ctx context.Context, conn *pgx.Conn) error {
+		if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return fmt.Errorf("twiceriver: creating schema %q for River's tables: %w", name, err)
+		}
+		return migrate(ctx, conn, name)
+	}}
+}
+
+func migrate(ctx context.Context, conn *pgx.Conn, in string) error {
 	pool, err := pgxpool.New(ctx, conn.Config().ConnString())
 	if err != nil {
 		return fmt.Errorf("twiceriver: a pool for River's migrator: %w", err)
 	}
 	defer pool.Close()
-	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: quiet})
+	m, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: quiet, Schema: in})
 	if err != nil {
 		return fmt.Errorf("twiceriver: River's migrator: %w", err)
 	}
@@ -208,9 +233,13 @@ func Job[T river.JobArgs](name string, args T, newWorker func(d *harness.Deliver
 		opt(&o)
 	}
 	q := &riverQueue[T]{name: name, args: args, opts: o}
+	q.lockSQL = fmt.Sprintf(lockSQL, pgx.Identifier{"river_job"}.Sanitize())
+	if o.schema != "" {
+		q.lockSQL = fmt.Sprintf(lockSQL, pgx.Identifier{o.schema, "river_job"}.Sanitize())
+	}
 	q.err = q.resolve(newWorker)
 	if q.err == nil {
-		q.reader, q.err = client(txDriver, time.Now, nil)
+		q.reader, q.err = client(txDriver, time.Now, nil, o.schema)
 	}
 	return harness.Job{
 		Name:    name,
@@ -239,6 +268,8 @@ type riverQueue[T river.JobArgs] struct {
 	// inserters are the producer's River clients, each used by one
 	// Enqueue at a time at that Enqueue's time.
 	inserters inserters
+	// lockSQL is lockSQL on River's job table in its schema.
+	lockSQL string
 	// err is what is wrong with the job's options or worker, returned
 	// by its first Enqueue.
 	err error
@@ -259,9 +290,9 @@ func (q *riverQueue[T]) resolve(newWorker func(*harness.Delivery) river.Worker[T
 		}
 		q.argsFor = f
 	}
-	// River's own validation of its timing options.
-	if _, err := river.NewClient(txDriver, &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter}); err != nil {
-		return fmt.Errorf("twiceriver: job %q: River refuses JobTimeout %v with RescueAfter %v: %w", q.name, o.jobTimeout, o.rescueAfter, err)
+	// River's own validation of its timing options and schema.
+	if _, err := river.NewClient(txDriver, &river.Config{Logger: quiet, JobTimeout: o.jobTimeout, RescueStuckJobsAfter: o.rescueAfter, Schema: o.schema}); err != nil {
+		return fmt.Errorf("twiceriver: job %q: River refuses JobTimeout %v with RescueAfter %v and Schema %q: %w", q.name, o.jobTimeout, o.rescueAfter, o.schema, err)
 	}
 	jobTimeout := cmp.Or(o.jobTimeout, DefaultTimeout)
 	q.rescueAfter = o.rescueAfter
@@ -339,8 +370,8 @@ func (c clock) NowUTCOrNil() *time.Time { return c.NowOrNil() }
 // client is a River client that never works jobs (it has no queues);
 // with a nil pool it only runs in the transactions it is given. With
 // workers, its inserts check the job's kind against them.
-func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *river.Workers) (*river.Client[pgx.Tx], error) {
-	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}, Workers: workers})
+func client(pool riverdriver.Driver[pgx.Tx], now func() time.Time, workers *river.Workers, schema string) (*river.Client[pgx.Tx], error) {
+	return river.NewClient(pool, &river.Config{Logger: quiet, Test: river.TestConfig{Time: clock(now)}, Workers: workers, Schema: schema})
 }
 
 // inserters keeps the producer's River clients of one job, so that a
@@ -361,7 +392,7 @@ type inserter struct {
 }
 
 // take returns a client no other Enqueue uses, at time now.
-func (p *inserters) take(now time.Time, workers *river.Workers) (*inserter, error) {
+func (p *inserters) take(now time.Time, workers *river.Workers, schema string) (*inserter, error) {
 	p.mu.Lock()
 	var in *inserter
 	if n := len(p.free); n > 0 {
@@ -370,7 +401,7 @@ func (p *inserters) take(now time.Time, workers *river.Workers) (*inserter, erro
 	p.mu.Unlock()
 	if in == nil {
 		in = &inserter{}
-		c, err := client(txDriver, func() time.Time { return *in.now.Load() }, workers)
+		c, err := client(txDriver, func() time.Time { return *in.now.Load() }, workers, schema)
 		if err != nil {
 			return nil, err
 		}
@@ -406,7 +437,7 @@ func (q *riverQueue[T]) work(ctx context.Context, d *harness.Delivery, newWorker
 		return fmt.Errorf("twiceriver: job %q, River job %d (attempt %d): worker %T's timeout is %v on this delivery but was %v for the worker built before any delivery, which River's rescuer asks; the check times River's cancellation and rescue by one timeout, so make Timeout depend on neither the delivery nor the attempt",
 			q.name, row.ID, row.Attempt, w, got, q.timeout)
 	}
-	c, err := client(riverpgxv5.New(d.DB), d.Now, q.opts.workers)
+	c, err := client(riverpgxv5.New(d.DB), d.Now, q.opts.workers, q.opts.schema)
 	if err != nil {
 		return fmt.Errorf("twiceriver: job %q: a River client for the delivery: %w", q.name, err)
 	}
@@ -434,7 +465,21 @@ func work[T river.JobArgs](ctx context.Context, w river.Worker[T], job *river.Jo
 }
 
 // Schema is River's, migrated up.
-func (q *riverQueue[T]) Schema() queue.Schema { return schema }
+func (q *riverQueue[T]) Schema() queue.Schema {
+	if q.opts.schema != "" {
+		return schemaIn(q.opts.schema)
+	}
+	return schema
+}
+
+// table is River's table name as the check's snapshot names it:
+// qualified by its schema outside public.
+func (q *riverQueue[T]) table(name string) string {
+	if q.opts.schema == "" || q.opts.schema == "public" {
+		return name
+	}
+	return q.opts.schema + "." + name
+}
 
 // firstRetry is River's retry delay for a job with no errors yet: a job
 // the rescuer makes retryable is due this long after the rescue (River's
@@ -451,8 +496,8 @@ func (q *riverQueue[T]) Rules() queue.Rules {
 	r := queue.Rules{
 		Redeliver:   q.rescueAfter,
 		Dedup:       q.dedup(),
-		Tables:      []string{"river_migration", "river_leader", "river_queue", "river_client", "river_client_queue"},
-		JobTable:    "river_job",
+		Tables:      []string{q.table("river_migration"), q.table("river_leader"), q.table("river_queue"), q.table("river_client"), q.table("river_client_queue")},
+		JobTable:    q.table("river_job"),
 		JobIDColumn: "id",
 		// Fetch moves the job to running, and hands out a running job
 		// only once the rescuer would (Redeliver).
@@ -520,7 +565,7 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 	if q.argsFor != nil {
 		args = q.argsFor(op.Job, op.Now)
 	}
-	c, err := q.inserters.take(op.Now, q.opts.workers)
+	c, err := q.inserters.take(op.Now, q.opts.workers, q.opts.schema)
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
@@ -602,7 +647,7 @@ func (q *riverQueue[T]) redrive(ctx context.Context, tx autocommit, id int64, no
 		return queue.Fetched{Done: true, Reason: fmt.Sprintf("River job %d is completed, so nobody redrives it", id)}, nil
 	}
 	// JobRetry reads River's clock: a producer's client, at now.
-	retrier, err := q.inserters.take(now, q.opts.workers)
+	retrier, err := q.inserters.take(now, q.opts.workers, q.opts.schema)
 	if err != nil {
 		return queue.Fetched{}, err
 	}
@@ -618,7 +663,7 @@ func (q *riverQueue[T]) redrive(ctx context.Context, tx autocommit, id int64, no
 // and reads it with River's JobGetTx, in one round trip: the job is
 // delivered if the lock took it, and otherwise the row says why not.
 func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx autocommit, id int64, now time.Time) (queue.Fetched, *rivertype.JobRow, error) {
-	lt := &lockThenRead{autocommit: tx, id: id, now: now}
+	lt := &lockThenRead{autocommit: tx, id: id, now: now, lock: q.lockSQL}
 	row, err := q.reader.JobGetTx(ctx, lt, id)
 	if lt.err != nil {
 		return queue.Fetched{}, nil, lt.err
@@ -637,17 +682,18 @@ func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx autocommit, id int64
 // pipeline (one implicit transaction): tag is the lock's, err its error.
 type lockThenRead struct {
 	autocommit
-	id  int64
-	now time.Time
-	tag pgconn.CommandTag
-	err error
+	id   int64
+	now  time.Time
+	lock string
+	tag  pgconn.CommandTag
+	err  error
 }
 
 // QueryRow sends the lock and River's query together; the row's Scan
 // reads both answers.
 func (t *lockThenRead) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	b := &pgx.Batch{}
-	b.Queue(lockSQL, t.id, t.now)
+	b.Queue(t.lock, t.id, t.now)
 	b.Queue(sql, args...)
 	return &lockedRow{t: t, br: t.SendBatch(ctx, b)}
 }
@@ -674,9 +720,10 @@ func (r *lockedRow) Scan(dest ...any) error {
 }
 
 // lockSQL moves job $1 to running for a new attempt if it is available,
-// retryable or scheduled and due at $2, as River's producer does.
+// retryable or scheduled and due at $2, as River's producer does, in
+// River's schema (riverQueue.lockSQL).
 const lockSQL = `
-		UPDATE river_job SET
+		UPDATE %s SET
 			state = 'running',
 			attempt = attempt + 1,
 			attempted_at = $2::timestamptz,
@@ -694,7 +741,7 @@ const lockSQL = `
 func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (rescued bool, err error) {
 	exec := txDriver.UnwrapExecutor(tx)
 	horizon := now.Add(-q.rescueAfter)
-	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon})
+	stuck, err := exec.JobGetStuck(ctx, &riverdriver.JobGetStuckParams{Max: 1000, StuckHorizon: horizon, Schema: q.opts.schema})
 	if err != nil {
 		return false, err
 	}
@@ -727,7 +774,7 @@ func (q *riverQueue[T]) rescue(ctx context.Context, tx pgx.Tx, id int64, now tim
 		}
 		params := &riverdriver.JobRescueManyParams{
 			ID: []int64{id}, Error: [][]byte{errData}, FinalizedAt: []*time.Time{&finalized},
-			ScheduledAt: []time.Time{scheduled}, State: []string{string(state)},
+			ScheduledAt: []time.Time{scheduled}, State: []string{string(state)}, Schema: q.opts.schema,
 		}
 		// Newer River (v0.51.2 does) rescues only jobs still stuck at the horizon
 		// (a guard against a job that finished meanwhile); before, the
@@ -870,6 +917,7 @@ func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdrive
 			MetadataUpdates: [][]byte{p.MetadataUpdates},
 			ScheduledAt:     []*time.Time{p.ScheduledAt},
 			State:           []rivertype.JobState{p.State},
+			Schema:          q.opts.schema,
 		})
 		if err != nil {
 			return queue.Settled{}, fmt.Errorf("setting job %d %s: %w", p.ID, p.State, err)
