@@ -28,6 +28,16 @@ type Worker struct {
 	// that delivery's steps (and take its faults). Use it only while a
 	// delivery runs (in a handler or a middleware's per-message code).
 	DB *pgxpool.Pool
+	// DSN is the process's connection string, for production code that
+	// opens its own pool from a DSN at startup (sqlx.Open("postgres",
+	// dsn) with lib/pq, database/sql with pgx's stdlib): every
+	// connection made with it reaches the scenario's database through
+	// the delivery the process runs when it connects, so its statements
+	// are that delivery's steps, as DB's are. A delivery's connections
+	// are closed when it ends, and the pool reconnects for the next;
+	// one made while no delivery runs is closed at once. Use it, as DB,
+	// only while a delivery runs.
+	DSN string
 
 	p *process
 }
@@ -59,6 +69,7 @@ type process struct {
 	router *message.Router
 	in     *inbox
 	worker *Worker
+	fwd    *forwarder // Worker.DSN's
 
 	mu      sync.Mutex
 	current *harness.Delivery
@@ -106,15 +117,28 @@ func (p *process) takeLogged(uuid string) error {
 
 // startProcess builds the worker's router as a Watermill service builds
 // its own: middleware made once, the handler added, the router running.
-func startProcess(job *jobSpec) (*process, error) {
+// first is the delivery that starts it, whose DSN names the scenario's
+// user and database for Worker.DSN.
+func startProcess(job *jobSpec, first *harness.Delivery) (*process, error) {
 	p := &process{job: job, in: newInbox(), logged: map[string]error{}}
 	p.worker = &Worker{p: p}
+	ok := false
+	defer func() {
+		if !ok {
+			p.close()
+		}
+	}()
 	if job.needsPool() {
 		pool, err := p.newPool()
 		if err != nil {
 			return nil, err
 		}
 		p.worker.DB = pool
+		fwd, err := newForwarder(first)
+		if err != nil {
+			return nil, fmt.Errorf("twicewatermill: job %q: %w", job.name, err)
+		}
+		p.fwd, p.worker.DSN = fwd, fwd.dsn
 	}
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: time.Second}, routerLogger{p: p})
 	if err != nil {
@@ -133,14 +157,20 @@ func startProcess(job *jobSpec) (*process, error) {
 	}
 	go func() { _ = r.Run(context.Background()) }()
 	<-r.Running()
+	ok = true
 	return p, nil
 }
 
 // close ends the process's router and pool.
 func (p *process) close() {
-	_ = p.router.Close()
+	if p.router != nil {
+		_ = p.router.Close()
+	}
 	if p.worker.DB != nil {
 		p.worker.DB.Close()
+	}
+	if p.fwd != nil {
+		_ = p.fwd.close()
 	}
 }
 
@@ -160,6 +190,9 @@ func (p *process) setDelivery(d *harness.Delivery) error {
 	if d == nil && p.worker.DB != nil {
 		// The delivery's connections end with it.
 		p.worker.DB.Reset()
+	}
+	if p.fwd != nil {
+		return p.fwd.setTarget(d)
 	}
 	return nil
 }
@@ -207,13 +240,13 @@ func newWorker(job *jobSpec) *worker {
 }
 
 // started is the worker's process, started on its first delivery.
-func (w *worker) started() (*process, error) {
+func (w *worker) started(d *harness.Delivery) (*process, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.p != nil {
 		return w.p, nil
 	}
-	p, err := startProcess(w.job)
+	p, err := startProcess(w.job, d)
 	if err != nil {
 		return nil, err
 	}

@@ -266,7 +266,7 @@ func MessageUUID(name, jobID string) string {
 // nack, as the subscriber does, until it is acked or Redeliveries runs
 // out.
 func (w *worker) deliver(ctx context.Context, d *harness.Delivery) error {
-	p, err := w.started()
+	p, err := w.started(d)
 	if err != nil {
 		return err
 	}
