@@ -42,10 +42,10 @@ func (t StepTime) Validate() error {
 		errs = append(errs, errors.New("neither Effect nor Match is set, so it would time every step alike; say which steps take the time (Effect: \"email\", Match: `api\\.stripe\\.com`)"))
 	}
 	if _, err := regexp.Compile(t.Match); err != nil {
-		errs = append(errs, fmt.Errorf("Match %q: %w", t.Match, err))
+		errs = append(errs, fmt.Errorf("field Match %q: %w", t.Match, err))
 	}
 	if t.Takes <= 0 {
-		errs = append(errs, fmt.Errorf("Takes is %s; want a positive duration", t.Takes))
+		errs = append(errs, fmt.Errorf("field Takes is %s; want a positive duration", t.Takes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("faults.StepTime{Effect: %q, Match: %q, Takes: %s}: %w", t.Effect, t.Match, t.Takes, err)
@@ -104,10 +104,10 @@ func (p Plan) Overlap() *Overlap {
 // In-1 and In steps (after one at least); none when the delivery has
 // returned by the timeout.
 func (o *Overlap) pauses() []int {
-	switch {
-	case o.In == 0:
+	switch o.In {
+	case 0:
 		return nil
-	case o.In == 1:
+	case 1:
 		return []int{1}
 	}
 	return []int{o.In - 1, o.In}

@@ -62,7 +62,7 @@ func TestMeaninglessInputIsRefused(t *testing.T) {
 	}, {
 		name: "a step time that times nothing",
 		cfg:  harness.Config{StepTimes: []faults.StepTime{{Effect: "email", Takes: 2 * time.Second}, {Match: "(", Takes: time.Second}}},
-		want: "[twice] Config.StepTimes[1]: faults.StepTime{Effect: \"\", Match: \"(\", Takes: 1s}: Match \"(\": error parsing regexp: missing closing )",
+		want: "[twice] Config.StepTimes[1]: faults.StepTime{Effect: \"\", Match: \"(\", Takes: 1s}: field Match \"(\": error parsing regexp: missing closing )",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
