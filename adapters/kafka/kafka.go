@@ -220,6 +220,7 @@ type kafkaQueue struct {
 	name string
 	rec  Record
 	opts options
+	loop *loopSpec // LoopJob's; nil for Job
 
 	mu        sync.Mutex
 	scenarios map[string]*scenario // database name -> its cluster
@@ -240,6 +241,8 @@ type scenario struct {
 	mu   sync.Mutex
 	open []*consumer // in the group
 	all  []*consumer // every consumer made, closed with the cluster
+	// loops and allLoops are LoopJob's consumers, as open and all.
+	loops, allLoops []*loopConsumer
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -287,11 +290,17 @@ const BrokersEnv = "TWICE_KAFKA_BROKERS"
 // group of its own on the brokers BrokersEnv names.
 func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, error) {
 	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		if q.loop != nil {
+			// The loop's options name its topic and group; on shared
+			// brokers each scenario needs its own.
+			return nil, fmt.Errorf("%s is set, but LoopJob runs on an in-process kfake cluster only (the loop's own options name its topic and group, which scenarios on shared brokers cannot share); unset it for this check", BrokersEnv)
+		}
 		return q.remoteScenario(ctx, db, strings.Split(brokers, ","))
 	}
 	vn := &kfake.VirtualNetwork{}
 	c, err := kfake.NewCluster(kfake.ListenFn(vn.Listen), kfake.NumBrokers(1), kfake.Ports(9092),
-		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic), kfake.AllowAutoTopicCreation())
+		kfake.ClusterID("twice-"+strconv.FormatInt(clusterSeq.Add(1), 10)), kfake.SeedTopics(1, q.rec.Topic), kfake.AllowAutoTopicCreation(),
+		kfake.GroupMinSessionTimeout(deadSession/2))
 	if err != nil {
 		return nil, fmt.Errorf("starting an in-process kfake cluster: %w", err)
 	}
@@ -330,11 +339,14 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 
 func (s *scenario) close() {
 	s.mu.Lock()
-	all := s.all
-	s.open, s.all = nil, nil
+	all, loops := s.all, s.allLoops
+	s.open, s.all, s.loops, s.allLoops = nil, nil, nil, nil
 	s.mu.Unlock()
 	for _, c := range all {
 		c.close()
+	}
+	for _, c := range loops {
+		c.kill()
 	}
 	if s.cluster != nil {
 		s.producer.Close()
@@ -360,7 +372,12 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 
 // Rules are the group's session timeout; Kafka keeps nothing in
 // PostgreSQL and refuses no copy of a record.
-func (q *kafkaQueue) Rules() queue.Rules { return queue.Rules{Redeliver: q.opts.session} }
+//
+// A LoopJob's group hands its partition to one consumer at a time
+// (queue.Rules.OneDeliveryAtATime).
+func (q *kafkaQueue) Rules() queue.Rules {
+	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+}
 
 // scenarioOf finds the scenario op runs in.
 func (q *kafkaQueue) scenarioOf(op queue.Op) (*scenario, error) {
@@ -486,6 +503,9 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	partition, offset, err := offsetOf(op.JobID)
 	if err != nil {
 		return queue.Fetched{}, err
+	}
+	if q.loop != nil {
+		return q.fetchLoop(ctx, op, s, partition, offset)
 	}
 	s.mu.Lock()
 	open := s.open
@@ -616,6 +636,9 @@ func consumerOf(op queue.Op) (*consumer, error) {
 // partition moved to another consumer) leaves the record to the group's
 // committed offset: a retry that the next Fetch settles.
 func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error) {
+	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
+		return q.ackLoop(ctx, op, lc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
@@ -644,6 +667,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 // loop that returns the handler's error and is restarted: the record
 // comes back from the committed offset after RestartDelay.
 func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
+	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
+		return q.nackLoop(lc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err

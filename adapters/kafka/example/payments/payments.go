@@ -1,0 +1,176 @@
+// Package payments is production Kafka consumer code: poll loops that
+// credit a payment to its account, each as a team might write it with
+// franz-go. It never imports twice; its tests check each loop as written
+// with twice's Kafka adapter (twicekafka.LoopJob).
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Topic is the topic payments are produced to; Group the consumers' group.
+const (
+	Topic = "payments"
+	Group = "payments-ledger"
+)
+
+// Schema is the tables the consumers use.
+const Schema = `
+CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
+CREATE TABLE ledger (id bigserial PRIMARY KEY, payment_id text NOT NULL, account_id bigint NOT NULL, amount bigint NOT NULL);
+CREATE TABLE inbox_offsets (topic text, part int, record_offset bigint, PRIMARY KEY (topic, part, record_offset));
+CREATE TABLE inbox_payments (payment_id text PRIMARY KEY);
+INSERT INTO accounts VALUES (7, 0);
+`
+
+// Payment is a record's value.
+type Payment struct {
+	ID      string `json:"payment_id"`
+	Account int64  `json:"account"`
+	Amount  int64  `json:"amount"`
+}
+
+// ManualCommit are the client options of the loops that commit
+// themselves.
+func ManualCommit() []kgo.Opt {
+	return []kgo.Opt{kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic), kgo.DisableAutoCommit()}
+}
+
+// AutoCommit are the client options of the loop that lets kgo commit on
+// its interval.
+func AutoCommit() []kgo.Opt {
+	return []kgo.Opt{kgo.ConsumerGroup(Group), kgo.ConsumeTopics(Topic)}
+}
+
+// Consumer holds the loops' dependencies.
+type Consumer struct{ DB *pgxpool.Pool }
+
+// poll is one poll: its records, or done when the loop should stop.
+func poll(ctx context.Context, cl *kgo.Client) (recs []*kgo.Record, done bool, err error) {
+	fs := cl.PollFetches(ctx)
+	if fs.IsClientClosed() || ctx.Err() != nil {
+		return nil, true, nil
+	}
+	var errs []error
+	fs.EachError(func(t string, p int32, err error) { errs = append(errs, fmt.Errorf("%s[%d]: %w", t, p, err)) })
+	if len(errs) > 0 {
+		return nil, false, errors.Join(errs...)
+	}
+	return fs.Records(), false, nil
+}
+
+// credit writes the payment's ledger line and adds it to the balance, in
+// tx.
+func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
+	if _, err := tx.Exec(ctx, `INSERT INTO ledger (payment_id, account_id, amount) VALUES ($1, $2, $3)`, p.ID, p.Account, p.Amount); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, p.Amount, p.Account)
+	return err
+}
+
+func payment(r *kgo.Record) (Payment, error) {
+	var p Payment
+	if err := json.Unmarshal(r.Value, &p); err != nil {
+		return p, fmt.Errorf("record %s[%d]@%d: %w", r.Topic, r.Partition, r.Offset, err)
+	}
+	return p, nil
+}
+
+// CommitFirst commits each record's offset before it credits it (with
+// ManualCommit): a crash between the two loses the payment.
+func (c Consumer) CommitFirst(ctx context.Context, cl *kgo.Client) error {
+	for {
+		recs, done, err := poll(ctx, cl)
+		if done || err != nil {
+			return err
+		}
+		for _, r := range recs {
+			p, err := payment(r)
+			if err != nil {
+				return err
+			}
+			if err := cl.CommitRecords(ctx, r); err != nil {
+				return err
+			}
+			if err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// AutoCommitted credits each record and leaves the commit to kgo's
+// autocommit (with AutoCommit): a crash before the next tick hands the
+// record out again, and it is credited again.
+func (c Consumer) AutoCommitted(ctx context.Context, cl *kgo.Client) error {
+	for {
+		recs, done, err := poll(ctx, cl)
+		if done || err != nil {
+			return err
+		}
+		for _, r := range recs {
+			p, err := payment(r)
+			if err != nil {
+				return err
+			}
+			if err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// InboxByOffset records each record's offset in an inbox in the credit's
+// transaction and skips one it has seen, then commits (with
+// ManualCommit): a redelivery is skipped, but a producer's retry is a
+// record at another offset, and is credited again.
+func (c Consumer) InboxByOffset(ctx context.Context, cl *kgo.Client) error {
+	return c.inboxed(ctx, cl, func(ctx context.Context, tx pgx.Tx, r *kgo.Record, _ Payment) (pgconn.CommandTag, error) {
+		return tx.Exec(ctx, `INSERT INTO inbox_offsets VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, r.Topic, r.Partition, r.Offset)
+	})
+}
+
+// InboxByPayment is InboxByOffset keyed by the payment's own ID: a
+// producer's retry carries the same ID, and is skipped too.
+func (c Consumer) InboxByPayment(ctx context.Context, cl *kgo.Client) error {
+	return c.inboxed(ctx, cl, func(ctx context.Context, tx pgx.Tx, _ *kgo.Record, p Payment) (pgconn.CommandTag, error) {
+		return tx.Exec(ctx, `INSERT INTO inbox_payments VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
+	})
+}
+
+func (c Consumer) inboxed(ctx context.Context, cl *kgo.Client, mark func(context.Context, pgx.Tx, *kgo.Record, Payment) (pgconn.CommandTag, error)) error {
+	for {
+		recs, done, err := poll(ctx, cl)
+		if done || err != nil {
+			return err
+		}
+		for _, r := range recs {
+			p, err := payment(r)
+			if err != nil {
+				return err
+			}
+			err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+				tag, err := mark(ctx, tx, r, p)
+				if err != nil || tag.RowsAffected() == 0 {
+					return err
+				}
+				return credit(ctx, tx, p)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return err
+		}
+	}
+}

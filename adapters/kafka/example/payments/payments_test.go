@@ -1,0 +1,73 @@
+package payments_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	twicekafka "github.com/runtwice/twice/adapters/kafka"
+	"github.com/runtwice/twice/adapters/kafka/example/payments"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/result"
+)
+
+var record = twicekafka.Record{Topic: payments.Topic, Key: []byte("pay-1"), Value: []byte(`{"payment_id":"pay-1","account":7,"amount":50}`)}
+
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(payments.Schema)}}
+
+// loopJob checks a loop as written, on a client from its own options.
+func loopJob(name string, opts []kgo.Opt, loop func(payments.Consumer) twicekafka.Loop) harness.Job {
+	return twicekafka.LoopJob(name, record, opts, func(d *harness.Delivery) twicekafka.Loop {
+		return loop(payments.Consumer{DB: d.DB})
+	})
+}
+
+func run(t *testing.T, job harness.Job, c harness.Config) *harness.Result {
+	t.Helper()
+	res, err := harness.Run(context.Background(), job, c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	return res
+}
+
+// failing is the faults with a scenario that is not idempotent.
+func failing(res *harness.Result) []faults.Name {
+	var out []faults.Name
+	for _, sc := range res.Failed() {
+		if !slices.Contains(out, sc.Fault) {
+			out = append(out, sc.Fault)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Each loop is checked from its own code under the default matrix.
+func TestLoopsAsWritten(t *testing.T) {
+	t.Run("commit first", func(t *testing.T) {
+		res := run(t, loopJob("commit-first", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.CommitFirst }), cfg)
+		assert.Contains(t, failing(res), faults.NameCrashMidJob, "a crash after the commit, before the credit, loses the payment: %s", res)
+	})
+	t.Run("autocommit", func(t *testing.T) {
+		res := run(t, loopJob("autocommit", payments.AutoCommit(), func(c payments.Consumer) twicekafka.Loop { return c.AutoCommitted }), cfg)
+		assert.Contains(t, failing(res), faults.NameCrashBeforeAck, "a crash before kgo's tick credits twice: %s", res)
+	})
+	t.Run("inbox by offset", func(t *testing.T) {
+		res := run(t, loopJob("inbox-offset", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByOffset }), cfg)
+		got := failing(res)
+		assert.Contains(t, got, faults.NameProducerRetry, "%s", res)
+		for _, f := range got {
+			assert.Contains(t, []faults.Name{faults.NameProducerRetry, faults.NameConcurrentProducerRetry}, f, "only a producer's retry is a new offset: %s", res)
+		}
+	})
+	t.Run("inbox by payment", func(t *testing.T) {
+		res := run(t, loopJob("inbox-payment", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByPayment }), cfg)
+		assert.True(t, res.Idempotent(), "%s", res)
+		assert.Equal(t, result.Idempotent, res.Scenarios[0].Verdict)
+	})
+}

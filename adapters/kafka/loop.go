@@ -1,0 +1,409 @@
+package twicekafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
+)
+
+// Loop is a consumer's poll loop as production writes it: it polls cl
+// (PollFetches, PollRecords), handles what each poll returns and commits
+// as it commits in production (CommitRecords before or after its writes,
+// MarkCommitRecords, or kgo's autocommit), until ctx is done or the
+// client is closed, and then returns.
+type Loop func(ctx context.Context, cl *kgo.Client) error
+
+// LoopJob is a Kafka consumer checked as production writes it: its own
+// poll loop, run unchanged on a client the harness builds from the
+// consumer's own options (clientOpts: its kgo.ConsumerGroup,
+// kgo.ConsumeTopics, kgo.DisableAutoCommit or kgo's autocommit,
+// kgo.AutoCommitMarks, kgo.OnPartitionsRevoked) with the scenario's seed
+// brokers and dialer added. newLoop builds the loop for each delivery
+// from the delivery's connections and clock, as the consumer's process
+// builds it at start-up. The options must name a group and consume
+// rec.Topic; the in-process kfake cluster runs it (BrokersEnv is refused).
+//
+// A delivery starts the loop on a new client in the group; it ends when
+// the loop, having been handed the record by a poll, polls again (it is
+// done with the record), or returns. Its ack is what production's commit
+// is:
+//
+//   - with autocommit, kgo's tick: the offsets the loop had polled when
+//     it polled again (CommitOffsetsSync of UncommittedOffsets, as the
+//     tick commits), or the marked ones with AutoCommitMarks.
+//     crash-before-ack is the process dying before that tick; lost-ack
+//     a tick's commit lost, which the worker's later commit on revoke
+//     makes good, as kgo's does.
+//   - with DisableAutoCommit, the loop's own commits: the ack reads the
+//     group's committed offset; a loop that did not commit the record
+//     gets it again after RestartDelay.
+//
+// A worker that dies is a client whose context is cancelled and closed:
+// it sends nothing more, no commit and no LeaveGroup, as a killed
+// process; the group hands its partition on at once (its session on the
+// harness clock, SessionTimeout). A live worker that loses the partition
+// (a rebalance, a lost ack's redelivery) leaves the group as kgo does,
+// committing on revoke what kgo commits. A loop that returns an error is
+// a process that exits on it: its client is closed and the record comes
+// back after RestartDelay.
+//
+// Modelled: one poll may hand the loop the record together with a
+// producer's copy after it (Kafka batches them), in which case the loop
+// handles both in that delivery and the copy's own delivery finds it
+// committed. After the delivery's record the loop's polls return nothing
+// more (its topic is paused) until the delivery ends. Records the loop
+// produces are not effects (use Outbox).
+func LoopJob(name string, rec Record, clientOpts []kgo.Opt, newLoop func(d *harness.Delivery) Loop, opts ...Option) harness.Job {
+	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	q := &kafkaQueue{name: name, rec: rec, opts: o, loop: &loopSpec{opts: slices.Clone(clientOpts)}}
+	return harness.Job{
+		Name:    name,
+		Queue:   q,
+		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runLoop(ctx, d, newLoop) },
+	}
+}
+
+// deadSession is the wall-clock session of a LoopJob client: a killed
+// worker sends no LeaveGroup (that would commit what kgo commits on
+// revoke), so the group drops it when its session ends, which the
+// harness clock counts as SessionTimeout.
+const deadSession = 300 * time.Millisecond
+
+// loopSpec is LoopJob's: the consumer's own client options.
+type loopSpec struct{ opts []kgo.Opt }
+
+// loopConsumer is one delivery's client in LoopJob: the loop runs on it.
+type loopConsumer struct {
+	cl         *kgo.Client
+	crash      context.CancelFunc // the client's own context: cancelled, it sends nothing
+	topic      string
+	partition  int32
+	offset     int64
+	autocommit bool
+	marks      bool
+	started    time.Time // the harness clock at its Fetch
+
+	handed, back       chan struct{} // closed once each
+	closing            chan struct{} // closed by end
+	handedOnce, backOn sync.Once
+	head               map[string]map[int32]kgo.EpochOffset // polled when it polled again
+
+	// start hands the loop to the goroutine that runs it (serve): the
+	// process's main goroutine, started with the client, not one the
+	// delivery's handler started, which the harness would wait for.
+	start chan func() error
+	done  chan struct{} // closed when the loop returned (or never ran)
+	err   error         // the loop's, once done is closed
+
+	mu       sync.Mutex
+	stopLoop context.CancelFunc // the loop's context, once it runs
+
+	returned, acked, killed, closed atomic.Bool
+}
+
+// hooks are the client's hooks that tell the delivery where the loop is.
+type hooks struct{ c *loopConsumer }
+
+// OnFetchRecordUnbuffered sees the record the delivery is for handed to
+// the loop by a poll.
+func (h hooks) OnFetchRecordUnbuffered(r *kgo.Record, polled bool) {
+	if polled && r.Topic == h.c.topic && r.Partition == h.c.partition && r.Offset == h.c.offset {
+		h.c.handedOnce.Do(func() { close(h.c.handed) })
+	}
+}
+
+// OnPollStart sees the loop poll again once it had the record: it is done
+// with it. What it had polled is what kgo's tick commits; its topic is
+// paused, so this poll waits for the end of the delivery.
+func (h hooks) OnPollStart(ctx context.Context) {
+	c := h.c
+	if ctx == nil { // Close's own poll
+		return
+	}
+	select {
+	case <-c.handed:
+	default:
+		return
+	}
+	c.backOn.Do(func() {
+		c.head = c.cl.UncommittedOffsets()
+		c.cl.PauseFetchTopics(c.topic)
+		close(c.back)
+	})
+}
+
+// serve runs the loop it is handed, once; a consumer that is never
+// handed one ends with its client.
+func (c *loopConsumer) serve(closing <-chan struct{}) {
+	defer close(c.done)
+	select {
+	case run := <-c.start:
+		c.err = run()
+	case <-closing:
+	}
+}
+
+// kill is the worker's death: its client sends nothing more, and the
+// loop's context ends.
+func (c *loopConsumer) kill() {
+	if c.killed.Swap(true) {
+		return
+	}
+	c.crash()
+	c.end()
+}
+
+// leave takes a live worker's client out of the group as kgo does
+// (committing on revoke what it commits). A loop done with its record
+// ends; one still handling it goes on, as a consumer that lost its
+// partition in a rebalance does, and finds out when it commits.
+func (c *loopConsumer) leave() {
+	if c.killed.Load() || c.closed.Load() {
+		return
+	}
+	c.cl.LeaveGroup()
+	if c.returned.Load() {
+		c.end()
+	}
+}
+
+// end stops the loop and closes the client, once.
+func (c *loopConsumer) end() {
+	if c.closed.Swap(true) {
+		return
+	}
+	c.mu.Lock()
+	stop := c.stopLoop
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	close(c.closing)
+	go func() {
+		<-c.done
+		c.cl.Close()
+	}()
+}
+
+// fetchLoop is Fetch for LoopJob: every consumer in the group loses it
+// (a dead one is killed, a live one leaves), a redrive resets the group's
+// offset, and a new client in the group gets the record unless the
+// group's committed offset is past it.
+func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, partition int32, offset int64) (queue.Fetched, error) {
+	s.mu.Lock()
+	open := s.loops
+	for _, c := range open {
+		// Kafka gives a partition to one consumer of the group at a
+		// time: one still handling its record keeps it until its session
+		// ends (or it is evicted for its poll interval, on the harness
+		// clock SessionTimeout).
+		if !c.returned.Load() && !c.killed.Load() && !c.closed.Load() && op.Now.Sub(c.started) < q.opts.session {
+			s.mu.Unlock()
+			return queue.Fetched{Reason: fmt.Sprintf("a consumer of group %q still holds %s[%d] (it has not polled again since its record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
+		}
+	}
+	s.loops = nil
+	s.mu.Unlock()
+	for _, c := range open {
+		// A worker whose loop was done with its record but was never
+		// acked died before its commit, unless the ack was lost.
+		if c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery {
+			c.kill()
+			continue
+		}
+		c.leave()
+	}
+	adm := kadm.NewClient(s.producer)
+	if op.Kind == queue.DeliveryRedrive {
+		// A person resets an empty group's offset: the killed
+		// worker's member leaves it when its session ends.
+		var reset kadm.Offsets
+		reset.AddOffset(s.topic, partition, offset, -1)
+		var err error
+		for deadline := time.Now().Add(pollTimeout); ; {
+			var resp kadm.OffsetResponses
+			resp, err = adm.CommitOffsets(ctx, s.group, reset)
+			if err == nil {
+				err = resp.Error()
+			}
+			if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.RebalanceInProgress) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(deadSession / 6)
+		}
+		if err != nil {
+			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
+		}
+	}
+	c, err := q.newLoopConsumer(s, partition, offset)
+	if err != nil {
+		return queue.Fetched{}, err
+	}
+	c.started = op.Now
+	at, err := committedOffset(ctx, adm, s.group, s.topic, partition)
+	if err != nil {
+		c.kill()
+		return queue.Fetched{}, err
+	}
+	if at > offset {
+		c.kill() // it never joined the group
+		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+	}
+	s.mu.Lock()
+	s.loops = append(s.loops, c)
+	s.allLoops = append(s.allLoops, c)
+	s.mu.Unlock()
+	return queue.Fetched{Delivered: true, Job: c}, nil
+}
+
+// newLoopConsumer builds a delivery's client from the consumer's options
+// and the scenario's brokers, and learns its group and commit mode.
+func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64) (*loopConsumer, error) {
+	crashCtx, crash := context.WithCancel(context.Background())
+	c := &loopConsumer{crash: crash, topic: s.topic, partition: partition, offset: offset,
+		handed: make(chan struct{}), back: make(chan struct{}), closing: make(chan struct{}),
+		start: make(chan func() error, 1), done: make(chan struct{})}
+	go c.serve(c.closing)
+	opts := append(slices.Clone(q.loop.opts), s.base...)
+	opts = append(opts, kgo.WithContext(crashCtx), kgo.WithHooks(hooks{c}),
+		kgo.SessionTimeout(deadSession), kgo.HeartbeatInterval(deadSession/6))
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		crash()
+		return nil, fmt.Errorf("twicekafka: job %q: a client from the consumer's options: %w", q.name, err)
+	}
+	c.cl = cl
+	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
+	topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string)
+	switch {
+	case group == "":
+		c.kill()
+		return nil, fmt.Errorf("twicekafka: job %q: the consumer's options name no group (kgo.ConsumerGroup); LoopJob checks a group consumer", q.name)
+	case !slices.Contains(topics, q.rec.Topic):
+		c.kill()
+		return nil, fmt.Errorf("twicekafka: job %q: the consumer's options consume %q (kgo.ConsumeTopics), not the record's topic %q", q.name, topics, q.rec.Topic)
+	}
+	s.group = group
+	disabled, _ := cl.OptValue(kgo.DisableAutoCommit).(bool)
+	c.autocommit = !disabled
+	c.marks, _ = cl.OptValue(kgo.AutoCommitMarks).(bool)
+	return c, nil
+}
+
+// runLoop is a LoopJob delivery: the loop runs on the delivery's client
+// until it is done with the record, returns, or the delivery dies.
+func (q *kafkaQueue) runLoop(ctx context.Context, d *harness.Delivery, newLoop func(*harness.Delivery) Loop) error {
+	c, ok := d.Queued.(*loopConsumer)
+	if !ok || c == nil {
+		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: the delivery carries no Kafka consumer (%T); run it through twicekafka.LoopJob", q.name, d.Attempt, d.JobID, d.Queued)
+	}
+	loop := newLoop(d)
+	if loop == nil {
+		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newLoop returned a nil Loop", q.name, d.Attempt, d.JobID)
+	}
+	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	c.mu.Lock()
+	c.stopLoop = stop
+	c.mu.Unlock()
+	if c.closed.Load() {
+		stop()
+		return fmt.Errorf("twicekafka: job %q, delivery %d: its consumer was closed before it ran", q.name, d.Attempt)
+	}
+	c.start <- func() error { return callLoop(loopCtx, loop, c.cl) }
+	done := c.done
+	wait := time.NewTimer(pollTimeout)
+	defer wait.Stop()
+	select {
+	case <-c.handed:
+	case <-done:
+		c.end()
+		return fmt.Errorf("twicekafka: job %q, delivery %d: the consumer's loop returned before a poll handed it record %s: %w", q.name, d.Attempt, d.JobID, c.err)
+	case <-ctx.Done():
+		c.kill()
+		return ctx.Err()
+	case <-wait.C:
+		c.kill()
+		return fmt.Errorf("twicekafka: job %q, delivery %d: no poll of the consumer's loop handed it record %s within %v: does it poll the client it is given?", q.name, d.Attempt, d.JobID, pollTimeout)
+	}
+	select {
+	case <-c.back:
+		c.returned.Store(true)
+		return nil
+	case <-done:
+		c.returned.Store(true)
+		return c.err
+	case <-ctx.Done():
+		c.kill()
+		return ctx.Err()
+	}
+}
+
+// callLoop runs the loop; a panic is its error, as a process that dies
+// of it.
+func callLoop(ctx context.Context, loop Loop, cl *kgo.Client) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the consumer's loop panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return loop(ctx, cl)
+}
+
+// ackLoop is the commit production makes once the loop is done with the
+// record: kgo's autocommit tick, or, without autocommit, the loop's own
+// commit read back from the group.
+func (q *kafkaQueue) ackLoop(ctx context.Context, op queue.Op, c *loopConsumer) (queue.Settled, error) {
+	c.acked.Store(true)
+	defer c.end()
+	s, err := q.scenarioOf(op)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	if c.autocommit {
+		var cerr error
+		if c.marks {
+			cerr = c.cl.CommitMarkedOffsets(ctx)
+		} else {
+			c.cl.CommitOffsetsSync(ctx, c.head, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, _ *kmsg.OffsetCommitResponse, err error) { cerr = err })
+		}
+		if cerr != nil {
+			return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("kgo's autocommit refused: %v", cerr)}, nil
+		}
+	}
+	at, err := committedOffset(ctx, kadm.NewClient(s.producer), s.group, c.topic, c.partition)
+	if err != nil {
+		return queue.Settled{}, err
+	}
+	if at > c.offset {
+		how := "the loop committed"
+		if c.autocommit {
+			how = "kgo's autocommit committed"
+		}
+		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("%s offset %d", how, at)}, nil
+	}
+	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart,
+		Detail: fmt.Sprintf("offset %d was not committed (the loop commits nothing for it, or marks nothing with AutoCommitMarks); the consumer restarts in %v", c.offset+1, q.opts.restart)}, nil
+}
+
+// nackLoop is a loop that returned an error: the process exits, closing
+// its client as kgo's Close does, and restarts.
+func (q *kafkaQueue) nackLoop(c *loopConsumer) (queue.Settled, error) {
+	c.end()
+	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("the loop returned an error; the consumer restarts in %v", q.opts.restart)}, nil
+}

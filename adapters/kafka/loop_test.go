@@ -1,0 +1,53 @@
+package twicekafka_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	twicekafka "github.com/runtwice/twice/adapters/kafka"
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+)
+
+// idle polls until it is stopped and handles nothing.
+func idle(*harness.Delivery) twicekafka.Loop {
+	return func(ctx context.Context, cl *kgo.Client) error {
+		for ctx.Err() == nil {
+			if fs := cl.PollFetches(ctx); fs.IsClientClosed() {
+				return nil
+			}
+		}
+		return nil
+	}
+}
+
+// A LoopJob whose options cannot consume the record, or that is pointed
+// at shared brokers, is refused with what to change.
+func TestLoopJobMisuse(t *testing.T) {
+	rec := twicekafka.Record{Topic: "payments", Value: []byte(`{}`)}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE t (n int)`)}, Faults: []faults.Fault{faults.RunTwice()}}
+	for _, tt := range []struct {
+		name string
+		opts []kgo.Opt
+		env  string
+		want string
+	}{
+		{"no group", []kgo.Opt{kgo.ConsumeTopics("payments")}, "", "the consumer's options name no group (kgo.ConsumerGroup)"},
+		{"another topic", []kgo.Opt{kgo.ConsumerGroup("g"), kgo.ConsumeTopics("refunds")}, "", `the consumer's options consume ["refunds"] (kgo.ConsumeTopics), not the record's topic "payments"`},
+		{"shared brokers", []kgo.Opt{kgo.ConsumerGroup("g"), kgo.ConsumeTopics("payments")}, "127.0.0.1:1", "LoopJob runs on an in-process kfake cluster only"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(twicekafka.BrokersEnv, tt.env)
+			res, err := harness.Run(t.Context(), twicekafka.LoopJob("misuse", rec, tt.opts, idle), cfg)
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
