@@ -83,7 +83,7 @@ func LoopJob(name string, rec Record, clientOpts []kgo.Opt, newLoop func(d *harn
 // worker sends no LeaveGroup (that would commit what kgo commits on
 // revoke), so the group drops it when its session ends, which the
 // harness clock counts as SessionTimeout.
-const deadSession = 300 * time.Millisecond
+const deadSession = time.Second
 
 // loopSpec is LoopJob's: the consumer's own client options.
 type loopSpec struct{ opts []kgo.Opt }
@@ -245,7 +245,7 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 			if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.RebalanceInProgress) || time.Now().After(deadline) {
 				break
 			}
-			time.Sleep(deadSession / 6)
+			time.Sleep(deadSession / 10)
 		}
 		if err != nil {
 			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
@@ -282,7 +282,7 @@ func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64)
 	go c.serve(c.closing)
 	opts := append(slices.Clone(q.loop.opts), s.base...)
 	opts = append(opts, kgo.WithContext(crashCtx), kgo.WithHooks(hooks{c}),
-		kgo.SessionTimeout(deadSession), kgo.HeartbeatInterval(deadSession/6))
+		kgo.SessionTimeout(deadSession), kgo.HeartbeatInterval(deadSession/10))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		crash()
