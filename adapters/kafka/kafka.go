@@ -310,7 +310,11 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	return &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}, nil
+	s := &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}
+	if q.loop != nil {
+		s.watchProduces(c, q.rec)
+	}
+	return s, nil
 }
 
 // remoteScenario makes the scenario's topic (one partition) and names its

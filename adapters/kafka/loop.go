@@ -64,8 +64,16 @@ type Loop func(ctx context.Context, cl *kgo.Client) error
 // producer's copy after it (Kafka batches them), in which case the loop
 // handles both in that delivery and the copy's own delivery finds it
 // committed. After the delivery's record the loop's polls return nothing
-// more (its topic is paused) until the delivery ends. Records the loop
-// produces are not effects (use Outbox).
+// more (its topic is paused) until the delivery ends.
+//
+// Every record produced to the cluster while the loop runs, by any
+// client, is an effect of the delivery, of kind "kafka:" and its topic
+// (payload as Outbox's), seen where the broker takes it, and a step: a
+// crash just before it leaves the broker without it, one right after
+// leaves it there. The loop's client may create the topics it produces
+// to (kgo.AllowAutoTopicCreation), as they exist in production. While two
+// loops run (a rebalance moved the partition from one still handling its
+// record), a record is the later one's.
 func LoopJob(name string, rec Record, clientOpts []kgo.Opt, newLoop func(d *harness.Delivery) Loop, opts ...Option) harness.Job {
 	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
 	for _, opt := range opts {
@@ -113,6 +121,10 @@ type loopConsumer struct {
 
 	mu       sync.Mutex
 	stopLoop context.CancelFunc // the loop's context, once it runs
+	// d and ctx are the delivery the loop runs for and its context: what
+	// the loop produces is d's effect (watchProduces).
+	d   *harness.Delivery
+	ctx context.Context
 
 	returned, acked, killed, closed atomic.Bool
 }
@@ -281,7 +293,9 @@ func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64)
 		start: make(chan func() error, 1), done: make(chan struct{})}
 	go c.serve(c.closing)
 	opts := append(slices.Clone(q.loop.opts), s.base...)
-	opts = append(opts, kgo.WithContext(crashCtx), kgo.WithHooks(hooks{c}),
+	// The topics the loop produces to exist in production; on the fresh
+	// cluster its first record creates each.
+	opts = append(opts, kgo.WithContext(crashCtx), kgo.WithHooks(hooks{c}), kgo.AllowAutoTopicCreation(),
 		kgo.SessionTimeout(deadSession), kgo.HeartbeatInterval(deadSession/10))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -319,7 +333,7 @@ func (q *kafkaQueue) runLoop(ctx context.Context, d *harness.Delivery, newLoop f
 	}
 	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	c.mu.Lock()
-	c.stopLoop = stop
+	c.stopLoop, c.d, c.ctx = stop, d, ctx
 	c.mu.Unlock()
 	if c.closed.Load() {
 		stop()

@@ -16,10 +16,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Topic is the topic payments are produced to; Group the consumers' group.
+// Topic is the topic payments are produced to; Group the consumers'
+// group; CreditedTopic the topic the receipt service reads.
 const (
-	Topic = "payments"
-	Group = "payments-ledger"
+	Topic         = "payments"
+	Group         = "payments-ledger"
+	CreditedTopic = "payment-credited"
 )
 
 // Schema is the tables the consumers use.
@@ -164,6 +166,45 @@ func (c Consumer) inboxed(ctx context.Context, cl *kgo.Client, mark func(context
 					return err
 				}
 				return credit(ctx, tx, p)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return err
+		}
+	}
+}
+
+// NotifyBeforeCommit is InboxByPayment that also tells the receipt
+// service: inside the credit's transaction, before COMMIT, it produces
+// the payment to CreditedTopic on the same client (with ManualCommit). A
+// crash between the produce and COMMIT rolls the credit and its inbox
+// row back, but not the record the broker took: the payment comes back,
+// is credited once, and the receipt service hears of it twice. (An
+// outbox row written in the transaction, produced after COMMIT, would
+// not.)
+func (c Consumer) NotifyBeforeCommit(ctx context.Context, cl *kgo.Client) error {
+	for {
+		recs, done, err := poll(ctx, cl)
+		if done || err != nil {
+			return err
+		}
+		for _, r := range recs {
+			p, err := payment(r)
+			if err != nil {
+				return err
+			}
+			err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+				tag, err := tx.Exec(ctx, `INSERT INTO inbox_payments VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
+				if err != nil || tag.RowsAffected() == 0 {
+					return err
+				}
+				if err := credit(ctx, tx, p); err != nil {
+					return err
+				}
+				return cl.ProduceSync(ctx, &kgo.Record{Topic: CreditedTopic, Key: []byte(p.ID), Value: r.Value}).FirstErr()
 			})
 			if err != nil {
 				return err

@@ -65,6 +65,23 @@ func TestLoopsAsWritten(t *testing.T) {
 			assert.Contains(t, []faults.Name{faults.NameProducerRetry, faults.NameConcurrentProducerRetry}, f, "only a producer's retry is a new offset: %s", res)
 		}
 	})
+	t.Run("follow-up before commit", func(t *testing.T) {
+		res := run(t, loopJob("follow-up", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.NotifyBeforeCommit }), cfg)
+		// The record the loop produced with its own client is an effect,
+		// seen at the broker.
+		if assert.Len(t, res.ReferenceEffects, 1, "%s", res) {
+			assert.Equal(t, "kafka:"+payments.CreditedTopic, res.ReferenceEffects[0].Kind)
+			assert.JSONEq(t, `{"key":"pay-1","value":"{\"payment_id\":\"pay-1\",\"account\":7,\"amount\":50}"}`, string(res.ReferenceEffects[0].Payload))
+		}
+		assert.Contains(t, failing(res), faults.NameCrashMidJob, "a crash before COMMIT, after the produce, tells the receipt service twice: %s", res)
+		var dup bool
+		for _, sc := range res.Failed() {
+			for _, p := range sc.Problems {
+				dup = dup || p.Kind == result.EffectsDiffer
+			}
+		}
+		assert.True(t, dup, "the finding is the effect's: %s", res)
+	})
 	t.Run("inbox by payment", func(t *testing.T) {
 		res := run(t, loopJob("inbox-payment", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByPayment }), cfg)
 		assert.True(t, res.Idempotent(), "%s", res)
