@@ -40,6 +40,9 @@
 //   - producer-retry: the producer sends the record again: a new offset,
 //     the same key, value and headers. The group's committed offset after
 //     the first record does not cover it, so the consumer handles it.
+//     With the producer's own code (Produce), each send runs it at the
+//     send's time, and late-producer-retry sends the copy after the
+//     producer's timeout.
 //   - redrive: a person resets the group's offset to the record's (kadm's
 //     CommitOffsets, with the group empty), and a consumer polls it again.
 //   - effect faults: records the handler produces through Outbox are
@@ -174,6 +177,7 @@ type options struct {
 	commit  Commit
 	session time.Duration
 	restart time.Duration
+	produce func(context.Context, Producing) error // Produce's
 }
 
 // Group is the consumer group's name; without it, "twice-" and the job's
@@ -237,6 +241,12 @@ type scenario struct {
 	// job's own on a kfake cluster, with a suffix of the scenario's on the
 	// user's brokers.
 	topic, group string
+
+	// seen keeps what the producer's code sends (Produce); ownProducer
+	// is the harness producer's ProducerID plus one, once known: its
+	// records are the job's copies, never a delivery's effects.
+	seen        *producerSeen
+	ownProducer atomic.Int64
 
 	mu   sync.Mutex
 	open []*consumer // in the group
@@ -305,14 +315,17 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		return nil, fmt.Errorf("starting an in-process kfake cluster: %w", err)
 	}
 	base := []kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...), kgo.Dialer(vn.DialContext)}
-	p, err := kgo.NewClient(base...)
+	seen := &producerSeen{}
+	// The producer's code (Produce) may send to topics of its own, which
+	// exist in production: its first record creates each.
+	p, err := kgo.NewClient(append(base, kgo.WithHooks(seen), kgo.AllowAutoTopicCreation())...)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	s := &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}
+	s := &scenario{db: db, cluster: c, base: base, producer: p, seen: seen, topic: q.rec.Topic, group: q.opts.group}
 	if q.loop != nil {
-		s.watchProduces(c, q.rec)
+		s.watchProduces(c)
 	}
 	return s, nil
 }
@@ -325,7 +338,8 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 	// Database names are reused once a scenario is done with one.
 	suffix := fmt.Sprintf("-twice-%s-%d", db, clusterSeq.Add(1))
 	base := []kgo.Opt{kgo.SeedBrokers(brokers...)}
-	p, err := kgo.NewClient(base...)
+	seen := &producerSeen{}
+	p, err := kgo.NewClient(append(base, kgo.WithHooks(seen))...)
 	if err != nil {
 		return nil, fmt.Errorf("a kgo producer on %s=%s: %s", BrokersEnv, redact.Value(BrokersEnv, strings.Join(brokers, ",")), redact.Env().String(err.Error()))
 	}
@@ -338,7 +352,7 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 		p.Close()
 		return nil, fmt.Errorf("creating topic %q on %s=%s (unset it to use an in-process kfake cluster): %s", topic, BrokersEnv, redact.Value(BrokersEnv, strings.Join(brokers, ",")), redact.Env().String(err.Error()))
 	}
-	return &scenario{db: db, base: base, producer: p, topic: topic, group: q.opts.group + suffix}, nil
+	return &scenario{db: db, base: base, producer: p, seen: seen, topic: topic, group: q.opts.group + suffix}, nil
 }
 
 func (s *scenario) close() {
@@ -378,9 +392,17 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // PostgreSQL and refuses no copy of a record.
 //
 // A LoopJob's group hands its partition to one consumer at a time
-// (queue.Rules.OneDeliveryAtATime).
+// (queue.Rules.OneDeliveryAtATime). With the producer's own code
+// (Produce), which may find its earlier send and send nothing, and
+// stamps each send with its clock, the copy after the producer's timeout
+// is tried too (Rules.Dedup -1: late-producer-retry in the default
+// matrix).
 func (q *kafkaQueue) Rules() queue.Rules {
-	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+	if q.opts.produce != nil {
+		r.Dedup = -1
+	}
+	return r
 }
 
 // scenarioOf finds the scenario op runs in.
@@ -402,6 +424,9 @@ func (q *kafkaQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	if q.rec.Topic == "" {
 		return queue.Enqueued{}, fmt.Errorf("twicekafka: job %q: Record.Topic is empty; name the topic the consumer reads", q.name)
 	}
+	if q.opts.produce != nil && (q.rec.Key != nil || q.rec.Value != nil || q.rec.Headers != nil) {
+		return queue.Enqueued{}, fmt.Errorf("twicekafka: job %q: both Record's key, value or headers and Produce say what is sent; pass Record{Topic: %q} alone, and let the producer's code build the record", q.name, q.rec.Topic)
+	}
 	if op.Job == 1 {
 		if err := q.start(ctx, op); err != nil {
 			return queue.Enqueued{}, err
@@ -411,10 +436,14 @@ func (q *kafkaQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	if q.opts.produce != nil {
+		return q.produceByCode(ctx, op, s)
+	}
 	r := &kgo.Record{Topic: s.topic, Key: q.rec.Key, Value: q.rec.Value, Headers: q.rec.Headers, Timestamp: op.Now}
 	if err := s.producer.ProduceSync(ctx, r).FirstErr(); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("twicekafka: producing job %d's record to %q: %w", op.Job, s.topic, err)
 	}
+	s.ownProducer.Store(r.ProducerID + 1)
 	return queue.Enqueued{JobID: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)}, nil
 }
 

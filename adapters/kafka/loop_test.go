@@ -2,6 +2,7 @@ package twicekafka_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,6 +44,49 @@ func TestLoopJobMisuse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(twicekafka.BrokersEnv, tt.env)
 			res, err := harness.Run(t.Context(), twicekafka.LoopJob("misuse", rec, tt.opts, idle), cfg)
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// The producer's own code must send one record to the consumer's topic,
+// and Record then names only the topic.
+func TestProduceMisuse(t *testing.T) {
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE t (n int)`)}, Faults: []faults.Fault{faults.ProducerRetry()}}
+	opts := []kgo.Opt{kgo.ConsumerGroup("g"), kgo.ConsumeTopics("payments")}
+	send := func(topics ...string) func(context.Context, twicekafka.Producing) error {
+		return func(ctx context.Context, p twicekafka.Producing) error {
+			for _, topic := range topics {
+				if err := p.Client.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(`{}`)}).FirstErr(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	for _, tt := range []struct {
+		name    string
+		rec     twicekafka.Record
+		produce func(context.Context, twicekafka.Producing) error
+		want    string
+	}{
+		{"record and code", twicekafka.Record{Topic: "payments", Value: []byte(`{}`)}, send("payments"),
+			`both Record's key, value or headers and Produce say what is sent; pass Record{Topic: "payments"} alone`},
+		{"nothing sent", twicekafka.Record{Topic: "payments"}, send("audit"),
+			`the producer's code (twicekafka.Produce), send 1 produced no record to "payments" (it produced to ["audit"])`},
+		{"two sent", twicekafka.Record{Topic: "payments"}, send("payments", "payments"),
+			`send 1 produced 2 records to "payments" in one call`},
+		{"an error", twicekafka.Record{Topic: "payments"}, func(context.Context, twicekafka.Producing) error { return errors.New("broker said no") },
+			`send 1 returned: broker said no`},
+		{"a panic", twicekafka.Record{Topic: "payments"}, func(context.Context, twicekafka.Producing) error { panic("nil map") },
+			`send 1 returned: panicked: nil map`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := harness.Run(t.Context(), twicekafka.LoopJob("misuse", tt.rec, opts, idle, twicekafka.Produce(tt.produce)), cfg)
 			if res != nil {
 				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
 			}

@@ -1,7 +1,6 @@
 package twicekafka
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 type produced struct {
 	topic      string
 	key, value []byte
+	producerID int64 // its batch's
 }
 
 // watchProduces makes every record produced to the scenario's cluster
@@ -28,7 +28,7 @@ type produced struct {
 // unanswered, as a broker that never got it; kgo retries it on a new one
 // until the dead worker's client is gone. The harness's own copies of the
 // job's record are not effects.
-func (s *scenario) watchProduces(c *kfake.Cluster, rec Record) {
+func (s *scenario) watchProduces(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		pr, ok := req.(*kmsg.ProduceRequest)
@@ -46,7 +46,7 @@ func (s *scenario) watchProduces(c *kfake.Cluster, rec Record) {
 			return nil, nil, false
 		}
 		var refused error
-		c.SleepControl(func() { refused = s.recordProduced(rec, recs) })
+		c.SleepControl(func() { refused = s.recordProduced(recs) })
 		if refused != nil {
 			return nil, refused, true
 		}
@@ -56,7 +56,7 @@ func (s *scenario) watchProduces(c *kfake.Cluster, rec Record) {
 
 // recordProduced records recs as effects of the delivery whose loop is
 // running; nil lets the broker take them.
-func (s *scenario) recordProduced(job Record, recs []produced) error {
+func (s *scenario) recordProduced(recs []produced) error {
 	lc := s.running()
 	if lc == nil {
 		return nil
@@ -65,8 +65,8 @@ func (s *scenario) recordProduced(job Record, recs []produced) error {
 	d, ctx := lc.d, lc.ctx
 	lc.mu.Unlock()
 	for _, r := range recs {
-		if r.topic == s.topic && bytes.Equal(r.key, job.Key) && bytes.Equal(r.value, job.Value) {
-			continue // a copy of the job's record: the producer's, not the loop's
+		if s.ownProducer.Load() == r.producerID+1 {
+			continue // a copy of the job's record, from the harness's producer
 		}
 		called := false
 		err := d.Effect(ctx, "kafka:"+r.topic, "", OutboxRecord{Key: string(r.key), Value: string(r.value)},
@@ -139,7 +139,7 @@ func producedRecords(pr *kmsg.ProduceRequest, topicOf func([16]byte) string) ([]
 						return nil, err
 					}
 					recs = recs[w+int(l):]
-					out = append(out, produced{topic: t.Topic, key: r.Key, value: r.Value})
+					out = append(out, produced{topic: t.Topic, key: r.Key, value: r.Value, producerID: b.ProducerID})
 				}
 			}
 		}

@@ -50,7 +50,7 @@ func TestProducedRecordsUnderEveryCodec(t *testing.T) {
 			defer mu.Unlock()
 			require.Len(t, got, 3)
 			for i, r := range got {
-				assert.Equal(t, produced{topic: "receipts", key: rs[i].Key, value: rs[i].Value}, r)
+				assert.Equal(t, produced{topic: "receipts", key: rs[i].Key, value: rs[i].Value, producerID: rs[i].ProducerID}, r)
 			}
 		})
 	}

@@ -6,9 +6,11 @@ package payments
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,6 +32,7 @@ CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
 CREATE TABLE ledger (id bigserial PRIMARY KEY, payment_id text NOT NULL, account_id bigint NOT NULL, amount bigint NOT NULL);
 CREATE TABLE inbox_offsets (topic text, part int, record_offset bigint, PRIMARY KEY (topic, part, record_offset));
 CREATE TABLE inbox_payments (payment_id text PRIMARY KEY);
+CREATE TABLE inbox_digests (digest bytea PRIMARY KEY);
 INSERT INTO accounts VALUES (7, 0);
 `
 
@@ -38,6 +41,20 @@ type Payment struct {
 	ID      string `json:"payment_id"`
 	Account int64  `json:"account"`
 	Amount  int64  `json:"amount"`
+	// RequestedAt is when the producer sent it (Publish).
+	RequestedAt time.Time `json:"requested_at,omitzero"`
+}
+
+// Publish is the payments service's producer: it stamps the payment with
+// now, when it was requested, and produces it to Topic keyed by its ID. A
+// send that timed out is sent again, stamped anew.
+func Publish(ctx context.Context, cl *kgo.Client, now time.Time, p Payment) error {
+	p.RequestedAt = now
+	v, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return cl.ProduceSync(ctx, &kgo.Record{Topic: Topic, Key: []byte(p.ID), Value: v}).FirstErr()
 }
 
 // ManualCommit are the client options of the loops that commit
@@ -146,6 +163,17 @@ func (c Consumer) InboxByOffset(ctx context.Context, cl *kgo.Client) error {
 func (c Consumer) InboxByPayment(ctx context.Context, cl *kgo.Client) error {
 	return c.inboxed(ctx, cl, func(ctx context.Context, tx pgx.Tx, _ *kgo.Record, p Payment) (pgconn.CommandTag, error) {
 		return tx.Exec(ctx, `INSERT INTO inbox_payments VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
+	})
+}
+
+// InboxByContent is InboxByOffset keyed by a digest of the record's
+// value: a producer's retry of the same bytes is skipped, but Publish
+// stamps each send anew, so its retry is another value, and is credited
+// again.
+func (c Consumer) InboxByContent(ctx context.Context, cl *kgo.Client) error {
+	return c.inboxed(ctx, cl, func(ctx context.Context, tx pgx.Tx, r *kgo.Record, _ Payment) (pgconn.CommandTag, error) {
+		sum := sha256.Sum256(r.Value)
+		return tx.Exec(ctx, `INSERT INTO inbox_digests VALUES ($1) ON CONFLICT DO NOTHING`, sum[:])
 	})
 }
 

@@ -82,6 +82,26 @@ func TestLoopsAsWritten(t *testing.T) {
 		}
 		assert.True(t, dup, "the finding is the effect's: %s", res)
 	})
+	t.Run("inbox by content", func(t *testing.T) {
+		// With the record as data, every copy is the same bytes.
+		res := run(t, loopJob("inbox-content", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByContent }), cfg)
+		assert.True(t, res.Idempotent(), "%s", res)
+	})
+	t.Run("inbox by content, the producer's own code", func(t *testing.T) {
+		// Publish stamps each send with the harness clock: the retry,
+		// 5s later, is other bytes.
+		job := twicekafka.LoopJob("inbox-content-published", twicekafka.Record{Topic: payments.Topic}, payments.ManualCommit(),
+			func(d *harness.Delivery) twicekafka.Loop { return payments.Consumer{DB: d.DB}.InboxByContent },
+			twicekafka.Produce(func(ctx context.Context, p twicekafka.Producing) error {
+				return payments.Publish(ctx, p.Client, p.Now(), payments.Payment{ID: "pay-1", Account: 7, Amount: 50})
+			}))
+		res := run(t, job, cfg)
+		got := failing(res)
+		assert.Contains(t, got, faults.NameLateProducerRetry, "%s", res)
+		for _, f := range got {
+			assert.Contains(t, []faults.Name{faults.NameProducerRetry, faults.NameConcurrentProducerRetry, faults.NameLateProducerRetry}, f, "only a producer's retry is new bytes: %s", res)
+		}
+	})
 	t.Run("inbox by payment", func(t *testing.T) {
 		res := run(t, loopJob("inbox-payment", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByPayment }), cfg)
 		assert.True(t, res.Idempotent(), "%s", res)
