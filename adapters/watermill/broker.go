@@ -56,6 +56,9 @@ func (b *broker) Rules() queue.Rules {
 // Enqueue is the producer's Publish of copy op.Job, built at op.Now.
 func (b *broker) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	msg, err := b.job.message(op.Job, op.Now)
+	if errors.Is(err, errNotPublished) {
+		return queue.Enqueued{Duplicate: true, Reason: err.Error()}, nil
+	}
 	if err != nil {
 		return queue.Enqueued{}, err
 	}

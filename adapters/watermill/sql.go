@@ -2,6 +2,7 @@ package twicewatermill
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -104,6 +105,9 @@ func (q *sqlQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, er
 	}
 	id := strconv.Itoa(op.Job)
 	msg, err := q.job.message(op.Job, op.Now)
+	if errors.Is(err, errNotPublished) {
+		return queue.Enqueued{Duplicate: true, Reason: err.Error()}, nil
+	}
 	if err != nil {
 		return queue.Enqueued{}, err
 	}

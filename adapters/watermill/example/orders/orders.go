@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -95,4 +96,35 @@ func (h Handler) Handle(msg *message.Message) ([]*message.Message, error) {
 		return nil, err
 	}
 	return []*message.Message{message.NewMessage(watermill.NewUUID(), out)}, nil
+}
+
+// PlacedTopic is the topic OrderPlaced is published to.
+const PlacedTopic = "orders.placed"
+
+// Placing is the order service's producer: it publishes OrderPlaced when
+// an order is placed, stamped with when.
+type Placing struct {
+	Pub message.Publisher
+	Now func() time.Time
+	// KeyedUUID gives the message the UUID "order-placed-<id>", so a
+	// broker that drops a repeated message ID drops the service's retry;
+	// without it every publish gets a new watermill.NewUUID().
+	KeyedUUID bool
+}
+
+// Placed publishes OrderPlaced for the order. A publish that timed out
+// is published again by the caller, built anew.
+func (p Placing) Placed(_ context.Context, orderID int64) error {
+	payload, err := json.Marshal(struct {
+		OrderPlaced
+		PlacedAt time.Time `json:"placed_at"`
+	}{OrderPlaced{orderID}, p.Now()})
+	if err != nil {
+		return err
+	}
+	uuid := watermill.NewUUID()
+	if p.KeyedUUID {
+		uuid = fmt.Sprintf("order-placed-%d", orderID)
+	}
+	return p.Pub.Publish(PlacedTopic, message.NewMessage(uuid, payload))
 }

@@ -2,6 +2,7 @@ package orders_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -319,5 +320,61 @@ func TestLateCopiesAroundTheBrokersWindow(t *testing.T) {
 	}
 	for _, s := range byFault[faults.NameProducerRetryAfterDedup] {
 		assert.Equal(t, result.NotIdempotent, s.Verdict, "%s: past the window the copy is a new message", s.Schedule)
+	}
+}
+
+// The order service's own publish code runs for every copy, at the
+// copy's time: with a UUID keyed by the order and a broker that drops a
+// repeated message ID, its retry is dropped and the points are awarded
+// once; with watermill.NewUUID() per publish, as most services publish,
+// the retry is a new message, awarded again.
+func TestProducersOwnPublishCode(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		keyed   bool
+		verdict result.Verdict
+	}{
+		{"keyed UUID", true, result.Idempotent},
+		{"new UUID per publish", false, result.NotIdempotent},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var copies sync.Map
+			publish := twicewatermill.Publish(func(ctx context.Context, p twicewatermill.Publishing) error {
+				copies.Store(p.Copy, true)
+				return orders.Placing{Pub: p.Publisher, Now: p.Now, KeyedUUID: tc.keyed}.Placed(ctx, 9812)
+			})
+			job := twicewatermill.Job("award-points", nil, nil, handler(false), publish, twicewatermill.BrokerDedup(2*time.Minute))
+			res := run(t, job, harness.Config{Faults: []faults.Fault{faults.ProducerRetry()}})
+			require.Len(t, res.Scenarios, 1)
+			assert.Equal(t, tc.verdict, res.Scenarios[0].Verdict, "%s", res)
+			_, ok := copies.Load(2)
+			assert.True(t, ok, "the producer's code published the copy itself")
+		})
+	}
+}
+
+// The producer's publish code must publish one message a call.
+func TestPublishMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		publish func(context.Context, twicewatermill.Publishing) error
+		want    string
+	}{
+		{"none", func(context.Context, twicewatermill.Publishing) error { return nil }, "published no message; the check follows the message it publishes"},
+		{"two", func(_ context.Context, p twicewatermill.Publishing) error {
+			return p.Publisher.Publish("orders.placed", message.NewMessage("a", nil), message.NewMessage("b", nil))
+		}, `published 2 messages (to ["orders.placed" "orders.placed"]) in one call`},
+		{"an error", func(context.Context, twicewatermill.Publishing) error { return errors.New("broker down") }, "the producer's publish code (twicewatermill.Publish) returned: broker down"},
+		{"a panic", func(context.Context, twicewatermill.Publishing) error { panic("nil map") }, "returned: panicked: nil map"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := twicewatermill.Job("award-points", nil, nil, handler(false), twicewatermill.Publish(tc.publish))
+			res, err := harness.Run(context.Background(), job, config(harness.Config{Faults: []faults.Fault{faults.ProducerRetry()}}))
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
 	}
 }
