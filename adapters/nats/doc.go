@@ -79,7 +79,9 @@
 //     second consumer before its AckWait: "not delivered".
 //   - producer-retry: with Spec.MsgID the stream refuses the copy inside
 //     its duplicate window ("not delivered"); without, the copy is a
-//     message of its own, with a new stream sequence.
+//     message of its own, with a new stream sequence. With Spec.Publish
+//     the producer's own code publishes each copy at the copy's time,
+//     with the Nats-Msg-Id it builds.
 //   - redrive: the message comes back after its wait if the server still
 //     holds it unacked; an acked or terminated one, or one past
 //     MaxDeliver, is not delivered.

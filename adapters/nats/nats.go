@@ -59,6 +59,19 @@ type Spec struct {
 	// refuses a producer's copy inside its duplicate window. Empty sends
 	// none and every copy is a message of its own.
 	MsgID string
+	// Publish, when set, is the producer's own publish code, run for the
+	// original and for each producer copy at the copy's time on the
+	// harness clock instead of publishing Data, Header and MsgID (leave
+	// them empty): what it builds at publish time (a Nats-Msg-Id from
+	// its own data or a fresh one, a stamped payload) is the copy's. It
+	// must publish one message to Subject per call; a copy that publishes
+	// none was refused by the producer itself. Pass production's function
+	// unchanged, wired to p:
+	//
+	//	Publish: func(ctx context.Context, p twicenats.Publishing) error {
+	//		return ledger.Credit(ctx, p.JetStream, p.Now(), 9812)
+	//	},
+	Publish func(ctx context.Context, p Publishing) error
 }
 
 // Job is a JetStream consumer for harness.Check, harness.Run,
@@ -184,7 +197,8 @@ func (q *natsQueue) Schema() queue.Schema { return queue.Schema{} }
 // stream's duplicate window.
 func (q *natsQueue) Rules() queue.Rules {
 	r := queue.Rules{Redeliver: q.timing.redeliverAfter(1), OneDeliveryAtATime: true}
-	if q.spec.MsgID != "" {
+	// The producer's own code may send a Nats-Msg-Id.
+	if q.spec.MsgID != "" || q.spec.Publish != nil {
 		r.Dedup = q.timing.duplicates
 	}
 	return r
@@ -197,6 +211,8 @@ func (q *natsQueue) check() error {
 		return fmt.Errorf("twicenats: job %q: Consumer.AckPolicy is %v; the adapter runs explicit acks (AckExplicitPolicy), which the handler sends per message", q.name, c.AckPolicy)
 	case q.spec.Subject == "":
 		return fmt.Errorf("twicenats: job %q: Spec.Subject is empty; name the subject the producer publishes to", q.name)
+	case q.spec.Publish != nil && (q.spec.Data != nil || q.spec.Header != nil || q.spec.MsgID != ""):
+		return fmt.Errorf("twicenats: job %q: both Spec's Data, Header or MsgID and Spec.Publish say what is published; leave them empty and let the producer's code build the message", q.name)
 	case len(q.spec.Stream.Subjects) == 0:
 		return fmt.Errorf("twicenats: job %q: Spec.Stream.Subjects is empty; give the stream's subjects as production creates it", q.name)
 	}
@@ -282,6 +298,15 @@ func (q *natsQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, e
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	if q.spec.Publish != nil {
+		s.mu.Lock()
+		if op.Job == 1 {
+			s.original = op.Now
+		}
+		late := op.Job > 1 && op.Now.Sub(s.original) >= q.timing.duplicates
+		s.mu.Unlock()
+		return q.publishByCode(ctx, op, s, late)
+	}
 	msg := &nats.Msg{Subject: s.prefix + q.spec.Subject, Data: q.spec.Data, Header: nats.Header{}}
 	for k, v := range q.spec.Header {
 		msg.Header[k] = append([]string(nil), v...)
@@ -352,7 +377,7 @@ func (q *natsQueue) publish(ctx context.Context, s *scenario, msg *nats.Msg, lat
 			return ack, nil
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("the stream still refused Nats-Msg-Id %q %v after its duplicate window was shortened to %v", q.spec.MsgID, fetchWait, minDuplicates)
+			return nil, fmt.Errorf("the stream still refused Nats-Msg-Id %q %v after its duplicate window was shortened to %v", msg.Header.Get(jetstream.MsgIDHeader), fetchWait, minDuplicates)
 		}
 		if i%4 == 0 {
 			// The server restarts its purge timer on an update before

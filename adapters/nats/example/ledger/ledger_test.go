@@ -216,3 +216,68 @@ func TestSequenceInboxTrustsTheDuplicateWindow(t *testing.T) {
 	assert.NotEmpty(t, inside.Deliveries[1].NotDelivered, "the copy 1 minute later is inside the window: %s", inside.Schedule)
 	assert.Equal(t, result.NotIdempotent, past.Verdict, "the relay's copy 5 minutes later is a new message: %s", past.Schedule)
 }
+
+// The producer's own Publish runs for every copy, unchanged: with the
+// credit's own ID the stream drops its retries inside the window and the
+// inbox the rest, so the default matrix passes; a producer that stamps
+// the ID with the time of its publish sends its late retry (5s later)
+// under another ID, which neither the window nor the inbox knows.
+func TestProducersOwnPublish(t *testing.T) {
+	credit := ledger.Credit{Account: 7, Amount: 50}
+	job := func(name string, id func(now time.Time) string) harness.Job {
+		s := twicenats.Spec{Stream: ledger.Stream, Consumer: ledger.Consumer, Subject: ledger.Subject,
+			Publish: func(ctx context.Context, p twicenats.Publishing) error {
+				_, err := ledger.Publish(ctx, p.JetStream, id(p.Now()), credit)
+				return err
+			}}
+		return twicenats.Job(name, s, inbox)
+	}
+	res := run(t, job("credit-own-id", func(time.Time) string { return "credit-9812" }), cfg)
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.Contains(t, verdicts(res), faults.NameProducerRetryAfterDedup, "the copy past the window is tried, and the inbox knows its ID")
+
+	res = run(t, job("credit-stamped-id", func(now time.Time) string { return "credit-9812-" + now.Format(time.RFC3339) }), cfg)
+	assert.Contains(t, failed(res), faults.NameLateProducerRetry, "%s", res)
+	assert.NotContains(t, failed(res), faults.NameProducerRetry, "a retry at the same instant carries the same stamp: %s", res)
+}
+
+// The producer's code must publish one message to Spec.Subject, and
+// Spec's own message is then left empty.
+func TestPublishMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		spec    func(*twicenats.Spec)
+		publish func(context.Context, twicenats.Publishing) error
+		want    string
+	}{
+		{"data and code", func(s *twicenats.Spec) { s.Data = []byte(`{}`) }, func(context.Context, twicenats.Publishing) error { return nil },
+			"both Spec's Data, Header or MsgID and Spec.Publish say what is published"},
+		{"nothing published", nil, func(context.Context, twicenats.Publishing) error { return nil },
+			`publish 1 published no message to "ledger.credit"`},
+		{"async", nil, func(ctx context.Context, p twicenats.Publishing) error {
+			_, err := p.JetStream.PublishAsync(ledger.Subject, nil)
+			return err
+		}, "Publishing.JetStream takes synchronous publishes only"},
+		{"two", nil, func(ctx context.Context, p twicenats.Publishing) error {
+			for range 2 {
+				if _, err := p.JetStream.Publish(ctx, ledger.Subject, []byte(`{}`)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, `published 2 messages to "ledger.credit" in one call`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := twicenats.Spec{Stream: ledger.Stream, Consumer: ledger.Consumer, Subject: ledger.Subject, Publish: tc.publish}
+			if tc.spec != nil {
+				tc.spec(&s)
+			}
+			res, err := harness.Run(context.Background(), twicenats.Job("misuse", s, inbox), harness.Config{Setup: cfg.Setup, Faults: []faults.Fault{faults.ProducerRetry()}})
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
