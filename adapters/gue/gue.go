@@ -125,6 +125,7 @@ type options struct {
 	backoff gue.Backoff
 	poll    time.Duration
 	ttl     time.Duration
+	produce func(context.Context, Producing) error // Producer's
 }
 
 // Backoff is the client's backoff (gue.WithClientBackoff): how long after
@@ -211,13 +212,22 @@ func (q *gueQueue[T]) Schema() queue.Schema {
 }
 
 // Rules are gue's poll interval and job TTL, and its job table.
+//
+// gue has no unique jobs; the producer's own code (Producer) may find its
+// earlier enqueue and enqueue nothing, and stamps each enqueue with its
+// clock, so the copy after the producer's timeout is tried too
+// (Rules.Dedup -1: late-producer-retry in the default matrix).
 func (q *gueQueue[T]) Rules() queue.Rules {
-	return queue.Rules{
+	r := queue.Rules{
 		Redeliver:   q.opts.poll,
 		CancelAfter: q.opts.ttl,
 		JobTable:    "gue_jobs",
 		JobIDColumn: "job_id",
 	}
+	if q.opts.produce != nil {
+		r.Dedup = -1
+	}
+	return r
 }
 
 // args encodes the spec's arguments as gue's Job.Args.
@@ -234,6 +244,9 @@ func (q *gueQueue[T]) args() ([]byte, error) {
 // Enqueue inserts the job with gue's EnqueueTx, as the producer does. gue
 // has no unique jobs, so a producer's copy is a job of its own.
 func (q *gueQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
+	if q.opts.produce != nil {
+		return q.produce(ctx, op)
+	}
 	args, err := q.args()
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("encoding gue job %q args %+v: %w", q.spec.Type, q.spec.Args, err)

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vgarvardt/gue/v5"
+	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 )
 
 // Schema is the tables the WorkFuncs use.
@@ -19,6 +21,7 @@ CREATE TABLE accounts (id bigint PRIMARY KEY, points bigint NOT NULL);
 CREATE TABLE orders (id bigint PRIMARY KEY, account_id bigint NOT NULL REFERENCES accounts, points bigint NOT NULL);
 CREATE TABLE ledger (id bigserial PRIMARY KEY, order_id bigint NOT NULL, points bigint NOT NULL);
 CREATE TABLE awarded (order_id bigint PRIMARY KEY);
+CREATE TABLE reward_requests (order_id bigint PRIMARY KEY, requested_at timestamptz NOT NULL);
 INSERT INTO accounts VALUES (1, 120);
 INSERT INTO orders VALUES (9812, 1, 50);
 `
@@ -118,4 +121,26 @@ func WorkMap(pool *pgxpool.Pool, now func() time.Time) gue.WorkMap {
 		LedgerType:   Ledger{Pool: pool}.Work,
 		ReminderType: Reminder{Now: now}.Work,
 	}
+}
+
+// RequestReward is the order service's producer: in the caller's
+// transaction it records the order's reward request and enqueues the
+// reward job with it, so both commit or neither. A request retried by
+// its caller (a timeout, a redelivered webhook) enqueues again, unless
+// Once: then the request row, keyed by the order, is found and nothing is
+// enqueued.
+func RequestReward(ctx context.Context, tx pgx.Tx, gc *gue.Client, now time.Time, orderID int64, once bool) error {
+	tag, err := tx.Exec(ctx, `INSERT INTO reward_requests (order_id, requested_at) VALUES ($1, $2)
+		ON CONFLICT (order_id) DO UPDATE SET requested_at = excluded.requested_at WHERE NOT $3`, orderID, now, once)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return nil // requested before
+	}
+	args, err := json.Marshal(RewardArgs{OrderID: orderID})
+	if err != nil {
+		return err
+	}
+	return gc.EnqueueTx(ctx, &gue.Job{Type: RewardType, Args: args}, pgxv5.NewTx(tx))
 }

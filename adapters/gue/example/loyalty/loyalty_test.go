@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +238,96 @@ func TestDiscards(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `job "refused" failed on its clean reference run 1`)
 	assert.Contains(t, err.Error(), "payment provider down")
+}
+
+// The service's own RequestReward runs for every enqueue, in the
+// transaction it is given: enqueueing on every request, its retry is a
+// second job, awarded again by RewardPerJob; keyed by the order, the
+// retry finds the request and enqueues nothing, and RewardPerJob passes.
+func TestProducersOwnEnqueue(t *testing.T) {
+	job := func(once bool) harness.Job {
+		return twicegue.Job("reward-requested", twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.RewardType}, workFunc(loyalty.RewardPerJob),
+			twicegue.Producer(func(ctx context.Context, p twicegue.Producing) error {
+				return loyalty.RequestReward(ctx, p.Tx, p.Client, p.Now(), 9812, once)
+			}))
+	}
+	res := run(t, job(false), cfg)
+	assert.Subset(t, failedFaults(res), []faults.Name{faults.NameProducerRetry, faults.NameLateProducerRetry}, "%s", res)
+	res = run(t, job(true), cfg)
+	assert.True(t, res.Idempotent(), "%s", res)
+	var refused int
+	for _, s := range res.Scenarios {
+		for _, d := range s.Deliveries {
+			if strings.Contains(d.NotDelivered, "the producer's code enqueued no job of type") {
+				refused++
+			}
+		}
+	}
+	assert.Positive(t, refused, "the retries were refused by the producer itself: %s", res)
+}
+
+// The producer's code must enqueue one job of the Spec's type.
+func TestProducerMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		produce func(context.Context, twicegue.Producing) error
+		want    string
+	}{
+		{"nothing", func(context.Context, twicegue.Producing) error { return nil }, `enqueue 1 enqueued no job of type "reward_order"`},
+		{"another type", func(ctx context.Context, p twicegue.Producing) error {
+			return p.Client.Enqueue(ctx, &gue.Job{Type: loyalty.LedgerType})
+		}, `enqueued no job of type "reward_order" (it enqueued ["ledger_order"])`},
+		{"two", func(ctx context.Context, p twicegue.Producing) error {
+			return p.Client.EnqueueBatch(ctx, []*gue.Job{{Type: loyalty.RewardType}, {Type: loyalty.RewardType}})
+		}, `enqueued 2 jobs of type "reward_order" in one call`},
+		{"an error", func(context.Context, twicegue.Producing) error { return errors.New("db down") }, "enqueue 1 returned: db down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := twicegue.Job("reward", twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.RewardType}, workFunc(loyalty.Reward), twicegue.Producer(tc.produce))
+			res, err := harness.Run(context.Background(), job, harness.Config{Setup: cfg.Setup, Faults: []faults.Fault{faults.ProducerRetry()}})
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}
+
+// A producer that schedules with the wall clock (time.Now().Add, or no
+// RunAt, which gue stamps with time.Now()) is due as far from its
+// enqueue on the harness clock.
+func TestProducersWallClockRunAt(t *testing.T) {
+	for _, wait := range []time.Duration{0, time.Hour} {
+		var mu sync.Mutex
+		var enqueued, delivered time.Time
+		job := twicegue.Job("reward-later", twicegue.Spec[loyalty.RewardArgs]{Type: loyalty.RewardType},
+			func(d *harness.Delivery) gue.WorkFunc {
+				return func(context.Context, *gue.Job) error {
+					mu.Lock()
+					defer mu.Unlock()
+					if delivered.IsZero() {
+						delivered = d.Now()
+					}
+					return nil
+				}
+			},
+			twicegue.Producer(func(ctx context.Context, p twicegue.Producing) error {
+				mu.Lock()
+				if enqueued.IsZero() {
+					enqueued = p.Now()
+				}
+				mu.Unlock()
+				j := &gue.Job{Type: loyalty.RewardType, Args: []byte(`{"order_id":9812}`)}
+				if wait > 0 {
+					j.RunAt = time.Now().Add(wait)
+				}
+				return p.Client.Enqueue(ctx, j)
+			}))
+		res := run(t, job, harness.Config{Setup: cfg.Setup, Faults: []faults.Fault{faults.RunTwice()}})
+		require.NotEmpty(t, res.Scenarios)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.InDelta(t, wait.Seconds(), delivered.Sub(enqueued).Seconds(), 1, "due %v after the enqueue on the harness clock", wait)
+	}
 }
