@@ -123,6 +123,7 @@ type options struct {
 	redeliver  time.Duration
 	middleware []asynq.MiddlewareFunc
 	copyTask   func(n int, now time.Time) *asynq.Task
+	produce    func(context.Context, Producing) error // Producer's
 }
 
 // Enqueue are the options the producer enqueues the task with, after
@@ -190,6 +191,9 @@ func Job(name string, task *asynq.Task, newHandler func(d *harness.Delivery) asy
 	q.msg, q.err = compose(name, task, o.enqueue)
 	if q.err == nil && newHandler == nil {
 		q.err = fmt.Errorf("twiceasynq: job %q: newHandler is nil", name)
+	}
+	if q.err == nil && o.copyTask != nil && o.produce != nil {
+		q.err = fmt.Errorf("twiceasynq: job %q: both Copies and Producer say how the task is enqueued; pass Producer alone, whose code builds each copy", name)
 	}
 	return harness.Job{
 		Name:    name,
@@ -299,7 +303,7 @@ func (q *asynqQueue) Rules() queue.Rules {
 		r.Dedup = q.msg.uniqueTTL
 	case q.msg.taskID != "" && q.msg.retention > 0:
 		r.Dedup = q.msg.retention // held while retained, once completed
-	case q.msg.taskID != "":
+	case q.msg.taskID != "", q.opts.produce != nil:
 		r.Dedup = -1
 	}
 	return r

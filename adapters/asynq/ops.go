@@ -31,6 +31,9 @@ func (q *asynqQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	if err != nil {
 		return queue.Enqueued{}, err
 	}
+	if q.opts.produce != nil {
+		return q.produce(ctx, op, s)
+	}
 	task, m := q.task, q.msg
 	if op.Job > 1 && q.opts.copyTask != nil {
 		task = q.opts.copyTask(op.Job, op.Now)
@@ -59,6 +62,13 @@ func (q *asynqQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 	case err != nil:
 		return queue.Enqueued{}, fmt.Errorf("asynq's client: %w", err)
 	}
+	return s.enqueued(ctx, op, info, task, m, wall)
+}
+
+// enqueued keeps what asynq does not of a task asynq's client took at
+// wall on the wall clock: when it is due and when its Unique lock ends on
+// the harness clock, and its retention.
+func (s *scenario) enqueued(ctx context.Context, op queue.Op, info *asynq.TaskInfo, task *asynq.Task, m message, wall time.Time) (queue.Enqueued, error) {
 	var delay time.Duration
 	if info.State == asynq.TaskStateScheduled {
 		delay = m.processIn
@@ -66,7 +76,7 @@ func (q *asynqQueue) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued, 
 			delay = m.processAt.Sub(wall).Round(time.Second)
 		}
 	}
-	ts := &taskState{queue: info.Queue}
+	ts := &taskState{queue: info.Queue, retention: m.retention}
 	if delay > 0 {
 		ts.dueAt = op.Now.Add(delay)
 	}
@@ -335,9 +345,9 @@ func (q *asynqQueue) settle(ctx context.Context, op queue.Op, herr error) (queue
 	case got == nil && errors.Is(herr, asynq.RevokeTask):
 		return queue.Settled{Outcome: queue.Cancelled, Detail: "asynq.RevokeTask"}, nil
 	case got == nil || got.State == asynq.TaskStateCompleted:
-		if got != nil && q.msg.retention > 0 {
+		if got != nil && ts.retention > 0 {
 			s.mu.Lock()
-			ts.retainedUntil = op.Now.Add(q.msg.retention)
+			ts.retainedUntil = op.Now.Add(ts.retention)
 			s.mu.Unlock()
 		}
 		return queue.Settled{Outcome: queue.Completed}, nil

@@ -58,6 +58,8 @@ type taskState struct {
 	// retainedUntil is when a task completed with Retention leaves
 	// Redis on the harness clock (zero: not retained).
 	retainedUntil time.Time
+	// retention is the task's Retention, as it was enqueued.
+	retention time.Duration
 }
 
 // worker is one asynq.Server, as one worker process: its Redis client

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/jackc/pgx/v5"
@@ -96,4 +97,22 @@ func NewMux(pool *pgxpool.Pool) *asynq.ServeMux {
 	mux := asynq.NewServeMux()
 	mux.Handle(TypeReward, &RewardHandler{Pool: pool})
 	return mux
+}
+
+// EnqueueReward is the checkout's producer: it enqueues the order's
+// reward task. Without keyed, asynq gives each enqueue a new random task
+// ID, so a checkout that retries its enqueue (a timeout) makes a second
+// task, which RewardHandler awards again. With keyed, the task ID is the
+// order's, kept a day after completion: asynq refuses the retry, and the
+// checkout takes the refusal as done.
+func EnqueueReward(ctx context.Context, c *asynq.Client, orderID int64, keyed bool) error {
+	var opts []asynq.Option
+	if keyed {
+		opts = append(opts, asynq.TaskID(fmt.Sprintf("reward-%d", orderID)), asynq.Retention(24*time.Hour))
+	}
+	_, err := c.EnqueueContext(ctx, NewRewardTask(orderID), opts...)
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
+		return nil // enqueued before
+	}
+	return err
 }

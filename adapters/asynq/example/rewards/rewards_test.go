@@ -348,3 +348,82 @@ func TestRewardConcurrentDeliveryRunsOneOrder(t *testing.T) {
 	assert.Equal(t, 1, red.Orders)
 	assert.Positive(t, red.Refused)
 }
+
+// The checkout's own EnqueueReward runs for every enqueue, at the copy's
+// time: with asynq's random task IDs its retry is a second task, which
+// the handler (idempotent by task ID) awards again; keyed by the order,
+// asynq refuses the retry and the check passes.
+func TestProducersOwnEnqueue(t *testing.T) {
+	job := func(keyed bool) harness.Job {
+		return twiceasynq.Job("reward-checkout", rewards.NewRewardTask(9812), reward,
+			twiceasynq.Producer(func(ctx context.Context, p twiceasynq.Producing) error {
+				return rewards.EnqueueReward(ctx, p.Client, 9812, keyed)
+			}))
+	}
+	res := run(t, job(false), cfg)
+	var found []faults.Name
+	for _, s := range res.Failed() {
+		found = append(found, s.Fault)
+	}
+	assert.Contains(t, found, faults.NameProducerRetry, "%s", res)
+	res = run(t, job(true), cfg)
+	assert.True(t, res.Idempotent(), "%s", res)
+	var refused int
+	for _, s := range res.Scenarios {
+		for _, d := range s.Deliveries {
+			if strings.Contains(d.NotDelivered, "task ID conflicts") || strings.Contains(d.NotDelivered, "enqueued no task") {
+				refused++
+			}
+		}
+	}
+	assert.Positive(t, refused, "asynq or the checkout refused the retries: %s", res)
+
+	// The code's own Retention(24h) runs on the harness clock: a copy an
+	// hour later is refused, one 25 hours later is a new task under the
+	// same ID, which the handler's processed_tasks row skips.
+	later := cfg
+	later.Faults = []faults.Fault{faults.ProducerCopyAt(time.Hour), faults.ProducerCopyAt(25 * time.Hour)}
+	res = run(t, job(true), later)
+	require.Len(t, res.Scenarios, 2, "%s", res)
+	for i, delivered := range []bool{false, true} {
+		sc := res.Scenarios[i]
+		assert.Equal(t, result.Idempotent, sc.Verdict, "%s", sc.Schedule)
+		require.Len(t, sc.Deliveries, 2, "%s", sc.Schedule)
+		assert.Equal(t, delivered, sc.Deliveries[1].NotDelivered == "", "%s: %s", sc.Schedule, sc.Deliveries[1].NotDelivered)
+	}
+}
+
+// The producer's code must enqueue one task of the Job's type.
+func TestProducerMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		produce func(context.Context, twiceasynq.Producing) error
+		want    string
+	}{
+		{"nothing", func(context.Context, twiceasynq.Producing) error { return nil }, `enqueue 1 enqueued no task of type "reward:order"`},
+		{"another type", func(ctx context.Context, p twiceasynq.Producing) error {
+			_, err := p.Client.EnqueueContext(ctx, asynq.NewTask("ledger:order", nil))
+			return err
+		}, `enqueued no task of type "reward:order" (it enqueued ["ledger:order"])`},
+		{"another queue", func(ctx context.Context, p twiceasynq.Producing) error {
+			_, err := p.Client.EnqueueContext(ctx, rewards.NewRewardTask(9812), asynq.Queue("critical"))
+			return err
+		}, `enqueued into queue "critical", but Job's task names queue "default"`},
+		{"an error", func(context.Context, twiceasynq.Producing) error { return fmt.Errorf("redis down") }, "enqueue 1 returned: redis down"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward, twiceasynq.Producer(tc.produce))
+			res, err := harness.Run(context.Background(), job, harness.Config{Setup: cfg.Setup, Faults: []faults.Fault{faults.ProducerRetry()}})
+			if res != nil {
+				t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+	_, err := harness.Run(context.Background(), twiceasynq.Job("reward", rewards.NewRewardTask(9812), reward,
+		twiceasynq.Producer(func(context.Context, twiceasynq.Producing) error { return nil }),
+		twiceasynq.Copies(func(int, time.Time) *asynq.Task { return nil })), cfg)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "both Copies and Producer say how the task is enqueued")
+}
