@@ -178,7 +178,12 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	plan = faults.Plan{Steps: steps1, VisibilityTimeout: r.visibilityTimeout(),
 		OneDeliveryAtATime: rules.OneDeliveryAtATime, Dedup: rules.Dedup, ProducerRetriesWithin: cfg.ProducerRetriesWithin, ProducerTimeout: cfg.ProducerTimeout, QueueStatements: job.Queue != nil,
 		StepTimes: cfg.StepTimes}
-	res.Overlap = plan.Overlap()
+	for _, f := range cfg.faults() {
+		if f.Name() == faults.NameVisibilityTimeout {
+			// Where the pause falls is visibility-timeout's alone.
+			res.Overlap = plan.Overlap()
+		}
+	}
 	return r, res, plan, nil
 }
 

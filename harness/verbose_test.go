@@ -144,9 +144,21 @@ func TestVerboseStepTimes(t *testing.T) {
 		}
 	}
 
+	// Without visibility-timeout among the faults, step times place no
+	// pause: no line, no Overlap.
+	rec := recordtb.New(t)
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.RunTwice()}
+	cfg.StepTimes = []faults.StepTime{{Match: `^UPDATE counters`, Takes: time.Minute}}
+	var res *harness.Result
+	rec.Run(func(tb testing.TB) { res = harness.Check(tb, job, cfg) })
+	require.Empty(t, rec.Errors())
+	assert.NotContains(t, rec.Logs(), "visibility-timeout")
+	assert.Nil(t, res.Overlap)
+
 	// The fault alone, with no overlap, would check nothing: an error
 	// that says why.
-	cfg := counterConfig()
+	cfg = counterConfig()
 	cfg.Faults = []faults.Fault{faults.VisibilityTimeout()}
 	cfg.StepTimes = []faults.StepTime{{Match: `^UPDATE counters`, Takes: time.Millisecond}}
 	_, err := harness.Run(t.Context(), job, cfg)

@@ -162,12 +162,12 @@ func (h hooks) OnPollStart(ctx context.Context) {
 
 // serve runs the loop it is handed, once; a consumer that is never
 // handed one ends with its client.
-func (c *loopConsumer) serve(closing <-chan struct{}) {
+func (c *loopConsumer) serve() {
 	defer close(c.done)
 	select {
 	case run := <-c.start:
 		c.err = run()
-	case <-closing:
+	case <-c.closing:
 	}
 }
 
@@ -291,7 +291,7 @@ func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64)
 	c := &loopConsumer{crash: crash, topic: s.topic, partition: partition, offset: offset,
 		handed: make(chan struct{}), back: make(chan struct{}), closing: make(chan struct{}),
 		start: make(chan func() error, 1), done: make(chan struct{})}
-	go c.serve(c.closing)
+	go c.serve()
 	opts := append(slices.Clone(q.loop.opts), s.base...)
 	// The topics the loop produces to exist in production; on the fresh
 	// cluster its first record creates each.

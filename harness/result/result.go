@@ -162,7 +162,8 @@ type Result struct {
 	// schedules it left out and whether it had to run them after all.
 	Reductions []Reduction `json:",omitempty"`
 	// Overlap is, when the job's step times were declared
-	// (harness.Config.StepTimes), where its first delivery is when the
+	// (harness.Config.StepTimes) and visibility-timeout is among the
+	// check's faults, where its first delivery is when the
 	// queue gives up on it: the only step visibility-timeout pauses it
 	// at, or none when it has returned by then. nil when they were not
 	// declared, and visibility-timeout pauses it at every step.
