@@ -45,9 +45,12 @@
 //     producer's timeout.
 //   - redrive: a person resets the group's offset to the record's (kadm's
 //     CommitOffsets, with the group empty), and a consumer polls it again.
-//   - effect faults: records the handler produces through Outbox are
-//     effects, each a step: a crash falls just before one or right after
-//     the broker took it, and a record produced twice is a duplicate.
+//   - effect faults: records the handler produces, through Outbox or on
+//     the client it was given (seen where the in-process cluster takes
+//     them), are effects, each a step: a crash falls just before one or
+//     right after the broker took it, and a record produced twice is a
+//     duplicate. A record produced inside a Kafka transaction
+//     (CommitTransactional) is not: its fate is the transaction's.
 //
 // How the offset is committed is CommitMode's: after the handler returned
 // nil (CommitRecords, the default), by the handler itself
@@ -253,6 +256,9 @@ type scenario struct {
 	all  []*consumer // every consumer made, closed with the cluster
 	// loops and allLoops are LoopJob's consumers, as open and all.
 	loops, allLoops []*loopConsumer
+	// runners are every consumer made, in order: what watchProduces
+	// attributes a produced record to.
+	runners []runner
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -263,6 +269,16 @@ type consumer struct {
 
 	sess *kgo.GroupTransactSession // CommitTransactional's
 	poll func(context.Context) kgo.Fetches
+
+	// mu guards what watchProduces reads: the delivery whose handler
+	// runs on the consumer, its context, and its Outbox sends in flight.
+	mu      sync.Mutex
+	d       *harness.Delivery
+	ctx     context.Context
+	running bool
+	outbox  int
+
+	pid int64 // the client's ProducerID (clientPID)
 
 	left, closed atomic.Bool
 }
@@ -324,9 +340,7 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
 	s := &scenario{db: db, cluster: c, base: base, producer: p, seen: seen, topic: q.rec.Topic, group: q.opts.group}
-	if q.loop != nil {
-		s.watchProduces(c)
-	}
+	s.watchProduces(c)
 	return s, nil
 }
 
@@ -358,7 +372,7 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 func (s *scenario) close() {
 	s.mu.Lock()
 	all, loops := s.all, s.allLoops
-	s.open, s.all, s.loops, s.allLoops = nil, nil, nil, nil
+	s.open, s.all, s.loops, s.allLoops, s.runners = nil, nil, nil, nil, nil
 	s.mu.Unlock()
 	for _, c := range all {
 		c.close()
@@ -585,6 +599,7 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	s.mu.Lock()
 	s.open = append(s.open, c)
 	s.all = append(s.all, c)
+	s.runners = append(s.runners, c)
 	s.mu.Unlock()
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
@@ -603,7 +618,7 @@ func (q *kafkaQueue) newConsumer(s *scenario) (*consumer, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &consumer{Client: cl, poll: func(ctx context.Context) kgo.Fetches { return cl.PollRecords(ctx, 1) }}, nil
+		return &consumer{Client: cl, pid: s.pidOf(cl), poll: func(ctx context.Context) kgo.Fetches { return cl.PollRecords(ctx, 1) }}, nil
 	}
 	sess, err := kgo.NewGroupTransactSession(append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d", s.group, txnSeq.Add(1))),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))...)
@@ -612,7 +627,7 @@ func (q *kafkaQueue) newConsumer(s *scenario) (*consumer, error) {
 	}
 	// One record a poll: the session's End commits every record polled,
 	// and the delivery handles one.
-	return &consumer{Client: sess.Client(), sess: sess, poll: func(ctx context.Context) kgo.Fetches { return sess.PollRecords(ctx, 1) }}, nil
+	return &consumer{Client: sess.Client(), sess: sess, pid: s.pidOf(sess.Client()), poll: func(ctx context.Context) kgo.Fetches { return sess.PollRecords(ctx, 1) }}, nil
 }
 
 // pollFor polls until the record at offset comes; the records before it
@@ -652,6 +667,14 @@ func (q *kafkaQueue) handle(ctx context.Context, d *harness.Delivery, newHandler
 	if h == nil {
 		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newHandler returned a nil Handler", q.name, d.Attempt, d.JobID)
 	}
+	c.mu.Lock()
+	c.d, c.ctx, c.running = d, ctx, true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+	}()
 	return h(ctx, c.Record)
 }
 

@@ -71,9 +71,11 @@ type Loop func(ctx context.Context, cl *kgo.Client) error
 // (payload as Outbox's), seen where the broker takes it, and a step: a
 // crash just before it leaves the broker without it, one right after
 // leaves it there. The loop's client may create the topics it produces
-// to (kgo.AllowAutoTopicCreation), as they exist in production. While two
-// loops run (a rebalance moved the partition from one still handling its
-// record), a record is the later one's.
+// to (kgo.AllowAutoTopicCreation), as they exist in production. A record
+// is the delivery's whose client sent it (by its ProducerID); one from a
+// client the loop made itself is the delivery's that runs then, and no
+// one's while two run (a rebalance moved the partition from one still
+// handling its record).
 func LoopJob(name string, rec Record, clientOpts []kgo.Opt, newLoop func(d *harness.Delivery) Loop, opts ...Option) harness.Job {
 	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
 	for _, opt := range opts {
@@ -127,6 +129,8 @@ type loopConsumer struct {
 	ctx context.Context
 
 	returned, acked, killed, closed atomic.Bool
+
+	pid int64 // the client's ProducerID (clientPID)
 }
 
 // hooks are the client's hooks that tell the delivery where the loop is.
@@ -280,6 +284,7 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 	s.mu.Lock()
 	s.loops = append(s.loops, c)
 	s.allLoops = append(s.allLoops, c)
+	s.runners = append(s.runners, c)
 	s.mu.Unlock()
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
@@ -303,6 +308,7 @@ func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64)
 		return nil, fmt.Errorf("twicekafka: job %q: a client from the consumer's options: %w", q.name, err)
 	}
 	c.cl = cl
+	c.pid = clientPID(cl)
 	group, _ := cl.OptValue(kgo.ConsumerGroup).(string)
 	topics, _ := cl.OptValue(kgo.ConsumeTopics).([]string)
 	switch {

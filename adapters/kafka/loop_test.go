@@ -95,3 +95,37 @@ func TestProduceMisuse(t *testing.T) {
 		})
 	}
 }
+
+// A per-record handler's own produce, on the client it was given, is an
+// effect seen at the broker; one through Outbox is that one effect, not
+// two.
+func TestJobProducesAreEffects(t *testing.T) {
+	rec := twicekafka.Record{Topic: "orders", Key: []byte("order-1"), Value: []byte(`{"id":1}`)}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE t (n int)`)}, Faults: []faults.Fault{faults.ProducerRetry()}}
+	receipt := &kgo.Record{Topic: "receipts", Key: []byte("order-1"), Value: []byte("sent")}
+	for _, tc := range []struct {
+		name   string
+		outbox bool
+	}{{"plain client", false}, {"outbox", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := twicekafka.Job("receipt", rec, func(d *harness.Delivery, cl *kgo.Client) twicekafka.Handler {
+				var out twicekafka.Producer = cl
+				if tc.outbox {
+					out = twicekafka.Outbox(d, cl)
+				}
+				return func(ctx context.Context, _ *kgo.Record) error {
+					r := *receipt
+					return out.ProduceSync(ctx, &r).FirstErr()
+				}
+			})
+			res, err := harness.Run(t.Context(), job, cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			require.Len(t, res.ReferenceEffects, 1, "%s", res)
+			assert.Equal(t, "kafka:receipts", res.ReferenceEffects[0].Kind)
+			require.Len(t, res.Scenarios, 1)
+			assert.Len(t, res.Scenarios[0].Effects, 2, "each copy's handler sends the receipt once: %s", res)
+			assert.False(t, res.Idempotent(), "the producer's copy sends the receipt again: %s", res)
+		})
+	}
+}

@@ -39,6 +39,17 @@ type OutboxRecord struct {
 }
 
 func (o outbox) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
+	if c, ok := o.queued().(*consumer); ok && c != nil {
+		// The broker sees the send too: it is this effect, not another.
+		c.mu.Lock()
+		c.outbox++
+		c.mu.Unlock()
+		defer func() {
+			c.mu.Lock()
+			c.outbox--
+			c.mu.Unlock()
+		}()
+	}
 	out := make(kgo.ProduceResults, 0, len(rs))
 	for _, r := range rs {
 		var res kgo.ProduceResult
@@ -54,4 +65,12 @@ func (o outbox) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceR
 		out = append(out, res)
 	}
 	return out
+}
+
+// queued is the delivery's queued job, nil without a delivery.
+func (o outbox) queued() any {
+	if o.d == nil {
+		return nil
+	}
+	return o.d.Queued
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/runtwice/twice/harness"
 )
 
 // produced is one record of a Produce request, as the broker read it.
@@ -16,10 +18,14 @@ type produced struct {
 	topic      string
 	key, value []byte
 	producerID int64 // its batch's
+	// transactional is a record of a Kafka transaction, whose fate is
+	// the transaction's: not an effect when produced.
+	transactional bool
 }
 
 // watchProduces makes every record produced to the scenario's cluster
-// while a LoopJob delivery's loop runs an effect of that delivery, seen
+// while a delivery's handler or loop runs an effect of that delivery (by
+// the ProducerID of the client that sent it: see producerOf), seen
 // where the broker takes it: a Produce request, from whatever client,
 // waits (SleepControl, so the cluster serves every other connection
 // meanwhile) while each of its records is a step of the delivery, and is
@@ -27,7 +33,8 @@ type produced struct {
 // dead, or an effect fault refuses it) closes the request's connection
 // unanswered, as a broker that never got it; kgo retries it on a new one
 // until the dead worker's client is gone. The harness's own copies of the
-// job's record are not effects.
+// job's record are not effects, nor are the records an Outbox records
+// itself.
 func (s *scenario) watchProduces(c *kfake.Cluster) {
 	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
@@ -54,19 +61,20 @@ func (s *scenario) watchProduces(c *kfake.Cluster) {
 	})
 }
 
-// recordProduced records recs as effects of the delivery whose loop is
-// running; nil lets the broker take them.
+// recordProduced records recs as effects of the delivery whose handler
+// or loop is running; nil lets the broker take them.
 func (s *scenario) recordProduced(recs []produced) error {
-	lc := s.running()
-	if lc == nil {
-		return nil
-	}
-	lc.mu.Lock()
-	d, ctx := lc.d, lc.ctx
-	lc.mu.Unlock()
 	for _, r := range recs {
-		if s.ownProducer.Load() == r.producerID+1 {
-			continue // a copy of the job's record, from the harness's producer
+		if s.ownProducer.Load() == r.producerID+1 || r.transactional {
+			// A copy of the job's record, from the harness's producer;
+			// or a record in a transaction, which commits or aborts with
+			// the delivery's ack (CommitTransactional).
+			continue
+		}
+		d, ctx, outbox := s.producerOf(r.producerID)
+		if d == nil || outbox {
+			// No delivery runs, or its Outbox records what it sends itself.
+			continue
 		}
 		called := false
 		err := d.Effect(ctx, "kafka:"+r.topic, "", OutboxRecord{Key: string(r.key), Value: string(r.value)},
@@ -81,24 +89,97 @@ func (s *scenario) recordProduced(recs []produced) error {
 	return nil
 }
 
-// running is the LoopJob consumer whose loop runs now: handed its record
-// and not done with it. While two run (a rebalance moved the partition
-// from a consumer still in its handler), it is the later one.
-func (s *scenario) running() *loopConsumer {
+// runner is a delivery's consumer, as watchProduces sees it.
+type runner interface {
+	// runningFor is the delivery whose handler or loop runs on the
+	// consumer now, and its context; nil when none does. outbox says the
+	// handler is inside an Outbox send, which records itself.
+	runningFor() (d *harness.Delivery, ctx context.Context, outbox bool)
+	// producerID is the ProducerID of the consumer's client, the one its
+	// record batches carry; -1 when it has none.
+	producerID() int64
+}
+
+// producerOf is the delivery a record from producer pid is an effect
+// of: the one whose client sent it, when that client is a delivery's and
+// its handler or loop runs; for a client of the handler's own (pid no
+// delivery's client has), the one delivery that runs now, and none while
+// two run, whose records cannot be told apart.
+func (s *scenario) producerOf(pid int64) (*harness.Delivery, context.Context, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := len(s.allLoops) - 1; i >= 0; i-- {
-		c := s.allLoops[i]
-		select {
-		case <-c.handed:
-		default:
-			continue
-		}
-		if !c.returned.Load() && !c.killed.Load() && !c.closed.Load() {
-			return c
+	if pid >= 0 {
+		for _, r := range s.runners {
+			if r.producerID() == pid {
+				return r.runningFor()
+			}
 		}
 	}
-	return nil
+	var d *harness.Delivery
+	var ctx context.Context
+	var outbox bool
+	for _, r := range s.runners {
+		if rd, rctx, rout := r.runningFor(); rd != nil {
+			if d != nil {
+				return nil, nil, false
+			}
+			d, ctx, outbox = rd, rctx, rout
+		}
+	}
+	return d, ctx, outbox
+}
+
+// pidOf is the ProducerID of a delivery's client on the scenario's kfake
+// cluster, whose produces watchProduces sees; -1 on the user's brokers.
+func (s *scenario) pidOf(cl *kgo.Client) int64 {
+	if s.cluster == nil {
+		return -1
+	}
+	return clientPID(cl)
+}
+
+// clientPID is cl's ProducerID, -1 when it has none (idempotent writes
+// disabled) or it could not be had.
+func clientPID(cl *kgo.Client) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
+	defer cancel()
+	id, _, err := cl.ProducerID(ctx)
+	if err != nil || id < 0 {
+		return -1
+	}
+	return id
+}
+
+// producerID is the loop's client's.
+func (c *loopConsumer) producerID() int64 { return c.pid }
+
+// producerID is the handler's client's.
+func (c *consumer) producerID() int64 { return c.pid }
+
+// runningFor is the loop's delivery while the loop holds its record:
+// handed it and not done with it.
+func (c *loopConsumer) runningFor() (*harness.Delivery, context.Context, bool) {
+	select {
+	case <-c.handed:
+	default:
+		return nil, nil, false
+	}
+	if c.returned.Load() || c.killed.Load() || c.closed.Load() {
+		return nil, nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.d, c.ctx, false
+}
+
+// runningFor is the handler's delivery while the handler runs.
+func (c *consumer) runningFor() (*harness.Delivery, context.Context, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running {
+		return nil, nil, false
+	}
+	return c.d, c.ctx, c.outbox > 0
 }
 
 var decompressor = kgo.DefaultDecompressor()
@@ -139,7 +220,7 @@ func producedRecords(pr *kmsg.ProduceRequest, topicOf func([16]byte) string) ([]
 						return nil, err
 					}
 					recs = recs[w+int(l):]
-					out = append(out, produced{topic: t.Topic, key: r.Key, value: r.Value, producerID: b.ProducerID})
+					out = append(out, produced{topic: t.Topic, key: r.Key, value: r.Value, producerID: b.ProducerID, transactional: b.Attributes&0x10 != 0})
 				}
 			}
 		}
