@@ -81,6 +81,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -222,6 +223,8 @@ type kafkaQueue struct {
 	opts options
 	loop *loopSpec // LoopJob's; nil for Job
 
+	reader *readerSpec // ReaderJob's; nil for Job
+
 	mu        sync.Mutex
 	scenarios map[string]*scenario // database name -> its cluster
 }
@@ -243,6 +246,11 @@ type scenario struct {
 	all  []*consumer // every consumer made, closed with the cluster
 	// loops and allLoops are LoopJob's consumers, as open and all.
 	loops, allLoops []*loopConsumer
+	// readers and allReaders are ReaderJob's, as open and all.
+	readers, allReaders []*readerConsumer
+	// dial reaches the kfake cluster's in-memory network; nil on the
+	// user's brokers.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -290,6 +298,9 @@ const BrokersEnv = "TWICE_KAFKA_BROKERS"
 // group of its own on the brokers BrokersEnv names.
 func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, error) {
 	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		if q.reader != nil {
+			return nil, fmt.Errorf("%s is set, but ReaderJob runs on an in-process kfake cluster only (the Reader's config names its topic and group, which scenarios on shared brokers cannot share); unset it for this check", BrokersEnv)
+		}
 		if q.loop != nil {
 			// The loop's options name its topic and group; on shared
 			// brokers each scenario needs its own.
@@ -310,7 +321,7 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	return &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}, nil
+	return &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group, dial: vn.DialContext}, nil
 }
 
 // remoteScenario makes the scenario's topic (one partition) and names its
@@ -339,9 +350,13 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 
 func (s *scenario) close() {
 	s.mu.Lock()
-	all, loops := s.all, s.allLoops
-	s.open, s.all, s.loops, s.allLoops = nil, nil, nil, nil
+	all, loops, readers := s.all, s.allLoops, s.allReaders
+	s.open, s.all, s.loops, s.allLoops, s.readers, s.allReaders = nil, nil, nil, nil, nil, nil
 	s.mu.Unlock()
+	for _, c := range readers {
+		c.kill()
+		_ = c.wait()
+	}
 	for _, c := range all {
 		c.close()
 	}
@@ -373,10 +388,10 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // Rules are the group's session timeout; Kafka keeps nothing in
 // PostgreSQL and refuses no copy of a record.
 //
-// A LoopJob's group hands its partition to one consumer at a time
+// A LoopJob's or ReaderJob's group hands its partition to one consumer at a time
 // (queue.Rules.OneDeliveryAtATime).
 func (q *kafkaQueue) Rules() queue.Rules {
-	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.reader != nil}
 }
 
 // scenarioOf finds the scenario op runs in.
@@ -506,6 +521,9 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	}
 	if q.loop != nil {
 		return q.fetchLoop(ctx, op, s, partition, offset)
+	}
+	if q.reader != nil {
+		return q.fetchReader(ctx, op, s, partition, offset)
 	}
 	s.mu.Lock()
 	open := s.open
@@ -639,6 +657,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.ackLoop(ctx, op, lc)
 	}
+	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
+		return q.ackReader(ctx, op, rc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
@@ -669,6 +690,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.nackLoop(lc)
+	}
+	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
+		return q.nackReader(rc)
 	}
 	c, err := consumerOf(op)
 	if err != nil {
