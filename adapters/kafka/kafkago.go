@@ -208,18 +208,21 @@ func (c *readerConsumer) kill() {
 	c.end()
 }
 
-// leave is a live worker losing the partition: its Reader closes as
-// kafka-go's Close does (pending commits, LeaveGroup). A loop done with
-// its record ends; one still handling it goes on, and finds its
-// CommitMessages refused.
+// leave is a live worker losing the partition. One done with its record
+// (a lost ack's) closes its Reader as kafka-go's Close does: it commits
+// what the loop passed to CommitMessages and leaves the group. One still
+// handling its record is evicted, as the coordinator evicts a member
+// whose session ran out: its connections are cut, so its CommitMessages
+// fails and commits nothing, and the loop goes on until it returns.
 func (c *readerConsumer) leave() {
 	if c.killed.Load() {
 		return
 	}
-	c.closeReader()
 	if c.returned.Load() {
 		c.end()
+		return
 	}
+	c.conns.cut()
 }
 
 // end stops the loop and closes the Reader, once; gone is closed when the
@@ -286,6 +289,9 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 			c.kill()
 		} else {
 			c.leave()
+		}
+		if !c.closed.Load() {
+			continue // evicted: it ends with its loop
 		}
 		if err := c.wait(); err != nil {
 			return queue.Fetched{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,10 @@ import (
 
 var record = twicekafka.Record{Topic: readerledger.Topic, Key: []byte("pay-1"), Value: []byte(`{"payment_id":"pay-1","account":7,"amount":50}`)}
 
-var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(readerledger.Schema)}}
+// cfg bounds each delivery by 5s: a loop evicted while it handles its
+// message can wait in kafka-go's CommitMessages until its context ends
+// (see ReaderJob), and its verdict does not need the default 30s.
+var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(readerledger.Schema)}, DeliveryTimeout: 5 * time.Second}
 
 func readerJob(name string, loop func(readerledger.Consumer) twicekafka.ReaderLoop) harness.Job {
 	return twicekafka.ReaderJob(name, record, readerledger.Config(), func(d *harness.Delivery) twicekafka.ReaderLoop {
