@@ -3,6 +3,7 @@ package twicekafka_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 	"github.com/stretchr/testify/assert"
@@ -50,6 +51,56 @@ func TestReaderJobMisuse(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// creditLoop fetches each message, inserts a row for it with no dedup,
+// then passes it to CommitMessages.
+func creditLoop(d *harness.Delivery) twicekafka.ReaderLoop {
+	return func(ctx context.Context, r *kafka.Reader) error {
+		for {
+			m, err := r.FetchMessage(ctx)
+			if err != nil {
+				return nil
+			}
+			if _, err := d.DB.Exec(ctx, `INSERT INTO credits (payment) VALUES ($1)`, string(m.Key)); err != nil {
+				return err
+			}
+			if err := r.CommitMessages(ctx, m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// The ack is what kafka-go commits: with synchronous commits the loop's
+// CommitMessages is done before the loop asks for the next message, so a
+// crash before the ack redelivers nothing; with CommitInterval the
+// offset waits for the committer's tick, so a crash before it credits
+// twice, while an ack flushes it and the record is not handed out again.
+func TestReaderJobAckIsKafkaGoCommit(t *testing.T) {
+	rec := twicekafka.Record{Topic: "payments", Key: []byte("pay-1"), Value: []byte(`{}`)}
+	cfg := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE credits (id serial PRIMARY KEY, payment text NOT NULL)`)},
+		Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck()}}
+	for _, tt := range []struct {
+		name     string
+		interval time.Duration
+		want     []faults.Name
+	}{
+		{"synchronous", 0, nil},
+		{"interval", time.Hour, []faults.Name{faults.NameCrashBeforeAck}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rc := kafka.ReaderConfig{GroupID: "credits", Topic: "payments", CommitInterval: tt.interval}
+			res, err := harness.Run(t.Context(), twicekafka.ReaderJob("ack-"+tt.name, rec, rc, creditLoop), cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+			var got []faults.Name
+			for _, sc := range res.Failed() {
+				got = append(got, sc.Fault)
+			}
+			assert.Equal(t, tt.want, got, "%s", res)
 		})
 	}
 }
