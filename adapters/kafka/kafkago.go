@@ -303,15 +303,29 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
 		}
 	}
-	at, err := committedOffset(ctx, adm, s.group, s.topic, partition)
+	c, err := q.newReaderConsumer(s, partition, offset)
 	if err != nil {
 		return queue.Fetched{}, err
 	}
-	if at > offset {
-		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+	// The committed offset is read once the new Reader is in the group: a
+	// commit an evicted worker had in flight is then either in it or
+	// refused by the coordinator, as the group moved on without it.
+	if err := c.joined(); err != nil {
+		c.kill()
+		_ = c.wait()
+		return queue.Fetched{}, fmt.Errorf("twicekafka: job %q: %w", q.name, err)
 	}
-	c, err := q.newReaderConsumer(s, partition, offset)
+	at, err := committedOffset(ctx, adm, s.group, s.topic, partition)
+	if err == nil && at > offset {
+		c.end() // it was never handed to a loop: it leaves the group
+		err = c.wait()
+		if err == nil {
+			return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+		}
+	}
 	if err != nil {
+		c.kill()
+		_ = c.wait()
 		return queue.Fetched{}, err
 	}
 	c.started = op.Now
@@ -427,6 +441,19 @@ func (q *kafkaQueue) runReader(ctx context.Context, d *harness.Delivery) error {
 			return nil
 		}
 	}
+}
+
+// joined waits, bounded, until the Reader's consumer group has given it
+// a generation (its join and sync are done: Stats.Rebalances).
+func (c *readerConsumer) joined() error {
+	deadline := time.Now().Add(pollTimeout)
+	for poll := time.Millisecond; c.r.Stats().Rebalances == 0; poll = min(2*poll, 20*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the kafka-go Reader did not join group %q within %v", c.r.Config().GroupID, pollTimeout)
+		}
+		time.Sleep(poll)
+	}
+	return nil
 }
 
 // handed reports whether FetchMessage has returned the delivery's record:
