@@ -66,6 +66,10 @@
 // production loop's returning it: the consumer leaves without committing
 // and the record comes back from the committed offset after RestartDelay.
 //
+// A consumer's own poll loop is checked as written too: LoopJob runs a
+// franz-go loop on a kgo client from its options, and ReaderJob a
+// segmentio/kafka-go loop on a *kafka.Reader from its kafka.ReaderConfig.
+//
 // With TWICE_KAFKA_BROKERS (BrokersEnv) set, the scenarios run on those
 // brokers instead, each on a topic and a group of its own.
 //
