@@ -69,10 +69,15 @@ type ReaderLoop func(ctx context.Context, r *kafka.Reader) error
 // A worker that dies is a Reader whose connections are cut and whose
 // dials are refused before it is closed: it sends nothing more, no commit
 // and no LeaveGroup, as a killed process. A live worker that loses the
-// partition (a rebalance, a lost ack's redelivery) closes its Reader as
-// kafka-go's Close does: it commits what the loop had passed to
-// CommitMessages and leaves the group; a loop still handling its message
-// finds CommitMessages refused (io.ErrClosedPipe). A loop that returns an
+// partition after its loop was done with the record (a lost ack's
+// redelivery) closes its Reader as kafka-go's Close does: it commits what
+// the loop had passed to CommitMessages and leaves the group. One still
+// handling its message when the partition moves (visibility-timeout) is
+// evicted: its connections are cut, so its CommitMessages commits
+// nothing, and kafka-go may hold the loop there until its context ends
+// (Config.DeliveryTimeout). A fetch reads the group's committed offset
+// once the new Reader has joined the group, so a commit the evicted
+// worker had in flight is either in it or refused. A loop that returns an
 // error is a process that exits on it with a deferred Close.
 //
 // Modelled: the loop reads the Reader from one goroutine at a time (a

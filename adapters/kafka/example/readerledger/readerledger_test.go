@@ -53,6 +53,7 @@ func failing(res *harness.Result) []faults.Name {
 func TestReaderLoops(t *testing.T) {
 	t.Run("read then credit", func(t *testing.T) {
 		res := run(t, readerJob("read-then-credit", func(c readerledger.Consumer) twicekafka.ReaderLoop { return c.ReadThenCredit }), cfg)
+		t.Logf("faults with a finding: %v", failing(res))
 		assert.Contains(t, failing(res), faults.NameCrashMidJob, "ReadMessage commits before the credit: a crash between them loses the payment: %s", res)
 	})
 	t.Run("inbox then commit", func(t *testing.T) {
