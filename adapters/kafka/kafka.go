@@ -72,6 +72,10 @@
 // production loop's returning it: the consumer leaves without committing
 // and the record comes back from the committed offset after RestartDelay.
 //
+// A consumer's own poll loop is checked as written too: LoopJob runs a
+// franz-go loop on a kgo client from its options, and ReaderJob a
+// segmentio/kafka-go loop on a *kafka.Reader from its kafka.ReaderConfig.
+//
 // With TWICE_KAFKA_BROKERS (BrokersEnv) set, the scenarios run on those
 // brokers instead, each on a topic and a group of its own.
 //
@@ -87,6 +91,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -229,6 +234,8 @@ type kafkaQueue struct {
 	opts options
 	loop *loopSpec // LoopJob's; nil for Job
 
+	reader *readerSpec // ReaderJob's; nil for Job
+
 	mu        sync.Mutex
 	scenarios map[string]*scenario // database name -> its cluster
 }
@@ -259,6 +266,11 @@ type scenario struct {
 	// runners are every consumer made, in order: what watchProduces
 	// attributes a produced record to.
 	runners []runner
+	// readers and allReaders are ReaderJob's, as open and all.
+	readers, allReaders []*readerConsumer
+	// dial reaches the kfake cluster's in-memory network; nil on the
+	// user's brokers.
+	dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -316,6 +328,9 @@ const BrokersEnv = "TWICE_KAFKA_BROKERS"
 // group of its own on the brokers BrokersEnv names.
 func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, error) {
 	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		if q.reader != nil {
+			return nil, fmt.Errorf("%s is set, but ReaderJob runs on an in-process kfake cluster only (the Reader's config names its topic and group, which scenarios on shared brokers cannot share); unset it for this check", BrokersEnv)
+		}
 		if q.loop != nil {
 			// The loop's options name its topic and group; on shared
 			// brokers each scenario needs its own.
@@ -339,7 +354,7 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	s := &scenario{db: db, cluster: c, base: base, producer: p, seen: seen, topic: q.rec.Topic, group: q.opts.group}
+	s := &scenario{db: db, cluster: c, base: base, producer: p, seen: seen, topic: q.rec.Topic, group: q.opts.group, dial: vn.DialContext}
 	s.watchProduces(c)
 	return s, nil
 }
@@ -371,9 +386,13 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 
 func (s *scenario) close() {
 	s.mu.Lock()
-	all, loops := s.all, s.allLoops
-	s.open, s.all, s.loops, s.allLoops, s.runners = nil, nil, nil, nil, nil
+	all, loops, readers := s.all, s.allLoops, s.allReaders
+	s.open, s.all, s.loops, s.allLoops, s.readers, s.allReaders, s.runners = nil, nil, nil, nil, nil, nil, nil
 	s.mu.Unlock()
+	for _, c := range readers {
+		c.kill()
+		_ = c.wait()
+	}
 	for _, c := range all {
 		c.close()
 	}
@@ -405,14 +424,14 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // Rules are the group's session timeout; Kafka keeps nothing in
 // PostgreSQL and refuses no copy of a record.
 //
-// A LoopJob's group hands its partition to one consumer at a time
-// (queue.Rules.OneDeliveryAtATime). With the producer's own code
-// (Produce), which may find its earlier send and send nothing, and
+// A LoopJob's or ReaderJob's group hands its partition to one consumer
+// at a time (queue.Rules.OneDeliveryAtATime). With the producer's own
+// code (Produce), which may find its earlier send and send nothing, and
 // stamps each send with its clock, the copy after the producer's timeout
 // is tried too (Rules.Dedup -1: late-producer-retry in the default
 // matrix).
 func (q *kafkaQueue) Rules() queue.Rules {
-	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.reader != nil}
 	if q.opts.produce != nil {
 		r.Dedup = -1
 	}
@@ -553,6 +572,9 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	}
 	if q.loop != nil {
 		return q.fetchLoop(ctx, op, s, partition, offset)
+	}
+	if q.reader != nil {
+		return q.fetchReader(ctx, op, s, partition, offset)
 	}
 	s.mu.Lock()
 	open := s.open
@@ -695,6 +717,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.ackLoop(ctx, op, lc)
 	}
+	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
+		return q.ackReader(ctx, op, rc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
@@ -725,6 +750,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.nackLoop(lc)
+	}
+	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
+		return q.nackReader(rc)
 	}
 	c, err := consumerOf(op)
 	if err != nil {
