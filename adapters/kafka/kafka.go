@@ -81,6 +81,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -221,6 +222,8 @@ type kafkaQueue struct {
 	rec  Record
 	opts options
 	loop *loopSpec // LoopJob's; nil for Job
+	// sarama is SaramaJob's; nil for Job and LoopJob.
+	sarama *saramaSpec
 
 	mu        sync.Mutex
 	scenarios map[string]*scenario // database name -> its cluster
@@ -238,11 +241,17 @@ type scenario struct {
 	// user's brokers.
 	topic, group string
 
+	// dial reaches the kfake cluster's virtual network (SaramaJob's
+	// clients); nil on the user's brokers.
+	dial func(ctx context.Context, network, host string) (net.Conn, error)
+
 	mu   sync.Mutex
 	open []*consumer // in the group
 	all  []*consumer // every consumer made, closed with the cluster
 	// loops and allLoops are LoopJob's consumers, as open and all.
 	loops, allLoops []*loopConsumer
+	// saramas and allSaramas are SaramaJob's consumers, as open and all.
+	saramas, allSaramas []*saramaConsumer
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -310,7 +319,7 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		c.Close()
 		return nil, fmt.Errorf("a kgo producer on the kfake cluster: %w", err)
 	}
-	return &scenario{db: db, cluster: c, base: base, producer: p, topic: q.rec.Topic, group: q.opts.group}, nil
+	return &scenario{db: db, cluster: c, base: base, dial: vn.DialContext, producer: p, topic: q.rec.Topic, group: q.opts.group}, nil
 }
 
 // remoteScenario makes the scenario's topic (one partition) and names its
@@ -339,9 +348,13 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 
 func (s *scenario) close() {
 	s.mu.Lock()
-	all, loops := s.all, s.allLoops
+	all, loops, saramas := s.all, s.allLoops, s.allSaramas
 	s.open, s.all, s.loops, s.allLoops = nil, nil, nil, nil
+	s.saramas, s.allSaramas = nil, nil
 	s.mu.Unlock()
+	for _, c := range saramas {
+		c.kill()
+	}
 	for _, c := range all {
 		c.close()
 	}
@@ -373,10 +386,10 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // Rules are the group's session timeout; Kafka keeps nothing in
 // PostgreSQL and refuses no copy of a record.
 //
-// A LoopJob's group hands its partition to one consumer at a time
+// A LoopJob's or SaramaJob's group hands its partition to one consumer at a time
 // (queue.Rules.OneDeliveryAtATime).
 func (q *kafkaQueue) Rules() queue.Rules {
-	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil}
+	return queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.sarama != nil}
 }
 
 // scenarioOf finds the scenario op runs in.
@@ -506,6 +519,9 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	}
 	if q.loop != nil {
 		return q.fetchLoop(ctx, op, s, partition, offset)
+	}
+	if q.sarama != nil {
+		return q.fetchSarama(ctx, op, s, partition, offset)
 	}
 	s.mu.Lock()
 	open := s.open
@@ -639,6 +655,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.ackLoop(ctx, op, lc)
 	}
+	if sc, ok := op.Queued.(*saramaConsumer); ok && sc != nil {
+		return q.ackSarama(ctx, op, sc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
@@ -669,6 +688,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Settled, error) {
 	if lc, ok := op.Queued.(*loopConsumer); ok && lc != nil {
 		return q.nackLoop(lc)
+	}
+	if sc, ok := op.Queued.(*saramaConsumer); ok && sc != nil {
+		return q.nackSarama(sc)
 	}
 	c, err := consumerOf(op)
 	if err != nil {
