@@ -299,6 +299,9 @@ const BrokersEnv = "TWICE_KAFKA_BROKERS"
 // group of its own on the brokers BrokersEnv names.
 func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, error) {
 	if brokers := os.Getenv(BrokersEnv); brokers != "" {
+		if q.sarama != nil {
+			return nil, fmt.Errorf("%s is set, but SaramaJob runs on an in-process kfake cluster only (its clients dial the cluster's virtual network, and a killed worker's connections are cut there); unset it for this check", BrokersEnv)
+		}
 		if q.loop != nil {
 			// The loop's options name its topic and group; on shared
 			// brokers each scenario needs its own.

@@ -390,7 +390,7 @@ func recoverAs(err *error, method string) {
 // client gets the record unless the group's committed offset is past it.
 func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, partition int32, offset int64) (queue.Fetched, error) {
 	if s.cluster == nil || s.dial == nil {
-		return queue.Fetched{}, fmt.Errorf("twicekafka: job %q: %s is set, but SaramaJob runs on an in-process kfake cluster only; unset it for this check", q.name, BrokersEnv)
+		return queue.Fetched{}, fmt.Errorf("twicekafka: internal: job %q: the scenario has no kfake cluster to dial", q.name)
 	}
 	if err := q.sarama.check(q.name, q.opts.group); err != nil {
 		return queue.Fetched{}, err
@@ -505,6 +505,9 @@ func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int6
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = d
 	cfg.Consumer.Offsets.AutoCommit.Interval = autoCommitInterval
+	// A fetch waits for records at most this long (sarama's default is
+	// 500ms): a session's end waits for it.
+	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cg, err := sarama.NewConsumerGroup(s.cluster.ListenAddrs(), s.group, &cfg)
 	if err != nil {
 		d.sever()
