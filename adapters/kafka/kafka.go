@@ -69,6 +69,10 @@
 // With TWICE_KAFKA_BROKERS (BrokersEnv) set, the scenarios run on those
 // brokers instead, each on a topic and a group of its own.
 //
+// LoopJob checks a franz-go consumer's own poll loop, and SaramaJob a
+// sarama (github.com/IBM/sarama) consumer group handler, each unchanged
+// and on the client library's own consumer group, on the kfake cluster.
+//
 // Offsets are not steps: a crash or a lost reply falls on the handler's
 // statements and effects, and on the commit only through the ack.
 //

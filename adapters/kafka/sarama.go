@@ -75,12 +75,14 @@ import (
 // the wall clock (AutoCommit.Interval is set far out in the copy), so a
 // handler's marks are committed at the ack or when its session ends, not
 // a second into its handling; a crash between a mark and the tick is a
-// crash before the ack. The copy's group session timeout is a wall-clock
-// second (heartbeats every 100ms), as a LoopJob client's. A delivery
-// hands the handler the records before its own that the group has not
-// committed (a copy still uncommitted), in order, and none after it.
-// Records the handler produces with a sarama producer of its own are not
-// effects, and do not reach the scenario's cluster (use Outbox).
+// crash before the ack. The copy's fetches wait at most 100ms for records
+// (Consumer.MaxWaitTime), so that a session ends sooner; its session
+// timeout and heartbeats are cfg's. A delivery hands the handler the
+// records before its own that the group has not committed (the original,
+// for a producer's copy delivered before it was committed), in order, and
+// none after its own. Records the handler produces with a sarama producer
+// are not effects yet (Outbox takes a kgo producer), and a producer the
+// handler builds itself does not reach the scenario's cluster.
 func SaramaJob(name string, rec Record, group string, cfg *sarama.Config, newHandler func(d *harness.Delivery) sarama.ConsumerGroupHandler, opts ...Option) harness.Job {
 	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
 	for _, opt := range opts {
@@ -521,7 +523,7 @@ func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int6
 	if cfg.Consumer.Return.Errors {
 		// The process reads them (or sarama blocks); they are its logs.
 		go func() {
-			for range cg.Errors() { //nolint:revive // drained
+			for range cg.Errors() {
 			}
 		}()
 	}
