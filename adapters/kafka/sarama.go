@@ -51,9 +51,9 @@ import (
 // session stays open until the delivery is settled. ConsumeClaim must
 // return once claim.Messages() is closed (sarama's own example checks ok
 // and returns): session.Context() is not done then, as it would be on a
-// real rebalance, so one that waits for it instead waits for the
-// delivery's end, and one that takes the nil record fails. Its ack is
-// what production's commit is:
+// real rebalance, so one that waits for it instead hangs until the
+// delivery's context ends, and one that takes the nil record fails. Its
+// ack is what production's commit is:
 //
 //   - with autocommit, sarama's tick: session.Commit of the offsets the
 //     handler marked (MarkMessage, MarkOffset). crash-before-ack is the
