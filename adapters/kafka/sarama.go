@@ -401,7 +401,6 @@ func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, 
 	if err := q.sarama.check(q.name, q.opts.group); err != nil {
 		return queue.Fetched{}, err
 	}
-	s.group = q.opts.group
 	s.mu.Lock()
 	open := s.saramas
 	for _, c := range open {
