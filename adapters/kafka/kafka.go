@@ -79,6 +79,10 @@
 // With TWICE_KAFKA_BROKERS (BrokersEnv) set, the scenarios run on those
 // brokers instead, each on a topic and a group of its own.
 //
+// LoopJob checks a franz-go consumer's own poll loop, and SaramaJob a
+// sarama (github.com/IBM/sarama) consumer group handler, each unchanged
+// and on the client library's own consumer group, on the kfake cluster.
+//
 // Offsets are not steps: a crash or a lost reply falls on the handler's
 // statements and effects, and on the commit only through the ack.
 //
@@ -233,6 +237,8 @@ type kafkaQueue struct {
 	rec  Record
 	opts options
 	loop *loopSpec // LoopJob's; nil for Job
+	// sarama is SaramaJob's; nil for Job and LoopJob.
+	sarama *saramaSpec
 
 	reader *readerSpec // ReaderJob's; nil for Job
 
@@ -271,6 +277,8 @@ type scenario struct {
 	// dial reaches the kfake cluster's in-memory network; nil on the
 	// user's brokers.
 	dial func(ctx context.Context, network, address string) (net.Conn, error)
+	// saramas and allSaramas are SaramaJob's consumers, as open and all.
+	saramas, allSaramas []*saramaConsumer
 }
 
 // consumer is one delivery's consumer: its client and the record it
@@ -331,6 +339,9 @@ func (q *kafkaQueue) newScenario(ctx context.Context, db string) (*scenario, err
 		if q.reader != nil {
 			return nil, fmt.Errorf("%s is set, but ReaderJob runs on an in-process kfake cluster only (the Reader's config names its topic and group, which scenarios on shared brokers cannot share); unset it for this check", BrokersEnv)
 		}
+		if q.sarama != nil {
+			return nil, fmt.Errorf("%s is set, but SaramaJob runs on an in-process kfake cluster only (its clients dial the cluster's virtual network, and a killed worker's connections are cut there); unset it for this check", BrokersEnv)
+		}
 		if q.loop != nil {
 			// The loop's options name its topic and group; on shared
 			// brokers each scenario needs its own.
@@ -386,9 +397,13 @@ func (q *kafkaQueue) remoteScenario(ctx context.Context, db string, brokers []st
 
 func (s *scenario) close() {
 	s.mu.Lock()
-	all, loops, readers := s.all, s.allLoops, s.allReaders
+	all, loops, readers, saramas := s.all, s.allLoops, s.allReaders, s.allSaramas
 	s.open, s.all, s.loops, s.allLoops, s.readers, s.allReaders, s.runners = nil, nil, nil, nil, nil, nil, nil
+	s.saramas, s.allSaramas = nil, nil
 	s.mu.Unlock()
+	for _, c := range saramas {
+		c.kill()
+	}
 	for _, c := range readers {
 		c.kill()
 		_ = c.wait()
@@ -424,14 +439,14 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // Rules are the group's session timeout; Kafka keeps nothing in
 // PostgreSQL and refuses no copy of a record.
 //
-// A LoopJob's or ReaderJob's group hands its partition to one consumer
-// at a time (queue.Rules.OneDeliveryAtATime). With the producer's own
+// A LoopJob's, ReaderJob's or SaramaJob's group hands its partition to
+// one consumer at a time (queue.Rules.OneDeliveryAtATime). With the producer's own
 // code (Produce), which may find its earlier send and send nothing, and
 // stamps each send with its clock, the copy after the producer's timeout
 // is tried too (Rules.Dedup -1: late-producer-retry in the default
 // matrix).
 func (q *kafkaQueue) Rules() queue.Rules {
-	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.reader != nil}
+	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.reader != nil || q.sarama != nil}
 	if q.opts.produce != nil {
 		r.Dedup = -1
 	}
@@ -575,6 +590,9 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 	}
 	if q.reader != nil {
 		return q.fetchReader(ctx, op, s, partition, offset)
+	}
+	if q.sarama != nil {
+		return q.fetchSarama(ctx, op, s, partition, offset)
 	}
 	s.mu.Lock()
 	open := s.open
@@ -720,6 +738,9 @@ func (q *kafkaQueue) Ack(ctx context.Context, op queue.Op) (queue.Settled, error
 	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
 		return q.ackReader(ctx, op, rc)
 	}
+	if sc, ok := op.Queued.(*saramaConsumer); ok && sc != nil {
+		return q.ackSarama(ctx, op, sc)
+	}
 	c, err := consumerOf(op)
 	if err != nil {
 		return queue.Settled{}, err
@@ -753,6 +774,9 @@ func (q *kafkaQueue) Nack(ctx context.Context, op queue.Op, _ error) (queue.Sett
 	}
 	if rc, ok := op.Queued.(*readerConsumer); ok && rc != nil {
 		return q.nackReader(rc)
+	}
+	if sc, ok := op.Queued.(*saramaConsumer); ok && sc != nil {
+		return q.nackSarama(sc)
 	}
 	c, err := consumerOf(op)
 	if err != nil {

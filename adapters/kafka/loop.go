@@ -2,7 +2,6 @@ package twicekafka
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -249,20 +247,7 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 	if op.Kind == queue.DeliveryRedrive {
 		// A person resets an empty group's offset: the killed
 		// worker's member leaves it when its session ends.
-		var reset kadm.Offsets
-		reset.AddOffset(s.topic, partition, offset, -1)
-		var err error
-		for deadline := time.Now().Add(pollTimeout); ; {
-			var resp kadm.OffsetResponses
-			resp, err = adm.CommitOffsets(ctx, s.group, reset)
-			if err == nil {
-				err = resp.Error()
-			}
-			if !errors.Is(err, kerr.UnknownMemberID) && !errors.Is(err, kerr.RebalanceInProgress) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(deadSession / 10)
-		}
+		err := resetOffset(ctx, adm, s, partition, offset)
 		if err != nil {
 			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
 		}
