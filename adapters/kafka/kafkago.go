@@ -85,9 +85,9 @@ type ReaderLoop func(ctx context.Context, r *kafka.Reader) error
 // first still handles its message). A Reader fetches every record of the
 // partition from the committed offset, so a producer's copy already in
 // the partition is handed to the loop in the same delivery, and the
-// copy's own delivery finds it committed. Messages the loop writes (a
-// kafka.Writer of its own, dialling the cluster) are effects of the one
-// delivery running when the broker takes them, as LoopJob's are.
+// copy's own delivery finds it committed. Messages the loop writes are not
+// effects yet: a kafka.Writer of its own knows no address of the
+// scenario's cluster, which is on an in-memory network.
 func ReaderJob(name string, rec Record, cfg kafka.ReaderConfig, newLoop func(d *harness.Delivery) ReaderLoop, opts ...Option) harness.Job {
 	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
 	for _, opt := range opts {
