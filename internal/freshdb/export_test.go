@@ -31,3 +31,11 @@ func ResetUnavailable(t *Template) string { return t.why }
 
 // RunMarker is the comment a run with ID id writes on its databases.
 var RunMarker = runMarker
+
+// SetUndoFrom sets the size from which tables are undone through the
+// history, for templates prepared until the test ends.
+func SetUndoFrom(t interface{ Cleanup(func()) }, n int64) {
+	old := undoFrom
+	undoFrom = n
+	t.Cleanup(func() { undoFrom = old })
+}

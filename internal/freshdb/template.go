@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/history"
 )
 
 // How Fresh makes a database.
@@ -181,7 +182,9 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // and text, current_query(): a trigger's or function's write is the
 // statement's that set it off), which tells the delivery and step that
 // wrote each row (execute.Output.History).
-// TRUNCATE has no rows and is noted only in twice.changed. Triggers show
+// A TRUNCATE has no rows: it is noted with op 'T' and no images, so that
+// what reads rows back through the history (internal/history) knows it
+// cannot for that table. Triggers show
 // in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
 // disables one changes it, and then nothing relies on the log.
@@ -200,7 +203,13 @@ CREATE SCHEMA IF NOT EXISTS twice;
 CREATE TABLE twice.changed (rel oid NOT NULL);
 CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
-	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
+	AS $$BEGIN
+		INSERT INTO twice.changed VALUES (TG_RELID);
+		IF TG_OP = 'TRUNCATE' THEN
+			INSERT INTO twice.history (pid, rel, op) VALUES (pg_backend_pid(), TG_RELID, 'T');
+		END IF;
+		RETURN NULL;
+	END$$;
 CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	at timestamptz NOT NULL DEFAULT statement_timestamp(), query text DEFAULT current_query());
@@ -303,6 +312,28 @@ type resetTable struct {
 	name   string // quoted, qualified
 	rows   int64  // the template's
 	insert string // reinserts the template's rows; "" when it has none
+	// undo, for a big table the write history can read back, puts back
+	// only the rows written (history.Table.Undo), in place of the
+	// delete and insert of every row; insert is "" then. A TRUNCATE of
+	// the table makes its reset fail, and the clone is replaced.
+	undo string
+}
+
+// undoFrom is the size (pg_relation_size, the main fork) from which a
+// template's table with a primary key is reset in place by putting back
+// only the rows the write history says were written, and snapshots read
+// only those rows: below it, emptying and refilling the table, or
+// reading it whole, costs less than finding them. A var for tests.
+var undoFrom int64 = 1 << 20
+
+// UndoFrom is the size from which a table with a primary key is reset,
+// and should be read, through the template's write history (only the
+// rows written); 0 when the template has no history.
+func (t *Template) UndoFrom() int64 {
+	if !t.logged {
+		return 0
+	}
+	return undoFrom
 }
 
 // resetScript plans the reset of a clone of the template conn is
@@ -326,12 +357,19 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	type table struct {
 		oid        uint32
 		name, cols string
+		key        []string
+		size       int64
 	}
 	rows, err := conn.Query(ctx, `
 		SELECT c.oid, format('%I.%I', n.nspname, c.relname),
 		       coalesce((SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
 		                 FROM pg_attribute a
-		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), '')
+		                 WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = ''), ''),
+		       coalesce((SELECT array_agg(quote_ident(a.attname) ORDER BY k.ord)
+		                 FROM pg_index i CROSS JOIN unnest(i.indkey) WITH ORDINALITY k(attnum, ord)
+		                 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+		                 WHERE i.indrelid = c.oid AND i.indisprimary), '{}'),
+		       pg_relation_size(c.oid)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'r' AND c.relpersistence <> 't' AND c.oid >= 16384
 		  AND c.oid IS DISTINCT FROM to_regclass('twice.changed') AND c.oid IS DISTINCT FROM to_regclass('twice.ddl')
@@ -343,7 +381,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 	}
 	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
 		var t table
-		return t, row.Scan(&t.oid, &t.name, &t.cols)
+		return t, row.Scan(&t.oid, &t.name, &t.cols, &t.key, &t.size)
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
@@ -358,12 +396,22 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		// equality operator and generated columns are simply not selected.
 		var n int64
 		var values *string
+		undo := r.superuser && len(t.key) > 0 && t.size >= undoFrom && t.cols != ""
 		q := "SELECT count(*), quote_literal(array_agg(ROW(x.*)::" + t.name + ")::text) FROM ONLY " + t.name + " x"
+		if undo {
+			// The rows stay in the template, where the history's old
+			// images come from: no copy of them is kept.
+			q = "SELECT count(*), NULL::text FROM ONLY " + t.name
+		}
 		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
 			return nil, "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
 		}
 		rt := resetTable{oid: t.oid, name: t.name, rows: n}
 		switch {
+		case undo:
+			h := history.Table{Name: t.name, Key: t.key}
+			rt.undo = "DO $undo$BEGIN IF EXISTS (" + h.Truncated() + ") THEN RAISE EXCEPTION 'table %s was truncated: the write history cannot put its rows back', " +
+				"'" + strings.ReplaceAll(t.name, "'", "''") + "'; END IF; END$undo$;\n" + h.Undo(t.cols)
 		case n == 0:
 		case t.cols == "" || values == nil:
 			return nil, fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil
@@ -447,10 +495,18 @@ func (p *resetPlan) writtenSQL(restored []uint32) string {
 func (p *resetPlan) script(tables []int, logged bool) string {
 	var b strings.Builder
 	b.WriteString("BEGIN;\nSET LOCAL session_replication_role = replica;\nSET LOCAL lock_timeout = '10s';\n")
+	for _, i := range tables {
+		// A big table's written rows go back first, read from the history
+		// the next statements empty.
+		b.WriteString(p.tables[i].undo)
+	}
 	if logged {
 		b.WriteString("DELETE FROM twice.changed;\nDELETE FROM twice.history;\n")
 	}
 	for _, i := range tables {
+		if p.tables[i].undo != "" {
+			continue
+		}
 		// DELETE, not TRUNCATE: for a few rows it is ~10x faster (TRUNCATE
 		// makes new files for every table and index) and leaves the catalog
 		// alone; autovacuum takes the dead rows.
