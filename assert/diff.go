@@ -86,12 +86,14 @@ const maxMatchPairs = 250_000
 // on one side only differs, even when empty. A nil Snapshot has no
 // tables. A column whose values differ only in numbers drawn from a
 // sequence the scenario advanced further (Snapshot.Sequences) is
-// explained in TableDiff.Gaps.
+// explained in TableDiff.Gaps. Tables read in part (Table.Written) are
+// compared over the keys either side wrote (see Align).
 //
 // The error is not a difference: it says the comparison itself broke
 // (Options.CmpOptions made go-cmp panic: a *ComparerPanic), starting
 // "[twice] internal: ".
 func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
+	once, twice = Align(once, twice)
 	f := newFilter(opts)
 	ahead := sequencesAhead(once, twice)
 	once, twice = withSequenceColumns(once, opts.SequenceColumns), withSequenceColumns(twice, opts.SequenceColumns)
@@ -511,6 +513,7 @@ func renderEntry(e entry, cols []string, opts []cmp.Option) []string {
 // A key only one run wrote is volatile; where values differ in type, or
 // arrays in length, the value holding the difference is volatile whole.
 func VolatileColumns(ref1, ref2 *Snapshot) []string {
+	ref1, ref2 = Align(ref1, ref2)
 	shared := sharedTables(ref1, ref2)
 	r1, r2 := renumbered(ref1, shared), renumbered(ref2, shared)
 	var out []string

@@ -51,6 +51,10 @@ type Table struct {
 	Name    string
 	Columns []Column
 	Rows    [][]any
+	// Written is set when the table was read in part, through the
+	// database's write history: Rows are then only the rows the run
+	// wrote. See Written and Snapshotter.PartialFrom.
+	Written *Written `json:",omitempty"`
 }
 
 // Column describes one column of a Table.
@@ -214,7 +218,8 @@ func tableName(schema, rel string) string {
 type tableSource struct {
 	schema, rel string
 	plans       []columnPlan
-	sql         string // the query reading its rows
+	sql         string         // the query reading its rows
+	partial     *partialSource // how TakeChanged reads it in part; nil: whole
 }
 
 // TakeSnapshot reads every user table of the database q is connected to:
@@ -250,6 +255,15 @@ func TakeSnapshot(ctx context.Context, q Querier) (*Snapshot, error) {
 // The zero value is ready to use. A Snapshotter is safe for concurrent
 // use.
 type Snapshotter struct {
+	// PartialFrom, when positive, makes TakeChanged read in part every
+	// table of at least that many bytes (its main fork) that has a primary
+	// key, when the database keeps twice's write history (twice.history,
+	// which a template the harness prepared as a superuser has): only the
+	// rows under a key the history holds a write of, and the template's
+	// rows under those keys (Table.Written). Set it before the first
+	// snapshot.
+	PartialFrom int64
+
 	mu    sync.Mutex
 	last  *snapshotPlan            // the plan the last snapshot used
 	plans map[string]*snapshotPlan // by fingerprint; at most maxPlans
@@ -361,6 +375,9 @@ func (s *Snapshotter) takeChecked(ctx context.Context, q Querier, changed func(s
 	}
 	// No plan for this catalog: the first snapshot, or a handler ran DDL.
 	plan, err := readCatalog(ctx, q)
+	if err == nil && s.PartialFrom > 0 && changed != nil {
+		err = readPartial(ctx, q, plan, s.PartialFrom)
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -413,15 +430,21 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 		snap.Tables[i] = Table{Name: t.Name, Columns: slices.Clone(t.Columns)}
 	}
 	// read[i]: table i is read from the database; fill[i]: and its rows
-	// are the template's, to keep.
+	// are the template's, to keep; part[i]: it is read in part.
 	read := make([]bool, len(plan.tables))
 	fill := make([]bool, len(plan.tables))
+	part := make([]bool, len(plan.tables))
 	plan.pristineMu.Lock()
 	if changed != nil && plan.pristine == nil {
 		plan.pristine = make([][][]any, len(plan.tables))
 	}
 	for i, src := range plan.sources {
 		switch {
+		case changed != nil && src.partial != nil:
+			snap.Tables[i].Rows = [][]any{}
+			snap.Tables[i].Written = &Written{Key: src.partial.key}
+			read[i] = changed(src.schema, src.rel)
+			part[i] = read[i]
 		case changed == nil || changed(src.schema, src.rel):
 			read[i] = true
 		case plan.pristine[i] == nil:
@@ -444,7 +467,7 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 		}
 	}
 	if b, isBatcher := q.(batcher); isBatcher {
-		fp, err := readBatch(ctx, b, plan, snap, read, check)
+		fp, err := readBatch(ctx, b, plan, snap, read, part, check)
 		if err != nil && check && ctx.Err() == nil {
 			// A batch is prepared as a whole, so a query the changed
 			// catalog no longer fits fails it before the fingerprint is
@@ -471,12 +494,23 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 		return nil, fp, err
 	}
 	for i := range snap.Tables {
-		if !read[i] {
-			continue
-		}
-		rows, err := q.Query(ctx, plan.sources[i].sql, pgx.QueryExecModeDescribeExec)
-		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
-			return nil, fp, err
+		switch {
+		case !read[i]:
+		case part[i]:
+			src := plan.sources[i]
+			rows, err := q.Query(ctx, src.partial.current, pgx.QueryExecModeDescribeExec)
+			if err := readRows(rows, err, &snap.Tables[i], src); err != nil {
+				return nil, fp, err
+			}
+			rows, err = q.Query(ctx, src.partial.before, pgx.QueryExecModeDescribeExec)
+			if err := readBefore(rows, err, &snap.Tables[i], src); err != nil {
+				return nil, fp, err
+			}
+		default:
+			rows, err := q.Query(ctx, plan.sources[i].sql, pgx.QueryExecModeDescribeExec)
+			if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
+				return nil, fp, err
+			}
 		}
 	}
 	keep()
@@ -485,8 +519,9 @@ func readWithPlan(ctx context.Context, q Querier, plan *snapshotPlan, changed fu
 
 // readBatch reads into snap, in one round trip, the fingerprint (with
 // check; without, it is taken to be plan's), then, when it is plan's, the
-// sequence positions and the rows of the tables read marks.
-func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot, read []bool, check bool) (fp string, err error) {
+// sequence positions and the rows of the tables read marks, in part
+// where part marks them.
+func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapshot, read, part []bool, check bool) (fp string, err error) {
 	b := &pgx.Batch{}
 	if check {
 		b.Queue(catalogFingerprintSQL)
@@ -495,7 +530,11 @@ func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapsho
 		b.Queue(sequenceValuesSQL, sequenceOIDs(plan.sequences))
 	}
 	for i, src := range plan.sources {
-		if read[i] {
+		switch {
+		case part[i]:
+			b.Queue(src.partial.current)
+			b.Queue(src.partial.before)
+		case read[i]:
 			b.Queue(src.sql)
 		}
 	}
@@ -528,8 +567,25 @@ func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapsho
 		if err := readRows(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
 			return fp, err
 		}
+		if part[i] {
+			rows, err := br.Query()
+			if err := readBefore(rows, err, &snap.Tables[i], plan.sources[i]); err != nil {
+				return fp, err
+			}
+		}
 	}
 	return fp, nil
+}
+
+// readBefore reads the template's rows under the keys written into
+// t.Written.Before.
+func readBefore(rows pgx.Rows, err error, t *Table, src tableSource) error {
+	before := Table{Name: t.Name, Columns: t.Columns}
+	if err := readRows(rows, err, &before, src); err != nil {
+		return err
+	}
+	t.Written.Before = before.Rows
+	return nil
 }
 
 func readFingerprint(ctx context.Context, q Querier) (string, error) {

@@ -165,7 +165,9 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	res.ReferenceEffects = fx[0]
 	res.VolatileEffects = assert.VolatileEffects(fx[0], fx[1])
 	res.Steps = steps1
-	if d := disagreement(refs, fx, refSteps); d != nil {
+	aligned := refs
+	aligned[0], aligned[1] = assert.Align(refs[0], refs[1])
+	if d := disagreement(aligned, fx, refSteps); d != nil {
 		d.Rows = slices.DeleteFunc(d.Rows, func(c result.RunCounts) bool { return slices.Contains(cfg.IgnoreTables, c.Name) })
 		if len(d.Rows) == 0 {
 			d.Rows = nil

@@ -367,7 +367,9 @@ var snapshotters sync.Map // *freshdb.Template -> *assert.Snapshotter
 // the database when there is one (warm caches, one round trip), otherwise
 // on a new one.
 func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, error) {
-	s, _ := snapshotters.LoadOrStore(db.Template(), new(assert.Snapshotter))
+	// A big table with a primary key is read in part, through the write
+	// history: only the rows the scenario wrote (assert.Written).
+	s, _ := snapshotters.LoadOrStore(db.Template(), &assert.Snapshotter{PartialFrom: db.Template().UndoFrom()})
 	snapshotter := s.(*assert.Snapshotter)
 	conn := db.KeptConn()
 	kept := conn != nil

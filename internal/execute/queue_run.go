@@ -465,7 +465,13 @@ func (q *queueRun) withoutQueueRows(snap *assert.Snapshot) (*assert.Snapshot, er
 			if col < 0 {
 				return nil, fmt.Errorf("[twice] internal: the queue's job table %s has no column %q", t.Name, q.rules.JobIDColumn)
 			}
-			t.Rows = slices.DeleteFunc(slices.Clone(t.Rows), func(row []any) bool { return ids[fmt.Sprint(row[col])] })
+			job := func(row []any) bool { return ids[fmt.Sprint(row[col])] }
+			t.Rows = slices.DeleteFunc(slices.Clone(t.Rows), job)
+			if t.Written != nil {
+				w := *t.Written
+				w.Before = slices.DeleteFunc(slices.Clone(w.Before), job)
+				t.Written = &w
+			}
 		}
 		out.Tables = append(out.Tables, t)
 	}

@@ -371,11 +371,10 @@ func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 
 // Written counts the rows written since the database was handed out, as
 // the write history (twice.history) holds them: every row an INSERT,
-// UPDATE or DELETE wrote and committed, however it ran, and each
-// TRUNCATE (one, whatever it emptied), by any backend but those in
-// except (the queue's own connection). known is false when the template
-// has no history (the server's user is not a superuser).
-// Use it between deliveries, like Query.
+// UPDATE, DELETE or TRUNCATE wrote and committed, however it ran, by any
+// backend but those in except (the queue's own connection). known is
+// false when the template has no history (the server's user is not a
+// superuser). Use it between deliveries, like Query.
 func (d *Database) Written(ctx context.Context, except ...uint32) (n int64, known bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -430,7 +429,7 @@ const historySQL = `SELECT CASE WHEN n.nspname = 'public' THEN c.relname ELSE n.
 		WHERE i.indrelid = h.rel AND i.indisprimary), ''),
 	h.old, h.new, h.pid, h.at, coalesce(h.query, '')
 FROM twice.history h JOIN pg_class c ON c.oid = h.rel JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE h.pid <> ALL($1) AND h.op <> 'T' ORDER BY h.seq`
+WHERE h.pid <> ALL($1) ORDER BY h.seq`
 
 // History reads the write history since the database was handed out:
 // every row a committed statement wrote, in order, by any backend but

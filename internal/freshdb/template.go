@@ -182,9 +182,10 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // and text, current_query(): a trigger's or function's write is the
 // statement's that set it off), which tells the delivery and step that
 // wrote each row (execute.Output.History).
-// A TRUNCATE has no rows: it is noted with op 'T' and no images, so that
-// what reads rows back through the history (internal/history) knows it
-// cannot for that table. Triggers show
+// A TRUNCATE fires no row trigger: a statement-level BEFORE TRUNCATE
+// trigger notes every row it is about to remove as a delete, with its old
+// image, so the history holds every row a run took away however it did.
+// Triggers show
 // in pg_trigger, in every clone alike, so the catalog
 // fingerprint of a clone still matches the template's; DDL that drops or
 // disables one changes it, and then nothing relies on the log.
@@ -203,13 +204,7 @@ CREATE SCHEMA IF NOT EXISTS twice;
 CREATE TABLE twice.changed (rel oid NOT NULL);
 CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
-	AS $$BEGIN
-		INSERT INTO twice.changed VALUES (TG_RELID);
-		IF TG_OP = 'TRUNCATE' THEN
-			INSERT INTO twice.history (pid, rel, op) VALUES (pg_backend_pid(), TG_RELID, 'T');
-		END IF;
-		RETURN NULL;
-	END$$;
+	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
 CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	at timestamptz NOT NULL DEFAULT statement_timestamp(), query text DEFAULT current_query());
@@ -225,6 +220,13 @@ CREATE FUNCTION twice.note_row() RETURNS trigger LANGUAGE plpgsql
 		END IF;
 		RETURN NULL;
 	END$$;
+CREATE FUNCTION twice.note_truncate() RETURNS trigger LANGUAGE plpgsql
+	SECURITY DEFINER SET search_path = pg_catalog
+	AS $$BEGIN
+		EXECUTE format('INSERT INTO twice.history (pid, rel, op, old) SELECT pg_backend_pid(), %s, ''D'', to_jsonb(x) FROM ONLY %s x',
+			TG_RELID, TG_RELID::regclass);
+		RETURN NULL;
+	END$$;
 DO $$
 DECLARE r regclass; kind "char";
 BEGIN
@@ -238,6 +240,7 @@ BEGIN
 		-- be cloned onto partitions that get their own.
 		IF kind = 'r' THEN
 			EXECUTE format('CREATE TRIGGER twice_history AFTER INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW EXECUTE FUNCTION twice.note_row()', r);
+			EXECUTE format('CREATE TRIGGER twice_truncate BEFORE TRUNCATE ON %s FOR EACH STATEMENT EXECUTE FUNCTION twice.note_truncate()', r);
 		END IF;
 	END LOOP;
 END$$;
@@ -314,8 +317,7 @@ type resetTable struct {
 	insert string // reinserts the template's rows; "" when it has none
 	// undo, for a big table the write history can read back, puts back
 	// only the rows written (history.Table.Undo), in place of the
-	// delete and insert of every row; insert is "" then. A TRUNCATE of
-	// the table makes its reset fail, and the clone is replaced.
+	// delete and insert of every row; insert is "" then.
 	undo string
 }
 
@@ -409,9 +411,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		rt := resetTable{oid: t.oid, name: t.name, rows: n}
 		switch {
 		case undo:
-			h := history.Table{Name: t.name, Key: t.key}
-			rt.undo = "DO $undo$BEGIN IF EXISTS (" + h.Truncated() + ") THEN RAISE EXCEPTION 'table %s was truncated: the write history cannot put its rows back', " +
-				"'" + strings.ReplaceAll(t.name, "'", "''") + "'; END IF; END$undo$;\n" + h.Undo(t.cols)
+			rt.undo = history.Table{Name: t.name, Key: t.key}.Undo(t.cols)
 		case n == 0:
 		case t.cols == "" || values == nil:
 			return nil, fmt.Sprintf("table %s has rows but no insertable columns", t.name), nil

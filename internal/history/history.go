@@ -17,9 +17,9 @@ import (
 )
 
 // Relation is the write history's table. Its columns that this package
-// reads: rel (the table's OID), op ('I', 'U', 'D' for a row; 'T' for a
-// TRUNCATE, which has no rows), old and new (the row's images, jsonb) and
-// seq (the order of writing).
+// reads: rel (the table's OID), old and new (the row's images, jsonb; a
+// TRUNCATE notes each row it removes as a delete) and seq (the order of
+// writing).
 const Relation = "twice.history"
 
 // Table is a table the history can read back.
@@ -83,18 +83,12 @@ func (t Table) Before(selectList string) string {
 		t.images() + ") k ORDER BY " + t.keyOf("k.r") + ", k.seq, k.side) f WHERE f.was) b"
 }
 
-// Truncated is a query of one row when the history holds a TRUNCATE of
-// the table (whose rows it never saw), and none otherwise.
-func (t Table) Truncated() string {
-	return "SELECT 1 FROM " + Relation + " WHERE rel = " + t.rel() + " AND op = 'T' LIMIT 1"
-}
-
 // Undo is the statements that put the rows the history names back as
 // they were before it, leaving every other row alone: delete every row
 // under a key written, then insert the rows Before gives. cols is the
 // table's insertable columns (not generated), quoted, comma separated.
 // Run it with triggers off (session_replication_role = replica), before
-// the history is emptied, and not when Truncated has a row.
+// the history is emptied.
 func (t Table) Undo(cols string) string {
 	keys := strings.Join(t.Key, ", ")
 	return "DELETE FROM ONLY " + t.Name + " WHERE (" + keys + ") IN (SELECT " + keys + " FROM (" + t.Written() + ") w);\n" +
