@@ -226,11 +226,57 @@ func TestHelperKeptEvidence(t *testing.T) {
 	}
 	s, err := faults.Parse("j1a1w1 > j1a2w2")
 	require.NoError(t, err)
+	setup := []harness.Setup{harness.SQL(stepsSchema)}
+	big := os.Getenv(keptBigEnv) != ""
+	if big {
+		setup = append(setup, harness.SQL(bigFixture))
+	}
 	harness.Check(t, harness.Job{Name: "twice-logger", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if big {
+			if _, err := d.DB.Exec(ctx, `UPDATE fixture SET pad = 'seen' WHERE id = 1`); err != nil {
+				return err
+			}
+		}
 		_, err := d.DB.Exec(ctx, `INSERT INTO log VALUES ($1, 'ran')`, d.Attempt)
 		return err
 	}}, harness.Config{
-		Setup:  []harness.Setup{harness.SQL(stepsSchema)},
+		Setup:  setup,
 		Faults: []faults.Fault{faults.Replay(s)},
 	})
+}
+
+const keptBigEnv = "TWICE_HARNESS_TEST_KEPT_BIG"
+
+// bigFixture is a keyed table of about 2 MB: big enough to be reset and
+// read through the write history, and dumped without its rows.
+const bigFixture = `CREATE TABLE fixture (id int PRIMARY KEY, pad text NOT NULL);
+INSERT INTO fixture SELECT i, repeat('x', 200) FROM generate_series(1, 8000) i;`
+
+// TestKeptEvidenceLocalBigTable: the dump of a kept database leaves out
+// the rows of a big table, which are the fixture's but for those the
+// scenario wrote; its write history, dumped, holds those.
+func TestKeptEvidenceLocalBigTable(t *testing.T) {
+	srv := privateServer(t)
+	sc, out := failEvidenceIn(t, nil, "TWICE_POSTGRES=local", keptBigEnv+"=1")
+	require.NotEmpty(t, sc.Dump, "no dump of the kept database")
+	t.Cleanup(func() { _ = os.Remove(sc.Dump) })
+	assert.Contains(t, out, `(without the rows of public.fixture, the fixture's: the rows the scenario wrote are in twice.history)`)
+	psql := filepath.Join(filepath.Dir(pgDumpOf(t)), "psql")
+	conn, err := pgx.Connect(t.Context(), srv.ConnString(""))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(t.Context(), `CREATE DATABASE restored_big`)
+	require.NoError(t, err)
+	restore, err := osexec.Command(psql, "-q", "-v", "ON_ERROR_STOP=1", "-d", srv.ConnString("restored_big"), "-f", sc.Dump).CombinedOutput()
+	require.NoError(t, err, "%s", restore)
+	assert.Equal(t, []string{"1:ran", "2:ran"}, logRows(t, srv, "restored_big"))
+	restored, err := pgx.Connect(t.Context(), srv.ConnString("restored_big"))
+	require.NoError(t, err)
+	defer restored.Close(context.Background())
+	var rows, written int
+	require.NoError(t, restored.QueryRow(t.Context(), `SELECT count(*) FROM fixture`).Scan(&rows))
+	require.NoError(t, restored.QueryRow(t.Context(),
+		`SELECT count(*) FROM twice.history WHERE new->>'pad' = 'seen'`).Scan(&written)) // rel is the kept database's OID
+	assert.Zero(t, rows, "the dump holds the big table's rows")
+	assert.Equal(t, 2, written, "the dumped history holds both deliveries' writes of the big table")
 }

@@ -69,6 +69,14 @@ func (r *Result) DropDatabases(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// skippedData says which tables a dump holds without their rows.
+func skippedData(tables []string) string {
+	if len(tables) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (without the rows of %s, the fixture's: the rows the scenario wrote are in twice.history)", strings.Join(tables, ", "))
+}
+
 // keepDatabases makes the failed scenarios' databases outlive the run and
 // says, one line each, how to connect to them. On a server that dies with
 // the test binary it also dumps them to files and says how to restore
@@ -88,13 +96,17 @@ func (r *Result) keepDatabases(ctx context.Context) []string {
 			continue
 		}
 		live := fmt.Sprintf("kept the database of %s (%s) as evidence: psql %q while the test binary runs", s.Fault, s.Schedule, s.Database)
-		if err := srv.Dump(ctx, k.db.Name, evidence.DumpFile(k.db.Name)); err != nil {
+		// A big table's rows are the fixture's but for those the scenario
+		// wrote, which its write history (twice.history) holds: the dump
+		// leaves them out rather than copy the fixture per failure.
+		big := k.db.Template().Undone()
+		if err := srv.Dump(ctx, k.db.Name, evidence.DumpFile(k.db.Name), big...); err != nil {
 			s.DumpError = result.NewError(err)
 			lines = append(lines, fmt.Sprintf("%s; it could not be dumped, so it is lost when the test binary exits (its server stops with it): %v", live, err))
 			continue
 		}
 		s.Dump = evidence.DumpFile(k.db.Name)
-		lines = append(lines, live+fmt.Sprintf("; the server stops with it, so it is dumped to %s: restore it with %s", s.Dump, evidence.RestoreCommand(k.db.Name)))
+		lines = append(lines, live+fmt.Sprintf("; the server stops with it, so it is dumped to %s: restore it with %s", s.Dump, evidence.RestoreCommand(k.db.Name))+skippedData(big))
 	}
 	r.kept = nil
 	return lines

@@ -328,6 +328,23 @@ type resetTable struct {
 // reading it whole, costs less than finding them. A var for tests.
 var undoFrom int64 = 1 << 20
 
+// Undone lists the tables (qualified, quoted where needed) whose rows a reset puts back
+// through the write history, only those written: the big ones. A dump
+// kept as evidence leaves their rows out; the history holds the rows a
+// scenario wrote.
+func (t *Template) Undone() []string {
+	if t.reset == nil {
+		return nil
+	}
+	var out []string
+	for _, rt := range t.reset.tables {
+		if rt.undo != "" {
+			out = append(out, rt.name)
+		}
+	}
+	return out
+}
+
 // UndoFrom is the size from which a table with a primary key is reset,
 // and should be read, through the template's write history (only the
 // rows written); 0 when the template has no history.

@@ -370,7 +370,7 @@ type execer interface {
 // dumpInContainer runs pg_dump inside the server's container, over TCP to
 // the server there with the password in the exec's environment (never its
 // argv, which ps shows), and writes what it prints to tmp.
-func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) error {
+func (s *Server) dumpInContainer(ctx context.Context, database, tmp string, skipData []string) error {
 	where := fmt.Sprintf("pg_dump inside PostgreSQL container %s (image %s)", shortID(s.container), s.image)
 	if s.ctr == nil {
 		return fmt.Errorf("[twice] internal: dumping database %s with %s: no handle on the container", database, where)
@@ -382,7 +382,7 @@ func (s *Server) dumpInContainer(ctx context.Context, database, tmp string) erro
 	conn := formatKeywordValue(map[string]string{
 		"host": "127.0.0.1", "port": "5432", "user": cfg.User, "dbname": database, "sslmode": "disable",
 	})
-	cmd := append(append([]string{"pg_dump"}, pgDumpArgs...), "-d", conn)
+	cmd := append(append([]string{"pg_dump"}, pgDumpArgs(skipData)...), "-d", conn)
 	res, err := s.ctr.execToFile(ctx, cmd, []string{"PGPASSWORD=" + cfg.Password}, tmp)
 	if err != nil {
 		return fmt.Errorf("[twice] dumping database %s with %s failed: %w", database, where, err)

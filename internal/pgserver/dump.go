@@ -20,7 +20,9 @@ const dumpTimeout = 5 * time.Minute
 func (s *Server) Outlives() bool { return s.mode == ModeURL }
 
 // Dump writes database to file as plain SQL, without owners or grants, so
-// it restores into any server with psql -f once this one is gone.
+// it restores into any server with psql -f once this one is gone. The
+// tables in skipData (quoted and qualified, as pg_dump's patterns take
+// them) are dumped without their rows.
 //
 // In a container (ModeDocker) it runs the image's own pg_dump inside the
 // container and reads the dump from its output: that pg_dump has the
@@ -29,7 +31,7 @@ func (s *Server) Outlives() bool { return s.mode == ModeURL }
 // pg_dump from the local cluster's installation, else from the highest
 // installed version or PATH. Every failure is an error that says which
 // pg_dump failed and what it printed; file is then left as it was.
-func (s *Server) Dump(ctx context.Context, database, file string) error {
+func (s *Server) Dump(ctx context.Context, database, file string, skipData ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, dumpTimeout)
 	defer cancel()
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
@@ -38,9 +40,9 @@ func (s *Server) Dump(ctx context.Context, database, file string) error {
 	tmp := file + ".part"
 	var err error
 	if s.mode == ModeDocker {
-		err = s.dumpInContainer(ctx, database, tmp)
+		err = s.dumpInContainer(ctx, database, tmp, skipData)
 	} else {
-		err = s.dumpOnHost(ctx, database, tmp)
+		err = s.dumpOnHost(ctx, database, tmp, skipData)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
@@ -53,15 +55,22 @@ func (s *Server) Dump(ctx context.Context, database, file string) error {
 	return nil
 }
 
-// pgDumpArgs are pg_dump's flags for a dump that restores anywhere.
-var pgDumpArgs = []string{"--no-owner", "--no-privileges"}
+// pgDumpArgs are pg_dump's flags for a dump that restores anywhere,
+// without the rows of the tables in skipData.
+func pgDumpArgs(skipData []string) []string {
+	args := []string{"--no-owner", "--no-privileges"}
+	for _, t := range skipData {
+		args = append(args, "--exclude-table-data="+t)
+	}
+	return args
+}
 
-func (s *Server) dumpOnHost(ctx context.Context, database, tmp string) error {
+func (s *Server) dumpOnHost(ctx context.Context, database, tmp string, skipData []string) error {
 	bin, err := s.pgDump()
 	if err != nil {
 		return err
 	}
-	args := append(append([]string{}, pgDumpArgs...), "-f", tmp, "-d", s.ConnString(database))
+	args := append(pgDumpArgs(skipData), "-f", tmp, "-d", s.ConnString(database))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("[twice] dumping database %s with %s failed: %w\n%s", database, bin, err, tail(out, 2000))
