@@ -378,7 +378,7 @@ func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 func (d *Database) Written(ctx context.Context, except ...uint32) (n int64, known bool, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.tpl.logged || d.admin == nil {
+	if !d.tpl.history || d.admin == nil {
 		return 0, false, nil
 	}
 	pids := pidArgs(except)
@@ -438,7 +438,7 @@ WHERE h.pid <> ALL($1) ORDER BY h.seq`
 func (d *Database) History(ctx context.Context, except ...uint32) (_ []Write, known bool, _ error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !d.tpl.logged || d.admin == nil {
+	if !d.tpl.history || d.admin == nil {
 		return nil, false, nil
 	}
 	pids := pidArgs(except)

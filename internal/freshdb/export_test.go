@@ -18,7 +18,7 @@ var LineCol = lineCol
 // way: "reuse" (the default), or "clone" with strategy "WAL_LOG" or
 // "FILE_COPY". It has its own pool of idle databases.
 func Variant(t *Template, how, strategy string) *Template {
-	v := &Template{Name: t.Name, r: t.r, mode: modeReuse, strategy: t.strategy, reset: t.reset, logged: t.logged}
+	v := &Template{Name: t.Name, r: t.r, mode: modeReuse, strategy: t.strategy, reset: t.reset, logged: t.logged, history: t.history}
 	if how == "clone" {
 		v.mode = modeClone
 		v.strategy = strategy

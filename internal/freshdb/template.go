@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -40,6 +41,9 @@ type Template struct {
 	// logged says the template has the change log (changeLogSQL): every
 	// statement that writes a table notes it in twice.changed.
 	logged bool
+	// history says it has the write history too: every row written is
+	// noted in twice.history (all but WithoutHistory's templates).
+	history bool
 
 	mu          sync.Mutex
 	idle        []*Database
@@ -148,9 +152,14 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 		if _, err := conn.PgConn().Exec(ctx, changeLogSQL).ReadAll(); err != nil {
 			return nil, fmt.Errorf("[twice] internal: installing the change log in template database %s: %w", name, err)
 		}
-		t.logged = true
+		t.logged, t.history = true, !withoutHistory.Load()
+		if !t.history {
+			if _, err := conn.Exec(ctx, dropHistorySQL); err != nil {
+				return nil, fmt.Errorf("[twice] internal: leaving the write history out of template database %s: %w", name, err)
+			}
+		}
 	}
-	t.reset, t.why, err = resetScript(ctx, conn, r)
+	t.reset, t.why, err = resetScript(ctx, conn, r, t.history)
 	if err != nil {
 		return nil, err
 	}
@@ -267,6 +276,30 @@ CREATE EVENT TRIGGER twice_drop ON sql_drop EXECUTE FUNCTION twice.note_drop();
 ALTER EVENT TRIGGER twice_ddl ENABLE ALWAYS;
 ALTER EVENT TRIGGER twice_drop ENABLE ALWAYS;`
 
+// withoutHistory, set by WithoutHistory, leaves the write history out of
+// the templates prepared meanwhile.
+var withoutHistory atomic.Bool
+
+// WithoutHistory makes the templates prepared until restore is called
+// keep the change log but no write history, as if the history were not
+// there: Written and History say they cannot tell, and no table is reset
+// or read through it. It is for measuring what the history costs
+// (harness's BenchmarkHistoryCost); give such templates setup steps of
+// their own, since a run reuses a template prepared from the same steps.
+func WithoutHistory() (restore func()) {
+	withoutHistory.Store(true)
+	return func() { withoutHistory.Store(false) }
+}
+
+// dropHistorySQL removes the write history's triggers (WithoutHistory).
+const dropHistorySQL = `DO $$
+DECLARE r regclass;
+BEGIN
+	FOR r IN SELECT tgrelid::regclass FROM pg_trigger WHERE tgname = 'twice_history' LOOP
+		EXECUTE format('DROP TRIGGER twice_history ON %s; DROP TRIGGER twice_truncate ON %s', r, r);
+	END LOOP;
+END$$`
+
 // quickSQL is what says, with the change log, that a clone's catalog is
 // still the template's: the DDL noted (none), and what notes it or cannot
 // be noted, each read through an index or from a table a schema of many
@@ -349,16 +382,17 @@ func (t *Template) Undone() []string {
 // and should be read, through the template's write history (only the
 // rows written); 0 when the template has no history.
 func (t *Template) UndoFrom() int64 {
-	if !t.logged {
+	if !t.history {
 		return 0
 	}
 	return undoFrom
 }
 
 // resetScript plans the reset of a clone of the template conn is
-// connected to. why says why a database cannot be reset in place (then
-// plan is nil).
-func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, why string, err error) {
+// connected to; logsRows says the template keeps the write history, through
+// which big tables are reset. why says why a database cannot be reset in
+// place (then plan is nil).
+func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (plan *resetPlan, why string, err error) {
 	switch {
 	case !r.superuser:
 		// Triggers and foreign keys must be off while rows go back in.
@@ -415,7 +449,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run) (plan *resetPlan, 
 		// equality operator and generated columns are simply not selected.
 		var n int64
 		var values *string
-		undo := r.superuser && len(t.key) > 0 && t.size >= undoFrom && t.cols != ""
+		undo := logsRows && len(t.key) > 0 && t.size >= undoFrom && t.cols != ""
 		q := "SELECT count(*), quote_literal(array_agg(ROW(x.*)::" + t.name + ")::text) FROM ONLY " + t.name + " x"
 		if undo {
 			// The rows stay in the template, where the history's old

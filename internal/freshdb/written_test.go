@@ -53,7 +53,10 @@ func TestWrittenCountsRows(t *testing.T) {
 		{"a COPY", `COPY by_function FROM PROGRAM 'printf "5\n6\n"'`, 2},
 		{"a rolled-back insert", `BEGIN; INSERT INTO orders VALUES (1, 1); ROLLBACK`, 0},
 		{"a write in a subtransaction rolled back", `BEGIN; SAVEPOINT s; DELETE FROM orders; ROLLBACK TO s; UPDATE orders SET n = 2; COMMIT`, 1},
-		{"a TRUNCATE", `TRUNCATE audit`, 0},
+		{"a TRUNCATE of an empty table", `TRUNCATE audit`, 0},
+		// A TRUNCATE fires no row trigger: its own notes each row it
+		// removes, as a delete.
+		{"a TRUNCATE", `TRUNCATE child_row, orders`, 3},
 	} {
 		run(t, d.ConnString, sc.sql)
 		n, known, err := d.Written(ctx)
@@ -90,6 +93,32 @@ func TestWrittenCountsRows(t *testing.T) {
 	}
 	if n, _, err := d.Written(ctx); err != nil || n != 2 {
 		t.Errorf("Written(ctx) = %d, %v; want 2", n, err)
+	}
+	if err := d.Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A template prepared under WithoutHistory keeps the change log but notes
+// no row: the history says it cannot tell.
+func TestWithoutHistory(t *testing.T) {
+	ctx := context.Background()
+	restore := freshdb.WithoutHistory()
+	tpl, d := reusedTemplate(t, "nohistory.sql", `
+		CREATE TABLE orders (id int PRIMARY KEY, n int NOT NULL); INSERT INTO orders VALUES (1, 0);`)
+	restore()
+	run(t, d.ConnString, `UPDATE orders SET n = 1; TRUNCATE orders`)
+	if n, known, err := d.Written(ctx); err != nil || known {
+		t.Errorf("Written = %d, known %t, %v; want not known", n, known, err)
+	}
+	if ch, err := d.Changed(ctx); err != nil || !ch.Known || !ch.Tables[freshdb.TableID{Schema: "public", Name: "orders"}] {
+		t.Errorf("Changed = %+v, %v; want orders, known", ch, err)
+	}
+	if n := queryOne[int64](t, d.ConnString, "SELECT count(*) FROM twice.history"); n != 0 {
+		t.Errorf("the history holds %d rows, want none", n)
+	}
+	if from := tpl.UndoFrom(); from != 0 {
+		t.Errorf("UndoFrom = %d, want 0: no table is reset through a history it has not", from)
 	}
 	if err := d.Drop(ctx); err != nil {
 		t.Fatal(err)
