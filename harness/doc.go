@@ -87,7 +87,8 @@
 // # A pass must be backed by what the job did
 //
 // The template keeps a write history: a row-level trigger on every table
-// notes each row a committed INSERT, UPDATE, DELETE, COPY or MERGE wrote,
+// notes each row a committed INSERT, UPDATE, DELETE, COPY, MERGE or
+// TRUNCATE wrote,
 // by the handler's statements or by the triggers, functions and cascades
 // they set off, with its old and new image (the queue's own bookkeeping,
 // on its own connection, is left out). A check whose clean run wrote no
@@ -98,6 +99,15 @@
 // Config.ExpectNoWork to why the job rightly does nothing there. Without
 // a superuser (a server URL whose user is not one) there is no history
 // and no such check.
+//
+// The comparison follows the rows a job touched, not its tables' size: a
+// table of 1 MiB or more with a primary key is read through the history,
+// only the rows under a key some run wrote (and the fixture's rows under
+// those keys, from the history's old images), and a database is reset by
+// putting those rows back. A diff of such a table shows only rows a run
+// wrote, and a kept database's dump leaves its rows out (the dumped
+// twice.history holds those written). Smaller tables, tables without a
+// primary key and every table after DDL are read whole.
 //
 // The history also says who wrote each row: the client statement that
 // wrote it (its start and text), which the executor matches to the
