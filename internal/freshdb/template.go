@@ -176,7 +176,9 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // from functions and other triggers) that completes, in the writer's
 // transaction: a rolled-back write leaves no note, as it leaves no row.
 // The log is a plain heap without index, so concurrent writers never
-// wait on each other for it. It is the harness's, not the job's: the
+// wait on each other for it, and unlogged, as are the history and the DDL
+// log below: they live as long as a scenario, and writing them to the WAL
+// would only slow every write a job makes. It is the harness's, not the job's: the
 // reset runs with session_replication_role = replica, which fires no
 // ordinary trigger, and empties it; snapshots leave the reserved schema
 // out.
@@ -210,11 +212,11 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 // created last: the change log's own CREATE TRIGGERs are not noted.
 const changeLogSQL = `
 CREATE SCHEMA IF NOT EXISTS twice;
-CREATE TABLE twice.changed (rel oid NOT NULL);
+CREATE UNLOGGED TABLE twice.changed (rel oid NOT NULL);
 CREATE FUNCTION twice.note_changed() RETURNS trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN INSERT INTO twice.changed VALUES (TG_RELID); RETURN NULL; END$$;
-CREATE TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
+CREATE UNLOGGED TABLE twice.history (pid int NOT NULL, rel oid NOT NULL, op "char" NOT NULL, old jsonb, new jsonb,
 	seq bigint GENERATED ALWAYS AS IDENTITY,
 	at timestamptz NOT NULL DEFAULT statement_timestamp(), query text DEFAULT current_query());
 CREATE FUNCTION twice.note_row() RETURNS trigger LANGUAGE plpgsql
@@ -253,7 +255,7 @@ BEGIN
 		END IF;
 	END LOOP;
 END$$;
-CREATE TABLE twice.ddl (tag text NOT NULL);
+CREATE UNLOGGED TABLE twice.ddl (tag text NOT NULL);
 CREATE FUNCTION twice.note_ddl() RETURNS event_trigger LANGUAGE plpgsql
 	SECURITY DEFINER SET search_path = pg_catalog
 	AS $$BEGIN
