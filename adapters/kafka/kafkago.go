@@ -249,20 +249,12 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 	if err := q.reader.check(q.name, q.rec.Topic); err != nil {
 		return queue.Fetched{}, err
 	}
-	s.mu.Lock()
-	open := s.readers
-	for _, c := range open {
-		if c.holding(op.Now, q.opts.session) {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a Reader of group %q still holds %s[%d] (its loop has not asked for the next message since its record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	open, ok := takeOver(s, &s.readers, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a Reader", "its loop has not asked for the next message since its record"), nil
 	}
-	s.readers = nil
-	s.mu.Unlock()
 	for _, c := range open {
-		// A worker whose loop was done with its record but was never
-		// acked died before its commit, unless the ack was lost.
-		if c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery {
+		if c.diedBeforeCommit(op) {
 			c.kill()
 		} else {
 			c.leave()
@@ -304,11 +296,7 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 		return queue.Fetched{}, err
 	}
 	c.started = op.Now
-	s.mu.Lock()
-	s.readers = append(s.readers, c)
-	s.allReaders = append(s.allReaders, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.readers, &s.allReaders, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 

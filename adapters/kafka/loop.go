@@ -180,23 +180,15 @@ func (c *loopConsumer) end() {
 // offset, and a new client in the group gets the record unless the
 // group's committed offset is past it.
 func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, partition int32, offset int64) (queue.Fetched, error) {
-	s.mu.Lock()
-	open := s.loops
-	for _, c := range open {
-		// One that has not polled again since its record keeps the
-		// partition until it is evicted for its poll interval: on the
-		// harness clock, SessionTimeout (holding).
-		if c.holding(op.Now, q.opts.session) {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a consumer of group %q still holds %s[%d] (it has not polled again since its record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	// One that has not polled again since its record keeps the partition
+	// until it is evicted for its poll interval: on the harness clock,
+	// SessionTimeout (holding).
+	open, ok := takeOver(s, &s.loops, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a consumer", "it has not polled again since its record"), nil
 	}
-	s.loops = nil
-	s.mu.Unlock()
 	for _, c := range open {
-		// A worker whose loop was done with its record but was never
-		// acked died before its commit, unless the ack was lost.
-		if c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery {
+		if c.diedBeforeCommit(op) {
 			c.kill()
 			continue
 		}
@@ -220,11 +212,7 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 		c.kill() // it never joined the group
 		return passed(s, at, partition, offset), nil
 	}
-	s.mu.Lock()
-	s.loops = append(s.loops, c)
-	s.allLoops = append(s.allLoops, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.loops, &s.allLoops, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 

@@ -173,3 +173,43 @@ func (q *kafkaQueue) readBack(ctx context.Context, op queue.Op, p *process, how,
 func (q *kafkaQueue) restarts(what string) queue.Settled {
 	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("%s returned an error; the consumer restarts in %v", what, q.opts.restart)}
 }
+
+// takeOver takes the group's open consumers of a face (*open) out of it
+// for a new one, and returns them; unless one of them still holds the
+// partition at now (holding), when it leaves them and returns false.
+func takeOver[C interface {
+	holding(time.Time, time.Duration) bool
+}](s *scenario, open *[]C, now time.Time, session time.Duration) ([]C, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	taken := *open
+	for _, c := range taken {
+		if c.holding(now, session) {
+			return nil, false
+		}
+	}
+	*open = nil
+	return taken, true
+}
+
+// stillHeld is the Fetch of a record whose partition who (a consumer of
+// the group) still holds, and why it does.
+func (q *kafkaQueue) stillHeld(s *scenario, partition int32, who, why string) queue.Fetched {
+	return queue.Fetched{Reason: fmt.Sprintf("%s of group %q still holds %s[%d] (%s; the group moves the partition %v after it took it)", who, s.group, s.topic, partition, why, q.opts.session)}
+}
+
+// joined records a face's new consumer as open (in *open), made (in
+// *all, closed with the scenario) and a runner (watchProduces).
+func joined[C runner](s *scenario, open, all *[]C, c C) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	*open = append(*open, c)
+	*all = append(*all, c)
+	s.runners = append(s.runners, c)
+}
+
+// diedBeforeCommit reports whether a worker done with its record but
+// never acked died before its commit: it did, unless the ack was lost.
+func (p *process) diedBeforeCommit(op queue.Op) bool {
+	return p.returned.Load() && !p.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery
+}

@@ -364,20 +364,14 @@ func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, 
 	if err := q.sarama.check(q.name, q.opts.group); err != nil {
 		return queue.Fetched{}, err
 	}
-	s.mu.Lock()
-	open := s.saramas
-	for _, c := range open {
-		if c.holding(op.Now, q.opts.session) {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a consumer of group %q still holds %s[%d] (its ConsumeClaim has not returned since it got the record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	open, ok := takeOver(s, &s.saramas, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a consumer", "its ConsumeClaim has not returned since it got the record"), nil
 	}
-	s.saramas = nil
-	s.mu.Unlock()
 	for _, c := range open {
 		switch {
 		case c.killed.Load() || c.closed.Load() && c.returned.Load():
-		case c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery:
+		case c.diedBeforeCommit(op):
 			// Done with its record but never acked: it died before the
 			// commit.
 			c.kill()
@@ -411,11 +405,7 @@ func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, 
 		return queue.Fetched{}, err
 	}
 	c.started = op.Now
-	s.mu.Lock()
-	s.saramas = append(s.saramas, c)
-	s.allSaramas = append(s.allSaramas, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.saramas, &s.allSaramas, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 
