@@ -11,6 +11,8 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,10 +25,13 @@ const (
 	examplesPaths = twiceModule + "/examples/"
 )
 
-// twiceImports returns, one line each, the non-test Go files under fsys
-// that import a twice package, and the directories it checked. Imports of
-// other examples are allowed: they are job code too, and checked here.
-func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
+// adapterExample matches the import paths of the adapters' examples.
+var adapterExample = regexp.MustCompile(`^` + regexp.QuoteMeta(twiceModule) + `/adapters/[^/]+/example/`)
+
+// goImports calls visit with every import of the Go files under fsys
+// (test files too when tests is set), and returns the directories it
+// read.
+func goImports(fsys fs.FS, tests bool, visit func(file, imp string)) (dirs []string, err error) {
 	err = fs.WalkDir(fsys, ".", func(name string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -39,7 +44,7 @@ func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") || (!tests && strings.HasSuffix(name, "_test.go")) {
 			return nil
 		}
 		src, err := fs.ReadFile(fsys, name)
@@ -58,13 +63,60 @@ func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
 			if err != nil {
 				return fmt.Errorf("%s: import %s: %w", name, imp.Path.Value, err)
 			}
-			if (p == twiceModule || strings.HasPrefix(p, twiceModule+"/")) && !strings.HasPrefix(p, examplesPaths) {
-				bad = append(bad, fmt.Sprintf("%s imports %s", name, p))
-			}
+			visit(name, p)
 		}
 		return nil
 	})
+	return dirs, err
+}
+
+// twiceImports returns, one line each, the non-test Go files under fsys
+// that import a twice package, and the directories it checked. Imports of
+// other examples are allowed: they are job code too, and checked here.
+func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
+	dirs, err = goImports(fsys, false, func(file, p string) {
+		if (p == twiceModule || strings.HasPrefix(p, twiceModule+"/")) && !strings.HasPrefix(p, examplesPaths) {
+			bad = append(bad, fmt.Sprintf("%s imports %s", file, p))
+		}
+	})
 	return bad, dirs, err
+}
+
+// internalImports returns, one line each, the Go files under fsys, tests
+// included, that import an internal package of twice's, which a user of
+// twice cannot import. An example's own internal packages are its own.
+func internalImports(fsys fs.FS) (bad []string, err error) {
+	_, err = goImports(fsys, true, func(file, p string) {
+		own := strings.HasPrefix(p, examplesPaths) || adapterExample.MatchString(p)
+		if !own && strings.HasPrefix(p, twiceModule+"/") && slices.Contains(strings.Split(p, "/"), "internal") {
+			bad = append(bad, fmt.Sprintf("%s imports %s", file, p))
+		}
+	})
+	return bad, err
+}
+
+// TestExamplesImportNothingInternal: the examples, tests included, and
+// the adapters' examples show what a user of twice can write, so they
+// import no internal package (a long test's gate is
+// harness.SkipUnlessLong).
+func TestExamplesImportNothingInternal(t *testing.T) {
+	roots := []string{"."}
+	adapters, err := filepath.Glob("../adapters/*/example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adapters) < 6 {
+		t.Fatalf("found the adapters' examples %q, fewer than six: the pattern is broken", adapters)
+	}
+	for _, root := range append(roots, adapters...) {
+		bad, err := internalImports(os.DirFS(root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range bad {
+			t.Errorf("%s/%s: an example imports nothing a user of twice cannot; use the public API", filepath.ToSlash(root), b)
+		}
+	}
 }
 
 // TestJobCodeDoesNotImportTwice: no job package under examples/ (the
@@ -155,5 +207,21 @@ func TestTwiceImportsFindsHarness(t *testing.T) {
 	}
 	if !slices.Equal(bad, want) {
 		t.Errorf("twiceImports found\n%s\nwant\n%s", strings.Join(bad, "\n"), strings.Join(want, "\n"))
+	}
+
+	fsys["jobs/long_test.go"] = file(`"github.com/runtwice/twice/internal/longtest"`)
+	fsys["jobs/nested/own.go"] = file(`"github.com/runtwice/twice/examples/jobs/internal/clock"`)
+	fsys["jobs/queue_test.go"] = file(`"github.com/runtwice/twice/adapters/river/example/points/internal/ledger"`, `"github.com/runtwice/twice/adapters/river/internal/x"`)
+	fsys["jobs/internalish.go"] = file(`"github.com/runtwice/twice/internalish"`)
+	bad, err = internalImports(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		"jobs/long_test.go imports github.com/runtwice/twice/internal/longtest",
+		"jobs/queue_test.go imports github.com/runtwice/twice/adapters/river/internal/x",
+	}
+	if !slices.Equal(bad, want) {
+		t.Errorf("internalImports found\n%s\nwant\n%s", strings.Join(bad, "\n"), strings.Join(want, "\n"))
 	}
 }

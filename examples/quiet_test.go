@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/runtwice/twice/harness"
 )
 
 // quietRepeats is how many times each correct job's check runs.
@@ -34,7 +36,7 @@ var correctJobChecks = map[string][]string{
 // child go test, -count=30, the packages side by side as go test runs
 // them, under -race when this test is.
 func TestCorrectJobsStayQuiet(t *testing.T) {
-	skipUnlessLong(t, "runs every correct example's check 30 times")
+	harness.SkipUnlessLong(t, "runs every correct example's check 30 times")
 	var names, pkgs []string
 	for pkg, tests := range correctJobChecks {
 		pkgs = append(pkgs, "./"+pkg)
@@ -61,23 +63,10 @@ func TestCorrectJobsStayQuiet(t *testing.T) {
 	args := append(append([]string{"test", "-timeout=0", "-count=" + strconv.Itoa(quietRepeats), "-run", run}, race...), pkgs...)
 	cmd := exec.CommandContext(t.Context(), "go", args...)
 	// No records from the child, and none of its own long tests.
-	cmd.Env = append(os.Environ(), "TWICE_REPORT_DIR=", longEnv+"=")
+	cmd.Env = append(os.Environ(), "TWICE_REPORT_DIR=", harness.LongEnv+"=")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	t.Logf("%d checks of %d packages, %d times each", len(names), len(pkgs), quietRepeats)
-}
-
-// longEnv turns on the long tests of the project's own ("1"), as CI does;
-// an example's checks themselves never need it.
-const longEnv = "TWICE_LONG"
-
-// skipUnlessLong skips t unless long tests are on and -short is not
-// given; why says what makes it long.
-func skipUnlessLong(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv(longEnv) != "1" || testing.Short() {
-		t.Skipf("long test (%s): set %s=1 to run it", why, longEnv)
-	}
 }

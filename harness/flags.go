@@ -8,9 +8,11 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/longtest"
 	"github.com/runtwice/twice/internal/record"
 )
 
@@ -82,6 +84,24 @@ const (
 // already split the packages across machines, set TWICE_SHARD=1/1, or
 // each check runs only its machine's share of its schedules.
 const ShardEnv = record.ShardEnv
+
+// LongEnv set to 1 turns on long tests: a check repeated many times to
+// show its verdict does not vary, a report over every package. Plain go
+// test leaves them out so a test run stays short, and -short leaves them
+// out even when it is set; CI sets it once. SkipUnlessLong is the gate a
+// long test starts with.
+const LongEnv = longtest.Env
+
+// Long reports whether long tests run: LongEnv is 1 and -short is not
+// set. It must be called from a test, after testing has parsed its flags.
+func Long() bool { return longtest.Enabled() }
+
+// SkipUnlessLong skips t unless long tests run (Long); why says what
+// makes the test long, and the skip message names LongEnv.
+func SkipUnlessLong(t testing.TB, why string) {
+	t.Helper()
+	longtest.Skip(t, why)
+}
 
 func init() {
 	flag.String("twice.replay", "", "twice: run exactly this schedule, in its text form, instead of the faults or the exploration (env "+ReplayEnv+")")

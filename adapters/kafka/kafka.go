@@ -636,11 +636,7 @@ func (q *kafkaQueue) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, err
 		}
 	}
 	c.Record = r
-	s.mu.Lock()
-	s.open = append(s.open, c)
-	s.all = append(s.all, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.open, &s.all, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -128,33 +127,15 @@ func (r *readerSpec) check(name, topic string) error {
 // readerConsumer is one delivery's Reader in ReaderJob: the loop runs on
 // it. It is what Fetch hands out (Delivery.Queued).
 type readerConsumer struct {
-	r         *kafka.Reader
-	conns     *connSet
-	adm       *kadm.Client // on the scenario's producer
-	topic     string
-	partition int32
-	offset    int64
-	sync      bool      // CommitInterval 0: each CommitMessages commits
-	started   time.Time // the harness clock at its Fetch
+	process
+	r     *kafka.Reader
+	conns *connSet
+	adm   *kadm.Client // on the scenario's producer
+	sync  bool         // CommitInterval 0: each CommitMessages commits
 
-	// start hands the loop to the goroutine that runs it (serve), the
-	// process's main goroutine, whose id root is.
-	start   chan func() error
-	root    atomic.Uint64
-	closing chan struct{} // closed by end
-	done    chan struct{} // closed when the loop returned (or never ran)
-	err     error         // the loop's, once done is closed
-	gone    chan struct{} // closed once the Reader is closed
-
-	mu        sync.Mutex
-	stopLoop  context.CancelFunc
+	root      atomic.Uint64 // the id of the goroutine that runs the loop (serve)
+	gone      chan struct{} // closed once the Reader is closed
 	closeOnce sync.Once
-	// d and ctx are the delivery the loop runs for and its context: a
-	// record produced while it runs is d's effect (watchProduces).
-	d   *harness.Delivery
-	ctx context.Context
-
-	returned, acked, killed, closed atomic.Bool
 }
 
 // connSet is a worker's connections to the cluster: a crash cuts them
@@ -198,14 +179,10 @@ func (s *connSet) cut() {
 	}
 }
 
+// serve is the process's serve, on the goroutine whose id root is.
 func (c *readerConsumer) serve() {
-	defer close(c.done)
 	c.root.Store(goid.ID())
-	select {
-	case run := <-c.start:
-		c.err = run()
-	case <-c.closing:
-	}
+	c.process.serve()
 }
 
 // kill is the worker's death: its connections are cut before its Reader
@@ -238,17 +215,9 @@ func (c *readerConsumer) leave() {
 // end stops the loop and closes the Reader, once; gone is closed when the
 // Reader is.
 func (c *readerConsumer) end() {
-	if c.closed.Swap(true) {
-		return
+	if c.shut() {
+		c.closeReader()
 	}
-	c.mu.Lock()
-	stop := c.stopLoop
-	c.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	close(c.closing)
-	c.closeReader()
 }
 
 // closeReader closes the Reader once, in the background; gone is closed
@@ -280,22 +249,12 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 	if err := q.reader.check(q.name, q.rec.Topic); err != nil {
 		return queue.Fetched{}, err
 	}
-	s.mu.Lock()
-	open := s.readers
-	for _, c := range open {
-		// One consumer of the group holds the partition at a time, until
-		// its session ends (SessionTimeout on the harness clock).
-		if !c.returned.Load() && !c.killed.Load() && !c.closed.Load() && op.Now.Sub(c.started) < q.opts.session {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a Reader of group %q still holds %s[%d] (its loop has not asked for the next message since its record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	open, ok := takeOver(s, &s.readers, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a Reader", "its loop has not asked for the next message since its record"), nil
 	}
-	s.readers = nil
-	s.mu.Unlock()
 	for _, c := range open {
-		// A worker whose loop was done with its record but was never
-		// acked died before its commit, unless the ack was lost.
-		if c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery {
+		if c.diedBeforeCommit(op) {
 			c.kill()
 		} else {
 			c.leave()
@@ -308,10 +267,8 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 		}
 	}
 	adm := kadm.NewClient(s.producer)
-	if op.Kind == queue.DeliveryRedrive {
-		if err := resetOffset(ctx, adm, s, partition, offset); err != nil {
-			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
-		}
+	if err := redrive(ctx, adm, op, s, partition, offset); err != nil {
+		return queue.Fetched{}, err
 	}
 	c, err := q.newReaderConsumer(s, partition, offset)
 	if err != nil {
@@ -330,7 +287,7 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 		c.end() // it was never handed to a loop: it leaves the group
 		err = c.wait()
 		if err == nil {
-			return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+			return passed(s, at, partition, offset), nil
 		}
 	}
 	if err != nil {
@@ -339,11 +296,7 @@ func (q *kafkaQueue) fetchReader(ctx context.Context, op queue.Op, s *scenario, 
 		return queue.Fetched{}, err
 	}
 	c.started = op.Now
-	s.mu.Lock()
-	s.readers = append(s.readers, c)
-	s.allReaders = append(s.allReaders, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.readers, &s.allReaders, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 
@@ -387,9 +340,8 @@ func (q *kafkaQueue) newReaderConsumer(s *scenario, partition int32, offset int6
 		return nil, fmt.Errorf("twicekafka: job %q: the kafka.ReaderConfig is invalid: %w; kafka.NewReader would panic on it", q.name, err)
 	}
 	s.group = cfg.GroupID
-	c := &readerConsumer{r: kafka.NewReader(cfg), conns: conns, adm: kadm.NewClient(s.producer), topic: s.topic, partition: partition, offset: offset,
-		sync: cfg.CommitInterval == 0, start: make(chan func() error, 1), closing: make(chan struct{}),
-		done: make(chan struct{}), gone: make(chan struct{})}
+	c := &readerConsumer{process: newProcess(s.topic, partition, offset), r: kafka.NewReader(cfg), conns: conns,
+		adm: kadm.NewClient(s.producer), sync: cfg.CommitInterval == 0, gone: make(chan struct{})}
 	go c.serve()
 	return c, nil
 }
@@ -405,15 +357,9 @@ func (q *kafkaQueue) runReader(ctx context.Context, d *harness.Delivery) error {
 	if loop == nil {
 		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newLoop returned a nil ReaderLoop", q.name, d.Attempt, d.JobID)
 	}
-	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.mu.Lock()
-	c.stopLoop, c.d, c.ctx = stop, d, ctx
-	c.mu.Unlock()
-	if c.closed.Load() {
-		stop()
+	if !c.run(ctx, d, func(ctx context.Context) error { return loop(ctx, c.r) }) {
 		return fmt.Errorf("twicekafka: job %q, delivery %d: its Reader was closed before the loop ran", q.name, d.Attempt)
 	}
-	c.start <- func() error { return callReaderLoop(loopCtx, loop, c.r) }
 
 	deadline := time.Now().Add(pollTimeout)
 	for poll, handed := time.Millisecond, false; ; poll = min(2*poll, 20*time.Millisecond) {
@@ -529,17 +475,6 @@ func endOffset(ctx context.Context, adm *kadm.Client, topic string, partition in
 	return o.Offset, nil
 }
 
-// callReaderLoop runs the loop; a panic is its error, as a process that
-// dies of it.
-func callReaderLoop(ctx context.Context, loop ReaderLoop, r *kafka.Reader) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("the consumer's loop panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return loop(ctx, r)
-}
-
 // ackReader is the commit production makes once the loop is done with
 // the record: the loop's own synchronous commits, or kafka-go's
 // background committer flushed by closing the Reader; then the group's
@@ -547,10 +482,6 @@ func callReaderLoop(ctx context.Context, loop ReaderLoop, r *kafka.Reader) (err 
 func (q *kafkaQueue) ackReader(ctx context.Context, op queue.Op, c *readerConsumer) (queue.Settled, error) {
 	c.acked.Store(true)
 	defer c.end()
-	s, err := q.scenarioOf(op)
-	if err != nil {
-		return queue.Settled{}, err
-	}
 	how := "the loop committed"
 	if !c.sync {
 		how = "kafka-go's committer (CommitInterval " + c.r.Config().CommitInterval.String() + ") committed"
@@ -559,15 +490,7 @@ func (q *kafkaQueue) ackReader(ctx context.Context, op queue.Op, c *readerConsum
 			return queue.Settled{}, err
 		}
 	}
-	at, err := committedOffset(ctx, kadm.NewClient(s.producer), s.group, c.topic, c.partition)
-	if err != nil {
-		return queue.Settled{}, err
-	}
-	if at > c.offset {
-		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("%s offset %d", how, at)}, nil
-	}
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart,
-		Detail: fmt.Sprintf("offset %d was not committed (the loop passed nothing past it to CommitMessages); the consumer restarts in %v", c.offset+1, q.opts.restart)}, nil
+	return q.readBack(ctx, op, &c.process, how, " (the loop passed nothing past it to CommitMessages)")
 }
 
 // nackReader is a loop that returned an error: the process exits,
@@ -577,18 +500,7 @@ func (q *kafkaQueue) nackReader(c *readerConsumer) (queue.Settled, error) {
 	if err := c.wait(); err != nil {
 		return queue.Settled{}, err
 	}
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("the loop returned an error; the consumer restarts in %v", q.opts.restart)}, nil
-}
-
-// runningFor is the loop's delivery until the loop is done with its
-// record.
-func (c *readerConsumer) runningFor() (*harness.Delivery, context.Context, bool) {
-	if c.returned.Load() || c.killed.Load() || c.closed.Load() {
-		return nil, nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.d, c.ctx, false
+	return q.restarts("the loop"), nil
 }
 
 // producerID is -1: kafka-go's Writer is not idempotent, and a Reader

@@ -3,10 +3,8 @@ package twicekafka
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -98,35 +96,15 @@ type loopSpec struct{ opts []kgo.Opt }
 
 // loopConsumer is one delivery's client in LoopJob: the loop runs on it.
 type loopConsumer struct {
+	process
 	cl         *kgo.Client
 	crash      context.CancelFunc // the client's own context: cancelled, it sends nothing
-	topic      string
-	partition  int32
-	offset     int64
 	autocommit bool
 	marks      bool
-	started    time.Time // the harness clock at its Fetch
 
 	handed, back       chan struct{} // closed once each
-	closing            chan struct{} // closed by end
 	handedOnce, backOn sync.Once
 	head               map[string]map[int32]kgo.EpochOffset // polled when it polled again
-
-	// start hands the loop to the goroutine that runs it (serve): the
-	// process's main goroutine, started with the client, not one the
-	// delivery's handler started, which the harness would wait for.
-	start chan func() error
-	done  chan struct{} // closed when the loop returned (or never ran)
-	err   error         // the loop's, once done is closed
-
-	mu       sync.Mutex
-	stopLoop context.CancelFunc // the loop's context, once it runs
-	// d and ctx are the delivery the loop runs for and its context: what
-	// the loop produces is d's effect (watchProduces).
-	d   *harness.Delivery
-	ctx context.Context
-
-	returned, acked, killed, closed atomic.Bool
 
 	pid int64 // the client's ProducerID (clientPID)
 }
@@ -162,17 +140,6 @@ func (h hooks) OnPollStart(ctx context.Context) {
 	})
 }
 
-// serve runs the loop it is handed, once; a consumer that is never
-// handed one ends with its client.
-func (c *loopConsumer) serve() {
-	defer close(c.done)
-	select {
-	case run := <-c.start:
-		c.err = run()
-	case <-c.closing:
-	}
-}
-
 // kill is the worker's death: its client sends nothing more, and the
 // loop's context ends.
 func (c *loopConsumer) kill() {
@@ -199,16 +166,9 @@ func (c *loopConsumer) leave() {
 
 // end stops the loop and closes the client, once.
 func (c *loopConsumer) end() {
-	if c.closed.Swap(true) {
+	if !c.shut() {
 		return
 	}
-	c.mu.Lock()
-	stop := c.stopLoop
-	c.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
-	close(c.closing)
 	go func() {
 		<-c.done
 		c.cl.Close()
@@ -220,37 +180,23 @@ func (c *loopConsumer) end() {
 // offset, and a new client in the group gets the record unless the
 // group's committed offset is past it.
 func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, partition int32, offset int64) (queue.Fetched, error) {
-	s.mu.Lock()
-	open := s.loops
-	for _, c := range open {
-		// Kafka gives a partition to one consumer of the group at a
-		// time: one still handling its record keeps it until its session
-		// ends (or it is evicted for its poll interval, on the harness
-		// clock SessionTimeout).
-		if !c.returned.Load() && !c.killed.Load() && !c.closed.Load() && op.Now.Sub(c.started) < q.opts.session {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a consumer of group %q still holds %s[%d] (it has not polled again since its record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	// One that has not polled again since its record keeps the partition
+	// until it is evicted for its poll interval: on the harness clock,
+	// SessionTimeout (holding).
+	open, ok := takeOver(s, &s.loops, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a consumer", "it has not polled again since its record"), nil
 	}
-	s.loops = nil
-	s.mu.Unlock()
 	for _, c := range open {
-		// A worker whose loop was done with its record but was never
-		// acked died before its commit, unless the ack was lost.
-		if c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery {
+		if c.diedBeforeCommit(op) {
 			c.kill()
 			continue
 		}
 		c.leave()
 	}
 	adm := kadm.NewClient(s.producer)
-	if op.Kind == queue.DeliveryRedrive {
-		// A person resets an empty group's offset: the killed
-		// worker's member leaves it when its session ends.
-		err := resetOffset(ctx, adm, s, partition, offset)
-		if err != nil {
-			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
-		}
+	if err := redrive(ctx, adm, op, s, partition, offset); err != nil {
+		return queue.Fetched{}, err
 	}
 	c, err := q.newLoopConsumer(s, partition, offset)
 	if err != nil {
@@ -264,13 +210,9 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 	}
 	if at > offset {
 		c.kill() // it never joined the group
-		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+		return passed(s, at, partition, offset), nil
 	}
-	s.mu.Lock()
-	s.loops = append(s.loops, c)
-	s.allLoops = append(s.allLoops, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.loops, &s.allLoops, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 
@@ -278,9 +220,8 @@ func (q *kafkaQueue) fetchLoop(ctx context.Context, op queue.Op, s *scenario, pa
 // and the scenario's brokers, and learns its group and commit mode.
 func (q *kafkaQueue) newLoopConsumer(s *scenario, partition int32, offset int64) (*loopConsumer, error) {
 	crashCtx, crash := context.WithCancel(context.Background())
-	c := &loopConsumer{crash: crash, topic: s.topic, partition: partition, offset: offset,
-		handed: make(chan struct{}), back: make(chan struct{}), closing: make(chan struct{}),
-		start: make(chan func() error, 1), done: make(chan struct{})}
+	c := &loopConsumer{process: newProcess(s.topic, partition, offset), crash: crash,
+		handed: make(chan struct{}), back: make(chan struct{})}
 	go c.serve()
 	opts := append(slices.Clone(q.loop.opts), s.base...)
 	// The topics the loop produces to exist in production; on the fresh
@@ -322,15 +263,9 @@ func (q *kafkaQueue) runLoop(ctx context.Context, d *harness.Delivery, newLoop f
 	if loop == nil {
 		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newLoop returned a nil Loop", q.name, d.Attempt, d.JobID)
 	}
-	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.mu.Lock()
-	c.stopLoop, c.d, c.ctx = stop, d, ctx
-	c.mu.Unlock()
-	if c.closed.Load() {
-		stop()
+	if !c.run(ctx, d, func(ctx context.Context) error { return loop(ctx, c.cl) }) {
 		return fmt.Errorf("twicekafka: job %q, delivery %d: its consumer was closed before it ran", q.name, d.Attempt)
 	}
-	c.start <- func() error { return callLoop(loopCtx, loop, c.cl) }
 	done := c.done
 	wait := time.NewTimer(pollTimeout)
 	defer wait.Stop()
@@ -359,28 +294,15 @@ func (q *kafkaQueue) runLoop(ctx context.Context, d *harness.Delivery, newLoop f
 	}
 }
 
-// callLoop runs the loop; a panic is its error, as a process that dies
-// of it.
-func callLoop(ctx context.Context, loop Loop, cl *kgo.Client) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("the consumer's loop panicked: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return loop(ctx, cl)
-}
-
 // ackLoop is the commit production makes once the loop is done with the
 // record: kgo's autocommit tick, or, without autocommit, the loop's own
 // commit read back from the group.
 func (q *kafkaQueue) ackLoop(ctx context.Context, op queue.Op, c *loopConsumer) (queue.Settled, error) {
 	c.acked.Store(true)
 	defer c.end()
-	s, err := q.scenarioOf(op)
-	if err != nil {
-		return queue.Settled{}, err
-	}
+	how := "the loop committed"
 	if c.autocommit {
+		how = "kgo's autocommit committed"
 		var cerr error
 		if c.marks {
 			cerr = c.cl.CommitMarkedOffsets(ctx)
@@ -391,24 +313,12 @@ func (q *kafkaQueue) ackLoop(ctx context.Context, op queue.Op, c *loopConsumer) 
 			return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("kgo's autocommit refused: %v", cerr)}, nil
 		}
 	}
-	at, err := committedOffset(ctx, kadm.NewClient(s.producer), s.group, c.topic, c.partition)
-	if err != nil {
-		return queue.Settled{}, err
-	}
-	if at > c.offset {
-		how := "the loop committed"
-		if c.autocommit {
-			how = "kgo's autocommit committed"
-		}
-		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("%s offset %d", how, at)}, nil
-	}
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart,
-		Detail: fmt.Sprintf("offset %d was not committed (the loop commits nothing for it, or marks nothing with AutoCommitMarks); the consumer restarts in %v", c.offset+1, q.opts.restart)}, nil
+	return q.readBack(ctx, op, &c.process, how, " (the loop commits nothing for it, or marks nothing with AutoCommitMarks)")
 }
 
 // nackLoop is a loop that returned an error: the process exits, closing
 // its client as kgo's Close does, and restarts.
 func (q *kafkaQueue) nackLoop(c *loopConsumer) (queue.Settled, error) {
 	c.end()
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("the loop returned an error; the consumer restarts in %v", q.opts.restart)}, nil
+	return q.restarts("the loop"), nil
 }

@@ -164,12 +164,7 @@ func (c *loopConsumer) runningFor() (*harness.Delivery, context.Context, bool) {
 	default:
 		return nil, nil, false
 	}
-	if c.returned.Load() || c.killed.Load() || c.closed.Load() {
-		return nil, nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.d, c.ctx, false
+	return c.process.runningFor()
 }
 
 // runningFor is the handler's delivery while the handler runs.

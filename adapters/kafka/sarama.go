@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime/debug"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/IBM/sarama"
@@ -179,14 +177,12 @@ func (d *severableDialer) sever() {
 }
 
 // saramaConsumer is one delivery's sarama consumer group.
+// Its process runs sarama's Consume loop, which runs the handler.
 type saramaConsumer struct {
+	process
 	cg         sarama.ConsumerGroup
 	net        *severableDialer
-	topic      string
-	partition  int32
-	offset     int64
 	autocommit bool
-	started    time.Time // the harness clock at its Fetch
 
 	handed, back         chan struct{} // closed once each
 	handedOnce, backOnce sync.Once
@@ -194,43 +190,15 @@ type saramaConsumer struct {
 	release              chan struct{}
 	releaseOnce          sync.Once
 
-	// start hands the Consume loop to the goroutine that runs it, the
-	// process's main goroutine, as LoopJob's.
-	start   chan func() error
-	closing chan struct{}
-	done    chan struct{} // closed when the loop returned (or never ran)
-	err     error         // the loop's, once done is closed
-
-	mu       sync.Mutex
-	sess     sarama.ConsumerGroupSession // the one holding the record
-	member   string
-	stopLoop context.CancelFunc
-	// d and ctx are the delivery the handler runs for and its context: a
-	// record produced while it runs is d's effect (watchProduces).
-	d   *harness.Delivery
-	ctx context.Context
-
-	returned, acked, killed, closed atomic.Bool
-}
-
-func (c *saramaConsumer) serve() {
-	defer close(c.done)
-	select {
-	case run := <-c.start:
-		c.err = run()
-	case <-c.closing:
-	}
+	// sess and member are guarded by the process's mu.
+	sess   sarama.ConsumerGroupSession // the one holding the record
+	member string
 }
 
 // stop ends the Consume loop (its session's context) and lets the
 // session that holds the record end.
 func (c *saramaConsumer) stop() {
-	c.mu.Lock()
-	stop := c.stopLoop
-	c.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
+	c.stopRun()
 	c.releaseOnce.Do(func() { close(c.release) })
 }
 
@@ -248,13 +216,12 @@ func (c *saramaConsumer) kill() {
 	}()
 }
 
-// shut stops the loop once.
+// shut stops the loop once, and lets the session end.
 func (c *saramaConsumer) shut() bool {
-	if c.closed.Swap(true) {
+	if !c.process.shut() {
 		return false
 	}
-	c.stop()
-	close(c.closing)
+	c.releaseOnce.Do(func() { close(c.release) })
 	return true
 }
 
@@ -386,14 +353,6 @@ func callConsumeClaim(h sarama.ConsumerGroupHandler, sess sarama.ConsumerGroupSe
 	return h.ConsumeClaim(sess, claim)
 }
 
-// recoverAs makes a panic in the handler's method its error, as a
-// process that dies of it.
-func recoverAs(err *error, method string) {
-	if p := recover(); p != nil {
-		*err = fmt.Errorf("the consumer's %s panicked: %v\n%s", method, p, debug.Stack())
-	}
-}
-
 // fetchSarama is Fetch for SaramaJob: every consumer in the group loses
 // it (a dead one is killed and evicted, a live one ends its session or is
 // evicted), a redrive resets the group's offset, and a new consumer group
@@ -405,23 +364,14 @@ func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, 
 	if err := q.sarama.check(q.name, q.opts.group); err != nil {
 		return queue.Fetched{}, err
 	}
-	s.mu.Lock()
-	open := s.saramas
-	for _, c := range open {
-		// Kafka gives a partition to one consumer of the group at a
-		// time: one still handling its record keeps it until its
-		// session ends (on the harness clock SessionTimeout).
-		if !c.returned.Load() && !c.killed.Load() && !c.closed.Load() && op.Now.Sub(c.started) < q.opts.session {
-			s.mu.Unlock()
-			return queue.Fetched{Reason: fmt.Sprintf("a consumer of group %q still holds %s[%d] (its ConsumeClaim has not returned since it got the record; the group moves the partition %v after it took it)", s.group, s.topic, partition, q.opts.session)}, nil
-		}
+	open, ok := takeOver(s, &s.saramas, op.Now, q.opts.session)
+	if !ok {
+		return q.stillHeld(s, partition, "a consumer", "its ConsumeClaim has not returned since it got the record"), nil
 	}
-	s.saramas = nil
-	s.mu.Unlock()
 	for _, c := range open {
 		switch {
 		case c.killed.Load() || c.closed.Load() && c.returned.Load():
-		case c.returned.Load() && !c.acked.Load() && op.Kind != queue.DeliveryLostAckRedelivery:
+		case c.diedBeforeCommit(op):
 			// Done with its record but never acked: it died before the
 			// commit.
 			c.kill()
@@ -440,28 +390,22 @@ func (q *kafkaQueue) fetchSarama(ctx context.Context, op queue.Op, s *scenario, 
 		}
 	}
 	adm := kadm.NewClient(s.producer)
-	if op.Kind == queue.DeliveryRedrive {
-		if err := resetOffset(ctx, adm, s, partition, offset); err != nil {
-			return queue.Fetched{}, fmt.Errorf("twicekafka: redrive: resetting group %q's offset of %s to %d: %w", s.group, op.JobID, offset, err)
-		}
+	if err := redrive(ctx, adm, op, s, partition, offset); err != nil {
+		return queue.Fetched{}, err
 	}
 	at, err := committedOffset(ctx, adm, s.group, s.topic, partition)
 	if err != nil {
 		return queue.Fetched{}, err
 	}
 	if at > offset {
-		return queue.Fetched{Done: true, Reason: fmt.Sprintf("group %q committed offset %d of %s[%d], past the record's %d: Kafka hands it out no more", s.group, at, s.topic, partition, offset)}, nil
+		return passed(s, at, partition, offset), nil
 	}
 	c, err := q.newSaramaConsumer(s, partition, offset)
 	if err != nil {
 		return queue.Fetched{}, err
 	}
 	c.started = op.Now
-	s.mu.Lock()
-	s.saramas = append(s.saramas, c)
-	s.allSaramas = append(s.allSaramas, c)
-	s.runners = append(s.runners, c)
-	s.mu.Unlock()
+	joined(s, &s.saramas, &s.allSaramas, c)
 	return queue.Fetched{Delivered: true, Job: c}, nil
 }
 
@@ -506,10 +450,9 @@ func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int6
 		d.sever()
 		return nil, fmt.Errorf("twicekafka: job %q: sarama.NewConsumerGroup from the consumer's config on the kfake cluster: %w", q.name, err)
 	}
-	c := &saramaConsumer{cg: cg, net: d, topic: s.topic, partition: partition, offset: offset,
+	c := &saramaConsumer{process: newProcess(s.topic, partition, offset), cg: cg, net: d,
 		autocommit: cfg.Consumer.Offsets.AutoCommit.Enable,
-		handed:     make(chan struct{}), back: make(chan struct{}), release: make(chan struct{}),
-		start: make(chan func() error, 1), closing: make(chan struct{}), done: make(chan struct{})}
+		handed:     make(chan struct{}), back: make(chan struct{}), release: make(chan struct{})}
 	go c.serve()
 	if cfg.Consumer.Return.Errors {
 		// The process reads them (or sarama blocks); they are its logs.
@@ -534,15 +477,9 @@ func (q *kafkaQueue) runSarama(ctx context.Context, d *harness.Delivery) error {
 		c.kill()
 		return fmt.Errorf("twicekafka: job %q, delivery %d of %s: newHandler returned a nil sarama.ConsumerGroupHandler", q.name, d.Attempt, d.JobID)
 	}
-	loopCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	c.mu.Lock()
-	c.stopLoop, c.d, c.ctx = stop, d, ctx
-	c.mu.Unlock()
-	if c.closed.Load() {
-		stop()
+	if !c.run(ctx, d, func(ctx context.Context) error { return consumeLoop(ctx, c.cg, c.topic, saramaHandler{c: c, user: h}) }) {
 		return fmt.Errorf("twicekafka: job %q, delivery %d: its consumer was closed before it ran", q.name, d.Attempt)
 	}
-	c.start <- func() error { return consumeLoop(loopCtx, c.cg, c.topic, saramaHandler{c: c, user: h}) }
 	wait := time.NewTimer(pollTimeout)
 	defer wait.Stop()
 	select {
@@ -596,33 +533,17 @@ func consumeLoop(ctx context.Context, cg sarama.ConsumerGroup, topic string, h s
 func (q *kafkaQueue) ackSarama(ctx context.Context, op queue.Op, c *saramaConsumer) (queue.Settled, error) {
 	c.acked.Store(true)
 	defer c.end()
-	s, err := q.scenarioOf(op)
-	if err != nil {
-		return queue.Settled{}, err
-	}
 	c.mu.Lock()
 	sess := c.sess
 	c.mu.Unlock()
 	if c.autocommit && sess != nil {
 		sess.Commit() // sarama's tick: a refusal leaves the offset where it was
 	}
-	at, err := committedOffset(ctx, kadm.NewClient(s.producer), s.group, c.topic, c.partition)
-	if err != nil {
-		return queue.Settled{}, err
-	}
-	if at > c.offset {
-		how := "the handler committed"
-		if c.autocommit {
-			how = "sarama's autocommit committed"
-		}
-		return queue.Settled{Outcome: queue.Completed, Detail: fmt.Sprintf("%s offset %d", how, at)}, nil
-	}
-	why := "the handler did not commit it (session.Commit after MarkMessage, with autocommit disabled)"
+	how, why := "the handler committed", ": the handler did not commit it (session.Commit after MarkMessage, with autocommit disabled)"
 	if c.autocommit {
-		why = "the handler did not mark it (session.MarkMessage), or the coordinator refused the commit"
+		how, why = "sarama's autocommit committed", ": the handler did not mark it (session.MarkMessage), or the coordinator refused the commit"
 	}
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart,
-		Detail: fmt.Sprintf("offset %d was not committed: %s; the consumer restarts in %v", c.offset+1, why, q.opts.restart)}, nil
+	return q.readBack(ctx, op, &c.process, how, why)
 }
 
 // nackSarama is a ConsumeClaim that returned an error: its session ends
@@ -630,18 +551,7 @@ func (q *kafkaQueue) ackSarama(ctx context.Context, op queue.Op, c *saramaConsum
 // next Fetch reads what the group committed.
 func (q *kafkaQueue) nackSarama(c *saramaConsumer) (queue.Settled, error) {
 	c.end()
-	return queue.Settled{Outcome: queue.Retry, After: q.opts.restart, Detail: fmt.Sprintf("the handler's ConsumeClaim returned an error; the consumer restarts in %v", q.opts.restart)}, nil
-}
-
-// runningFor is the handler's delivery until its ConsumeClaim is done
-// with the record.
-func (c *saramaConsumer) runningFor() (*harness.Delivery, context.Context, bool) {
-	if c.returned.Load() || c.killed.Load() || c.closed.Load() {
-		return nil, nil, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.d, c.ctx, false
+	return q.restarts("the handler's ConsumeClaim"), nil
 }
 
 // producerID is -1: a consumer group produces nothing; what the

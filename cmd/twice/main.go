@@ -123,6 +123,9 @@
 // package, a package that does not compile, a check that could not run,
 // a -run that matches no test checking a job. The package defaults to
 // the current directory.
+// The replay lines twice prints say go run
+// github.com/runtwice/twice/cmd/twice replay when twice ran through go
+// run.
 //
 // # twice kept
 //
@@ -141,6 +144,113 @@
 // Version prints the twice version of the command: its module version
 // and the commit it was built from. It and twice help answer at once,
 // inside a module or not; every other command runs twice-core.
+//
+// # In CI
+//
+// In GitHub Actions, with a PostgreSQL service:
+//
+//	jobs:
+//	  idempotency:
+//	    runs-on: ubuntu-latest
+//	    services:
+//	      postgres:
+//	        image: postgres:16
+//	        env: { POSTGRES_PASSWORD: postgres }
+//	        ports: ["5432:5432"]
+//	        options: --health-cmd pg_isready --health-interval 2s --health-retries 30
+//	    env:
+//	      TWICE_DATABASE_URL: postgres://postgres:postgres@localhost:5432/postgres?sslmode=disable
+//	    steps:
+//	      - uses: actions/checkout@v4
+//	      - uses: actions/setup-go@v5
+//	        with: { go-version-file: go.mod }
+//	      # summary.md goes to the job summary by itself ($GITHUB_STEP_SUMMARY)
+//	      - run: go run github.com/runtwice/twice/cmd/twice report ./...
+//	      - uses: actions/upload-artifact@v4
+//	        if: always()
+//	        with: { name: twice-report, path: twice-report/ }
+//
+// Split across three machines, dealt by the last merged report's timings
+// (kept in the Actions cache; the first run, without them, deals in turn):
+//
+//	jobs:
+//	  plan:
+//	    runs-on: ubuntu-latest
+//	    outputs: { matrix: "${{ steps.plan.outputs.matrix }}" }
+//	    steps:
+//	      - uses: actions/checkout@v4
+//	      - uses: actions/setup-go@v5
+//	        with: { go-version-file: go.mod }
+//	      - uses: actions/cache/restore@v4
+//	        with: { path: twice-timings, key: "twice-timings-${{ github.sha }}", restore-keys: twice-timings- }
+//	      - id: plan
+//	        run: |
+//	          timings=$([ -f twice-timings/report.json ] && echo "-timings twice-timings" || true)
+//	          echo "matrix=$(go run github.com/runtwice/twice/cmd/twice plan -shards 3 $timings)" >> "$GITHUB_OUTPUT"
+//	  idempotency:
+//	    needs: plan
+//	    runs-on: ubuntu-latest
+//	    strategy: { fail-fast: false, matrix: "${{ fromJSON(needs.plan.outputs.matrix) }}" }
+//	    services:
+//	      postgres:
+//	        image: postgres:16
+//	        env: { POSTGRES_PASSWORD: postgres }
+//	        ports: ["5432:5432"]
+//	        options: --health-cmd pg_isready --health-interval 2s --health-retries 30
+//	    env:
+//	      TWICE_DATABASE_URL: postgres://postgres:postgres@localhost:5432/postgres?sslmode=disable
+//	    steps:
+//	      - uses: actions/checkout@v4
+//	      - uses: actions/setup-go@v5
+//	        with: { go-version-file: go.mod }
+//	      - uses: actions/cache/restore@v4
+//	        with: { path: twice-timings, key: "twice-timings-${{ github.sha }}", restore-keys: twice-timings- }
+//	      - run: |
+//	          timings=$([ -f twice-timings/report.json ] && echo "-timings twice-timings" || true)
+//	          go run github.com/runtwice/twice/cmd/twice report -shard ${{ matrix.shard }} $timings -o report-${{ matrix.index }} ./...
+//	      - uses: actions/upload-artifact@v4
+//	        if: always()
+//	        with: { name: "twice-report-${{ matrix.index }}", path: "report-${{ matrix.index }}/" }
+//	  report:
+//	    needs: idempotency
+//	    if: always()
+//	    runs-on: ubuntu-latest
+//	    steps:
+//	      - uses: actions/checkout@v4
+//	      - uses: actions/setup-go@v5
+//	        with: { go-version-file: go.mod }
+//	      - uses: actions/download-artifact@v4
+//	        with: { pattern: twice-report-*, path: shards }
+//	      - run: go run github.com/runtwice/twice/cmd/twice report -merge -o twice-timings shards/*/report.json
+//	      - uses: actions/cache/save@v4
+//	        if: always()
+//	        with: { path: twice-timings, key: "twice-timings-${{ github.sha }}" }
+//
+// In GitLab CI, parallel: gives each job its shard (CI_NODE_INDEX,
+// CI_NODE_TOTAL), which twice reads by itself:
+//
+//	idempotency:
+//	  parallel: 3
+//	  services: [postgres:16]
+//	  variables:
+//	    POSTGRES_PASSWORD: postgres
+//	    TWICE_DATABASE_URL: postgres://postgres:postgres@postgres:5432/postgres?sslmode=disable
+//	  cache: { key: twice-timings, paths: [twice-timings/], policy: pull }
+//	  script:
+//	    - timings=$([ -f twice-timings/report.json ] && echo "-timings twice-timings" || true)
+//	    - go run github.com/runtwice/twice/cmd/twice report $timings -o report-$CI_NODE_INDEX ./...
+//	  artifacts: { when: always, paths: [report-*/] }
+//
+//	idempotency-report:
+//	  needs: [idempotency]
+//	  when: always
+//	  cache: { key: twice-timings, paths: [twice-timings/], policy: push, when: always }
+//	  script:
+//	    - go run github.com/runtwice/twice/cmd/twice report -merge -o twice-timings report-*/report.json
+//	  artifacts: { when: always, paths: [twice-timings/] }
+//
+// A finding in CI reruns alone on your machine: download the merged
+// report.json and run twice report -rerun-failed report.json.
 //
 // # How it runs
 //

@@ -2,7 +2,6 @@ package drivers_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,7 +18,7 @@ const quietRepeats = 30
 // verdict (issue 27). examples/quiet_test.go repeats the root module's
 // examples; this module is tested on its own.
 func TestCorrectJobStaysQuiet(t *testing.T) {
-	skipUnlessLong(t, "checks each driver's correct job 30 times")
+	harness.SkipUnlessLong(t, "checks each driver's correct job 30 times")
 	for _, row := range matrix {
 		t.Run(row.name, func(t *testing.T) {
 			for i := 1; i <= quietRepeats; i++ {
@@ -32,18 +31,5 @@ func TestCorrectJobStaysQuiet(t *testing.T) {
 				require.NoError(t, res.DropDatabases(context.Background()))
 			}
 		})
-	}
-}
-
-// longEnv turns on the long tests of the project's own ("1"), as CI does;
-// an example's checks themselves never need it.
-const longEnv = "TWICE_LONG"
-
-// skipUnlessLong skips t unless long tests are on and -short is not
-// given; why says what makes it long.
-func skipUnlessLong(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv(longEnv) != "1" || testing.Short() {
-		t.Skipf("long test (%s): set %s=1 to run it", why, longEnv)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 // As production's start-up does: the global backend is stripe-go's own,
@@ -59,7 +58,7 @@ func TestGlobalBackend(t *testing.T) {
 // delivery every time: 30 runs give one verdict per schedule, all
 // idempotent.
 func TestGlobalBackendConcurrentRepeats(t *testing.T) {
-	longtest.Skip(t, "runs the concurrent-delivery check 30 times")
+	harness.SkipUnlessLong(t, "runs the concurrent-delivery check 30 times")
 	cfg := config
 	cfg.Faults = []faults.Fault{faults.ConcurrentDelivery(), faults.ConcurrentProducerRetry()}
 	var first map[string]result.Verdict

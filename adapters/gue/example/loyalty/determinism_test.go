@@ -14,7 +14,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 // verdicts is one check's verdict per schedule.
@@ -39,7 +38,7 @@ const repeats = 30
 // its own pool): gue's transaction and the adapter's due check run on
 // the harness clock, and nothing races its moves.
 func TestVerdictsAreDeterministic(t *testing.T) {
-	longtest.Skip(t, "runs each example check 30 times")
+	harness.SkipUnlessLong(t, "runs each example check 30 times")
 	noCopies := cfg
 	noCopies.Faults = faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 	due := time.Date(2026, 1, 1, 9, 5, 0, 0, time.UTC) // as TestRescheduleIsNotAFinding

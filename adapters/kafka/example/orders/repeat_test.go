@@ -10,7 +10,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 // The same check gives the same verdict per schedule every time: the
@@ -24,7 +23,7 @@ import (
 // correct job stays quiet across 30), 3 otherwise.
 func TestVerdictsRepeat(t *testing.T) {
 	repeats := 3
-	if longtest.Enabled() {
+	if harness.Long() {
 		repeats = 30
 	}
 	c := cfg

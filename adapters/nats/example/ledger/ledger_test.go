@@ -16,7 +16,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 var cfg = harness.Config{Setup: []harness.Setup{harness.SQL(ledger.Schema)}}
@@ -150,7 +149,7 @@ func TestCheckedWithBackOffCreditsTwice(t *testing.T) {
 // 3 otherwise.
 func TestVerdictsRepeat(t *testing.T) {
 	repeats := 3
-	if longtest.Enabled() {
+	if harness.Long() {
 		repeats = 30
 	}
 	c := cfg

@@ -12,7 +12,6 @@ import (
 	"github.com/runtwice/twice/adapters/river/example/points"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 // verdicts is each scenario's verdict by its schedule.
@@ -39,7 +38,7 @@ const repeats = 30
 // bookkeeping on the harness clock leaves nothing to the wall clock or
 // to chance.
 func TestVerdictsAreDeterministic(t *testing.T) {
-	longtest.Skip(t, "runs each example check 30 times")
+	harness.SkipUnlessLong(t, "runs each example check 30 times")
 	unique := twiceriver.InsertOpts(&river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}})
 	due := time.Date(2026, 1, 1, 9, 5, 0, 0, time.UTC) // as TestSnoozeIsNotAFinding
 	for _, tc := range []struct {

@@ -11,7 +11,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 // repeats is how many times each example check runs (issue 27: every
@@ -25,7 +24,7 @@ const repeats = 30
 // one: the router's goroutines, the worker's pool and the broker's
 // settling leave nothing to chance.
 func TestExampleChecksRepeat(t *testing.T) {
-	longtest.Skip(t, "runs each example check 30 times")
+	harness.SkipUnlessLong(t, "runs each example check 30 times")
 	noProducer := faults.DefaultWithout(faults.NameProducerRetry, faults.NameConcurrentProducerRetry)
 	for _, tc := range []struct {
 		name    string
