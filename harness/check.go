@@ -217,7 +217,7 @@ func fail(t tb, job Job, rerun string, err error) {
 }
 
 // logf and errorf are how a check speaks through t, and with fail the
-// one place harness tags what it says (blame.Line): "[twice] " and the
+// one place harness tags what it says (blame.Line): the tag, then the
 // formatted line. An error goes through blame.Message, which adds the
 // label of whose fault it is.
 func logf(t tb, format string, args ...any) {
@@ -305,6 +305,8 @@ func packageDir() string {
 func logStragglers(t tb, res *Result) {
 	t.Helper()
 	if res.stragglers != "" {
+		// internal/execute still tags its note itself; once its
+		// literals are converted (issue 36), log it with logf.
 		t.Logf("%s", res.stragglers)
 	}
 }
