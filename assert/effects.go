@@ -615,7 +615,7 @@ func EffectsEqual(t TestingT, once, twice []Effect, opts EffectOptions) bool {
 		h.Helper()
 	}
 	if err := CheckEffects(once, twice, opts); err != nil {
-		t.Errorf("%s", err)
+		t.Errorf("%s", failure(err))
 		return false
 	}
 	return true

@@ -1,6 +1,7 @@
 package assert
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -68,8 +69,20 @@ func StateEqual(t TestingT, once, twice *Snapshot, opts Options) bool {
 		h.Helper()
 	}
 	if err := CheckState(once, twice, opts); err != nil {
-		t.Errorf("%s", err)
+		t.Errorf("%s", failure(err))
 		return false
 	}
 	return true
+}
+
+// failure is err as StateEqual and EffectsEqual report it: a finding's
+// own message, which starts with the tag, or an error that stopped the
+// comparison, tagged and labelled by blame.Message.
+func failure(err error) string {
+	var state *StateError
+	var effects *EffectsDiffer
+	if errors.As(err, &state) || errors.As(err, &effects) {
+		return err.Error()
+	}
+	return blame.Message(err)
 }
