@@ -144,7 +144,7 @@ func start(ctx context.Context, req dockerproto.Request, created func(id string)
 	if !loopback {
 		if c.host, err = ctr.Host(ctx); err != nil {
 			_ = c.terminate(context.Background())
-			return nil, fmt.Errorf("Docker host of the PostgreSQL container: %w", err)
+			return nil, fmt.Errorf("the Docker host of the PostgreSQL container: %w", err)
 		}
 	}
 	port, err := ctr.MappedPort(ctx, "5432/tcp")
@@ -234,7 +234,7 @@ func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image st
 		_ = resp.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error()))
+		return fmt.Errorf("Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error())) //nolint:staticcheck // ST1005: it starts with the name Docker, as the message always did
 	}
 	return nil
 }

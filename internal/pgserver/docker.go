@@ -224,11 +224,11 @@ func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return dockerproto.Response{}, fmt.Errorf("Docker helper already stopped (%s)", req.Op)
+		return dockerproto.Response{}, fmt.Errorf("the Docker helper already stopped (%s)", req.Op)
 	}
 	line, err := json.Marshal(req)
 	if err != nil {
-		return dockerproto.Response{}, fmt.Errorf("Docker helper request: %w", err)
+		return dockerproto.Response{}, fmt.Errorf("the Docker helper request: %w", err)
 	}
 	if _, err := h.stdin.Write(append(line, '\n')); err != nil {
 		return dockerproto.Response{}, h.died(req.Op, err)
@@ -239,7 +239,7 @@ func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (
 		}
 		var resp dockerproto.Response
 		if err := json.Unmarshal(h.out.Bytes(), &resp); err != nil {
-			return dockerproto.Response{}, fmt.Errorf("Docker helper %s answered %q to %s: %w", h.path, h.out.Text(), req.Op, err)
+			return dockerproto.Response{}, fmt.Errorf("the Docker helper %s answered %q to %s: %w", h.path, h.out.Text(), req.Op, err)
 		}
 		if resp.Created != "" {
 			if created != nil {
@@ -266,7 +266,7 @@ func (h *dockerProcess) died(op string, err error) error {
 	if msg == "" {
 		msg = "(it printed nothing)"
 	}
-	return fmt.Errorf("Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
+	return fmt.Errorf("the Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
 }
 
 func (h *dockerProcess) logTail() string {
@@ -294,7 +294,7 @@ func (h *dockerProcess) stop() error {
 	case <-time.After(2 * time.Minute):
 		_ = h.cmd.Process.Kill()
 		if err == nil {
-			err = fmt.Errorf("Docker helper (pid %d) still running 2m after stop: killed it", h.cmd.Process.Pid)
+			err = fmt.Errorf("the Docker helper (pid %d) still running 2m after stop: killed it", h.cmd.Process.Pid)
 		}
 	}
 	return err
