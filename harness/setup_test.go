@@ -195,7 +195,7 @@ func TestSetupDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := runSetup(t, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema), harness.FuncDB(tt.fn)}, SetupTimeout: 300 * time.Millisecond})
 			require.Error(t, err)
-			msg := err.Error()
+			msg := blame.Message(err)
 			t.Log(msg)
 			assert.True(t, strings.HasPrefix(msg, "[twice] setup step github.com/runtwice/twice/harness_test.TestSetupDeadline.func"), msg)
 			for _, w := range tt.want {
