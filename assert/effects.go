@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -566,10 +567,10 @@ type EffectsDiffer struct {
 // Error is the finding with its diff, as EffectsEqual reports it.
 func (e *EffectsDiffer) Error() string {
 	if e.Diff == nil {
-		return "[twice] not idempotent: the effects differ from one clean run"
+		return blame.Line("not idempotent: the effects differ from one clean run")
 	}
 	var b strings.Builder
-	b.WriteString("[twice] not idempotent: the effects")
+	b.WriteString(blame.Line("not idempotent: the effects"))
 	if e.Diff.Label != "" {
 		b.WriteString(" after " + e.Diff.Label)
 	}
@@ -598,7 +599,7 @@ func CheckEffects(once, twice []Effect, opts EffectOptions) error {
 	slices.Sort(kinds)
 	for _, k := range kinds {
 		if p := opts.Policies[k]; p < ExactlyOnce || p > AckRecorded {
-			return fmt.Errorf("[twice] EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded", k, p)
+			return blame.Userf("EffectOptions.Policies[%q] is %v; use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded", k, p)
 		}
 	}
 	if d := DiffEffects(once, twice, opts); d != nil {
@@ -614,7 +615,7 @@ func EffectsEqual(t TestingT, once, twice []Effect, opts EffectOptions) bool {
 		h.Helper()
 	}
 	if err := CheckEffects(once, twice, opts); err != nil {
-		t.Errorf("%s", err)
+		t.Errorf("%s", failure(err))
 		return false
 	}
 	return true

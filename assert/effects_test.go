@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 var effectsStart = time.Date(2026, 10, 12, 9, 0, 0, 0, time.UTC)
@@ -384,7 +385,7 @@ func TestCheckEffects(t *testing.T) {
 	goldenText(t, "effects_differ", err.Error()+"\n")
 
 	err = assert.CheckEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
-	require.EqualError(t, err, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded`)
+	require.Equal(t, `[twice] EffectOptions.Policies["email"] is Policy(7); use assert.ExactlyOnce, assert.AtLeastOnce, assert.AtMostOnce, assert.Repeatable or assert.AckRecorded`, blame.Message(err))
 	d := assert.DiffEffects(once, twice, assert.EffectOptions{Policies: map[string]assert.Policy{"email": assert.Policy(7)}})
 	require.NotNil(t, d, "an unknown policy is held to exactly-once")
 	require.Equal(t, []string{"email has the unknown policy Policy(7) and is held to exactly-once"}, d.Notes)

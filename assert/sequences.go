@@ -59,7 +59,7 @@ type sequenceSource struct {
 func readSequenceCatalog(ctx context.Context, q Querier) ([]sequenceSource, error) {
 	rows, err := q.Query(ctx, catalogSequencesSQL)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+		return nil, fmt.Errorf("snapshot: listing sequences: %w", err)
 	}
 	defer rows.Close()
 	var seqs []sequenceSource
@@ -68,12 +68,12 @@ func readSequenceCatalog(ctx context.Context, q Querier) ([]sequenceSource, erro
 		var oid, inc int64
 		var readable bool
 		if err := rows.Scan(&schema, &rel, &oid, &readable, &inc); err != nil {
-			return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+			return nil, fmt.Errorf("snapshot: listing sequences: %w", err)
 		}
 		seqs = append(seqs, sequenceSource{Sequence: Sequence{Name: tableName(schema, rel), Increment: inc}, oid: uint32(oid), readable: readable})
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot: listing sequences: %w", err)
+		return nil, fmt.Errorf("snapshot: listing sequences: %w", err)
 	}
 	slices.SortFunc(seqs, func(a, b sequenceSource) int { return strings.Compare(a.Name, b.Name) })
 	return seqs, nil
@@ -110,7 +110,7 @@ func scanSequenceValues(rows pgx.Rows, err error, seqs []sequenceSource, snap *S
 		err = fmt.Errorf("%d positions for %d sequences; were sequences dropped?", len(lasts), len(sequenceOIDs(seqs)))
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: reading sequences: %w", err)
+		return fmt.Errorf("snapshot: reading sequences: %w", err)
 	}
 	snap.Sequences = make([]Sequence, len(seqs))
 	for i, s := range seqs {

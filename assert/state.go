@@ -1,9 +1,11 @@
 package assert
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -24,7 +26,7 @@ type StateError struct {
 
 func (e *StateError) Error() string {
 	var b strings.Builder
-	b.WriteString("[twice] not idempotent: the database")
+	b.WriteString(blame.Line("not idempotent: the database"))
 	if e.Label != "" {
 		b.WriteString(" after " + e.Label)
 	}
@@ -41,14 +43,14 @@ func (e *StateError) Error() string {
 
 // CheckState compares the state after a scenario (twice) with the state
 // after one clean run (once). It returns nil when they are equal, a
-// *StateError when they differ, and a "[twice] internal" error when a
+// *StateError when they differ, and an error of twice's own when a
 // snapshot is missing or Options.CmpOptions made go-cmp panic.
 func CheckState(once, twice *Snapshot, opts Options) error {
 	switch {
 	case once == nil:
-		return fmt.Errorf("[twice] internal: CheckState: the once snapshot is nil; take it with TakeSnapshot after the clean run")
+		return fmt.Errorf("CheckState: the once snapshot is nil; take it with TakeSnapshot after the clean run")
 	case twice == nil:
-		return fmt.Errorf("[twice] internal: CheckState: the twice snapshot is nil; take it with TakeSnapshot after the scenario")
+		return fmt.Errorf("CheckState: the twice snapshot is nil; take it with TakeSnapshot after the scenario")
 	}
 	diffs, err := DiffState(once, twice, opts)
 	if err != nil {
@@ -67,8 +69,20 @@ func StateEqual(t TestingT, once, twice *Snapshot, opts Options) bool {
 		h.Helper()
 	}
 	if err := CheckState(once, twice, opts); err != nil {
-		t.Errorf("%s", err)
+		t.Errorf("%s", failure(err))
 		return false
 	}
 	return true
+}
+
+// failure is err as StateEqual and EffectsEqual report it: a finding's
+// own message, which starts with the tag, or an error that stopped the
+// comparison, tagged and labelled by blame.Message.
+func failure(err error) string {
+	var state *StateError
+	var effects *EffectsDiffer
+	if errors.As(err, &state) || errors.As(err, &effects) {
+		return err.Error()
+	}
+	return blame.Message(err)
 }

@@ -114,8 +114,8 @@ func TestParseRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Parse(%q) = nil error, want one containing %q", tt.text, tt.want)
 			}
-			if !strings.HasPrefix(err.Error(), "[twice] schedule ") || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Parse(%q) error = %q, want it tagged and containing %q", tt.text, err, tt.want)
+			if !strings.HasPrefix(err.Error(), "schedule ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse(%q) error = %q, want it to name the schedule and contain %q", tt.text, err, tt.want)
 			}
 		})
 	}

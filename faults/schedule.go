@@ -242,7 +242,7 @@ func (s Schedule) String() string {
 func Parse(text string) (Schedule, error) {
 	var s Schedule
 	fail := func(format string, args ...any) (Schedule, error) {
-		return Schedule{}, fmt.Errorf("[twice] schedule %q: %s", text, fmt.Sprintf(format, args...))
+		return Schedule{}, fmt.Errorf("schedule %q: %s", text, fmt.Sprintf(format, args...))
 	}
 	body := strings.TrimSpace(text)
 	if body == "" {
@@ -271,7 +271,7 @@ func Parse(text string) (Schedule, error) {
 		s.Deliveries = append(s.Deliveries, d)
 	}
 	if err := s.Validate(); err != nil {
-		return Schedule{}, fmt.Errorf("[twice] schedule %q: %w", text, err)
+		return Schedule{}, fmt.Errorf("schedule %q: %w", text, err)
 	}
 	return s, nil
 }

@@ -2,7 +2,6 @@ package harness_test
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // A Delivery the harness did not make has no fakes: every way in says so
@@ -39,7 +39,7 @@ func TestDeliveryWithoutTheHarnessHasNoFakes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
 			require.Error(t, err)
-			assert.True(t, strings.HasPrefix(err.Error(), "[twice] "), err.Error())
+			assert.True(t, blame.IsUser(err), "error %q is not the user's", err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -83,7 +83,7 @@ func TestProvidersMisuse(t *testing.T) {
 	job := harness.Job{Name: "pay", Handler: func(ctx context.Context, d *harness.Delivery) error { return nil }}
 	cfg := harness.Config{Providers: effects.Providers{Payments: effects.PaymentProvider{KeyWindow: -time.Hour}}}
 	_, err := harness.Run(t.Context(), job, cfg)
-	require.ErrorContains(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s")
+	require.Contains(t, blame.Message(err), "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s")
 }
 
 // A job whose only record of its email is the queue's ack (a digest, with

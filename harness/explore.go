@@ -155,19 +155,19 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	logStragglers(t, res)
 	switch {
 	case res.Status == result.StatusFlaky || res.Status == result.StatusFinding:
-		t.Errorf("%s", x.message(line))
+		errorf(t, "%s", x.message(line))
 	case res.Status == result.StatusExpectedFinding && cfg.ExpectPattern != "" && !slices.Contains(patternsShown(res), cfg.ExpectPattern):
-		t.Errorf("[twice] job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
+		errorf(t, "job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
 			res.Job, cfg.ExpectFinding, cfg.ExpectPattern, patternList(patternsShown(res)), x.message(line))
 	case res.Status == result.StatusExpectedFinding:
-		t.Logf("[twice] expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
+		logf(t, "expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "" && res.Shard != nil:
-		t.Logf("[twice] job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
+		logf(t, "job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
 	case cfg.ExpectFinding != "":
-		t.Errorf("[twice] job %q is marked not idempotent (%s), but all %d schedules explored passed: remove Config.ExpectFinding, or explore further with -twice.checks",
+		errorf(t, "job %q is marked not idempotent (%s), but all %d schedules explored passed: remove Config.ExpectFinding, or explore further with -twice.checks",
 			res.Job, cfg.ExpectFinding, x.Checks)
 	default:
-		t.Logf("[twice] job %q: %d schedules drawn, %d distinct ones run, all idempotent (%v)", res.Job, x.Checks, x.Executed, x.Duration.Round(time.Millisecond))
+		logf(t, "job %q: %d schedules drawn, %d distinct ones run, all idempotent (%v)", res.Job, x.Checks, x.Executed, x.Duration.Round(time.Millisecond))
 	}
 	return x
 }
@@ -195,12 +195,12 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	if cfg.Faults != nil {
 		// Exploration draws its own schedules: faults named here would be
 		// checked and then never run, a pass that covers less than it says.
-		return nil, blame.User(fmt.Errorf("[twice] job %q: Explore and ExploreRun draw their own schedules and do not run Config.Faults (%d given); leave it nil, and bound what is drawn with ExploreOptions.Limits, or run the faults with Check or Run", job.Name, len(cfg.Faults)))
+		return nil, blame.User(fmt.Errorf("job %q: Explore and ExploreRun draw their own schedules and do not run Config.Faults (%d given); leave it nil, and bound what is drawn with ExploreOptions.Limits, or run the faults with Check or Run", job.Name, len(cfg.Faults)))
 	}
 	if cfg.StepTimes != nil {
 		// Drawn overlaps pause the first delivery at any step, which
 		// declared times may rule out: a finding there could not happen.
-		return nil, blame.User(fmt.Errorf("[twice] job %q: Explore and ExploreRun draw overlaps at any step and do not read Config.StepTimes (%d given); leave it nil here, and check the job's timing with Check or Run, whose visibility-timeout fault reads it", job.Name, len(cfg.StepTimes)))
+		return nil, blame.User(fmt.Errorf("job %q: Explore and ExploreRun draw overlaps at any step and do not read Config.StepTimes (%d given); leave it nil here, and check the job's timing with Check or Run, whose visibility-timeout fault reads it", job.Name, len(cfg.StepTimes)))
 	}
 	replay, isReplay, err := replaySchedule()
 	if err != nil {
@@ -488,7 +488,7 @@ func (e *explorer) property(ctx context.Context, t *rapid.T, st *stream, gen *ra
 		e.mu.Lock()
 		e.last = &s
 		e.mu.Unlock()
-		t.Fatalf("[twice] not idempotent")
+		t.Fatalf("%s", blame.Line("not idempotent"))
 	}
 }
 
@@ -595,7 +595,7 @@ func (e *explorer) runAll(ctx context.Context, scheds []faults.Schedule) ([]resu
 			return nil, context.Cause(ctx)
 		}
 		if !o.ok {
-			return nil, fmt.Errorf("[twice] internal: schedule %s broke off in another stream of the exploration", scheds[i])
+			return nil, fmt.Errorf("schedule %s broke off in another stream of the exploration", scheds[i])
 		}
 		out[i] = o.sc
 	}
@@ -754,7 +754,7 @@ func applySeed(shard *result.ShardRun) error {
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("[twice] internal: handing -twice.seed to rapid: %w", err)
+		return fmt.Errorf("handing -twice.seed to rapid: %w", err)
 	}
 	return nil
 }
@@ -772,14 +772,14 @@ func readSaved(dir string) ([]savedSchedule, error) {
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.schedule"))
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: listing saved schedules in %s: %w", dir, err)
+		return nil, fmt.Errorf("listing saved schedules in %s: %w", dir, err)
 	}
 	sort.Strings(files)
 	var out []savedSchedule
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] reading a saved schedule: %w", err)
+			return nil, blame.Userf("reading a saved schedule: %w", err)
 		}
 		var text string
 		for _, line := range strings.Split(string(data), "\n") {
@@ -790,7 +790,7 @@ func readSaved(dir string) ([]savedSchedule, error) {
 		}
 		s, err := faults.Parse(text)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] saved schedule %s: %w; fix or delete the file", f, err)
+			return nil, blame.Userf("saved schedule %s: %w; fix or delete the file", f, err)
 		}
 		s.Fault = faults.NameExplore
 		out = append(out, savedSchedule{file: f, sched: s})
@@ -824,10 +824,10 @@ func save(dir, job string, s faults.Schedule) (string, error) {
 	name := filepath.Join(dir, hex.EncodeToString(sum[:6])+".schedule")
 	text := fmt.Sprintf("# twice: job %q is not idempotent under this schedule; Explore replays it before drawing new ones.\n%s\n", job, sched)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("[twice] saving the failing schedule: %w", err)
+		return "", blame.Userf("saving the failing schedule: %w", err)
 	}
 	if err := os.WriteFile(name, []byte(text), 0o644); err != nil {
-		return "", fmt.Errorf("[twice] saving the failing schedule: %w", err)
+		return "", blame.Userf("saving the failing schedule: %w", err)
 	}
 	return name, nil
 }
@@ -902,7 +902,7 @@ func (s rapidSnapshot) takeNew() (uint64, error) {
 		}
 		seed = got
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return 0, fmt.Errorf("[twice] internal: removing rapid's fail file: %w", err)
+			return 0, fmt.Errorf("removing rapid's fail file: %w", err)
 		}
 		for dir := filepath.Dir(f); dir != "." && !s.dirs[dir]; dir = filepath.Dir(dir) {
 			if os.Remove(dir) != nil {
@@ -917,7 +917,7 @@ func (s rapidSnapshot) takeNew() (uint64, error) {
 func failFileSeed(f string) (uint64, error) {
 	file, err := os.Open(f)
 	if err != nil {
-		return 0, fmt.Errorf("[twice] internal: reading rapid's fail file: %w", err)
+		return 0, fmt.Errorf("reading rapid's fail file: %w", err)
 	}
 	defer func() { _ = file.Close() }() // read only: nothing to lose
 	sc := bufio.NewScanner(file)
@@ -930,12 +930,12 @@ func failFileSeed(f string) (uint64, error) {
 		_, seed, ok := strings.Cut(line, "#")
 		n, err := strconv.ParseUint(seed, 10, 64)
 		if !ok || err != nil {
-			return 0, fmt.Errorf("[twice] internal: rapid's fail file %s starts with %q, not <version>#<seed>: a rapid this twice does not know", f, line)
+			return 0, fmt.Errorf("rapid's fail file %s starts with %q, not <version>#<seed>: a rapid this twice does not know", f, line)
 		}
 		return n, nil
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("[twice] internal: reading rapid's fail file %s: %w", f, err)
+		return 0, fmt.Errorf("reading rapid's fail file %s: %w", f, err)
 	}
-	return 0, fmt.Errorf("[twice] internal: rapid's fail file %s holds no seed: a rapid this twice does not know", f)
+	return 0, fmt.Errorf("rapid's fail file %s holds no seed: a rapid this twice does not know", f)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -201,7 +202,7 @@ func TestExploreChecksFromEnvironment(t *testing.T) {
 
 	t.Setenv(harness.ChecksEnv, "many")
 	_, err = harness.ExploreRun(t.Context(), ledgerJob, ledgerConfig, harness.ExploreOptions{})
-	assert.ErrorContains(t, err, `[twice] -twice.checks or TWICE_CHECKS is "many"; want a number of schedules`)
+	assert.Contains(t, blame.Message(err), `[twice] -twice.checks or TWICE_CHECKS is "many"; want a number of schedules`)
 }
 
 func TestExploreSavedScheduleThatNoLongerParses(t *testing.T) {

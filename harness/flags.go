@@ -3,7 +3,6 @@ package harness
 import (
 	"cmp"
 	"flag"
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/longtest"
 	"github.com/runtwice/twice/internal/record"
 )
@@ -145,7 +145,7 @@ func replaySchedule() (faults.Schedule, bool, error) {
 	}
 	s, err := faults.Parse(text)
 	if err != nil {
-		return faults.Schedule{}, false, fmt.Errorf("%w (from -twice.replay or %s)", err, ReplayEnv)
+		return faults.Schedule{}, false, blame.Userf("%w (from -twice.replay or %s)", err, ReplayEnv)
 	}
 	s.Fault = faults.NameReplay
 	return s, true, nil
@@ -159,7 +159,7 @@ func checksSetting() (int, error) {
 	}
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("[twice] -twice.checks or %s is %q; want a number of schedules, like 500", ChecksEnv, text)
+		return 0, blame.Userf("-twice.checks or %s is %q; want a number of schedules, like 500", ChecksEnv, text)
 	}
 	return n, nil
 }
@@ -173,7 +173,7 @@ func parallelSetting() (int, error) {
 	}
 	n, err := strconv.Atoi(text)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("[twice] -twice.parallel or %s is %q; want how many scenarios run at once, like 4, or 0 for GOMAXPROCS", ParallelEnv, text)
+		return 0, blame.Userf("-twice.parallel or %s is %q; want how many scenarios run at once, like 4, or 0 for GOMAXPROCS", ParallelEnv, text)
 	}
 	if n == 0 {
 		return runtime.GOMAXPROCS(0), nil
@@ -189,7 +189,7 @@ func seedSetting() (uint64, error) {
 	}
 	n, err := strconv.ParseUint(text, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("[twice] -twice.seed or %s is %q; want the number a finding printed, like 1234567", SeedEnv, text)
+		return 0, blame.Userf("-twice.seed or %s is %q; want the number a finding printed, like 1234567", SeedEnv, text)
 	}
 	return n, nil
 }
@@ -237,7 +237,7 @@ func rerunSchedules(test, job string) (list []faults.Schedule, from string, err 
 	for _, r := range c.Rerun {
 		s, err := faults.Parse(r.Schedule)
 		if err != nil {
-			return nil, "", fmt.Errorf("[twice] the schedule %q of job %q that %s says failed: %w", r.Schedule, job, from, err)
+			return nil, "", blame.Userf("the schedule %q of job %q that %s says failed: %w", r.Schedule, job, from, err)
 		}
 		s.Fault = cmp.Or(r.Fault, faults.NameReplay)
 		list = append(list, s)
@@ -254,7 +254,7 @@ func shardSetting() (*result.ShardRun, error) {
 		var err error
 		text, ci, err = record.CIShard(os.Getenv)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] the CI's shard variables %s: %w; set %s=i/n to say which shard this is (1/1 runs every schedule)", ci, err, ShardEnv)
+			return nil, blame.Userf("the CI's shard variables %s: %w; set %s=i/n to say which shard this is (1/1 runs every schedule)", ci, err, ShardEnv)
 		}
 		source = ci
 	}
@@ -263,7 +263,7 @@ func shardSetting() (*result.ShardRun, error) {
 	}
 	s, err := result.ParseShard(text)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] %s: %w", source, err)
+		return nil, blame.Userf("%s: %w", source, err)
 	}
 	return &result.ShardRun{Shard: s, From: ci}, nil
 }
@@ -277,7 +277,7 @@ func keepSetting() (bool, error) {
 	}
 	v, err := strconv.ParseBool(text)
 	if err != nil {
-		return true, fmt.Errorf("[twice] -twice.keep or %s is %q; want true (keep a failed check's databases, the default) or false (drop them)", KeepEnv, text)
+		return true, blame.Userf("-twice.keep or %s is %q; want true (keep a failed check's databases, the default) or false (drop them)", KeepEnv, text)
 	}
 	return v, nil
 }

@@ -40,6 +40,6 @@ func TestHandlerGoexitIsReported(t *testing.T) {
 		res.DropDatabases(context.Background())
 	}
 	require.Error(t, err)
-	assert.Equal(t, `[twice] job "fatal-on-retry": the handler called t.Fatal, t.FailNow, t.Skip or a failing require assertion (runtime.Goexit) in delivery j1a2w2 (attempt 2) of schedule j1a1w1 > j1a2w2 (run-twice), instead of returning; it was in its own code after step 1 finished (UPDATE users SET is_email_verified = true WHERE id = 1), before step 2 reached the server. Return an error from the handler instead: the queue sees that, and twice compares it`, err.Error())
+	assert.Equal(t, `[twice] job "fatal-on-retry": the handler called t.Fatal, t.FailNow, t.Skip or a failing require assertion (runtime.Goexit) in delivery j1a2w2 (attempt 2) of schedule j1a1w1 > j1a2w2 (run-twice), instead of returning; it was in its own code after step 1 finished (UPDATE users SET is_email_verified = true WHERE id = 1), before step 2 reached the server. Return an error from the handler instead: the queue sees that, and twice compares it`, blame.Message(err))
 	assert.True(t, blame.IsUser(err), "the user's error, not twice's")
 }

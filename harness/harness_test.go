@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -180,7 +181,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := harness.Run(t.Context(), tt.job, tt.cfg)
 			require.Error(t, err)
-			assert.True(t, strings.HasPrefix(err.Error(), "[twice] "), "error %q lacks the tag", err)
+			assert.True(t, blame.IsUser(err), "error %q is not the user's", err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -248,7 +249,7 @@ func TestPanickingComparerIsUserError(t *testing.T) {
 
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.Error(t, err, "result: %+v", res)
-	assert.True(t, strings.HasPrefix(err.Error(), `[twice] config: job "hit": an option of Config.CmpOptions made go-cmp panic comparing table "counters"`), "error %q", err)
+	assert.True(t, strings.HasPrefix(blame.Message(err), `[twice] config: job "hit": an option of Config.CmpOptions made go-cmp panic comparing table "counters"`), "error %q", err)
 	assert.Contains(t, err.Error(), "comparer broke")
 	assert.NotContains(t, err.Error(), "internal")
 	assert.NotContains(t, err.Error(), " Options.CmpOptions")
@@ -331,7 +332,7 @@ func TestParallelSetting(t *testing.T) {
 		t.Setenv(harness.ParallelEnv, bad)
 		_, err := harness.Run(t.Context(), job, cfg)
 		require.Error(t, err, "TWICE_PARALLEL=%s", bad)
-		assert.Contains(t, err.Error(), `[twice] -twice.parallel or TWICE_PARALLEL is "`+bad+`"; want how many scenarios run at once`)
+		assert.Contains(t, blame.Message(err), `[twice] -twice.parallel or TWICE_PARALLEL is "`+bad+`"; want how many scenarios run at once`)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // oneStepJob takes one statement, so any fault or start past step 1
@@ -72,7 +73,7 @@ func TestMeaninglessInputIsRefused(t *testing.T) {
 				t.Cleanup(func() { res.DropDatabases(context.Background()) })
 			}
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, blame.Message(err), tt.want)
 		})
 	}
 	// The same job and schedules within its steps run.
@@ -97,7 +98,7 @@ func TestKeepSettingIsRefused(t *testing.T) {
 	t.Setenv(harness.KeepEnv, "nope")
 	_, err := harness.Run(t.Context(), oneStepJob, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})
 	require.Error(t, err)
-	assert.True(t, strings.HasPrefix(err.Error(), `[twice] -twice.keep or TWICE_KEEP is "nope"; want true (keep a failed check's databases, the default) or false (drop them)`), err.Error())
+	assert.True(t, strings.HasPrefix(blame.Message(err), `[twice] -twice.keep or TWICE_KEEP is "nope"; want true (keep a failed check's databases, the default) or false (drop them)`), blame.Message(err))
 
 	t.Setenv(harness.KeepEnv, "false")
 	res, err := harness.Run(t.Context(), oneStepJob, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema)}, Faults: []faults.Fault{faults.RunTwice()}})

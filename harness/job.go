@@ -3,7 +3,6 @@ package harness
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/execute"
 )
 
@@ -107,7 +107,7 @@ type Delivery struct {
 // delivery ended (a handler goroutine that outlived its delivery).
 func (d *Delivery) SQL() (*sql.DB, error) {
 	if d == nil || d.sqlDB == nil {
-		return nil, errors.New("[twice] Delivery.SQL: this Delivery was not made by the harness, so it has no connections; use the *Delivery the harness passes to the handler")
+		return nil, blame.Userf("Delivery.SQL: this Delivery was not made by the harness, so it has no connections; use the *Delivery the harness passes to the handler")
 	}
 	return d.sqlDB.Open()
 }
@@ -171,18 +171,18 @@ func (j Job) resolveQueue() (queue.Queue, queue.Rules, error) {
 		model = q
 	case *queue.Model:
 		if q == nil {
-			return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: Job.Queue is a nil *queue.Model; leave Queue nil for the default model", j.Name)
+			return nil, queue.Rules{}, blame.Userf("job %q: Job.Queue is a nil *queue.Model; leave Queue nil for the default model", j.Name)
 		}
 		model = *q
 	default:
 		rules := q.Rules()
 		if err := checkRules(rules); err != nil {
-			return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: its queue %T's %w", j.Name, q, err)
+			return nil, queue.Rules{}, blame.Userf("job %q: its queue %T's %w", j.Name, q, err)
 		}
 		return q, rules, nil
 	}
 	if model.VisibilityTimeout < 0 {
-		return nil, queue.Rules{}, fmt.Errorf("[twice] job %q: queue.Model.VisibilityTimeout is %v; want zero (%v) or more", j.Name, model.VisibilityTimeout, faults.DefaultVisibilityTimeout)
+		return nil, queue.Rules{}, blame.Userf("job %q: queue.Model.VisibilityTimeout is %v; want zero (%v) or more", j.Name, model.VisibilityTimeout, faults.DefaultVisibilityTimeout)
 	}
 	return nil, model.Rules(), nil
 }

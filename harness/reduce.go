@@ -130,7 +130,7 @@ func (r *runner) confirmClasses(ctx context.Context, plan faults.Plan, f faults.
 				return err
 			}
 			if a, ok = r.asked.of(c.Run); !ok {
-				return fmt.Errorf("[twice] %s: the steps of %s were not recorded", f.Fault, c.Run)
+				return fmt.Errorf("%s: the steps of %s were not recorded", f.Fault, c.Run)
 			}
 		}
 		if at := c.Differs(plan.Steps, a.steps[0]); at != 0 {

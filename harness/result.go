@@ -10,6 +10,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/evidence"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
@@ -47,11 +48,11 @@ type kept struct {
 // grouped by difference, with its deliveries and diffs.
 func (r *Result) String() string {
 	if r.Idempotent() {
-		return fmt.Sprintf("[twice] ok: job %q: %d %s%s, none differs from one clean run", r.Job, len(r.Scenarios), text.Plural(len(r.Scenarios), "scenario"), render.InShard(&r.Result))
+		return blame.Line("ok: job %q: %d %s%s, none differs from one clean run", r.Job, len(r.Scenarios), text.Plural(len(r.Scenarios), "scenario"), render.InShard(&r.Result))
 	}
 	failed := r.Failed()
 	var b strings.Builder
-	b.WriteString(render.Headline(&r.Result) + "\n")
+	b.WriteString(blame.Line("%s\n", render.Headline(&r.Result)))
 	render.Findings(&b, &r.Result, failed)
 	return b.String()
 }

@@ -91,10 +91,10 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 	// is built: a misuse fails at once.
 	for i, f := range cfg.Faults {
 		if f == nil {
-			return nil, nil, plan, blame.User(errors.New("[twice] Config.Faults holds a nil fault; build faults with the faults package's constructors"))
+			return nil, nil, plan, blame.User(errors.New("Config.Faults holds a nil fault; build faults with the faults package's constructors"))
 		}
 		if err := f.Validate(); err != nil {
-			return nil, nil, plan, blame.User(fmt.Errorf("[twice] Config.Faults[%d] (%s): %w", i, f.Name(), err))
+			return nil, nil, plan, blame.User(fmt.Errorf("Config.Faults[%d] (%s): %w", i, f.Name(), err))
 		}
 	}
 	atOnce, err := parallelSetting()
@@ -148,7 +148,7 @@ func begin(ctx context.Context, job Job, cfg Config) (_ *runner, _ *Result, _ fa
 			}
 		}
 		if gone := r.serverGone(ctx); gone != nil {
-			return nil, nil, plan, fmt.Errorf("[twice] internal: %w during job %q's clean reference runs (%w): %w", execute.ErrServerWentAway, r.job.Name, gone, err)
+			return nil, nil, plan, blame.AsInternal(fmt.Errorf("%w during job %q's clean reference runs (%w): %w", execute.ErrServerWentAway, r.job.Name, gone, err))
 		}
 		for _, err := range errs {
 			if err != nil {
@@ -256,11 +256,11 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 func (j Job) validate() error {
 	switch {
 	case j.Name == "":
-		return errors.New("[twice] Job.Name is empty; name the job so reports can refer to it")
+		return blame.Userf("Job.Name is empty; name the job so reports can refer to it")
 	case j.Handler == nil && j.NewWorker == nil:
-		return fmt.Errorf("[twice] job %q has neither Handler nor NewWorker; set one", j.Name)
+		return blame.Userf("job %q has neither Handler nor NewWorker; set one", j.Name)
 	case j.Handler != nil && j.NewWorker != nil:
-		return fmt.Errorf("[twice] job %q sets both Handler and NewWorker; set one", j.Name)
+		return blame.Userf("job %q sets both Handler and NewWorker; set one", j.Name)
 	}
 	return nil
 }
@@ -404,7 +404,7 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	// later may be handed out only by a later round of the queue.
 	ran := slices.Index(ex.Started, true)
 	if ran < 0 {
-		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q: its clean reference run %d never ran the handler, so there is nothing to check: %s", r.job.Name, n, neverRan(ex)))
+		return nil, nil, nil, blame.User(fmt.Errorf("job %q: its clean reference run %d never ran the handler, so there is nothing to check: %s", r.job.Name, n, neverRan(ex)))
 	}
 	d := ex.Deliveries[ran]
 	// How long the clean run's clock moved before its handler ran: a
@@ -416,9 +416,9 @@ func (r *runner) reference(ctx context.Context, n int) (_ *assert.Snapshot, _ []
 	}
 	if why := ex.CleanFailure; why != "" {
 		if err := r.serverGone(ctx); err != nil {
-			return nil, nil, nil, fmt.Errorf("[twice] internal: %w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why)
+			return nil, nil, nil, blame.AsInternal(fmt.Errorf("%w during job %q's clean reference run %d (%w), so the job's error says nothing about the job: %s", execute.ErrServerWentAway, r.job.Name, n, err, why))
 		}
-		return nil, nil, nil, blame.User(fmt.Errorf("[twice] job %q failed on its clean reference run %d (delivery %s), so there is nothing to compare with: %s", r.job.Name, n, failedDelivery(ex), why))
+		return nil, nil, nil, blame.User(fmt.Errorf("job %q failed on its clean reference run %d (delivery %s), so there is nothing to compare with: %s", r.job.Name, n, failedDelivery(ex), why))
 	}
 	r.refClocks = append(r.refClocks, ex.clock)
 	snap, err := ex.Snapshot(ctx)
@@ -461,10 +461,10 @@ func (r *runner) checkWork(scenarios []result.Scenario) error {
 	silent := !slices.ContainsFunc(scenarios, func(s result.Scenario) bool { return s.Verdict != result.Idempotent })
 	switch {
 	case !did && silent && r.cfg.ExpectNoWork == "":
-		return blame.User(fmt.Errorf("[twice] job %q: this check proves nothing: its clean run wrote no row and made no effect, so every fault leaves the same nothing behind and every scenario would pass. %s Give Config.Setup the rows the job works on, or, if the job rightly does nothing here, say why in Config.ExpectNoWork",
+		return blame.User(fmt.Errorf("job %q: this check proves nothing: its clean run wrote no row and made no effect, so every fault leaves the same nothing behind and every scenario would pass. %s Give Config.Setup the rows the job works on, or, if the job rightly does nothing here, say why in Config.ExpectNoWork",
 			r.job.Name, ranWhat(w.steps)))
 	case did && r.cfg.ExpectNoWork != "":
-		return blame.User(fmt.Errorf("[twice] job %q is marked as doing nothing (Config.ExpectNoWork: %s), but its clean run wrote %d %s and made %d %s: remove Config.ExpectNoWork",
+		return blame.User(fmt.Errorf("job %q is marked as doing nothing (Config.ExpectNoWork: %s), but its clean run wrote %d %s and made %d %s: remove Config.ExpectNoWork",
 			r.job.Name, r.cfg.ExpectNoWork, w.rows, text.Plural(int(w.rows), "row"), w.effects, text.Plural(w.effects, "effect")))
 	}
 	return nil
@@ -599,7 +599,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	})
 	if cp, ok := errors.AsType[*assert.ComparerPanic](err); ok {
 		// The user's option panicked: theirs to fix, named as they wrote it.
-		err = blame.User(fmt.Errorf("[twice] config: job %q: an option of Config.CmpOptions made go-cmp panic comparing table %q after %s: %v; fix that cmp.Option or drop it", r.job.Name, cp.Table, sched.Fault, cp.Value))
+		err = blame.User(fmt.Errorf("config: job %q: an option of Config.CmpOptions made go-cmp panic comparing table %q after %s: %v; fix that cmp.Option or drop it", r.job.Name, cp.Table, sched.Fault, cp.Value))
 	}
 	if err != nil {
 		return sc, nil, errors.Join(err, r.giveBack(context.WithoutCancel(ctx), db))
@@ -777,7 +777,7 @@ func dealtByCost(ctx context.Context, scheds []faults.Schedule, sh *result.Shard
 		return nil, err
 	}
 	if p.Shards != sh.Count {
-		return nil, blame.User(fmt.Errorf("[twice] the twice runner dealt the checks' costs (%s) to %d shards, but this is shard %s; run twice report -shard with the same count as -timings was planned for", p.From, p.Shards, sh))
+		return nil, blame.User(fmt.Errorf("the twice runner dealt the checks' costs (%s) to %d shards, but this is shard %s; run twice report -shard with the same count as -timings was planned for", p.From, p.Shards, sh))
 	}
 	c := p.Check(testOf(ctx), job)
 	if c == nil {
@@ -848,7 +848,7 @@ func progressOf(ctx context.Context) *progress {
 // these used to pass in silence.
 
 // errNoFaults: an empty, non-nil Config.Faults would run no scenario.
-var errNoFaults = blame.User(errors.New("[twice] Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run"))
+var errNoFaults = blame.User(errors.New("Config.Faults is empty, so no scenario would run and every job would pass; leave it nil for faults.Default(), or name the faults to run"))
 
 // checkTookSteps refuses a check in which the handler took no step at
 // all: not on its clean run, not in any scenario. No statement reached
@@ -871,7 +871,7 @@ func checkTookSteps(job string, clean []faults.Step, scenarios []result.Scenario
 			}
 		}
 	}
-	return fmt.Errorf("[twice] job %q took no step, on its clean run or in any scenario: no statement reached PostgreSQL through the Delivery's DB, SQL() or DSN and no effect went through d.Mail(), d.Payments() or d.Effect, so there was nothing to break or compare; give the handler the Delivery's connections and fakes", job)
+	return blame.Userf("job %q took no step, on its clean run or in any scenario: no statement reached PostgreSQL through the Delivery's DB, SQL() or DSN and no effect went through d.Mail(), d.Payments() or d.Effect, so there was nothing to break or compare; give the handler the Delivery's connections and fakes", job)
 }
 
 // checkSchedule refuses a schedule whose crash or lost reply falls past the
@@ -898,13 +898,13 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 			if d.Fault.OnEffect() {
 				hint = effectStepsHint(clean)
 			}
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+			return blame.Userf("schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
 		}
 		if d.Fault == faults.KindAmbiguous && d.At > 0 && clean[d.At-1].IsEffect() {
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d loses a statement's reply, but step %d of job %q's clean run is an effect call (%s), so the fault would never happen; for a worker that dies right after the provider accepted it, use %s!%s:%d", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), d.Label(), faults.KindCrashAfterEffect, d.At)
+			return blame.Userf("schedule %q: %s!%s:%d loses a statement's reply, but step %d of job %q's clean run is an effect call (%s), so the fault would never happen; for a worker that dies right after the provider accepted it, use %s!%s:%d", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), d.Label(), faults.KindCrashAfterEffect, d.At)
 		}
 		if d.Fault.OnEffect() && d.At > 0 && !clean[d.At-1].IsEffect() {
-			return fmt.Errorf("[twice] schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
+			return blame.Userf("schedule %q: %s!%s:%d acts on an effect call, but step %d of job %q's clean run is a statement (%s), so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), effectStepsHint(clean))
 		}
 	}
 	return nil
@@ -919,7 +919,7 @@ func checkRedrive(s faults.Schedule, visibility time.Duration) error {
 		return nil
 	}
 	if after := s.Deliveries[len(s.Deliveries)-1].Advance; after <= visibility {
-		return fmt.Errorf("[twice] faults.Redrive(%s): a redrive comes after the queue's visibility timeout (%s), when the queue would have handed the job out again itself; give a longer after, like faults.DefaultRedriveAfter (%s)", faults.FormatDuration(after), faults.FormatDuration(visibility), faults.FormatDuration(faults.DefaultRedriveAfter))
+		return blame.Userf("faults.Redrive(%s): a redrive comes after the queue's visibility timeout (%s), when the queue would have handed the job out again itself; give a longer after, like faults.DefaultRedriveAfter (%s)", faults.FormatDuration(after), faults.FormatDuration(visibility), faults.FormatDuration(faults.DefaultRedriveAfter))
 	}
 	return nil
 }
@@ -940,17 +940,17 @@ func checkOverlap(job string, steps int, s faults.Schedule) error {
 		}
 		overlap = true
 		if most := overlapSlack * steps; d.After > most {
-			return fmt.Errorf("[twice] schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d (a delivery may take up to %d times the clean run's steps)", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, most, overlapSlack)
+			return blame.Userf("schedule %q: delivery %d (%s) starts once delivery %d has done %d steps, but job %q takes %s on a clean run, so the deliveries would never overlap; use @%d:0 to @%d:%d (a delivery may take up to %d times the clean run's steps)", s.String(), i+1, d, d.With, d.After, job, takes, d.With, d.With, most, overlapSlack)
 		}
 	}
 	if len(s.Order) == 0 {
 		return nil
 	}
 	if !overlap {
-		return fmt.Errorf("[twice] schedule %q: an order interleaves deliveries that overlap, but every delivery here starts after the previous one ended; start one beside another with @delivery:steps (j1a2w2@1:0), or drop the order", s.String())
+		return blame.Userf("schedule %q: an order interleaves deliveries that overlap, but every delivery here starts after the previous one ended; start one beside another with @delivery:steps (j1a2w2@1:0), or drop the order", s.String())
 	}
 	if most := overlapSlack * steps * len(s.Deliveries); len(s.Order) > most {
-		return fmt.Errorf("[twice] schedule %q: the order has %d places, but its %d deliveries take %d %s in all on a clean run of job %q (%s each); give at most %d (a delivery may take up to %d times the clean run's steps)", s.String(), len(s.Order), len(s.Deliveries), steps*len(s.Deliveries), text.Plural(steps*len(s.Deliveries), "step"), job, takes, most, overlapSlack)
+		return blame.Userf("schedule %q: the order has %d places, but its %d deliveries take %d %s in all on a clean run of job %q (%s each); give at most %d (a delivery may take up to %d times the clean run's steps)", s.String(), len(s.Order), len(s.Deliveries), steps*len(s.Deliveries), text.Plural(steps*len(s.Deliveries), "step"), job, takes, most, overlapSlack)
 	}
 	return nil
 }
@@ -1012,7 +1012,7 @@ func checkIgnored(cfg Config, ref *assert.Snapshot) error {
 	if len(tables) > 0 {
 		have = "its tables are " + strings.Join(slices.Sorted(maps.Keys(tables)), ", ")
 	}
-	return fmt.Errorf("[twice] Config names what the database does not have after a clean run (%s); %s", strings.Join(bad, "; "), have)
+	return blame.Userf("Config names what the database does not have after a clean run (%s); %s", strings.Join(bad, "; "), have)
 }
 
 // knownColumn reports whether c names a column, or a path inside a json or
@@ -1081,7 +1081,7 @@ func checkInputs(cfg Config) error {
 		}
 	}
 	if len(bad) > 0 {
-		return errors.New("[twice] " + strings.Join(bad, "; "))
+		return blame.User(errors.New(strings.Join(bad, "; ")))
 	}
 	_, err := keepSetting()
 	return err

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"io/fs"
 	"reflect"
@@ -19,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/freshdb"
 )
 
@@ -87,7 +87,7 @@ func Migrations(fsys fs.FS, dir string) Setup {
 // func that reads state changed between checks must be a new func value.
 func Func(fn func(ctx context.Context, conn *pgx.Conn) error) Setup {
 	if fn == nil {
-		return Setup{err: errors.New("[twice] harness.Func: the setup func is nil")}
+		return Setup{err: blame.Userf("harness.Func: the setup func is nil")}
 	}
 	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: fn}}}
 }
@@ -98,7 +98,7 @@ func Func(fn func(ctx context.Context, conn *pgx.Conn) error) Setup {
 // setup deadline (Config.SetupTimeout).
 func FuncDB(fn func(ctx context.Context, db *SetupDB) error) Setup {
 	if fn == nil {
-		return Setup{err: errors.New("[twice] harness.FuncDB: the setup func is nil")}
+		return Setup{err: blame.Userf("harness.FuncDB: the setup func is nil")}
 	}
 	return Setup{steps: []freshdb.Step{{Name: funcName(fn), Key: funcKey(fn), Func: func(ctx context.Context, conn *pgx.Conn) error {
 		db := &SetupDB{conn: conn, connString: conn.Config().ConnString()}
@@ -127,7 +127,7 @@ type SetupDB struct {
 }
 
 // errSetupDBClosed is what a SetupDB used after its func returned says.
-var errSetupDBClosed = errors.New("[twice] harness.SetupDB used after its setup func returned: the harness closed it")
+var errSetupDBClosed = blame.Userf("harness.SetupDB used after its setup func returned: the harness closed it")
 
 // ConnString is the template database's connection string, as the server
 // gives it (a URL or a key=value DSN), for code that connects by itself:
@@ -216,7 +216,7 @@ func queueSteps(job string, q queue.Queue) ([]freshdb.Step, error) {
 	}
 	s := q.Schema()
 	if s.Apply != nil && s.Name == "" {
-		return nil, fmt.Errorf("[twice] job %q: its queue %T's Schema has an Apply func but no Name; the Name keys the template database, so give the schema one", job, q)
+		return nil, blame.Userf("job %q: its queue %T's Schema has an Apply func but no Name; the Name keys the template database, so give the schema one", job, q)
 	}
 	name := cmp.Or(s.Name, fmt.Sprintf("%T", q))
 	var steps []freshdb.Step

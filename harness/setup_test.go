@@ -17,6 +17,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // verifyJob marks user 1 verified: idempotent, and it fails when the
@@ -136,7 +137,7 @@ func TestFuncDB(t *testing.T) {
 	})
 	t.Run("nil", func(t *testing.T) {
 		_, err := runSetup(t, harness.Config{Setup: []harness.Setup{harness.FuncDB(nil)}})
-		assert.EqualError(t, err, "[twice] harness.FuncDB: the setup func is nil")
+		assert.Equal(t, "[twice] harness.FuncDB: the setup func is nil", blame.Message(err))
 	})
 }
 
@@ -194,7 +195,7 @@ func TestSetupDeadline(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := runSetup(t, harness.Config{Setup: []harness.Setup{harness.SQL(usersSchema), harness.FuncDB(tt.fn)}, SetupTimeout: 300 * time.Millisecond})
 			require.Error(t, err)
-			msg := err.Error()
+			msg := blame.Message(err)
 			t.Log(msg)
 			assert.True(t, strings.HasPrefix(msg, "[twice] setup step github.com/runtwice/twice/harness_test.TestSetupDeadline.func"), msg)
 			for _, w := range tt.want {
@@ -239,7 +240,7 @@ func TestMigrationsLayouts(t *testing.T) {
 			"m/1_a.up.sql": {Data: []byte("SELECT 1;")},
 			"m/2_b.sql":    {Data: []byte("SELECT 2;")},
 		}, "m")}})
-		assert.ErrorContains(t, err, `[twice] migrations in "m" mix layouts: 1_a.up.sql is golang-migrate (.up.sql name), but 2_b.sql has no migration tool's marker (plain SQL)`)
+		assert.Contains(t, blame.Message(err), `[twice] migrations in "m" mix layouts: 1_a.up.sql is golang-migrate (.up.sql name), but 2_b.sql has no migration tool's marker (plain SQL)`)
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/recordtb"
 )
 
@@ -130,7 +131,7 @@ func TestShardFromCIVariables(t *testing.T) {
 	t.Setenv("CIRCLE_NODE_INDEX", "2")
 	_, err = harness.Run(t.Context(), job, cfg)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[twice] CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL: "3/2" names shard 3 of 2`)
+	assert.Contains(t, blame.Message(err), `[twice] CIRCLE_NODE_INDEX/CIRCLE_NODE_TOTAL: "3/2" names shard 3 of 2`)
 }
 
 func TestShardSettingRefused(t *testing.T) {
@@ -140,7 +141,7 @@ func TestShardSettingRefused(t *testing.T) {
 			t.Setenv(harness.ShardEnv, text)
 			_, err := harness.Run(t.Context(), job, cfg)
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "[twice] -twice.shard or TWICE_SHARD: \""+text+"\"")
+			assert.Contains(t, blame.Message(err), "[twice] -twice.shard or TWICE_SHARD: \""+text+"\"")
 			assert.Contains(t, err.Error(), "want ")
 		})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Delivery.SQL gives each delivery one *sql.DB of its own, whose
@@ -84,7 +85,7 @@ func TestDeliverySQL(t *testing.T) {
 
 func TestDeliverySQLNotFromHarness(t *testing.T) {
 	_, err := new(harness.Delivery).SQL()
-	if err == nil || !strings.Contains(err.Error(), "[twice] Delivery.SQL: this Delivery was not made by the harness") {
+	if err == nil || !strings.Contains(blame.Message(err), "[twice] Delivery.SQL: this Delivery was not made by the harness") {
 		t.Errorf("SQL on a Delivery the harness did not make: err = %v", err)
 	}
 }

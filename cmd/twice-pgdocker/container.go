@@ -89,7 +89,7 @@ type pgContainer struct {
 // with its ID as soon as it exists, before it is started.
 func start(ctx context.Context, req dockerproto.Request, created func(id string)) (*pgContainer, error) {
 	if req.Image == "" || req.Password == "" {
-		return nil, errors.New("[twice] internal: twice-pgdocker: start needs an image and a password")
+		return nil, errors.New("twice-pgdocker: start needs an image and a password")
 	}
 	cli, err := dockerClient(ctx)
 	if err != nil {
@@ -102,7 +102,7 @@ func start(ctx context.Context, req dockerproto.Request, created func(id string)
 	if !testcontainers.ReadConfig().RyukDisabled {
 		reaper := testcontainers.ReaperDefaultImage //nolint:staticcheck // the name is what we need to look for
 		if _, err := cli.ImageInspect(ctx, reaper); err != nil {
-			return nil, fmt.Errorf("[twice] internal: testcontainers-go's reaper Ryuk (image %s) is not on this machine and would be pulled with retries for minutes: set TESTCONTAINERS_RYUK_DISABLED=true (twice removes its own containers, even after a crash), or docker pull %s", reaper, reaper)
+			return nil, fmt.Errorf("testcontainers-go's reaper Ryuk (image %s) is not on this machine and would be pulled with retries for minutes: set TESTCONTAINERS_RYUK_DISABLED=true (twice removes its own containers, even after a crash), or docker pull %s", reaper, reaper)
 		}
 	}
 	sweepContainers(ctx, cli)
@@ -138,19 +138,19 @@ func start(ctx context.Context, req dockerproto.Request, created func(id string)
 	}
 	if err != nil {
 		_ = c.terminate(context.Background())
-		return nil, fmt.Errorf("[twice] internal: start PostgreSQL container from %s: %w", req.Image, err)
+		return nil, fmt.Errorf("start PostgreSQL container from %s: %w", req.Image, err)
 	}
 	c.host = "127.0.0.1"
 	if !loopback {
 		if c.host, err = ctr.Host(ctx); err != nil {
 			_ = c.terminate(context.Background())
-			return nil, fmt.Errorf("[twice] internal: Docker host of the PostgreSQL container: %w", err)
+			return nil, fmt.Errorf("the Docker host of the PostgreSQL container: %w", err)
 		}
 	}
 	port, err := ctr.MappedPort(ctx, "5432/tcp")
 	if err != nil {
 		_ = c.terminate(context.Background())
-		return nil, fmt.Errorf("[twice] internal: port of the PostgreSQL container: %w", err)
+		return nil, fmt.Errorf("port of the PostgreSQL container: %w", err)
 	}
 	c.port = port.Port()
 	return c, nil
@@ -163,7 +163,7 @@ func (c *pgContainer) terminate(ctx context.Context) error {
 	ctr := c.ctr
 	c.ctr = nil
 	if err := ctr.Terminate(ctx); err != nil {
-		return fmt.Errorf("[twice] internal: remove PostgreSQL container %s: %w", shortID(c.id), err)
+		return fmt.Errorf("remove PostgreSQL container %s: %w", shortID(c.id), err)
 	}
 	return nil
 }
@@ -171,7 +171,7 @@ func (c *pgContainer) terminate(ctx context.Context) error {
 func (c *pgContainer) state(ctx context.Context) dockerproto.Response {
 	st, err := c.ctr.State(ctx)
 	if err != nil {
-		return dockerproto.Response{Error: fmt.Sprintf("[twice] internal: state of PostgreSQL container %s: %v", shortID(c.id), err)}
+		return dockerproto.Response{Error: fmt.Sprintf("state of PostgreSQL container %s: %v", shortID(c.id), err)}
 	}
 	return dockerproto.Response{Running: st.Running, ExitCode: st.ExitCode}
 }
@@ -224,7 +224,7 @@ func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image st
 	if _, err := cli.ImageInspect(ctx, image); err == nil {
 		return nil
 	} else if !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("[twice] internal: inspect Docker image %s: %w", image, err)
+		return fmt.Errorf("inspect Docker image %s: %w", image, err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, dockerPullTimeout)
 	defer cancel()
@@ -234,7 +234,7 @@ func ensureImage(ctx context.Context, cli *testcontainers.DockerClient, image st
 		_ = resp.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] internal: Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error()))
+		return fmt.Errorf("Docker image %s is not on this machine and pulling it failed: %v; docker pull it, or set TWICE_POSTGRES_IMAGE to a PostgreSQL image you have (docker images)", image, text.FirstLine(err.Error())) //nolint:staticcheck // ST1005: it starts with the name Docker, as the message always did
 	}
 	return nil
 }
@@ -266,11 +266,11 @@ func sweepContainers(ctx context.Context, cli *testcontainers.DockerClient) {
 func removeContainer(ctx context.Context, id string) error {
 	cli, err := testcontainers.NewDockerClientWithOpts(ctx)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: remove container %s: %w", shortID(id), err)
+		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
 	defer func() { _ = cli.Close() }()
 	if _, err := cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("[twice] internal: remove container %s: %w", shortID(id), err)
+		return fmt.Errorf("remove container %s: %w", shortID(id), err)
 	}
 	return nil
 }

@@ -36,7 +36,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "[twice] twice-pgdocker: usage: twice-pgdocker serve | remove <id> | sweep (the harness runs it; see internal/pgserver)")
+		fmt.Fprintln(os.Stderr, "twice-pgdocker: usage: twice-pgdocker serve | remove <id> | sweep (the harness runs it; see internal/pgserver)")
 		os.Exit(2)
 	}
 	switch os.Args[1] {
@@ -46,7 +46,7 @@ func main() {
 		os.Exit(serve(os.Stdin, os.Stdout))
 	case "remove":
 		if len(os.Args) != 3 {
-			fmt.Fprintln(os.Stderr, "[twice] twice-pgdocker: usage: twice-pgdocker remove <container id>")
+			fmt.Fprintln(os.Stderr, "twice-pgdocker: usage: twice-pgdocker remove <container id>")
 			os.Exit(2)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -66,7 +66,7 @@ func main() {
 		sweepContainers(ctx, cli)
 		_ = cli.Close()
 	default:
-		fmt.Fprintf(os.Stderr, "[twice] twice-pgdocker: unknown command %q: use serve, remove <id> or sweep\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "twice-pgdocker: unknown command %q: use serve, remove <id> or sweep\n", os.Args[1])
 		os.Exit(2)
 	}
 }
@@ -87,14 +87,14 @@ func serve(in io.Reader, out io.Writer) int {
 	for sc.Scan() {
 		var req dockerproto.Request
 		if err := json.Unmarshal(sc.Bytes(), &req); err != nil {
-			_ = enc.Encode(dockerproto.Response{Error: fmt.Sprintf("[twice] internal: twice-pgdocker: bad request %q: %v", sc.Text(), err)})
+			_ = enc.Encode(dockerproto.Response{Error: fmt.Sprintf("twice-pgdocker: bad request %q: %v", sc.Text(), err)})
 			continue
 		}
 		ctx := context.Background()
 		var resp dockerproto.Response
 		switch {
 		case req.Op == dockerproto.OpStart && c != nil:
-			resp.Error = "[twice] internal: twice-pgdocker: a container was already started"
+			resp.Error = "twice-pgdocker: a container was already started"
 		case req.Op == dockerproto.OpStart:
 			var err error
 			c, err = start(ctx, req, func(id string) { _ = enc.Encode(dockerproto.Response{Created: id}) })
@@ -104,7 +104,7 @@ func serve(in io.Reader, out io.Writer) int {
 			}
 			resp = dockerproto.Response{ID: c.id, Host: c.host, Port: c.port}
 		case c == nil:
-			resp.Error = fmt.Sprintf("[twice] internal: twice-pgdocker: %q before start", req.Op)
+			resp.Error = fmt.Sprintf("twice-pgdocker: %q before start", req.Op)
 		case req.Op == dockerproto.OpState:
 			resp = c.state(ctx)
 		case req.Op == dockerproto.OpLogs:
@@ -122,7 +122,7 @@ func serve(in io.Reader, out io.Writer) int {
 				resp.Stopped = true
 			}
 		default:
-			resp.Error = fmt.Sprintf("[twice] internal: twice-pgdocker: unknown op %q", req.Op)
+			resp.Error = fmt.Sprintf("twice-pgdocker: unknown op %q", req.Op)
 		}
 		if err := enc.Encode(resp); err != nil {
 			return 1

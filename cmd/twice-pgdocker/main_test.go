@@ -32,11 +32,11 @@ func TestServeMisuse(t *testing.T) {
 		got = append(got, r)
 	}
 	want := []string{
-		`[twice] internal: twice-pgdocker: bad request "not json"`,
-		`[twice] internal: twice-pgdocker: "state" before start`,
-		`[twice] internal: twice-pgdocker: "exec" before start`,
-		`[twice] internal: twice-pgdocker: start needs an image and a password`,
-		`[twice] internal: twice-pgdocker: "stop" before start`,
+		`twice-pgdocker: bad request "not json"`,
+		`twice-pgdocker: "state" before start`,
+		`twice-pgdocker: "exec" before start`,
+		`twice-pgdocker: start needs an image and a password`,
+		`twice-pgdocker: "stop" before start`,
 	}
 	require.Len(t, got, len(want), "one answer a request")
 	for i, w := range want {

@@ -280,6 +280,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/cmd/twice/internal/about"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/gobuild"
 )
 
@@ -321,7 +322,7 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 	wd, err := os.Getwd()
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] internal: working directory: %v\n", err)
+		sayErr(stderr, fmt.Errorf("working directory: %w", err))
 		return 2
 	}
 	core := gobuild.Helper{
@@ -338,15 +339,15 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	path, err := core.Path(ctx, wd)
 	if errors.Is(err, gobuild.ErrNoGo) {
-		_, _ = fmt.Fprintf(stderr, "[twice] no go command on PATH: twice runs go test, and builds %s with go (put go on PATH; %s names a prebuilt one)\n", corePkg, coreEnv)
+		say(stderr, "no go command on PATH: twice runs go test, and builds %s with go (put go on PATH; %s names a prebuilt one)", corePkg, coreEnv)
 		return 2
 	}
 	if err != nil {
 		if sig := l.interrupted(); sig != nil {
-			_, _ = fmt.Fprintf(stderr, "[twice] interrupted by %s while building %s: nothing ran\n", sig, corePkg)
+			say(stderr, "interrupted by %s while building %s: nothing ran", sig, corePkg)
 			return 2
 		}
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 
@@ -360,7 +361,7 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmd.Env = append(os.Environ(), about.CommandEnv+"="+about.Invocation(os.Args[0], pkg))
 	cmd.SysProcAttr = coreAttr()
 	if err := l.start(cmd); err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] internal: start %s: %v (unset %s, or rebuild it: go build -o %s %s)\n", path, err, coreEnv, path, corePkg)
+		sayErr(stderr, fmt.Errorf("start %s: %w (unset %s, or rebuild it: go build -o %s %s)", path, err, coreEnv, path, corePkg))
 		return 2
 	}
 	err = cmd.Wait()
@@ -372,7 +373,7 @@ func launch(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case errors.As(err, &exit) && exit.ExitCode() >= 0:
 		return exit.ExitCode()
 	}
-	_, _ = fmt.Fprintf(stderr, "[twice] internal: %s ended without an exit code (%v): no report was written; its temporary files are removed by the next run\n", path, err)
+	sayErr(stderr, fmt.Errorf("%s ended without an exit code (%w): no report was written; its temporary files are removed by the next run", path, err))
 	return 2
 }
 
@@ -430,4 +431,16 @@ func (l *launcher) finish() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.ended = true
+}
+
+// say prints a line of the launcher's output, tagged (blame.Line); the
+// core it runs tags its own.
+func say(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintln(w, blame.Line(format, args...))
+}
+
+// sayErr prints err as the user reads it: tagged, with the label of whose
+// fault it is (blame.Message).
+func sayErr(w io.Writer, err error) {
+	_, _ = fmt.Fprintln(w, blame.Message(err))
 }

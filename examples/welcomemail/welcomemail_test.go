@@ -162,7 +162,7 @@ func TestSendOncePermanentRefusal(t *testing.T) {
 		t.Fatalf("%d scenarios, want one refusal of the one send", len(res.Scenarios))
 	}
 	s := res.Scenarios[0]
-	if first := s.Deliveries[0]; !strings.HasPrefix(first.Err, "550 ") || !strings.Contains(first.Err, "5.7.1 [twice]") {
+	if first := s.Deliveries[0]; !strings.HasPrefix(first.Err, "550 ") || !strings.Contains(first.Err, "5.7.1 email provider") {
 		t.Errorf("first delivery returned %q, want SendMail's 550 5.7.1", first.Err)
 	}
 	sent := 0

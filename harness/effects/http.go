@@ -20,6 +20,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // deliveryHeader carries, from a delivery's transport to the scenario's
@@ -84,7 +85,7 @@ func (d *httpDelivery) die(err error) {
 func startHTTP(l *Log, cfg HTTPProviders) (*httpSink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("[twice] HTTP providers: cannot listen on 127.0.0.1 (%w); the harness needs a local port for the providers behind Delivery.HTTPClient", err)
+		return nil, blame.Userf("HTTP providers: cannot listen on 127.0.0.1 (%w); the harness needs a local port for the providers behind Delivery.HTTPClient", err)
 	}
 	s := &httpSink{log: l, cfg: cfg, ln: ln, addr: ln.Addr().String(),
 		deliveries: map[string]*httpDelivery{}, hosts: map[string]*httpHostState{}}
@@ -279,7 +280,7 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := s.deliveries[r.Header.Get(deliveryHeader)]
 	s.mu.Unlock()
 	if d == nil {
-		http.Error(w, "[twice] this request did not come through a harness.Delivery's HTTPClient, so it belongs to no delivery; send it with the client Delivery.HTTPClient returns", http.StatusMisdirectedRequest)
+		http.Error(w, "this request did not come through a harness.Delivery's HTTPClient, so it belongs to no delivery; send it with the client Delivery.HTTPClient returns", http.StatusMisdirectedRequest)
 		return
 	}
 	r.Header.Del(deliveryHeader)
@@ -298,7 +299,7 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := s.hostState(host)
 	payload, err := canonicalRequest(r.Method, path, r.URL.RawQuery, r.Header.Get("Content-Type"), body)
 	if err != nil {
-		err = fmt.Errorf("[twice] internal: encoding an HTTP request to %s: %w", host, err)
+		err = fmt.Errorf("encoding an HTTP request to %s: %w", host, err)
 		s.log.fail(err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -380,7 +381,7 @@ func cut(w http.ResponseWriter) {
 		}
 	}
 	// Not an HTTP/1 connection: no way to cut it, so say the answer was lost.
-	http.Error(w, "[twice] the provider's answer was lost (the connection could not be cut)", http.StatusGatewayTimeout)
+	http.Error(w, "the provider's answer was lost (the connection could not be cut)", http.StatusGatewayTimeout)
 }
 
 // refuse answers an effect-failed fault: the provider refused the call

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // HTTPProviders sets up the providers behind every delivery's HTTP client
@@ -106,15 +108,15 @@ func (p HTTPProviders) check() error {
 		}
 		switch {
 		case host == "":
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts has an empty host; name hosts as request URLs do (%q)", StripeHost)
+			return blame.Userf("Config.Providers.HTTP.Hosts has an empty host; name hosts as request URLs do (%q)", StripeHost)
 		case h.Stripe && (h.Answer != nil || h.Dedup):
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q] sets Stripe and a generic provider's Answer or Dedup; the Stripe provider answers and deduplicates by itself: set one or the other", host)
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q] sets Stripe and a generic provider's Answer or Dedup; the Stripe provider answers and deduplicates by itself: set one or the other", host)
 		case h.Refusal < RefuseAsProvider || h.Refusal > RefuseUnavailable:
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].Refusal is %v; set effects.RefuseRateLimit, effects.RefuseUnavailable, or leave it zero for the provider's own", host, h.Refusal)
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q].Refusal is %v; set effects.RefuseRateLimit, effects.RefuseUnavailable, or leave it zero for the provider's own", host, h.Refusal)
 		case len(h.StripeObjects) > 0 && !h.Stripe:
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q] sets StripeObjects on a host that is not the Stripe-shaped provider; set Stripe: true", host)
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q] sets StripeObjects on a host that is not the Stripe-shaped provider; set Stripe: true", host)
 		case h.KeyWindow < 0:
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].KeyWindow is %v; set how long keys are remembered, or leave it zero for 24h", host, h.KeyWindow)
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q].KeyWindow is %v; set how long keys are remembered, or leave it zero for 24h", host, h.KeyWindow)
 		}
 	}
 	return nil

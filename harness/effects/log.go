@@ -9,6 +9,7 @@ import (
 
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Providers sets up the providers every scenario, and each clean reference
@@ -67,7 +68,7 @@ type Log struct {
 // provider can have, naming it.
 func NewLog(now func() time.Time, p Providers) (*Log, error) {
 	if now == nil {
-		return nil, fmt.Errorf("[twice] internal: effects.NewLog without a clock")
+		return nil, fmt.Errorf("effects.NewLog without a clock")
 	}
 	if err := p.Payments.check(); err != nil {
 		return nil, err
@@ -117,7 +118,7 @@ func (l *Log) httpSink() (*httpSink, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.http == nil && l.httpErr == nil {
-		return nil, fmt.Errorf("[twice] Delivery.HTTPClient: the scenario is over, its HTTP providers are closed; make HTTP calls only while the handler runs")
+		return nil, blame.Userf("Delivery.HTTPClient: the scenario is over, its HTTP providers are closed; make HTTP calls only while the handler runs")
 	}
 	return l.http, l.httpErr
 }
@@ -229,5 +230,5 @@ func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step
 // errNoFakes is what a client answers on a Delivery the harness did not
 // make.
 func errNoFakes(method string) error {
-	return fmt.Errorf("[twice] %s: this Delivery was not made by the harness, so it has no effect fakes; use the *Delivery the harness passes to the handler", method)
+	return blame.Userf("%s: this Delivery was not made by the harness, so it has no effect fakes; use the *Delivery the harness passes to the handler", method)
 }

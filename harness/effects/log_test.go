@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	twiceassert "github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/effects"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // start is where every test clock starts.
@@ -157,7 +157,7 @@ func TestEffectMisuse(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.call()
 			require.Error(t, err)
-			assert.True(t, strings.HasPrefix(err.Error(), "[twice] "), err.Error())
+			assert.True(t, blame.IsUser(err), "misuse is the user's: %v", err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -168,7 +168,7 @@ func TestEffectMisuse(t *testing.T) {
 // payment provider never hears of them.
 func TestDeadDeliveryRecordsNothing(t *testing.T) {
 	log := newLog(t, newClock(), 0)
-	killed := errors.New("[twice] delivery j1a1w1 crashed")
+	killed := errors.New("delivery j1a1w1 crashed")
 	dead := log.Clients("j1a1w1", "twice-job-1", 1, deadSteps{err: killed})
 	ctx := context.Background()
 	req := effects.PaymentRequest{IdempotencyKey: "payout-381", Destination: "acct_381", Amount: 5000, Currency: "eur"}
@@ -322,15 +322,15 @@ func TestFateString(t *testing.T) {
 }
 
 func TestErrorMessage(t *testing.T) {
-	assert.Equal(t, "[twice] payment provider: the call timed out before its answer arrived (the provider may have made it)",
+	assert.Equal(t, "payment provider: the call timed out before its answer arrived (the provider may have made it)",
 		(&effects.Error{Kind: "payment", Applied: true}).Error())
-	assert.Equal(t, "[twice] email provider: 503 service unavailable: the call was refused before it was made; try again",
+	assert.Equal(t, "email provider: 503 service unavailable: the call was refused before it was made; try again",
 		(&effects.Error{Kind: "email"}).Error())
 }
 
 func TestNewLogMisuse(t *testing.T) {
 	_, err := effects.NewLog(newClock().Now, effects.Providers{Payments: effects.PaymentProvider{KeyWindow: -time.Hour}})
-	require.EqualError(t, err, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h")
+	assert.Equal(t, "[twice] Config.Providers.Payments.KeyWindow is -1h0m0s; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h", blame.Message(err))
 	_, err = effects.NewLog(nil, effects.Providers{})
 	require.ErrorContains(t, err, "without a clock")
 }

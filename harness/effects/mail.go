@@ -41,7 +41,7 @@ func (m *Mailer) Send(ctx context.Context, e Email) error {
 	}
 	raw, err := json.Marshal(e)
 	if err != nil {
-		err = fmt.Errorf("[twice] internal: encoding an email: %w", err)
+		err = fmt.Errorf("encoding an email: %w", err)
 		m.c.log.fail(err)
 		return err
 	}

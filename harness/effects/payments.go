@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // PaymentRequest asks the payment fake to move money. It is the effect's
@@ -61,10 +62,10 @@ type PaymentError struct {
 	Replayed bool
 }
 
-// Error reads like Stripe's answer: "[twice] payments: 402 card_declined:
+// Error reads like Stripe's answer: "payments: 402 card_declined:
 // ...".
 func (e *PaymentError) Error() string {
-	s := fmt.Sprintf("[twice] payments: %d %s: %s", e.Status, e.Code, e.Message)
+	s := fmt.Sprintf("payments: %d %s: %s", e.Status, e.Code, e.Message)
 	if e.Replayed {
 		s += " (replayed from the idempotency key)"
 	}
@@ -111,7 +112,7 @@ func (p *Payments) Pay(ctx context.Context, req PaymentRequest) (Payment, error)
 	}
 	raw, err := json.Marshal(paymentPayload{Destination: req.Destination, Amount: req.Amount, Currency: req.Currency})
 	if err != nil {
-		err = fmt.Errorf("[twice] internal: encoding a payment: %w", err)
+		err = fmt.Errorf("encoding a payment: %w", err)
 		p.c.log.fail(err)
 		return Payment{}, err
 	}
@@ -160,7 +161,7 @@ const KeepKeys = time.Duration(math.MaxInt64)
 
 func (p PaymentProvider) check() error {
 	if p.KeyWindow < 0 {
-		return fmt.Errorf("[twice] Config.Providers.Payments.KeyWindow is %v; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h", p.KeyWindow)
+		return blame.Userf("Config.Providers.Payments.KeyWindow is %v; set how long the payment provider remembers an idempotency key, or leave it zero for Stripe's 24h", p.KeyWindow)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func paymentError(t *testing.T, err error) *effects.PaymentError {
 	t.Helper()
 	var perr *effects.PaymentError
 	require.ErrorAs(t, err, &perr)
-	assert.True(t, strings.HasPrefix(err.Error(), "[twice] payments: "), err.Error())
+	assert.True(t, strings.HasPrefix(err.Error(), "payments: "), err.Error())
 	return perr
 }
 
@@ -250,9 +250,9 @@ func TestPaymentsEmptyKeyIsNotDeduplicated(t *testing.T) {
 
 func TestPaymentErrorMessage(t *testing.T) {
 	busy := &effects.PaymentError{Status: 409, Code: "idempotency_key_in_use", Message: "busy"}
-	assert.Equal(t, "[twice] payments: 409 idempotency_key_in_use: busy", busy.Error())
+	assert.Equal(t, "payments: 409 idempotency_key_in_use: busy", busy.Error())
 	declined := &effects.PaymentError{Status: 402, Code: "card_declined", Message: "declined", Replayed: true}
-	assert.Equal(t, "[twice] payments: 402 card_declined: declined (replayed from the idempotency key)", declined.Error())
+	assert.Equal(t, "payments: 402 card_declined: declined (replayed from the idempotency key)", declined.Error())
 }
 
 // A provider with KeepKeys remembers a key for good: the same payment

@@ -3,10 +3,9 @@ package effects
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 
 	"github.com/runtwice/twice/assert"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Record makes a call to a system outside the database (the user's own
@@ -35,13 +34,13 @@ func (c *Clients) Record(ctx context.Context, kind, key string, payload any, cal
 	case c == nil:
 		return errNoFakes("Delivery.Effect")
 	case kind == "":
-		return errors.New(`[twice] Delivery.Effect: kind is empty; name the kind of effect ("sms") so policies and reports can refer to it`)
+		return blame.Userf(`Delivery.Effect: kind is empty; name the kind of effect ("sms") so policies and reports can refer to it`)
 	case call == nil:
-		return fmt.Errorf("[twice] Delivery.Effect(%q): call is nil; pass the function that calls your client", kind)
+		return blame.Userf("Delivery.Effect(%q): call is nil; pass the function that calls your client", kind)
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {
-		err = fmt.Errorf("[twice] Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
+		err = blame.Userf("Delivery.Effect(%q): the payload cannot be encoded as JSON (%w); pass plain data: a struct, a map, a string or a number", kind, err)
 		c.log.fail(err)
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/goid"
 	"github.com/runtwice/twice/internal/http2"
 )
@@ -106,7 +107,7 @@ func RouteDefaultTransport() error {
 		err = fmt.Errorf("http.DefaultTransport was replaced (by a %T) after twice registered its routes on net/http's", http.DefaultTransport)
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] the process's default HTTP client cannot be sent to the scenario's providers: %w; a job's calls through http.DefaultClient, http.Get or stripe-go's package-level functions would reach the network, where twice cannot see them. Leave http.DefaultTransport as net/http makes it in the test binary, and give the job's own clients Delivery.HTTPClient", err)
+		return blame.Userf("the process's default HTTP client cannot be sent to the scenario's providers: %w; a job's calls through http.DefaultClient, http.Get or stripe-go's package-level functions would reach the network, where twice cannot see them. Leave http.DefaultTransport as net/http makes it in the test binary, and give the job's own clients Delivery.HTTPClient", err)
 	}
 	return nil
 }
@@ -178,7 +179,7 @@ func (r *routes) RoundTrip(req *http.Request) (*http.Response, error) {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, fmt.Errorf("[twice] %s %s from delivery %s, whose scenario is over (its worker died, or it returned): the call is not made", req.Method, req.URL.Redacted(), rt.label)
+		return nil, blame.Userf("%s %s from delivery %s, whose scenario is over (its worker died, or it returned): the call is not made", req.Method, req.URL.Redacted(), rt.label)
 	}
 	return c.HTTPTransport().RoundTrip(req)
 }

@@ -132,7 +132,7 @@ func (ss *smtpSinks) sink(c *Clients) (*smtpSink, error) {
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: starting delivery %s's SMTP sink on 127.0.0.1: %w", c.label, err)
+		return nil, fmt.Errorf("starting delivery %s's SMTP sink on 127.0.0.1: %w", c.label, err)
 	}
 	s := &smtpSink{c: c, addr: l.Addr().String()}
 	s.server = smtp.NewServer(smtp.BackendFunc(func(conn *smtp.Conn) (smtp.Session, error) {
@@ -168,14 +168,14 @@ func (ss *smtpSinks) close() {
 var errDeadSession = &smtp.SMTPError{
 	Code:         421,
 	EnhancedCode: smtp.EnhancedCode{4, 3, 0},
-	Message:      "[twice] this delivery is dead (a fault killed it); the message was not sent",
+	Message:      "this delivery is dead (a fault killed it); the message was not sent",
 }
 
 // errRefused is the sink's answer under an effect-failed fault.
 var errRefused = &smtp.SMTPError{
 	Code:         451,
 	EnhancedCode: smtp.EnhancedCode{4, 3, 0},
-	Message:      "[twice] email provider: the message was refused before it was sent; try again",
+	Message:      "email provider: the message was refused before it was sent; try again",
 }
 
 // errRejected is the sink's answer under an effect-failed fault when
@@ -183,7 +183,7 @@ var errRefused = &smtp.SMTPError{
 var errRejected = &smtp.SMTPError{
 	Code:         550,
 	EnhancedCode: smtp.EnhancedCode{5, 7, 1},
-	Message:      "[twice] email provider: the message was rejected and not sent; do not retry it as it is",
+	Message:      "email provider: the message was rejected and not sent; do not retry it as it is",
 }
 
 func (s *smtpSink) session(ctx context.Context, conn *smtp.Conn) (smtp.Session, error) {
@@ -237,7 +237,7 @@ func (s *smtpSession) Data(r io.Reader) error {
 	msg := parseSMTPMessage(s.from, s.to, raw)
 	payload, err := json.Marshal(msg)
 	if err != nil {
-		err = fmt.Errorf("[twice] internal: encoding an SMTP message: %w", err)
+		err = fmt.Errorf("encoding an SMTP message: %w", err)
 		s.sink.c.log.fail(err)
 		return err
 	}

@@ -84,9 +84,9 @@ type Error struct {
 // Error says what the handler's client would: a timeout, or a 503.
 func (e *Error) Error() string {
 	if e.Applied {
-		return fmt.Sprintf("[twice] %s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
+		return fmt.Sprintf("%s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
 	}
-	return fmt.Sprintf("[twice] %s provider: 503 service unavailable: the call was refused before it was made; try again", e.Kind)
+	return fmt.Sprintf("%s provider: 503 service unavailable: the call was refused before it was made; try again", e.Kind)
 }
 
 // Timeout reports whether the call timed out, as net.Error does: true

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // StripeEndpoints are the endpoints the Stripe-shaped provider answers,
@@ -74,10 +76,10 @@ func checkStripeObjects(host string, objs map[string]map[string]any) error {
 	for id, fields := range objs {
 		prefix, rest, _ := strings.Cut(id, "_")
 		if objectNames[prefix] == "" || rest == "" {
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].StripeObjects[%q]: an ID starts with its object's prefix and an underscore (%s), as Stripe's do", host, id, prefixList())
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q].StripeObjects[%q]: an ID starts with its object's prefix and an underscore (%s), as Stripe's do", host, id, prefixList())
 		}
 		if _, err := json.Marshal(fields); err != nil {
-			return fmt.Errorf("[twice] Config.Providers.HTTP.Hosts[%q].StripeObjects[%q] does not encode as JSON: %w", host, id, err)
+			return blame.Userf("Config.Providers.HTTP.Hosts[%q].StripeObjects[%q] does not encode as JSON: %w", host, id, err)
 		}
 	}
 	return nil

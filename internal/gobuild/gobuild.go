@@ -21,6 +21,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // ProgressAfter is how long a build runs before it reports: an
@@ -59,7 +61,7 @@ type Helper struct {
 func (h Helper) Path(ctx context.Context, dir string) (string, error) {
 	if p := os.Getenv(h.Env); p != "" {
 		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("[twice] config: %s=%s: %w; unset it to let twice build %s, or go build -o %s %s", h.Env, p, err, h.What, p, h.Pkg)
+			return "", blame.Configf("%s=%s: %w; unset it to let twice build %s, or go build -o %s %s", h.Env, p, err, h.What, p, h.Pkg)
 		}
 		return p, nil
 	}
@@ -80,7 +82,7 @@ func (h Helper) Path(ctx context.Context, dir string) (string, error) {
 	_, _ = key.Write([]byte(strings.Join(env, "\n")))
 	out := filepath.Join(cache, "twice", h.Name, fmt.Sprintf("%016x", key.Sum64()), h.Name)
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return "", fmt.Errorf("[twice] internal: directory for %s: %w", h.What, err)
+		return "", fmt.Errorf("directory for %s: %w", h.What, err)
 	}
 	unlock, err := h.lock(filepath.Join(filepath.Dir(out), "lock"))
 	if err != nil {
@@ -109,11 +111,11 @@ func goEnv(ctx context.Context, goCmd, dir string, names ...string) ([]string, e
 	cmd.Stderr = &stderr
 	b, err := cmd.Output()
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: go env in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
+		return nil, fmt.Errorf("go env in %s: %w: %s", dir, err, strings.TrimSpace(stderr.String()))
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) != len(names) {
-		return nil, fmt.Errorf("[twice] internal: go env %s printed %q", strings.Join(names, " "), b)
+		return nil, fmt.Errorf("go env %s printed %q", strings.Join(names, " "), b)
 	}
 	return lines, nil
 }
@@ -123,16 +125,16 @@ func goEnv(ctx context.Context, goCmd, dir string, names ...string) ([]string, e
 func (h Helper) buildWithModCopy(ctx context.Context, goCmd, dir, gomod string, args []string) error {
 	tmp, err := os.MkdirTemp("", h.Name+"-mod-")
 	if err != nil {
-		return fmt.Errorf("[twice] internal: %w", err)
+		return err
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	for _, f := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(filepath.Dir(gomod), f))
 		if err != nil && (f != "go.sum" || !os.IsNotExist(err)) {
-			return fmt.Errorf("[twice] internal: copy %s for the build of %s: %w", f, h.What, err)
+			return fmt.Errorf("copy %s for the build of %s: %w", f, h.What, err)
 		}
 		if err := os.WriteFile(filepath.Join(tmp, f), b, 0o600); err != nil {
-			return fmt.Errorf("[twice] internal: %w", err)
+			return err
 		}
 	}
 	args = append(args, "-mod=mod", "-modfile="+filepath.Join(tmp, "go.mod"), h.Pkg)
@@ -147,11 +149,11 @@ func (h Helper) build(ctx context.Context, goCmd, dir string, args []string) err
 	cmd.Env = buildEnv()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
-		return fmt.Errorf("[twice] internal: %w", err)
+		return err
 	}
 	began := time.Now()
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("[twice] internal: go build %s: %w", h.Pkg, err)
+		return fmt.Errorf("go build %s: %w", h.Pkg, err)
 	}
 	var mu sync.Mutex
 	var compiled int
@@ -176,9 +178,9 @@ func (h Helper) build(ctx context.Context, goCmd, dir string, args []string) err
 				n := compiled
 				mu.Unlock()
 				if !reported {
-					_, _ = fmt.Fprintf(h.Progress, "[twice] %s: %d packages compiled\n", h.Building, n)
+					_, _ = fmt.Fprintln(h.Progress, blame.Line("%s: %d packages compiled", h.Building, n))
 				} else {
-					_, _ = fmt.Fprintf(h.Progress, "[twice] building %s: %d packages compiled (%s)\n", h.What, n, time.Since(began).Round(time.Second))
+					_, _ = fmt.Fprintln(h.Progress, blame.Line("building %s: %d packages compiled (%s)", h.What, n, time.Since(began).Round(time.Second)))
 				}
 				reported = true
 				t.Reset(10 * time.Second)
@@ -201,13 +203,13 @@ func (h Helper) build(ctx context.Context, goCmd, dir string, args []string) err
 	close(done)
 	<-finished
 	if ctx.Err() != nil {
-		return fmt.Errorf("[twice] building %s stopped: %w", h.What, context.Cause(ctx))
+		return blame.Userf("building %s stopped: %w", h.What, context.Cause(ctx))
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] config: %s, and `cd %s && go %s` failed (%w):\n%s\nfix what go says (e.g. go mod download), or build %s yourself and set %s to it", h.Need, dir, strings.Join(args, " "), err, strings.Join(msg, "\n"), h.What, h.Env)
+		return blame.Configf("%s, and `cd %s && go %s` failed (%w):\n%s\nfix what go says (e.g. go mod download), or build %s yourself and set %s to it", h.Need, dir, strings.Join(args, " "), err, strings.Join(msg, "\n"), h.What, h.Env)
 	}
 	if reported {
-		_, _ = fmt.Fprintf(h.Progress, "[twice] built %s in %s (%d packages compiled)\n", h.What, time.Since(began).Round(time.Second), compiled)
+		_, _ = fmt.Fprintln(h.Progress, blame.Line("built %s in %s (%d packages compiled)", h.What, time.Since(began).Round(time.Second), compiled))
 	}
 	return nil
 }
@@ -229,11 +231,11 @@ func buildEnv() []string {
 func (h Helper) lock(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: lock for the build of %s: %w", h.What, err)
+		return nil, fmt.Errorf("lock for the build of %s: %w", h.What, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
 		_ = f.Close()
-		return nil, fmt.Errorf("[twice] internal: lock %s: %w", path, err)
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	return func() { _ = f.Close() }, nil
 }

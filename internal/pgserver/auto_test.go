@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // TestAutoSaysTheLocalBinariesWereMissing: with no server binaries and a
@@ -30,7 +32,7 @@ func TestAutoSaysTheLocalBinariesWereMissing(t *testing.T) {
 		"so twice tried Docker, and it failed: Docker image twice-no-such-image:never is not on this machine and pulling it failed",
 		"Install PostgreSQL's server package",
 	} {
-		assert.Contains(t, err.Error(), want)
+		assert.Contains(t, blame.Message(err), want)
 	}
-	assert.NotContains(t, err.Error(), "internal")
+	assert.NotContains(t, blame.Message(err), "internal")
 }

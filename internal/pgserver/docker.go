@@ -28,6 +28,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/owner"
 	"github.com/runtwice/twice/internal/pgserver/dockerproto"
 )
@@ -128,7 +129,7 @@ func connectContainer(ctx context.Context, h *dockerProcess, started dockerproto
 	})
 	cfg, err := pgconn.ParseConfig(base)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: %w", err)
+		return nil, err
 	}
 	delay := 20 * time.Millisecond
 	for {
@@ -139,11 +140,11 @@ func connectContainer(ctx context.Context, h *dockerProcess, started dockerproto
 			return &Server{mode: ModeDocker, base: base, version: version}, nil
 		}
 		if st, serr := h.call(dockerproto.Request{Op: dockerproto.OpState}, nil); serr == nil && !st.Running {
-			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s exited (code %d) before it answered; its log ends:\n%s", shortID(started.ID), st.ExitCode, h.logTail())
+			return nil, fmt.Errorf("PostgreSQL container %s exited (code %d) before it answered; its log ends:\n%s", shortID(started.ID), st.ExitCode, h.logTail())
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("[twice] internal: PostgreSQL container %s did not answer on %s:%s within %s (%w); its log ends:\n%s", shortID(started.ID), started.Host, started.Port, dockerReadyTimeout, err, h.logTail())
+			return nil, fmt.Errorf("PostgreSQL container %s did not answer on %s:%s within %s (%w); its log ends:\n%s", shortID(started.ID), started.Host, started.Port, dockerReadyTimeout, err, h.logTail())
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 250*time.Millisecond)
@@ -201,16 +202,16 @@ func startDockerProcess(path string) (*dockerProcess, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: pipe to %s: %w", path, err)
+		return nil, fmt.Errorf("pipe to %s: %w", path, err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: pipe from %s: %w", path, err)
+		return nil, fmt.Errorf("pipe from %s: %w", path, err)
 	}
 	tb := &tailBuffer{max: 4000}
 	cmd.Stderr = tb
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("[twice] internal: start the Docker helper %s: %w", path, err)
+		return nil, fmt.Errorf("start the Docker helper %s: %w", path, err)
 	}
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
@@ -223,11 +224,11 @@ func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
-		return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper already stopped (%s)", req.Op)
+		return dockerproto.Response{}, fmt.Errorf("the Docker helper already stopped (%s)", req.Op)
 	}
 	line, err := json.Marshal(req)
 	if err != nil {
-		return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper request: %w", err)
+		return dockerproto.Response{}, fmt.Errorf("the Docker helper request: %w", err)
 	}
 	if _, err := h.stdin.Write(append(line, '\n')); err != nil {
 		return dockerproto.Response{}, h.died(req.Op, err)
@@ -238,7 +239,7 @@ func (h *dockerProcess) call(req dockerproto.Request, created func(id string)) (
 		}
 		var resp dockerproto.Response
 		if err := json.Unmarshal(h.out.Bytes(), &resp); err != nil {
-			return dockerproto.Response{}, fmt.Errorf("[twice] internal: Docker helper %s answered %q to %s: %w", h.path, h.out.Text(), req.Op, err)
+			return dockerproto.Response{}, fmt.Errorf("the Docker helper %s answered %q to %s: %w", h.path, h.out.Text(), req.Op, err)
 		}
 		if resp.Created != "" {
 			if created != nil {
@@ -265,7 +266,7 @@ func (h *dockerProcess) died(op string, err error) error {
 	if msg == "" {
 		msg = "(it printed nothing)"
 	}
-	return fmt.Errorf("[twice] internal: Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
+	return fmt.Errorf("the Docker helper %s ended during %s (%w, %s); its stderr ends:\n%s", h.path, op, err, h.cmd.ProcessState, msg)
 }
 
 func (h *dockerProcess) logTail() string {
@@ -293,7 +294,7 @@ func (h *dockerProcess) stop() error {
 	case <-time.After(2 * time.Minute):
 		_ = h.cmd.Process.Kill()
 		if err == nil {
-			err = fmt.Errorf("[twice] internal: Docker helper (pid %d) still running 2m after stop: killed it", h.cmd.Process.Pid)
+			err = fmt.Errorf("the Docker helper (pid %d) still running 2m after stop: killed it", h.cmd.Process.Pid)
 		}
 	}
 	return err
@@ -304,7 +305,7 @@ func (h *dockerProcess) execToFile(_ context.Context, cmd, env []string, path st
 	// The helper runs in /.
 	path, err := filepath.Abs(path)
 	if err != nil {
-		return dockerproto.Response{}, fmt.Errorf("[twice] internal: %w", err)
+		return dockerproto.Response{}, err
 	}
 	return h.call(dockerproto.Request{Op: dockerproto.OpExec, Cmd: cmd, Env: env, Stdout: path}, nil)
 }
@@ -337,7 +338,7 @@ func (t *tailBuffer) String() string {
 func sweepContainers(ctx context.Context, helper string) error {
 	out, err := exec.CommandContext(ctx, helper, "sweep").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("[twice] internal: %s sweep: %w: %s", helper, err, out)
+		return fmt.Errorf("%s sweep: %w: %s", helper, err, out)
 	}
 	return nil
 }
@@ -350,7 +351,7 @@ func removeContainer(ctx context.Context, id, helper string) {
 func randomPassword() (string, error) {
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("[twice] internal: random password: %w", err)
+		return "", fmt.Errorf("random password: %w", err)
 	}
 	return hex.EncodeToString(b), nil
 }
@@ -373,11 +374,11 @@ type execer interface {
 func (s *Server) dumpInContainer(ctx context.Context, database, tmp string, skipData []string) error {
 	where := fmt.Sprintf("pg_dump inside PostgreSQL container %s (image %s)", shortID(s.container), s.image)
 	if s.ctr == nil {
-		return fmt.Errorf("[twice] internal: dumping database %s with %s: no handle on the container", database, where)
+		return fmt.Errorf("dumping database %s with %s: no handle on the container", database, where)
 	}
 	cfg, err := pgconn.ParseConfig(s.base)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
+		return fmt.Errorf("dumping database %s: %w", database, err)
 	}
 	conn := formatKeywordValue(map[string]string{
 		"host": "127.0.0.1", "port": "5432", "user": cfg.User, "dbname": database, "sslmode": "disable",
@@ -385,7 +386,7 @@ func (s *Server) dumpInContainer(ctx context.Context, database, tmp string, skip
 	cmd := append(append([]string{"pg_dump"}, pgDumpArgs(skipData)...), "-d", conn)
 	res, err := s.ctr.execToFile(ctx, cmd, []string{"PGPASSWORD=" + cfg.Password}, tmp)
 	if err != nil {
-		return fmt.Errorf("[twice] dumping database %s with %s failed: %w", database, where, err)
+		return blame.Userf("dumping database %s with %s failed: %w", database, where, err)
 	}
 	switch {
 	case res.Code != 0:
@@ -401,9 +402,9 @@ func (s *Server) dumpInContainer(ctx context.Context, database, tmp string, skip
 		if res.Code == 126 || res.Code == 127 {
 			msg += "\nthe image has no runnable pg_dump on its PATH: set TWICE_POSTGRES_IMAGE to a PostgreSQL image that has one (the official postgres images do)"
 		}
-		return fmt.Errorf("[twice] dumping database %s with %s failed with exit code %d:\n%s", database, where, res.Code, msg)
+		return blame.Userf("dumping database %s with %s failed with exit code %d:\n%s", database, where, res.Code, msg)
 	case res.ReadError != "":
-		return fmt.Errorf("[twice] internal: dumping database %s with %s: reading its output: %s", database, where, res.ReadError)
+		return fmt.Errorf("dumping database %s with %s: reading its output: %s", database, where, res.ReadError)
 	}
 	return nil
 }

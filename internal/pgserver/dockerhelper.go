@@ -26,7 +26,7 @@ var dockerHelperOut io.Writer = os.Stderr
 func dockerHelper(ctx context.Context) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("[twice] internal: working directory: %w", err)
+		return "", fmt.Errorf("working directory: %w", err)
 	}
 	h := gobuild.Helper{
 		Pkg:      dockerHelperPkg,

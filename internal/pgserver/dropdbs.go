@@ -56,7 +56,7 @@ const dropPatience = 2 * time.Minute
 // Calling it again with the same prefix does nothing.
 func (s *Server) DropOnExit(prefix string) error {
 	if !runPrefixRE.MatchString(prefix) {
-		return fmt.Errorf("[twice] internal: DropOnExit(%q): not a run prefix; want twice_ + 8 lowercase hex digits + _, e.g. twice_0a1b2c3d_ (only one run's own databases may be dropped at exit)", prefix)
+		return fmt.Errorf("DropOnExit(%q): not a run prefix; want twice_ + 8 lowercase hex digits + _, e.g. twice_0a1b2c3d_ (only one run's own databases may be dropped at exit)", prefix)
 	}
 	if s.mode != ModeURL {
 		return nil
@@ -115,24 +115,24 @@ func parseDBsLine(rest string) (dbsJob, bool) {
 // CREATE DATABASE leaves a backend that finishes it after the first list.
 func dropRunDatabases(ctx context.Context, prefix, connString string, version int) error {
 	if !runPrefixRE.MatchString(prefix) {
-		return fmt.Errorf("[twice] internal: refusing to drop databases with prefix %q: not a run prefix", prefix)
+		return fmt.Errorf("refusing to drop databases with prefix %q: not a run prefix", prefix)
 	}
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: drop databases %s*: connection string: %w", prefix, err)
+		return fmt.Errorf("drop databases %s*: connection string: %w", prefix, err)
 	}
 	if cfg.ConnectTimeout == 0 || cfg.ConnectTimeout > urlTimeout {
 		cfg.ConnectTimeout = urlTimeout
 	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: drop databases %s*: connect to %s: %w", prefix, describeHost(cfg), err)
+		return fmt.Errorf("drop databases %s*: connect to %s: %w", prefix, describeHost(cfg), err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	if version == 0 {
 		res := conn.ExecParams(ctx, `SELECT current_setting('server_version_num')`, nil, nil, nil, nil).Read()
 		if res.Err != nil {
-			return fmt.Errorf("[twice] internal: drop databases %s*: server version: %w", prefix, res.Err)
+			return fmt.Errorf("drop databases %s*: server version: %w", prefix, res.Err)
 		}
 		if len(res.Rows) == 1 {
 			version, _ = strconv.Atoi(string(res.Rows[0][0]))
@@ -148,7 +148,7 @@ func dropRunDatabases(ctx context.Context, prefix, connString string, version in
 				AND shobj_description(oid, 'pg_database') = $2 ORDER BY datname`,
 			[][]byte{[]byte(prefix), []byte(RunMarker(prefixRunID(prefix)))}, nil, nil, nil).Read()
 		if res.Err != nil {
-			return fmt.Errorf("[twice] internal: drop databases %s*: list them: %w", prefix, res.Err)
+			return fmt.Errorf("drop databases %s*: list them: %w", prefix, res.Err)
 		}
 		errs = errs[:0]
 		for _, row := range res.Rows {
@@ -170,7 +170,7 @@ func dropRunDatabases(ctx context.Context, prefix, connString string, version in
 		select {
 		case <-ctx.Done():
 			errs = append(errs, ctx.Err())
-			return fmt.Errorf("[twice] internal: drop databases %s*: %w", prefix, errors.Join(errs...))
+			return fmt.Errorf("drop databases %s*: %w", prefix, errors.Join(errs...))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 func newTestRunID(t *testing.T) string {
@@ -180,7 +182,7 @@ func TestDropOnExitRefusesBadPrefix(t *testing.T) {
 				srv := &Server{mode: mode, base: "postgres://postgres@127.0.0.1:1/postgres"}
 				err := srv.DropOnExit(prefix)
 				require.Error(t, err)
-				assert.Contains(t, err.Error(), fmt.Sprintf("[twice] internal: DropOnExit(%q): not a run prefix", prefix))
+				assert.Contains(t, blame.Message(err), fmt.Sprintf("[twice] internal: DropOnExit(%q): not a run prefix", prefix))
 				assert.Nil(t, srv.dropWD, "a watchdog was started for a refused prefix")
 			})
 		}
@@ -245,5 +247,5 @@ func TestDropRunDatabases(t *testing.T) {
 	}
 	err = dropRunDatabases(ctx, "twice_", local.ConnString(""), 0)
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[twice] internal: refusing to drop databases with prefix "twice_"`)
+	assert.Contains(t, blame.Message(err), `[twice] internal: refusing to drop databases with prefix "twice_"`)
 }

@@ -2,12 +2,13 @@ package pgserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"time"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // dumpTimeout bounds one dump: a server or engine that stopped answering
@@ -35,7 +36,7 @@ func (s *Server) Dump(ctx context.Context, database, file string, skipData ...st
 	ctx, cancel := context.WithTimeout(ctx, dumpTimeout)
 	defer cancel()
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
+		return fmt.Errorf("dumping database %s: %w", database, err)
 	}
 	tmp := file + ".part"
 	var err error
@@ -50,7 +51,7 @@ func (s *Server) Dump(ctx context.Context, database, file string, skipData ...st
 	}
 	if err := os.Rename(tmp, file); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("[twice] internal: dumping database %s: %w", database, err)
+		return fmt.Errorf("dumping database %s: %w", database, err)
 	}
 	return nil
 }
@@ -73,7 +74,7 @@ func (s *Server) dumpOnHost(ctx context.Context, database, tmp string, skipData 
 	args := append(pgDumpArgs(skipData), "-f", tmp, "-d", s.ConnString(database))
 	cmd := exec.CommandContext(ctx, bin, args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("[twice] dumping database %s with %s failed: %w\n%s", database, bin, err, tail(out, 2000))
+		return blame.Userf("dumping database %s with %s failed: %w\n%s", database, bin, err, tail(out, 2000))
 	}
 	return nil
 }
@@ -93,7 +94,7 @@ func (s *Server) pgDump() (string, error) {
 	}
 	p, err := exec.LookPath("pg_dump")
 	if err != nil {
-		return "", errors.New("[twice] no pg_dump found next to the PostgreSQL server binaries or on PATH (apt-get install postgresql-client)")
+		return "", blame.Userf("no pg_dump found next to the PostgreSQL server binaries or on PATH (apt-get install postgresql-client)")
 	}
 	return p, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/pgserver/dockerproto"
 )
 
@@ -220,7 +221,7 @@ func TestDumpFails(t *testing.T) {
 			require.Error(t, err)
 			t.Log(err)
 			for _, want := range tt.want {
-				assert.Contains(t, err.Error(), want)
+				assert.Contains(t, blame.Message(err), want)
 			}
 			assert.NotContains(t, err.Error(), "s3cret")
 			assert.NoFileExists(t, file)

@@ -165,7 +165,7 @@ func serverAccount() (account, error) {
 			uid:  uid, gid: gid, name: name,
 		}, nil
 	}
-	return account{}, errors.New("[twice] internal: running as root, and initdb and postgres refuse root, but neither a postgres nor a nobody user exists to run them as: create one (useradd --system postgres)")
+	return account{}, errors.New("running as root, and initdb and postgres refuse root, but neither a postgres nor a nobody user exists to run them as: create one (useradd --system postgres)")
 }
 
 // runBase is where clusters live: tmpfs when there is one, because
@@ -221,7 +221,7 @@ func startLocal(ctx context.Context) (*Server, error) {
 func (c *localCluster) start(ctx context.Context, bins *binaries, acct account, base string) (*Server, error) {
 	runDir, err := os.MkdirTemp(base, runDirPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: make a directory for the local PostgreSQL cluster in %s: %w", base, err)
+		return nil, fmt.Errorf("make a directory for the local PostgreSQL cluster in %s: %w", base, err)
 	}
 	c.runDir = runDir
 	if err := c.wd.watchDir(runDir); err != nil {
@@ -243,7 +243,7 @@ func (c *localCluster) start(ctx context.Context, bins *binaries, acct account, 
 	if _, err := os.Stat(filepath.Join(cached, "PG_VERSION")); err == nil {
 		fromCache = true
 		if err := copyTree(cached, data, acct); err != nil {
-			return nil, fmt.Errorf("[twice] internal: copy the cached cluster %s to %s: %w", cached, data, err)
+			return nil, fmt.Errorf("copy the cached cluster %s to %s: %w", cached, data, err)
 		}
 	} else {
 		// initdb makes a pristine copy for the cache and one to run; the
@@ -255,7 +255,7 @@ func (c *localCluster) start(ctx context.Context, bins *binaries, acct account, 
 			return nil, err
 		}
 		if err := copyTree(pristine, data, acct); err != nil {
-			return nil, fmt.Errorf("[twice] internal: copy the new cluster %s to %s: %w", pristine, data, err)
+			return nil, fmt.Errorf("copy the new cluster %s to %s: %w", pristine, data, err)
 		}
 		c.caching = make(chan struct{})
 		go func() {
@@ -265,7 +265,7 @@ func (c *localCluster) start(ctx context.Context, bins *binaries, acct account, 
 		}()
 	}
 	if err := os.Chmod(data, 0o700); err != nil {
-		return nil, fmt.Errorf("[twice] internal: %w", err)
+		return nil, err
 	}
 	srv, err := c.launch(ctx, bins, acct, data)
 	if err != nil && fromCache {
@@ -283,7 +283,7 @@ func runInitdb(ctx context.Context, bins *binaries, acct account, data, runDir s
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: acct.cred}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("[twice] internal: initdb (PostgreSQL %s in %s, as %s) failed: %w\n%s", bins.version, bins.dir, acct, err, tail(out, 2000))
+		return fmt.Errorf("initdb (PostgreSQL %s in %s, as %s) failed: %w\n%s", bins.version, bins.dir, acct, err, tail(out, 2000))
 	}
 	return nil
 }
@@ -310,7 +310,7 @@ func serverEnv() []string {
 func (c *localCluster) launch(ctx context.Context, bins *binaries, acct account, data string) (*Server, error) {
 	logFile, err := os.OpenFile(c.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: %w", err)
+		return nil, err
 	}
 	defer func() { _ = logFile.Close() }()
 	if err := chown(c.log, acct); err != nil {
@@ -325,7 +325,7 @@ func (c *localCluster) launch(ctx context.Context, bins *binaries, acct account,
 	// stops the server in order, instead of tearing it down mid-test.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: acct.cred, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("[twice] internal: start %s: %w", cmd.Path, err)
+		return nil, fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	c.cmd = cmd
 	c.ref = owner.Of(cmd.Process.Pid)
@@ -343,7 +343,7 @@ func (c *localCluster) launch(ctx context.Context, bins *binaries, acct account,
 	})
 	cfg, err := pgconn.ParseConfig(base)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: %w", err)
+		return nil, err
 	}
 	version, err := c.waitReady(ctx, cfg, 60*time.Second)
 	if err != nil {
@@ -365,9 +365,9 @@ func (c *localCluster) waitReady(ctx context.Context, cfg *pgconn.Config, limit 
 		}
 		select {
 		case <-c.exited:
-			return 0, fmt.Errorf("[twice] internal: local PostgreSQL exited while starting (%s); its log %s ends:\n%s", c.cmd.ProcessState, c.log, logTail(c.log))
+			return 0, fmt.Errorf("local PostgreSQL exited while starting (%s); its log %s ends:\n%s", c.cmd.ProcessState, c.log, logTail(c.log))
 		case <-ctx.Done():
-			return 0, fmt.Errorf("[twice] internal: local PostgreSQL in %s did not answer within %s (%w); its log %s ends:\n%s", c.runDir, limit, err, c.log, logTail(c.log))
+			return 0, fmt.Errorf("local PostgreSQL in %s did not answer within %s (%w); its log %s ends:\n%s", c.runDir, limit, err, c.log, logTail(c.log))
 		case <-time.After(delay):
 		}
 		delay = min(2*delay, 50*time.Millisecond)
@@ -383,7 +383,7 @@ func (c *localCluster) stop() error {
 		select {
 		case <-c.exited:
 		case <-time.After(10 * time.Second):
-			errs = append(errs, fmt.Errorf("[twice] internal: local PostgreSQL (pid %d) did not exit", c.ref.PID))
+			errs = append(errs, fmt.Errorf("local PostgreSQL (pid %d) did not exit", c.ref.PID))
 		}
 	}
 	if c.caching != nil {
@@ -391,7 +391,7 @@ func (c *localCluster) stop() error {
 	}
 	if c.runDir != "" {
 		if err := os.RemoveAll(c.runDir); err != nil {
-			errs = append(errs, fmt.Errorf("[twice] internal: remove %s: %w", c.runDir, err))
+			errs = append(errs, fmt.Errorf("remove %s: %w", c.runDir, err))
 		}
 	}
 	if err := c.wd.release(30 * time.Second); err != nil {
@@ -417,7 +417,7 @@ func chown(path string, acct account) error {
 		return nil
 	}
 	if err := os.Chown(path, acct.uid, acct.gid); err != nil {
-		return fmt.Errorf("[twice] internal: hand %s to %s: %w", path, acct, err)
+		return fmt.Errorf("hand %s to %s: %w", path, acct, err)
 	}
 	return nil
 }
@@ -426,7 +426,7 @@ func chown(path string, acct account) error {
 // leftover (owner gone) from a directory in use.
 func markOwner(dir string) error {
 	if err := owner.Mark(dir); err != nil {
-		return fmt.Errorf("[twice] internal: %w", err)
+		return err
 	}
 	return nil
 }

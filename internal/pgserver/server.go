@@ -46,8 +46,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Modes, as TWICE_POSTGRES spells them.
@@ -177,24 +178,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	switch cfg.Mode {
 	case ModeURL:
 		if cfg.URL == "" {
-			return nil, errors.New("[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty: set it to a server whose user may create databases, e.g. postgres://postgres:secret@localhost:5432/postgres")
+			return nil, blame.Configf("TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty: set it to a server whose user may create databases, e.g. postgres://postgres:secret@localhost:5432/postgres")
 		}
 		return startURL(ctx, cfg.URL)
 	case ModeLocal:
 		srv, err := startLocal(ctx)
 		if isUnavailable(err) {
-			return nil, fmt.Errorf("[twice] config: TWICE_POSTGRES=local but %w: install PostgreSQL's server package (e.g. apt-get install postgresql)", err)
+			return nil, blame.Configf("TWICE_POSTGRES=local but %w: install PostgreSQL's server package (e.g. apt-get install postgresql)", err)
 		}
 		return srv, err
 	case ModeDocker:
 		srv, err := startDocker(ctx, cfg.Image)
 		if isUnavailable(err) {
-			return nil, fmt.Errorf("[twice] config: TWICE_POSTGRES=docker but %w: start Docker, or point DOCKER_HOST at an engine", err)
+			return nil, blame.Configf("TWICE_POSTGRES=docker but %w: start Docker, or point DOCKER_HOST at an engine", err)
 		}
 		return srv, err
 	case "":
 	default:
-		return nil, fmt.Errorf("[twice] config: TWICE_POSTGRES=%q is not a way to get PostgreSQL: use url, local or docker, or leave it unset to try them in that order", cfg.Mode)
+		return nil, blame.Configf("TWICE_POSTGRES=%q is not a way to get PostgreSQL: use url, local or docker, or leave it unset to try them in that order", cfg.Mode)
 	}
 
 	if cfg.URL != "" {
@@ -208,13 +209,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if dockerErr != nil && !isUnavailable(dockerErr) && ctx.Err() == nil {
 		// Docker was the fallback: its failure alone would not say that
 		// the local binaries were looked for first, nor where.
-		return nil, fmt.Errorf("[twice] config: no PostgreSQL server binaries here (%w), so twice tried Docker, and it failed: %s. Install PostgreSQL's server package (e.g. apt-get install postgresql), fix what Docker says, or set TWICE_DATABASE_URL to a server of yours",
-			localErr, strings.TrimPrefix(strings.TrimPrefix(dockerErr.Error(), "[twice] "), "internal: "))
+		return nil, blame.Configf("no PostgreSQL server binaries here (%w), so twice tried Docker, and it failed: %s. Install PostgreSQL's server package (e.g. apt-get install postgresql), fix what Docker says, or set TWICE_DATABASE_URL to a server of yours",
+			localErr, dockerErr.Error())
 	}
 	if !isUnavailable(dockerErr) {
 		return srv, dockerErr
 	}
-	return nil, fmt.Errorf(`[twice] config: no PostgreSQL server: twice needs one of
+	return nil, blame.Configf(`no PostgreSQL server: twice needs one of
   1. TWICE_DATABASE_URL=postgres://user:password@host:5432/postgres, an existing server whose user may create databases (unset now);
   2. PostgreSQL server binaries, initdb and postgres, on PATH or under /usr/lib/postgresql/*/bin, e.g. apt-get install postgresql (%w);
   3. a Docker engine (DOCKER_HOST or /var/run/docker.sock) with the image of TWICE_POSTGRES_IMAGE (default %s) on the machine or pullable (%w).

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/testcontainers/testcontainers-go"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/owner"
 )
 
@@ -131,7 +132,7 @@ func TestURLUserMayNotCreateDatabase(t *testing.T) {
 	kv["user"] = "twice_nocreate"
 	_, err = Start(ctx, Config{URL: formatKeywordValue(kv)})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), `[twice] config: TWICE_DATABASE_URL: user "twice_nocreate"`)
+	assert.Contains(t, blame.Message(err), `[twice] config: TWICE_DATABASE_URL: user "twice_nocreate"`)
 	assert.Contains(t, err.Error(), "may not CREATE DATABASE")
 	assert.Contains(t, err.Error(), `ALTER ROLE "twice_nocreate" CREATEDB`)
 }
@@ -155,7 +156,7 @@ func TestURLUnreachable(t *testing.T) {
 			}
 			_, err := Start(context.Background(), Config{URL: u})
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), "[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
+			assert.Contains(t, blame.Message(err), "[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at ")
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
@@ -175,7 +176,7 @@ func TestConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Start(context.Background(), tt.cfg)
 			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
+			assert.Contains(t, blame.Message(err), tt.want)
 		})
 	}
 }
@@ -228,7 +229,7 @@ func TestHelperNoWay(t *testing.T) {
 	if err == nil {
 		t.Fatal("Start found a server")
 	}
-	fmt.Println("ERROR:", err)
+	fmt.Println("ERROR:", blame.Message(err))
 }
 
 // TestLifetime: a test binary that exits, or is killed, leaves no server
@@ -447,7 +448,7 @@ func TestDockerMissingImage(t *testing.T) {
 	}
 	_, err := Start(context.Background(), Config{Mode: ModeDocker, Image: "twice-no-such-image:never"})
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "[twice] internal: Docker image twice-no-such-image:never is not on this machine and pulling it failed")
+	assert.Contains(t, blame.Message(err), "[twice] internal: Docker image twice-no-such-image:never is not on this machine and pulling it failed")
 }
 
 func TestConnString(t *testing.T) {
@@ -533,14 +534,14 @@ func TestDockerHelperBuildFails(t *testing.T) {
 		require.Error(t, err)
 		t.Log(err)
 		for _, want := range []string{"[twice] config: TWICE_POSTGRES=docker needs its helper, and `cd " + dir + " && go build", dockerHelperPkg, "set TWICE_PGDOCKER"} {
-			assert.Contains(t, err.Error(), want)
+			assert.Contains(t, blame.Message(err), want)
 		}
 	})
 	t.Run("TWICE_PGDOCKER names nothing", func(t *testing.T) {
 		t.Setenv(dockerHelperEnv, "/nonexistent/twice-pgdocker")
 		_, err := dockerHelper(context.Background())
 		require.Error(t, err)
-		assert.Contains(t, err.Error(), "[twice] config: TWICE_PGDOCKER=/nonexistent/twice-pgdocker: ")
+		assert.Contains(t, blame.Message(err), "[twice] config: TWICE_PGDOCKER=/nonexistent/twice-pgdocker: ")
 	})
 }
 

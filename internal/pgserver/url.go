@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/redact"
 )
 
@@ -17,17 +18,17 @@ const urlTimeout = 10 * time.Second
 func startURL(ctx context.Context, connString string) (*Server, error) {
 	cfg, err := pgconn.ParseConfig(connString)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL is not a PostgreSQL connection string (postgres://user[:password]@host[:port]/db, or host=... user=... keyword/value pairs): it is %s: %s", redact.Value("TWICE_DATABASE_URL", connString), redact.FromEnv([]string{"TWICE_DATABASE_URL=" + connString}).String(err.Error()))
+		return nil, blame.Configf("TWICE_DATABASE_URL is not a PostgreSQL connection string (postgres://user[:password]@host[:port]/db, or host=... user=... keyword/value pairs): it is %s: %s", redact.Value("TWICE_DATABASE_URL", connString), redact.FromEnv([]string{"TWICE_DATABASE_URL=" + connString}).String(err.Error()))
 	}
 	where := describeHost(cfg)
 	ctx, cancel := context.WithTimeout(ctx, urlTimeout)
 	defer cancel()
 	version, mayCreate, err := probe(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL: cannot use PostgreSQL at %s as user %q (gave up after at most %s): %w; check that the server runs there and the URL's host, port, user and password", where, cfg.User, urlTimeout, err)
+		return nil, blame.Configf("TWICE_DATABASE_URL: cannot use PostgreSQL at %s as user %q (gave up after at most %s): %w; check that the server runs there and the URL's host, port, user and password", where, cfg.User, urlTimeout, err)
 	}
 	if !mayCreate {
-		return nil, fmt.Errorf("[twice] config: TWICE_DATABASE_URL: user %q on %s may not CREATE DATABASE, and twice makes a fresh database per scenario: run ALTER ROLE %s CREATEDB as a superuser, or use a superuser's URL", cfg.User, where, quoteIdent(cfg.User))
+		return nil, blame.Configf("TWICE_DATABASE_URL: user %q on %s may not CREATE DATABASE, and twice makes a fresh database per scenario: run ALTER ROLE %s CREATEDB as a superuser, or use a superuser's URL", cfg.User, where, quoteIdent(cfg.User))
 	}
 	return &Server{mode: ModeURL, base: connString, version: version}, nil
 }

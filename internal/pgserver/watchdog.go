@@ -141,11 +141,11 @@ type watchdog struct {
 func startWatchdog() (*watchdog, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: find this test binary to start the cleanup watchdog: %w", err)
+		return nil, fmt.Errorf("find this test binary to start the cleanup watchdog: %w", err)
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: pipe for the cleanup watchdog: %w", err)
+		return nil, fmt.Errorf("pipe for the cleanup watchdog: %w", err)
 	}
 	cmd := exec.Command(exe)
 	cmd.Stdin = r
@@ -156,7 +156,7 @@ func startWatchdog() (*watchdog, error) {
 	if err := cmd.Start(); err != nil {
 		_ = r.Close()
 		_ = w.Close()
-		return nil, fmt.Errorf("[twice] internal: start the cleanup watchdog (%s): %w", exe, err)
+		return nil, fmt.Errorf("start the cleanup watchdog (%s): %w", exe, err)
 	}
 	_ = r.Close()
 	return &watchdog{w: w, cmd: cmd}, nil
@@ -187,10 +187,10 @@ func (wd *watchdog) sendAs(line, what string) error {
 	wd.mu.Lock()
 	defer wd.mu.Unlock()
 	if wd.w == nil {
-		return fmt.Errorf("[twice] internal: cleanup watchdog already released")
+		return fmt.Errorf("cleanup watchdog already released")
 	}
 	if _, err := fmt.Fprintln(wd.w, line); err != nil {
-		return fmt.Errorf("[twice] internal: tell the cleanup watchdog about %s: %w", what, err)
+		return fmt.Errorf("tell the cleanup watchdog about %s: %w", what, err)
 	}
 	return nil
 }
@@ -221,10 +221,10 @@ func (wd *watchdog) release(timeout time.Duration) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("[twice] internal: cleanup watchdog: %w", err)
+			return fmt.Errorf("cleanup watchdog: %w", err)
 		}
 		return nil
 	case <-time.After(timeout):
-		return fmt.Errorf("[twice] internal: cleanup watchdog (pid %d) still running after %s", wd.cmd.Process.Pid, timeout)
+		return fmt.Errorf("cleanup watchdog (pid %d) still running after %s", wd.cmd.Process.Pid, timeout)
 	}
 }

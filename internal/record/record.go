@@ -53,7 +53,9 @@ type Record struct {
 	// Written is when the record was written.
 	Written time.Time `json:"written"`
 	// Error is what ended a check whose Result.Status is InternalError
-	// or UserError.
+	// or UserError, as blame.Text says it: the label of whose fault it
+	// is and the error, without the tag, which the runner adds where it
+	// quotes it.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
 	// the job's name and the status. Nil in a record of Coverage.
@@ -83,11 +85,11 @@ func Write(rec Record) error {
 	rec.Version, rec.Dir, rec.Written = Version, wd, time.Now()
 	data, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
-		return fmt.Errorf("[twice] internal: encoding the result of %s for the runner: %w", rec.Test, err)
+		return fmt.Errorf("encoding the result of %s for the runner: %w", rec.Test, err)
 	}
 	f, err := os.CreateTemp(dir, ".record-*")
 	if err != nil {
-		return fmt.Errorf("[twice] internal: writing the result of %s for the runner (%s=%s): %w", rec.Test, DirEnv, dir, err)
+		return fmt.Errorf("writing the result of %s for the runner (%s=%s): %w", rec.Test, DirEnv, dir, err)
 	}
 	_, werr := f.Write(data)
 	cerr := f.Close()
@@ -98,7 +100,7 @@ func Write(rec Record) error {
 	}
 	if err != nil {
 		_ = os.Remove(f.Name())
-		return fmt.Errorf("[twice] internal: writing the result of %s for the runner: %w", rec.Test, err)
+		return fmt.Errorf("writing the result of %s for the runner: %w", rec.Test, err)
 	}
 	return nil
 }
@@ -125,7 +127,7 @@ type Unreadable struct {
 	// Dir and Test are the check's package directory and test, as far
 	// as the file says them; empty when it does not.
 	Dir, Test string
-	// Err says what is wrong, starting "[twice] internal: ".
+	// Err says what is wrong; it is twice's own error (blame.KindInternal).
 	Err error
 }
 
@@ -135,7 +137,7 @@ type Unreadable struct {
 func ReadAll(dir string) (recs []Record, bad []Unreadable, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("[twice] internal: reading the harness results in %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("reading the harness results in %s: %w", dir, err)
 	}
 	for _, e := range entries {
 		if e.IsDir() || strings.HasPrefix(e.Name(), ".") || !strings.HasSuffix(e.Name(), ".json") {
@@ -165,23 +167,23 @@ func readOne(path string) (Record, error) {
 	name := filepath.Base(path)
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Record{}, fmt.Errorf("[twice] internal: reading harness result %s: %w", name, err)
+		return Record{}, fmt.Errorf("reading harness result %s: %w", name, err)
 	}
 	var head struct {
 		Version int `json:"version"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return Record{}, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", name, err)
+		return Record{}, fmt.Errorf("harness result %s is not a record: %w", name, err)
 	}
 	if head.Version != Version {
-		return Record{}, fmt.Errorf("[twice] internal: harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", name, head.Version, Version)
+		return Record{}, fmt.Errorf("harness result %s has record version %d, this twice reads %d: build twice from the same module version as the tests", name, head.Version, Version)
 	}
 	var rec Record
 	if err := json.Unmarshal(data, &rec); err != nil {
-		return Record{}, fmt.Errorf("[twice] internal: harness result %s is not a record: %w", name, err)
+		return Record{}, fmt.Errorf("harness result %s is not a record: %w", name, err)
 	}
 	if rec.Result == nil && rec.Coverage == nil {
-		return Record{}, fmt.Errorf("[twice] internal: harness result %s holds no result", name)
+		return Record{}, fmt.Errorf("harness result %s holds no result", name)
 	}
 	return rec, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 )
 
@@ -98,7 +99,7 @@ func TestReadAllKeepsTheOthers(t *testing.T) {
 		t.Errorf("records = %+v, want TestOnce with its warning", recs)
 	}
 	if len(unreadable) != 1 || unreadable[0].File != "broken.json" || unreadable[0].Test != "TestBroken" || unreadable[0].Dir != "/src/jobs" ||
-		!strings.Contains(unreadable[0].Err.Error(), "[twice] internal: harness result broken.json is not a record") {
+		!strings.Contains(blame.Message(unreadable[0].Err), "[twice] internal: harness result broken.json is not a record") {
 		t.Errorf("unreadable = %+v, want broken.json of TestBroken", unreadable)
 	}
 	if _, err := record.Read(dir); err == nil {

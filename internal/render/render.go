@@ -2,7 +2,10 @@
 // message Check and Explore fail a test with, and the problem lines the
 // twice runner puts in its reports. Every surface prints what this
 // package writes, so a finding reads the same everywhere, and nothing
-// downstream parses it back.
+// downstream parses it back. The words carry no tag (blame.Tag): the edge
+// that shows them (harness's testing.TB wrapper, the twice runner) adds
+// it once, through internal/blame, so a finding quoted in another
+// message is not tagged twice.
 package render
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -50,7 +54,7 @@ func Problem(p result.Problem) string {
 	case result.NotDelivered:
 		return "the job was never delivered: " + p.Detail
 	case result.Internal:
-		return "[twice] internal: " + p.Detail
+		return blame.KindInternal.Label() + p.Detail
 	case result.StoredResultChanged:
 		return fmt.Sprintf("table %q row %s: a retry changed a stored result: %s was %s after the writes a clean run makes, and %s after the scenario's last (the column differs between two clean runs, so the state diff leaves it out; the write history shows the retry rewrote it)",
 			p.Table, p.Row, p.Column, p.Before, p.After)
@@ -330,7 +334,7 @@ func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
 	if res.Status == result.StatusFlaky {
-		fmt.Fprintf(&b, "[twice] flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
+		fmt.Fprintf(&b, "flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
 			res.Job, len(failed), len(res.Scenarios), InShard(res))
 	} else {
 		b.WriteString(Headline(res) + "\n")
@@ -344,7 +348,7 @@ func Finding(res *result.Result, rerun string) string {
 // differ, and the worst of what they show.
 func Headline(res *result.Result) string {
 	failed := res.Failed()
-	line := fmt.Sprintf("[twice] not idempotent: job %q: %d of %d scenarios%s differ from one clean run", res.Job, len(failed), len(res.Scenarios), InShard(res))
+	line := fmt.Sprintf("not idempotent: job %q: %d of %d scenarios%s differ from one clean run", res.Job, len(failed), len(res.Scenarios), InShard(res))
 	if w := Severity(res.Worst()); w != "" {
 		line += "; worst: " + w
 	}
@@ -403,7 +407,7 @@ func ExplorationFinding(x Exploration, replay string) string {
 	switch {
 	case x.Flaky:
 		failed := len(res.Failed())
-		fmt.Fprintf(&b, "[twice] flaky: job %q: schedule %s failed %d of %d runs, so it is not reported as a pass; the handler depends on chance or timing:\n",
+		fmt.Fprintf(&b, "flaky: job %q: schedule %s failed %d of %d runs, so it is not reported as a pass; the handler depends on chance or timing:\n",
 			res.Job, x.Minimal, failed, len(res.Scenarios))
 		for i, s := range res.Scenarios {
 			fmt.Fprintf(&b, "  run %d: %s", i+1, s.Verdict)
@@ -418,14 +422,14 @@ func ExplorationFinding(x Exploration, replay string) string {
 		}
 		b.WriteString("the first failing run:")
 	case x.Replay != "":
-		fmt.Fprintf(&b, "[twice] not idempotent: job %q: the replayed schedule %s fails", res.Job, x.Replay)
+		fmt.Fprintf(&b, "not idempotent: job %q: the replayed schedule %s fails", res.Job, x.Replay)
 	case x.FoundAfter == 0:
-		fmt.Fprintf(&b, "[twice] not idempotent: job %q: the saved schedule %s fails again", res.Job, x.Minimal)
+		fmt.Fprintf(&b, "not idempotent: job %q: the saved schedule %s fails again", res.Job, x.Minimal)
 	case x.Found == x.Minimal:
-		fmt.Fprintf(&b, "[twice] not idempotent: job %q: exploration drew %d schedules and found this one failing: %s",
+		fmt.Fprintf(&b, "not idempotent: job %q: exploration drew %d schedules and found this one failing: %s",
 			res.Job, x.FoundAfter, x.Minimal)
 	default:
-		fmt.Fprintf(&b, "[twice] not idempotent: job %q: exploration drew %d schedules, found %s failing, and shrunk it to %s",
+		fmt.Fprintf(&b, "not idempotent: job %q: exploration drew %d schedules, found %s failing, and shrunk it to %s",
 			res.Job, x.FoundAfter, x.Found, x.Minimal)
 	}
 	b.WriteString("\n")
@@ -463,7 +467,7 @@ func TimeColumns(ref *assert.Snapshot, volatile []string) []string {
 	return out
 }
 
-// Warning is the line a check logs for w about job: "[twice] warning: job
+// Warning is the line a check logs for w about job: "warning: job
 // "x": delivery j1a1w1 (attempt 1) of schedule ... returned with 1
 // connection still in a transaction or busy; ...".
 func Warning(job string, w result.Warning) string {
@@ -473,19 +477,19 @@ func Warning(job string, w result.Warning) string {
 			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
 		const fix = "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)"
 		if w.Deliveries == 1 {
-			return fmt.Sprintf("[twice] warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
+			return fmt.Sprintf("warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
 		}
-		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
+		return fmt.Sprintf("warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
 	case result.NoStepTaken:
 		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
 		if w.Deliveries > 1 {
 			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
 		}
-		return fmt.Sprintf("[twice] warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
+		return fmt.Sprintf("warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
 			job, first, w.CleanSteps, text.Plural(w.CleanSteps, "step"))
 	case result.CleanRunsDisagree:
 		if w.Disagreement != nil {
-			return fmt.Sprintf("[twice] warning: job %q: its two clean reference runs disagree beyond volatile columns: %s. The handler did not do the same thing twice on the same input (a counter kept across calls, randomness or time.Now() deciding what it does), so the reference is one outcome of several and what differed was left out of every comparison: this pass says little. Make the handler's work depend only on its job, the database and d.Now",
+			return fmt.Sprintf("warning: job %q: its two clean reference runs disagree beyond volatile columns: %s. The handler did not do the same thing twice on the same input (a counter kept across calls, randomness or time.Now() deciding what it does), so the reference is one outcome of several and what differed was left out of every comparison: this pass says little. Make the handler's work depend only on its job, the database and d.Now",
 				job, disagreement(*w.Disagreement))
 		}
 	case result.ConnectionLeftOpen:
@@ -493,18 +497,18 @@ func Warning(job string, w result.Warning) string {
 			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
 		const fix = "Close every connection the handler opens (defer conn.Close(ctx)), or use d.DB or d.SQL(), which the harness closes"
 		if w.Deliveries == 1 {
-			return fmt.Sprintf("[twice] warning: job %q: %s; the harness closed it, a worker would keep it until it exits. %s", job, first, fix)
+			return fmt.Sprintf("warning: job %q: %s; the harness closed it, a worker would keep it until it exits. %s", job, first, fix)
 		}
-		return fmt.Sprintf("[twice] warning: job %q: %d deliveries returned with a connection they opened on d.DSN still open, the first %s; the harness closed them, a worker would keep them until it exits. %s", job, w.Deliveries, first, fix)
+		return fmt.Sprintf("warning: job %q: %d deliveries returned with a connection they opened on d.DSN still open, the first %s; the harness closed them, a worker would keep them until it exits. %s", job, w.Deliveries, first, fix)
 	case result.GoroutineOutlived:
 		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
 		if w.Deliveries > 1 {
 			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
 		}
-		return fmt.Sprintf("[twice] warning: job %q: %s left %d %s it started still running 5s after its handler returned, when the harness stopped watching its connections and effects: what it did later was not checked. Wait for the goroutines the handler starts before it returns, or stop them with its context",
+		return fmt.Sprintf("warning: job %q: %s left %d %s it started still running 5s after its handler returned, when the harness stopped watching its connections and effects: what it did later was not checked. Wait for the goroutines the handler starts before it returns, or stop them with its context",
 			job, first, w.Connections, text.Plural(w.Connections, "goroutine"))
 	}
-	return fmt.Sprintf("[twice] warning: job %q: %s", job, w.Kind)
+	return fmt.Sprintf("warning: job %q: %s", job, w.Kind)
 }
 
 // disagreement says how two clean runs differed: "table "orders" has 1

@@ -41,7 +41,7 @@ func TestFindingGroupsSameDifference(t *testing.T) {
 	}
 	msg := render.Finding(res, "go test -run '^TestHit$' .")
 	for _, want := range []string{
-		"[twice] not idempotent: job \"hit\": 6 of 6 scenarios differ from one clean run\n",
+		"not idempotent: job \"hit\": 6 of 6 scenarios differ from one clean run\n",
 		"the same difference under 4 more schedules:\n  concurrent-delivery, 4 schedules: j1a1w1 > j1a2w2@1:0 order 1,2; j1a1w1 > j1a2w2@1:0 order 2,1; j1a1w1 > j1a2w2@1:0 order 2,2; and 1 more\n",
 		"redrive (schedule j1a1w1!crash > +72h j1a2w2):\n",
 		"\nrerun: go test -run '^TestHit$' .",

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/owner"
 )
 
@@ -52,8 +53,8 @@ type Dir struct {
 // one, or one holding a previous report of twice's (its FileMarker and
 // report files, nothing else). Anything else (a file, a symbolic link, a
 // directory of the user's files, a source package, ".") is refused and
-// left as it is. The error says which, and starts "[twice] ". Release
-// the Dir when done.
+// left as it is. The error says which, and is the user's (blame.User).
+// Release the Dir when done.
 func ClaimDir(path string) (*Dir, error) {
 	path = filepath.Clean(path)
 	for range 3 {
@@ -62,7 +63,7 @@ func ClaimDir(path string) (*Dir, error) {
 			return d, err
 		}
 	}
-	return nil, fmt.Errorf("[twice] -o %s: %w: it was replaced three times while this run claimed it; wait for the other run, or give this one another -o", path, ErrDirInUse)
+	return nil, blame.Userf("-o %s: %w: it was replaced three times while this run claimed it; wait for the other run, or give this one another -o", path, ErrDirInUse)
 }
 
 // claim makes one attempt; retry is true when the directory locked is no
@@ -85,9 +86,9 @@ func claim(path string) (d *Dir, retry bool, err error) {
 	case err != nil:
 		return nil, false, cannotWrite(path, err)
 	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, false, fmt.Errorf("[twice] -o %s is a symbolic link: twice writes its report only into a directory it made, and leaves %s as it is; name the directory itself, or a new one", path, path)
+		return nil, false, blame.Userf("-o %s is a symbolic link: twice writes its report only into a directory it made, and leaves %s as it is; name the directory itself, or a new one", path, path)
 	case !fi.IsDir():
-		return nil, false, fmt.Errorf("[twice] -o %s is a file, not a report directory: twice writes its report only into a directory it made, and leaves %s as it is; name a new directory, e.g. -o %s", path, path, suggest(path))
+		return nil, false, blame.Userf("-o %s is a file, not a report directory: twice writes its report only into a directory it made, and leaves %s as it is; name a new directory, e.g. -o %s", path, path, suggest(path))
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -100,7 +101,7 @@ func claim(path string) (d *Dir, retry bool, err error) {
 	}
 	if !locked {
 		_ = f.Close()
-		return nil, false, fmt.Errorf("[twice] -o %s: %w: another twice report is writing into it now; wait for it to finish, or give this run another -o", path, ErrDirInUse)
+		return nil, false, blame.Userf("-o %s: %w: another twice report is writing into it now; wait for it to finish, or give this run another -o", path, ErrDirInUse)
 	}
 	d.lock = f
 	if same, err := sameDir(f, path); err != nil || !same {
@@ -186,7 +187,7 @@ func ownReport(path string) error {
 	if len(shown) > 3 {
 		shown = append(slices.Clone(shown[:3]), fmt.Sprintf("and %d more", len(foreign)-3))
 	}
-	return fmt.Errorf("[twice] -o %s holds %s (%s): twice writes its report only into a new or empty directory or one holding a report of its own, and leaves %s as it is; name a new directory, e.g. -o %s",
+	return blame.Userf("-o %s holds %s (%s): twice writes its report only into a new or empty directory or one holding a report of its own, and leaves %s as it is; name a new directory, e.g. -o %s",
 		path, what, strings.Join(shown, ", "), path, suggest(path))
 }
 
@@ -227,7 +228,7 @@ func suggest(path string) string {
 }
 
 func cannotWrite(path string, err error) error {
-	return fmt.Errorf("[twice] cannot write the report to %s: %w; nothing was checked: give -o a directory twice can make or write", path, err)
+	return blame.Userf("cannot write the report to %s: %w; nothing was checked: give -o a directory twice can make or write", path, err)
 }
 
 // Path is the report directory.
@@ -240,7 +241,7 @@ func (d *Dir) Path() string { return d.path }
 // says where the new report is.
 func (d *Dir) Write(r *Report) error {
 	if d.written {
-		return fmt.Errorf("[twice] internal: report directory %s written twice in one run", d.path)
+		return fmt.Errorf("report directory %s written twice in one run", d.path)
 	}
 	files := map[string]func() ([]byte, error){
 		FileHTML:     r.HTML,
@@ -255,21 +256,21 @@ func (d *Dir) Write(r *Report) error {
 			return err
 		}
 		if err := os.WriteFile(filepath.Join(d.tmp, name), data, 0o644); err != nil {
-			return fmt.Errorf("[twice] cannot write the report to %s: %w", d.tmp, err)
+			return blame.Userf("cannot write the report to %s: %w", d.tmp, err)
 		}
 	}
 	if err := os.Remove(filepath.Join(d.tmp, owner.File)); err != nil {
-		return fmt.Errorf("[twice] cannot write the report to %s: %w", d.tmp, err)
+		return blame.Userf("cannot write the report to %s: %w", d.tmp, err)
 	}
 	// A directory cannot be renamed over a non-empty one: move the old
 	// report aside first, then drop it.
 	old := d.tmp + ".old"
 	if err := os.Rename(d.path, old); err != nil {
-		return fmt.Errorf("[twice] cannot replace the report in %s: %w; the new report is in %s", d.path, err, d.tmp)
+		return blame.Userf("cannot replace the report in %s: %w; the new report is in %s", d.path, err, d.tmp)
 	}
 	if err := os.Rename(d.tmp, d.path); err != nil {
 		_ = os.Rename(old, d.path)
-		return fmt.Errorf("[twice] cannot replace the report in %s: %w; the new report is in %s", d.path, err, d.tmp)
+		return blame.Userf("cannot replace the report in %s: %w; the new report is in %s", d.path, err, d.tmp)
 	}
 	d.written = true
 	// Only what twice wrote goes: a file put into the old report during
@@ -278,7 +279,7 @@ func (d *Dir) Write(r *Report) error {
 		_ = os.Remove(filepath.Join(old, name))
 	}
 	if err := os.Remove(old); err != nil {
-		d.Note = fmt.Sprintf("[twice] the previous report, moved to %s, holds files twice did not write, so it is kept there: move them and remove it", old)
+		d.Note = blame.Line("the previous report, moved to %s, holds files twice did not write, so it is kept there: move them and remove it", old)
 	}
 	return nil
 }

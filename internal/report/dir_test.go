@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/owner"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -108,7 +109,7 @@ func TestClaimDirRefusesWhatItDidNotMake(t *testing.T) {
 				t.Fatal("report.ClaimDir took it")
 			}
 			for _, w := range append(tt.wants, "[twice] -o "+path, "leaves "+path+" as it is") {
-				if !strings.Contains(err.Error(), w) {
+				if !strings.Contains(blame.Message(err), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
 			}
@@ -202,7 +203,7 @@ func TestClaimDirUnwritable(t *testing.T) {
 			t.Errorf("report.ClaimDir(%s) took it", path)
 			continue
 		}
-		if !strings.Contains(err.Error(), "[twice] cannot write the report to "+path) || !strings.Contains(err.Error(), "nothing was checked") {
+		if !strings.Contains(blame.Message(err), "[twice] cannot write the report to "+path) || !strings.Contains(blame.Message(err), "nothing was checked") {
 			t.Errorf("report.ClaimDir(%s): %v", path, err)
 		}
 	}

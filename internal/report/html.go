@@ -15,7 +15,7 @@ import (
 func (r *Report) HTML() ([]byte, error) {
 	var b bytes.Buffer
 	if err := pageTemplate.Execute(&b, r); err != nil {
-		return nil, fmt.Errorf("[twice] internal: rendering index.html: %w", err)
+		return nil, fmt.Errorf("rendering index.html: %w", err)
 	}
 	return b.Bytes(), nil
 }

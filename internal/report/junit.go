@@ -106,7 +106,7 @@ func (r *Report) JUnit() ([]byte, error) {
 	enc := xml.NewEncoder(&b)
 	enc.Indent("", "  ")
 	if err := enc.Encode(all); err != nil {
-		return nil, fmt.Errorf("[twice] internal: encoding junit.xml: %w", err)
+		return nil, fmt.Errorf("encoding junit.xml: %w", err)
 	}
 	b.WriteString("\n")
 	return b.Bytes(), nil

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Input is one shard's report for Merge, and where it was read from, so
@@ -43,13 +43,13 @@ func Merge(in []Input) (*Report, error) {
 	for _, s := range shards {
 		r := s.Report
 		if r.Twice != first.Twice && r.Twice != "" && first.Twice != "" {
-			return nil, fmt.Errorf("[twice] shard %s (%s) was written by twice %s, shard %s (%s) by twice %s: run every shard with the same twice", r.Shard, s.From, r.Twice, first.Shard, shards[0].From, first.Twice)
+			return nil, blame.Userf("shard %s (%s) was written by twice %s, shard %s (%s) by twice %s: run every shard with the same twice", r.Shard, s.From, r.Twice, first.Shard, shards[0].From, first.Twice)
 		}
 		if r.Commit != first.Commit && r.Commit != "" && first.Commit != "" {
-			return nil, fmt.Errorf("[twice] shard %s (%s) checked commit %s, shard %s (%s) commit %s: merge the shards of one run", r.Shard, s.From, r.Commit, first.Shard, shards[0].From, first.Commit)
+			return nil, blame.Userf("shard %s (%s) checked commit %s, shard %s (%s) commit %s: merge the shards of one run", r.Shard, s.From, r.Commit, first.Shard, shards[0].From, first.Commit)
 		}
 		if r.Command != first.Command {
-			return nil, fmt.Errorf("[twice] shard %s (%s) ran %q, shard %s (%s) ran %q: the shards of one run split the same go test command", r.Shard, s.From, r.Command, first.Shard, shards[0].From, first.Command)
+			return nil, blame.Userf("shard %s (%s) ran %q, shard %s (%s) ran %q: the shards of one run split the same go test command", r.Shard, s.From, r.Command, first.Shard, shards[0].From, first.Command)
 		}
 		if r.Started.Before(out.Started) {
 			out.Started = r.Started
@@ -90,11 +90,11 @@ func Merge(in []Input) (*Report, error) {
 // returns them in shard order.
 func orderShards(in []Input) ([]Input, error) {
 	if len(in) == 0 {
-		return nil, errors.New("[twice] nothing to merge: give the report.json of every shard")
+		return nil, blame.Userf("nothing to merge: give the report.json of every shard")
 	}
 	for _, s := range in {
 		if s.Report.Shard == nil {
-			return nil, fmt.Errorf("[twice] %s is not a shard's report: write each shard's with twice report -shard i/n", s.From)
+			return nil, blame.Userf("%s is not a shard's report: write each shard's with twice report -shard i/n", s.From)
 		}
 	}
 	n := in[0].Report.Shard.Count
@@ -103,13 +103,13 @@ func orderShards(in []Input) ([]Input, error) {
 		s := &in[i]
 		sh := s.Report.Shard
 		if sh.Count != n {
-			return nil, fmt.Errorf("[twice] %s is shard %s, %s is shard %s: merge the shards of one run, split one way", in[0].From, in[0].Report.Shard, s.From, sh)
+			return nil, blame.Userf("%s is shard %s, %s is shard %s: merge the shards of one run, split one way", in[0].From, in[0].Report.Shard, s.From, sh)
 		}
 		if sh.Index < 1 || sh.Index > n {
-			return nil, fmt.Errorf("[twice] %s names shard %s; shards count from 1 to %d", s.From, sh, n)
+			return nil, blame.Userf("%s names shard %s; shards count from 1 to %d", s.From, sh, n)
 		}
 		if prev := byIndex[sh.Index]; prev != nil {
-			return nil, fmt.Errorf("[twice] shard %s is given twice: %s and %s", sh, prev.From, s.From)
+			return nil, blame.Userf("shard %s is given twice: %s and %s", sh, prev.From, s.From)
 		}
 		byIndex[sh.Index] = s
 	}
@@ -123,7 +123,7 @@ func orderShards(in []Input) ([]Input, error) {
 		out = append(out, *s)
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("[twice] shard %s missing: merge the reports of all %d shards", strings.Join(missing, ", "), n)
+		return nil, blame.Userf("shard %s missing: merge the reports of all %d shards", strings.Join(missing, ", "), n)
 	}
 	return out, nil
 }
@@ -150,7 +150,7 @@ func mergeJobs(shards []Input) ([]Job, error) {
 	for _, k := range keys {
 		if len(parts[k]) < len(shards) {
 			if s, ok := lacking(shards, from[k]); ok {
-				return nil, fmt.Errorf("[twice] job %q (%s %s) is in some shards' reports but not in shard %s's (%s), which reports no failure that explains it: merge the reports of one run", k.name, k.pkg, k.test, s.Report.Shard, s.From)
+				return nil, blame.Userf("job %q (%s %s) is in some shards' reports but not in shard %s's (%s), which reports no failure that explains it: merge the reports of one run", k.name, k.pkg, k.test, s.Report.Shard, s.From)
 			}
 		}
 		j, err := mergeJob(parts[k], from[k])
@@ -192,10 +192,10 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 	explored := map[string]bool{} // an exploration's findings of earlier shards
 	for i, p := range parts {
 		if !sameSteps(p.Steps, parts[0].Steps) {
-			return Job{}, fmt.Errorf("[twice] job %q (%s %s): its clean run took other steps in shard %s (%s) than in shard %s (%s): the shards ran different code", j.Name, j.Package, j.Test, from[i].Report.Shard, from[i].From, from[0].Report.Shard, from[0].From)
+			return Job{}, blame.Userf("job %q (%s %s): its clean run took other steps in shard %s (%s) than in shard %s (%s): the shards ran different code", j.Name, j.Package, j.Test, from[i].Report.Shard, from[i].From, from[0].Report.Shard, from[0].From)
 		}
 		if p.Schedules != parts[0].Schedules {
-			return Job{}, fmt.Errorf("[twice] job %q (%s %s) has %d schedules in shard %s (%s) but %d in shard %s (%s): the shards ran different code or faults", j.Name, j.Package, j.Test, p.Schedules, from[i].Report.Shard, from[i].From, parts[0].Schedules, from[0].Report.Shard, from[0].From)
+			return Job{}, blame.Userf("job %q (%s %s) has %d schedules in shard %s (%s) but %d in shard %s (%s): the shards ran different code or faults", j.Name, j.Package, j.Test, p.Schedules, from[i].Report.Shard, from[i].From, parts[0].Schedules, from[0].Report.Shard, from[0].From)
 		}
 		j.TestPassed = j.TestPassed && p.TestPassed
 		j.Worst = max(j.Worst, p.Worst)
@@ -229,7 +229,7 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 	// the interleavings assumed ran its share of the orders it had left
 	// out, after the check's schedules.
 	if want := parts[0].Schedules; want > 0 && len(parts) == from[0].Report.Shard.Count && j.Scenarios < want {
-		return Job{}, fmt.Errorf("[twice] job %q (%s %s): its shards ran %d scenarios together, but the check has %d schedules", j.Name, j.Package, j.Test, j.Scenarios, want)
+		return Job{}, blame.Userf("job %q (%s %s): its shards ran %d scenarios together, but the check has %d schedules", j.Name, j.Package, j.Test, j.Scenarios, want)
 	}
 	j.Status = StatusIdempotent
 	for _, f := range order {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/report"
 )
 
@@ -64,7 +65,7 @@ func TestMergeRefusesOtherThanOneRunsShards(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := report.Merge(tc.in)
-			if err == nil || !strings.Contains(err.Error(), tc.err) {
+			if err == nil || !strings.Contains(blame.Message(err), tc.err) {
 				t.Fatalf("Merge = %v, %v; want an error containing %q", r, err, tc.err)
 			}
 		})

@@ -150,8 +150,8 @@ type Summary struct {
 	Errors int `json:"errors"`
 	// Problems are the lines that are not a job's verdict: a package that
 	// did not compile, a test binary that crashed, a failing test that
-	// ran no check, a package without harness checks. Each starts with
-	// "[twice]".
+	// ran no check, a package without harness checks. Each message starts
+	// with the tag, blame.Tag.
 	Problems []Problem `json:"problems,omitempty"`
 }
 
@@ -167,7 +167,8 @@ type Problem struct {
 	// Fatal is true when the problem makes the run an infrastructure
 	// failure (exit 2) rather than a warning.
 	Fatal bool `json:"fatal"`
-	// Message says what happened and how to fix it, starting "[twice]".
+	// Message says what happened and how to fix it, starting with the
+	// tag, blame.Tag.
 	Message string `json:"message"`
 	// Output is the relevant go test output (compiler errors, the
 	// crashed test's last lines), or empty.

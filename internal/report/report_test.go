@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/golden"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -154,8 +155,8 @@ func TestWriteFailureKeepsOldReport(t *testing.T) {
 	}
 	defer os.Chmod(parent, 0o755)
 	err := fixture(t).Write(dir)
-	if err == nil || !strings.HasPrefix(err.Error(), "[twice] ") {
-		t.Fatalf("Write into a read-only directory: error %v, want one starting [twice]", err)
+	if err == nil || !strings.HasPrefix(blame.Message(err), "[twice] internal: ") {
+		t.Fatalf("Write into a read-only directory: error %v, want one of twice's own", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
 		t.Errorf("the old report is gone: %v", err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -178,12 +179,12 @@ func (r *Report) Headline() string {
 	jobs := r.Counts()
 	switch r.ExitCode {
 	case ExitOK:
-		return "[twice] ok: " + jobs
+		return blame.Line("ok: %s", jobs)
 	case ExitFindings:
 		if s.Finding == 0 && s.Flaky == 0 {
-			return "[twice] a test failed, not with a finding of twice: " + jobs + failingTests(s.Problems)
+			return blame.Line("a test failed, not with a finding of twice: %s%s", jobs, failingTests(s.Problems))
 		}
-		return "[twice] not idempotent: " + jobs + failingTests(s.Problems)
+		return blame.Line("not idempotent: %s%s", jobs, failingTests(s.Problems))
 	}
 	var fatal []string
 	for _, p := range s.Problems {
@@ -191,7 +192,7 @@ func (r *Report) Headline() string {
 			fatal = append(fatal, p.Kind)
 		}
 	}
-	return fmt.Sprintf("[twice] could not check every job (%s): %s", strings.Join(dedupe(fatal), ", "), jobs)
+	return blame.Line("could not check every job (%s): %s", strings.Join(dedupe(fatal), ", "), jobs)
 }
 
 func failingTests(ps []Problem) string {

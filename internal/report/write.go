@@ -17,7 +17,7 @@ const (
 func (r *Report) JSON() ([]byte, error) {
 	data, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: encoding report.json: %w", err)
+		return nil, fmt.Errorf("encoding report.json: %w", err)
 	}
 	return append(data, '\n'), nil
 }

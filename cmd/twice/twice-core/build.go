@@ -15,6 +15,7 @@ import (
 	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/render"
 	"github.com/runtwice/twice/internal/report"
@@ -103,8 +104,8 @@ func (b *builder) unreadableProblem(u record.Unreadable) report.Problem {
 	}
 	p := report.Problem{
 		Kind: report.ProblemHarnessError, Package: pkg, Test: test, Fatal: true,
-		Message: fmt.Sprintf("[twice] internal: the result %s of %s could not be read, so its verdict is unknown (every other check's stands): %s; rerun that test alone, and report this with the file's error",
-			u.File, where, strings.TrimPrefix(text.FirstLine(u.Err.Error()), "[twice] ")),
+		Message: blame.Message(fmt.Errorf("the result %s of %s could not be read, so its verdict is unknown (every other check's stands): %s; rerun that test alone, and report this with the file's error",
+			u.File, where, text.FirstLine(u.Err.Error()))),
 	}
 	if t := b.test(pkg, test); t != nil {
 		p.Output = t.output.lastLines(30)
@@ -121,7 +122,7 @@ func disagreements(j report.Job, res *result.Result) []report.Problem {
 		if w.Kind == result.CleanRunsDisagree {
 			out = append(out, report.Problem{
 				Kind: report.ProblemCleanRunsDisagree, Package: j.Package, Test: j.Test,
-				Message: render.Warning(res.Job, w),
+				Message: blame.Line("%s", render.Warning(res.Job, w)),
 			})
 		}
 	}
@@ -141,7 +142,7 @@ func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 		pkg := b.importPath(rec.Dir)
 		p := report.Problem{
 			Kind: kind, Package: pkg, Test: rec.Test, Fatal: true,
-			Message: fmt.Sprintf("[twice] %s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, text.FirstLine(rec.Error)),
+			Message: blame.Line("%s in %s could not run its check of job %q: %s", rec.Test, pkg, rec.Result.Job, text.FirstLine(rec.Error)),
 		}
 		if t := b.test(pkg, rec.Test); t != nil {
 			p.Output = t.output.lastLines(30)
@@ -170,7 +171,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 	if p.failedBuild {
 		return append(out, report.Problem{
 			Kind: report.ProblemBuildFailed, Package: p.importPath, Fatal: true,
-			Message: fmt.Sprintf("[twice] %s does not compile; fix the errors below and run twice again", p.importPath),
+			Message: blame.Line("%s does not compile; fix the errors below and run twice again", p.importPath),
 			Output:  strings.TrimRight(p.buildOutput.String(), "\n"),
 		})
 	}
@@ -188,7 +189,7 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 		}
 		out = append(out, report.Problem{
 			Kind: report.ProblemTestFailed, Package: p.importPath, Test: name,
-			Message: fmt.Sprintf("[twice] %s in %s failed, and not with a finding of twice: %s", name, p.importPath, msg),
+			Message: blame.Line("%s in %s failed, and not with a finding of twice: %s", name, p.importPath, msg),
 			Output:  t.output.lastLines(30),
 		})
 	}
@@ -199,12 +200,12 @@ func (b *builder) problems(p *packageRun, checks int, explained map[string]bool)
 	case p.result == "skip" && len(p.tests) == 0:
 		out = append(out, report.Problem{
 			Kind: report.ProblemNoTestFiles, Package: p.importPath,
-			Message: fmt.Sprintf("[twice] %s has no test files: nothing to check", p.importPath),
+			Message: blame.Line("%s has no test files: nothing to check", p.importPath),
 		})
 	case p.result != "":
 		out = append(out, report.Problem{
 			Kind: report.ProblemNoHarnessTests, Package: p.importPath,
-			Message: fmt.Sprintf("[twice] %s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), text.Plural(len(p.order), "test")),
+			Message: blame.Line("%s: no test called harness.Check (%d %s ran): nothing to report for it", p.importPath, len(p.order), text.Plural(len(p.order), "test")),
 		})
 	}
 	return out
@@ -239,7 +240,7 @@ func (b *builder) crash(p *packageRun) (report.Problem, bool) {
 		}
 		return report.Problem{
 			Kind: report.ProblemCrashed, Package: p.importPath, Test: panicked.name, Fatal: true,
-			Message: fmt.Sprintf("[twice] the test binary of %s crashed: %s %s: %s; the tests after it did not run", p.importPath, panicked.name, what, line),
+			Message: blame.Line("the test binary of %s crashed: %s %s: %s; the tests after it did not run", p.importPath, panicked.name, what, line),
 			Output:  panicked.output.lastLines(40),
 		}, true
 	case running != nil:
@@ -249,19 +250,19 @@ func (b *builder) crash(p *packageRun) (report.Problem, bool) {
 		}
 		return report.Problem{
 			Kind: report.ProblemCrashed, Package: p.importPath, Test: running.name, Fatal: true,
-			Message: fmt.Sprintf("[twice] the test binary of %s exited during %s (os.Exit, a signal, or a crash in code it called); the tests after it did not run", p.importPath, running.name),
+			Message: blame.Line("the test binary of %s exited during %s (os.Exit, a signal, or a crash in code it called); the tests after it did not run", p.importPath, running.name),
 			Output:  strings.TrimSpace(out),
 		}, true
 	case pkgPanic != "":
 		return report.Problem{
 			Kind: report.ProblemCrashed, Package: p.importPath, Fatal: true,
-			Message: fmt.Sprintf("[twice] the test binary of %s crashed: %s", p.importPath, pkgPanic),
+			Message: blame.Line("the test binary of %s crashed: %s", p.importPath, pkgPanic),
 			Output:  p.output.lastLines(40),
 		}, true
 	case p.result == "" && p.started:
 		return report.Problem{
 			Kind: report.ProblemCrashed, Package: p.importPath, Fatal: true,
-			Message: fmt.Sprintf("[twice] go test never finished %s", p.importPath),
+			Message: blame.Line("go test never finished %s", p.importPath),
 			Output:  p.output.lastLines(30),
 		}, true
 	}
@@ -291,7 +292,7 @@ func hasFailedSubtest(p *packageRun, name string) bool {
 
 // failureLine returns what a failed test that no finding explains said:
 // its first message of its own (t.Error, t.Fatal, t.Log lines:
-// "file.go:12: ..."), not the harness's "[twice]" lines, which say how its
+// "file.go:12: ..."), not the harness's tagged lines, which say how its
 // checks went; or, when it said nothing else, the harness's last line.
 func failureLine(output string) string {
 	last := ""
@@ -302,7 +303,7 @@ func failureLine(output string) string {
 			continue
 		}
 		msg := l[len(loc):]
-		if !strings.HasPrefix(msg, "[twice]") {
+		if !strings.HasPrefix(msg, blame.Tag) {
 			return msg
 		}
 		last = msg
@@ -325,7 +326,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 	j.Volatile = append(append(j.Volatile, res.Volatile...), res.VolatileEffects...)
 	j.VolatileTimes = render.TimeColumns(res.Reference, res.Volatile)
 	for _, w := range res.Warnings {
-		j.Warnings = append(j.Warnings, render.Warning(res.Job, w))
+		j.Warnings = append(j.Warnings, blame.Line("%s", render.Warning(res.Job, w)))
 	}
 	t := b.test(pkg, base.Test)
 	j.TestPassed = t != nil && t.result == "pass"

@@ -212,7 +212,10 @@ func TestReportNoServerExits2(t *testing.T) {
 		t.Fatalf("problems %v, want one %s", kinds, report.ProblemHarnessError)
 	}
 	msg := r.Summary.Problems[0].Message
-	if !strings.Contains(msg, "[twice] config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty") || strings.Contains(msg, "internal") {
+	if !strings.Contains(msg, `could not run its check of job "add-points": config: TWICE_POSTGRES=url but TWICE_DATABASE_URL is empty`) || strings.Contains(msg, "internal") {
 		t.Errorf("message %q, want the configuration error, not an internal one", msg)
+	}
+	if !strings.HasPrefix(msg, "[twice] ") || strings.Count(msg, "[twice]") != 1 {
+		t.Errorf("message %q, want it tagged once, at its start", msg)
 	}
 }

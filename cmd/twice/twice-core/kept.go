@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/evidence"
 	"github.com/runtwice/twice/internal/text"
 )
@@ -38,12 +39,12 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 	only := fs.Args()
 	for _, n := range only {
 		if !evidence.IsName(n) {
-			_, _ = fmt.Fprintf(stderr, "[twice] %q is not the name of a kept database (twice_kept_<run ID>_<n>); twice kept touches nothing else\n", n)
+			say(stderr, "%q is not the name of a kept database (twice_kept_<run ID>_<n>); twice kept touches nothing else", n)
 			return 2
 		}
 	}
 	if *all && *runID != "" {
-		_, _ = fmt.Fprintln(stderr, "[twice] kept takes -run ID or -all, not both")
+		say(stderr, "kept takes -run ID or -all, not both")
 		return 2
 	}
 
@@ -54,16 +55,16 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 	if url != "" {
 		dbs, err := keptDatabases(ctx, url)
 		if err != nil {
-			_, _ = fmt.Fprintln(stderr, err)
+			sayErr(stderr, err)
 			return 2
 		}
 		items = append(items, dbs...)
 	} else {
-		_, _ = fmt.Fprintln(stderr, "[twice] TWICE_DATABASE_URL is unset: listing dump files only")
+		say(stderr, "TWICE_DATABASE_URL is unset: listing dump files only")
 	}
 	files, err := keptDumps()
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 	items = append(items, files...)
@@ -89,7 +90,7 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 		if others > 0 {
 			note = fmt.Sprintf("; %d other %s kept evidence too: -run ID for one of them (%s), -all for every run", others, text.Plural(others, "run"), strings.Join(slices.DeleteFunc(slices.Clone(runs), func(r string) bool { return r == chosen }), ", "))
 		}
-		_, _ = fmt.Fprintf(stdout, "[twice] %s: %s%s\n", what, chosen, note)
+		say(stdout, "%s: %s%s", what, chosen, note)
 	}
 	wanted := func(it keptItem) bool {
 		switch {
@@ -121,7 +122,7 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 			_, _ = fmt.Fprintf(stdout, "dropped database %s\n", it.name)
 		default:
 			if err := os.Remove(it.file); err != nil {
-				errs = append(errs, fmt.Errorf("[twice] removing the dump %s: %w", it.file, err))
+				errs = append(errs, blame.Userf("removing the dump %s: %w", it.file, err))
 				continue
 			}
 			// The run's directory goes with its last dump.
@@ -130,7 +131,7 @@ func keptCommand(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if found == 0 {
-		_, _ = fmt.Fprintf(stdout, "[twice] nothing kept (dumps would be in %s)\n", evidence.Dir())
+		say(stdout, "nothing kept (dumps would be in %s)", evidence.Dir())
 	}
 	if len(errs) > 0 {
 		_, _ = fmt.Fprintln(stderr, errors.Join(errs...))
@@ -188,18 +189,18 @@ func keptRuns(items []keptItem) []string {
 func keptDatabases(ctx context.Context, url string) ([]keptItem, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] connecting to TWICE_DATABASE_URL: %w", err)
+		return nil, blame.Userf("connecting to TWICE_DATABASE_URL: %w", err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	rows, err := conn.Query(ctx, `SELECT datname, oid::bigint FROM pg_database WHERE datname LIKE $1 ORDER BY datname`, evidence.LikePattern)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] listing kept databases: %w", err)
+		return nil, blame.Userf("listing kept databases: %w", err)
 	}
 	var out []keptItem
 	for rows.Next() {
 		var it keptItem
 		if err := rows.Scan(&it.name, &it.newer); err != nil {
-			return nil, fmt.Errorf("[twice] listing kept databases: %w", err)
+			return nil, blame.Userf("listing kept databases: %w", err)
 		}
 		if evidence.IsName(it.name) {
 			it.run = evidence.RunOf(it.name)
@@ -207,7 +208,7 @@ func keptDatabases(ctx context.Context, url string) ([]keptItem, error) {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("[twice] listing kept databases: %w", err)
+		return nil, blame.Userf("listing kept databases: %w", err)
 	}
 	return out, nil
 }
@@ -216,18 +217,18 @@ func keptDatabases(ctx context.Context, url string) ([]keptItem, error) {
 // it (a psql left open on the evidence would block the drop).
 func dropKeptDatabase(ctx context.Context, url, name string) error {
 	if !evidence.IsName(name) {
-		return fmt.Errorf("[twice] refusing to drop %q: not a kept database", name)
+		return blame.Userf("refusing to drop %q: not a kept database", name)
 	}
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
-		return fmt.Errorf("[twice] connecting to TWICE_DATABASE_URL: %w", err)
+		return blame.Userf("connecting to TWICE_DATABASE_URL: %w", err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, name); err != nil {
-		return fmt.Errorf("[twice] dropping database %s (closing its sessions): %w", name, err)
+		return blame.Userf("dropping database %s (closing its sessions): %w", name, err)
 	}
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("[twice] dropping database %s: %w", name, err)
+		return blame.Userf("dropping database %s: %w", name, err)
 	}
 	return nil
 }
@@ -243,7 +244,7 @@ func keptDumps() ([]keptItem, error) {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("[twice] listing kept dumps: %w", err)
+			return blame.Userf("listing kept dumps: %w", err)
 		}
 		for _, e := range entries {
 			name, ok := strings.CutSuffix(e.Name(), ".sql")

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/runtwice/twice/cmd/twice/internal/about"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/redact"
 )
 
@@ -45,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = fmt.Fprint(stdout, about.Usage)
 		return 0
 	}
-	_, _ = fmt.Fprintf(stderr, "[twice] unknown command %q\n%s", args[0], about.Usage)
+	say(stderr, "unknown command %q", args[0])
+	_, _ = fmt.Fprint(stderr, about.Usage)
 	return 2
 }
 
@@ -57,4 +59,16 @@ func scrubberFor(args []string) *redact.Scrubber {
 		env = append(env, flagEnv...)
 	}
 	return redact.FromEnv(env)
+}
+
+// say prints a line of the command's output: with sayErr, the one place
+// twice-core tags what it prints (blame.Line).
+func say(w io.Writer, format string, args ...any) {
+	_, _ = fmt.Fprintln(w, blame.Line(format, args...))
+}
+
+// sayErr prints err as the user reads it: tagged, with the label of whose
+// fault it is (blame.Message).
+func sayErr(w io.Writer, err error) {
+	_, _ = fmt.Fprintln(w, blame.Message(err))
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
@@ -30,7 +30,7 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 	text, source := flagText, "-shard"
 	switch {
 	case flagText != "" && fromFlags != "" && fromFlags != flagText:
-		return nil, nil, fmt.Errorf("[twice] -shard %s and -twice.shard=%s disagree; give one", flagText, fromFlags)
+		return nil, nil, blame.Userf("-shard %s and -twice.shard=%s disagree; give one", flagText, fromFlags)
 	case flagText != "":
 		env = append(env, record.ShardEnv+"="+flagText)
 	case fromFlags != "":
@@ -41,7 +41,7 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 		var err error
 		text, source, err = record.CIShard(os.Getenv)
 		if err != nil {
-			return nil, nil, fmt.Errorf("[twice] the CI's shard variables %s: %w; set %s=i/n or -shard to say which shard this is (1/1 runs every schedule)", source, err, record.ShardEnv)
+			return nil, nil, blame.Userf("the CI's shard variables %s: %w; set %s=i/n or -shard to say which shard this is (1/1 runs every schedule)", source, err, record.ShardEnv)
 		}
 	}
 	if strings.TrimSpace(text) == "" {
@@ -49,7 +49,7 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 	}
 	s, err := result.ParseShard(text)
 	if err != nil {
-		return nil, nil, fmt.Errorf("[twice] %s: %w", source, err)
+		return nil, nil, blame.Userf("%s: %w", source, err)
 	}
 	return &report.Shard{Index: s.Index, Count: s.Count}, env, nil
 }
@@ -59,12 +59,12 @@ func shardOf(flagText string, env []string) (*report.Shard, []string, error) {
 // report in dir.
 func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		_, _ = fmt.Fprintln(stderr, "[twice] -merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
+		say(stderr, "-merge needs the report.json of every shard: twice report -merge -o DIR shard-1/report.json shard-2/report.json ...")
 		return report.ExitBroken
 	}
 	out, err := report.ClaimDir(dir)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	defer out.Release()
@@ -72,14 +72,14 @@ func mergeCommand(args []string, dir string, sc *redact.Scrubber, stdout, stderr
 	for _, a := range args {
 		r, err := readReportFile(a, "a shard's report")
 		if err != nil {
-			_, _ = fmt.Fprintln(stderr, err)
+			sayErr(stderr, err)
 			return report.ExitBroken
 		}
 		in = append(in, report.Input{From: a, Report: r})
 	}
 	r, err := report.Merge(in)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	return writeReport(r, out, sc, stdout, stderr)
@@ -93,20 +93,20 @@ func readReportFile(path, what string) (*report.Report, error) {
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] cannot read %s: %w", what, err)
+		return nil, blame.Userf("cannot read %s: %w", what, err)
 	}
 	var head struct {
 		Schema int `json:"schema"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("[twice] %s is not a twice report.json: %w", path, err)
+		return nil, blame.Userf("%s is not a twice report.json: %w", path, err)
 	}
 	if head.Schema != report.SchemaVersion {
-		return nil, fmt.Errorf("[twice] %s has report schema %d, this twice reads %d: use the twice that wrote it", path, head.Schema, report.SchemaVersion)
+		return nil, blame.Userf("%s has report schema %d, this twice reads %d: use the twice that wrote it", path, head.Schema, report.SchemaVersion)
 	}
 	var r report.Report
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("[twice] %s is not a twice report.json: %w", path, err)
+		return nil, blame.Userf("%s is not a twice report.json: %w", path, err)
 	}
 	return &r, nil
 }

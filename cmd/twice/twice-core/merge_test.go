@@ -161,6 +161,7 @@ func TestReportShardMisuse(t *testing.T) {
 			if !strings.Contains(stderr.String(), tc.want) {
 				t.Errorf("twice %q: stderr %q lacks %q", tc.args, stderr.String(), tc.want)
 			}
+			assertTaggedOnce(t, stderr.String())
 		})
 	}
 }

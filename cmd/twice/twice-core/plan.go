@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -45,7 +46,7 @@ func readTimings(path string) (*report.Report, error) {
 		return nil, err
 	}
 	if prev.Shard != nil {
-		return nil, fmt.Errorf("[twice] -timings %s is the report of shard %d/%d, which timed only its own schedules; join the shards' reports with twice report -merge and pass the merged report.json", path, prev.Shard.Index, prev.Shard.Count)
+		return nil, blame.Userf("-timings %s is the report of shard %d/%d, which timed only its own schedules; join the shards' reports with twice report -merge and pass the merged report.json", path, prev.Shard.Index, prev.Shard.Count)
 	}
 	return prev, nil
 }
@@ -132,7 +133,7 @@ func rerunPlanner(from string) (planner, []string, string, error) {
 		for _, k := range order {
 			dir, ok := dirOf[k.pkg]
 			if !ok {
-				return nil, fmt.Errorf("[twice] %s names package %s, which go list no longer finds here; run twice report -rerun-failed where that report was written", from, k.pkg)
+				return nil, blame.Userf("%s names package %s, which go list no longer finds here; run twice report -rerun-failed where that report was written", from, k.pkg)
 			}
 			p.Checks = append(p.Checks, record.PlanCheck{Dir: dir, Test: k.test, Job: k.job, Rerun: failed[k]})
 		}
@@ -164,21 +165,21 @@ func planCommand(args []string, stdout, stderr io.Writer) int {
 		return report.ExitBroken
 	}
 	if fs.NArg() > 0 {
-		_, _ = fmt.Fprintf(stderr, "[twice] twice plan takes no packages (%s): the matrix names shards, and each shard runs every package's share\n", strings.Join(fs.Args(), " "))
+		say(stderr, "twice plan takes no packages (%s): the matrix names shards, and each shard runs every package's share", strings.Join(fs.Args(), " "))
 		return report.ExitBroken
 	}
 	if *shards < 1 || *shards > maxMatrix {
-		_, _ = fmt.Fprintf(stderr, "[twice] twice plan -shards %d: want 1 to %d shards (GitHub Actions makes at most %d jobs of a matrix)\n", *shards, maxMatrix, maxMatrix)
+		say(stderr, "twice plan -shards %d: want 1 to %d shards (GitHub Actions makes at most %d jobs of a matrix)", *shards, maxMatrix, maxMatrix)
 		return report.ExitBroken
 	}
 	m, err := matrix(*shards, *timings)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] internal: the matrix: %v\n", err)
+		sayErr(stderr, fmt.Errorf("the matrix: %w", err))
 		return report.ExitBroken
 	}
 	_, _ = fmt.Fprintf(stdout, "%s\n", b)

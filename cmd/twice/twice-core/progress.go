@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -68,14 +69,14 @@ func isTerminal(w io.Writer) bool {
 // announce is twice's first line: what it was asked to report on, and
 // what comes first.
 func (p *progress) announce(patterns []string) {
-	_, _ = fmt.Fprintf(p.out, "[twice] report on %s: go list names the packages, then go test builds and runs their tests\n", strings.Join(patterns, " "))
+	say(p.out, "report on %s: go list names the packages, then go test builds and runs their tests", strings.Join(patterns, " "))
 }
 
 func (p *progress) start(total, deps int, recDir string) {
 	p.mu.Lock()
 	p.begin, p.total, p.deps, p.recDir = time.Now(), total, deps, recDir
 	p.mu.Unlock()
-	_, _ = fmt.Fprintf(p.out, "[twice] building the tests of %d %s, then running their checks: go test compiles what its build cache lacks (up to %d packages; minutes when the cache is empty)\n",
+	say(p.out, "building the tests of %d %s, then running their checks: go test compiles what its build cache lacks (up to %d packages; minutes when the cache is empty)",
 		total, text.Plural(total, "package"), deps)
 	p.stopTick = make(chan struct{})
 	p.ticked.Add(1)
@@ -101,7 +102,7 @@ func (p *progress) start(total, deps int, recDir string) {
 				case !p.started || last != [2]int{p.compiled, p.linked}:
 					// Before the first test binary runs, and for as long
 					// as go goes on building the others.
-					_, _ = fmt.Fprintf(p.out, "[twice] building: %s (%s)\n", p.buildCounts(), elapsed(time.Since(p.begin)))
+					say(p.out, "building: %s (%s)", p.buildCounts(), elapsed(time.Since(p.begin)))
 				}
 				last = [2]int{p.compiled, p.linked}
 				p.mu.Unlock()
@@ -171,7 +172,7 @@ func (p *progress) event(e testEvent) {
 		if !p.started {
 			p.started = true
 			if !p.tty {
-				_, _ = fmt.Fprintf(p.out, "[twice] the first test binary runs after %s (%s)\n", elapsed(time.Since(p.begin)), p.buildCounts())
+				say(p.out, "the first test binary runs after %s (%s)", elapsed(time.Since(p.begin)), p.buildCounts())
 			}
 		}
 	case "pass", "fail", "skip":
@@ -180,7 +181,7 @@ func (p *progress) event(e testEvent) {
 		if !p.tty {
 			p.countJobs()
 			word := map[string]string{"pass": "ok  ", "fail": "FAIL", "skip": "skip"}[e.Action]
-			_, _ = fmt.Fprintf(p.out, "[twice] %s %s (%d/%d packages, %d jobs checked, %s)\n",
+			say(p.out, "%s %s (%d/%d packages, %d jobs checked, %s)",
 				word, e.Package, p.done, p.total, p.jobs, elapsed(time.Since(p.begin)))
 			return
 		}
@@ -193,7 +194,7 @@ func (p *progress) redraw() {
 	for pkg := range p.running {
 		now = append(now, pkg)
 	}
-	line := fmt.Sprintf("[twice] %d/%d packages · %d jobs checked · %s", p.done, p.total, p.jobs, elapsed(time.Since(p.begin)))
+	line := blame.Line("%d/%d packages · %d jobs checked · %s", p.done, p.total, p.jobs, elapsed(time.Since(p.begin)))
 	if !p.started || p.linked < p.total {
 		line += " · building: " + p.buildCounts()
 	}

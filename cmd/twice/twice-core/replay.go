@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/cmd/twice/internal/about"
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/report"
 )
@@ -18,7 +19,7 @@ import (
 func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	args, env, err := splitTwiceFlags(args)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 	fs := flag.NewFlagSet("twice replay", flag.ContinueOnError)
@@ -31,16 +32,18 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if len(pos) == 0 || len(pos) > 2 {
-		_, _ = fmt.Fprintf(stderr, "[twice] replay takes a schedule and at most one package, got %d arguments\n%s", len(pos), about.Usage)
+		say(stderr, "replay takes a schedule and at most one package, got %d arguments", len(pos))
+		_, _ = fmt.Fprint(stderr, about.Usage)
 		return 2
 	}
 	schedule := pos[0]
 	if _, err := faults.Parse(schedule); err != nil {
-		_, _ = fmt.Fprintf(stderr, "%v\n[twice] quote the schedule as the report prints it: twice replay 'j1a1w1!crash:3 > +30s j1a2w2' ./pkg -run TestX\n", err)
+		sayErr(stderr, blame.User(err))
+		say(stderr, "quote the schedule as the report prints it: twice replay 'j1a1w1!crash:3 > +30s j1a2w2' ./pkg -run TestX")
 		return 2
 	}
 	if g.run == "" {
-		_, _ = fmt.Fprintln(stderr, "[twice] replay needs -run naming the test that checks the job, e.g. -run '^TestRewardByIncrement$': a schedule is a job's, and other checks would replay it too")
+		say(stderr, "replay needs -run naming the test that checks the job, e.g. -run '^TestRewardByIncrement$': a schedule is a job's, and other checks would replay it too")
 		return 2
 	}
 	pkg := "."
@@ -49,7 +52,7 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	}
 	goBin, err := findGo()
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 	list := listPackages(goBin, g.tags, []string{pkg})
@@ -58,14 +61,14 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	testArgs := append(append([]string{"test"}, g.args()...), "-v", pkg)
-	_, _ = fmt.Fprintf(stdout, "[twice] %s=%s go %s\n", record.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
+	say(stdout, "%s=%s go %s", record.ReplayEnv, shellQuote(schedule), strings.Join(testArgs, " "))
 	// Each check that runs writes a record: none means -run matched no
 	// test that checks a job, and nothing was replayed. go test -json
 	// tells a build failure from a failing test; its output is what go
 	// test -v prints.
 	rd, err := newRunDir()
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 	defer rd.remove()
@@ -75,12 +78,12 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	cmd.Stderr = stderr
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] internal: %v\n", err)
+		sayErr(stderr, blame.AsInternal(err))
 		return 2
 	}
 	child, err := startSupervised(cmd)
 	if err != nil {
-		_, _ = fmt.Fprintf(stderr, "[twice] cannot run go test: %v\n", err)
+		say(stderr, "cannot run go test: %v", err)
 		return 2
 	}
 	runs := newTestRuns()
@@ -98,12 +101,12 @@ func replayCommandRun(args []string, stdout, stderr io.Writer) int {
 	}
 	var exitErr *exec.ExitError
 	if readErr != nil || (waitErr != nil && !errors.As(waitErr, &exitErr)) {
-		_, _ = fmt.Fprintf(stderr, "[twice] go test did not finish: %v\n", errors.Join(readErr, waitErr))
+		say(stderr, "go test did not finish: %v", errors.Join(readErr, waitErr))
 		return 2
 	}
 	recs, unreadable, err := record.ReadAll(rd.records())
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return 2
 	}
 	cwd, _ := os.Getwd()
@@ -121,7 +124,7 @@ func replayVerdict(r *report.Report, pkg, run, schedule string, goTestFailed boo
 	for _, p := range r.Summary.Problems {
 		switch {
 		case p.Kind == report.ProblemBuildFailed:
-			_, _ = fmt.Fprintf(stderr, "[twice] replay: %s does not compile (the errors are above), so nothing was replayed\n", p.Package)
+			say(stderr, "replay: %s does not compile (the errors are above), so nothing was replayed", p.Package)
 			return 2
 		case p.Fatal:
 			_, _ = fmt.Fprintln(stderr, p.Message+"; nothing was replayed")
@@ -132,12 +135,12 @@ func replayVerdict(r *report.Report, pkg, run, schedule string, goTestFailed boo
 	for _, j := range r.Jobs {
 		switch j.Status {
 		case report.StatusFinding, report.StatusFlaky:
-			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q is not idempotent under %s; the diff is above\n", j.Name, shellQuote(schedule))
+			say(stdout, "replay: job %q is not idempotent under %s; the diff is above", j.Name, shellQuote(schedule))
 			code = 1
 		case report.StatusExpected:
-			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q differs under %s, as its test expects (%s); the diff is above\n", j.Name, shellQuote(schedule), j.Expected)
+			say(stdout, "replay: job %q differs under %s, as its test expects (%s); the diff is above", j.Name, shellQuote(schedule), j.Expected)
 		default:
-			_, _ = fmt.Fprintf(stdout, "[twice] replay: job %q is idempotent under %s\n", j.Name, shellQuote(schedule))
+			say(stdout, "replay: job %q is idempotent under %s", j.Name, shellQuote(schedule))
 		}
 	}
 	for _, p := range r.Summary.Problems {
@@ -148,10 +151,10 @@ func replayVerdict(r *report.Report, pkg, run, schedule string, goTestFailed boo
 	}
 	if len(r.Jobs) == 0 && code == 0 {
 		if goTestFailed {
-			_, _ = fmt.Fprintf(stderr, "[twice] replay: go test of %s failed before any check ran; see its output above\n", pkg)
+			say(stderr, "replay: go test of %s failed before any check ran; see its output above", pkg)
 			return 1
 		}
-		_, _ = fmt.Fprintf(stderr, "[twice] replay: -run %q matched no test of %s that checks a job (harness.Check or harness.Explore), so nothing was replayed\n", run, pkg)
+		say(stderr, "replay: -run %q matched no test of %s that checks a job (harness.Check or harness.Explore), so nothing was replayed", run, pkg)
 		return 2
 	}
 	return code

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/record"
 	"github.com/runtwice/twice/internal/redact"
 	"github.com/runtwice/twice/internal/report"
@@ -69,7 +70,7 @@ func splitTwiceFlags(args []string) (rest, env []string, err error) {
 		name, value, hasValue := strings.Cut(name, "=")
 		if !hasValue {
 			if i+1 >= len(args) {
-				return nil, nil, fmt.Errorf("[twice] flag %s needs a value: -twice.%s=VALUE", a, name)
+				return nil, nil, blame.Userf("flag %s needs a value: -twice.%s=VALUE", a, name)
 			}
 			i++
 			value = args[i]
@@ -103,7 +104,7 @@ func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	args, env, err := splitTwiceFlags(args)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	fs := flag.NewFlagSet("twice report", flag.ContinueOnError)
@@ -122,14 +123,14 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 	}
 	if *merge {
 		if *shardText != "" {
-			_, _ = fmt.Fprintln(stderr, "[twice] -merge joins the reports of every shard; it takes no -shard")
+			say(stderr, "-merge joins the reports of every shard; it takes no -shard")
 			return report.ExitBroken
 		}
 		return mergeCommand(pkgs, *out, sc, stdout, stderr)
 	}
 	shard, env, err := shardOf(*shardText, g.env)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	g.env = env
@@ -137,28 +138,28 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 	rerunOf := ""
 	switch {
 	case *timings != "" && *rerunFailed != "":
-		_, _ = fmt.Fprintln(stderr, "[twice] -rerun-failed runs the failing schedules of one report; it takes no -timings")
+		say(stderr, "-rerun-failed runs the failing schedules of one report; it takes no -timings")
 		return report.ExitBroken
 	case *timings != "" && shard == nil:
-		_, _ = fmt.Fprintf(stderr, "[twice] -timings %s deals the schedules to shards, and this run is not one; give -shard i/n (or %s)\n", *timings, record.ShardEnv)
+		say(stderr, "-timings %s deals the schedules to shards, and this run is not one; give -shard i/n (or %s)", *timings, record.ShardEnv)
 		return report.ExitBroken
 	case *timings != "":
 		if plan, err = timingsPlanner(*timings, shard.Count); err != nil {
-			_, _ = fmt.Fprintln(stderr, err)
+			sayErr(stderr, err)
 			return report.ExitBroken
 		}
 	case *rerunFailed != "" && (len(pkgs) > 0 || g.run != ""):
-		_, _ = fmt.Fprintf(stderr, "[twice] -rerun-failed %s picks the packages and tests that failed; it takes no packages and no -run\n", *rerunFailed)
+		say(stderr, "-rerun-failed %s picks the packages and tests that failed; it takes no packages and no -run", *rerunFailed)
 		return report.ExitBroken
 	case *rerunFailed != "":
 		var run string
 		plan, pkgs, run, err = rerunPlanner(*rerunFailed)
 		if errors.Is(err, errNothingFailed) {
-			_, _ = fmt.Fprintf(stdout, "[twice] %s has no failing schedule: nothing to rerun\n", *rerunFailed)
+			say(stdout, "%s has no failing schedule: nothing to rerun", *rerunFailed)
 			return report.ExitOK
 		}
 		if err != nil {
-			_, _ = fmt.Fprintln(stderr, err)
+			sayErr(stderr, err)
 			return report.ExitBroken
 		}
 		g.run, rerunOf = run, *rerunFailed
@@ -170,7 +171,7 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 	// one another run is writing, is refused while nothing is lost.
 	dir, err := report.ClaimDir(*out)
 	if err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	defer dir.Release()
@@ -190,7 +191,7 @@ func reportCommand(args []string, sc *redact.Scrubber, stdout, stderr io.Writer)
 func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout, stderr io.Writer) int {
 	sc.InPlace(r)
 	if err := dir.Write(r); err != nil {
-		_, _ = fmt.Fprintln(stderr, err)
+		sayErr(stderr, err)
 		return report.ExitBroken
 	}
 	if dir.Note != "" {
@@ -198,7 +199,7 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 	}
 	if path := os.Getenv("GITHUB_STEP_SUMMARY"); path != "" {
 		if err := appendStepSummary(path, r.Markdown()); err != nil {
-			_, _ = fmt.Fprintf(stderr, "[twice] cannot append the summary to $GITHUB_STEP_SUMMARY (%s): %v\n", path, err)
+			say(stderr, "cannot append the summary to $GITHUB_STEP_SUMMARY (%s): %v", path, err)
 		}
 	}
 	if none := r.WithoutCheck(); len(none) > 0 {
@@ -206,10 +207,10 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 		for _, n := range none {
 			names = append(names, n.Package)
 		}
-		_, _ = fmt.Fprintf(stdout, "[twice] without a check (nothing to report for them): %s\n", strings.Join(names, ", "))
+		say(stdout, "without a check (nothing to report for them): %s", strings.Join(names, ", "))
 	}
 	for _, g := range r.WithoutCheckWorkers() {
-		_, _ = fmt.Fprintf(stdout, "[twice] workers without a check: the %s of %s %s registers %s, which no sample checks\n", g.Registry, g.Package, g.Test, strings.Join(g.Unchecked, ", "))
+		say(stdout, "workers without a check: the %s of %s %s registers %s, which no sample checks", g.Registry, g.Package, g.Test, strings.Join(g.Unchecked, ", "))
 	}
 	for _, p := range r.ShownProblems() {
 		_, _ = fmt.Fprintln(stdout, p.Message)
@@ -219,11 +220,11 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 	}
 	for _, j := range r.Jobs {
 		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
-			_, _ = fmt.Fprintf(stdout, "[twice] %s: job %q (%s %s): %d of %d scenarios differ; rerun: %s\n", j.Status, j.Name, j.Package, j.Test, j.Failed, j.Scenarios, j.Rerun)
+			say(stdout, "%s: job %q (%s %s): %d of %d scenarios differ; rerun: %s", j.Status, j.Name, j.Package, j.Test, j.Failed, j.Scenarios, j.Rerun)
 		}
 	}
 	_, _ = fmt.Fprintln(stdout, r.Headline())
-	_, _ = fmt.Fprintf(stdout, "[twice] report: %s\n", filepath.Join(dir.Path(), report.FileHTML))
+	say(stdout, "report: %s", filepath.Join(dir.Path(), report.FileHTML))
 	return r.ExitCode
 }
 
@@ -239,11 +240,11 @@ func runReport(g goTestFlags, pkgs []string, plan planner, prog *progress) (*rep
 	r := &report.Report{Started: started, Host: host}
 	cwd, err := os.Getwd()
 	if err != nil {
-		return broken(r, started, "[twice] cannot read the working directory: "+err.Error()), nil
+		return broken(r, started, blame.Line("cannot read the working directory: %v", err)), nil
 	}
 	goBin, err := findGo()
 	if err != nil {
-		return broken(r, started, err.Error()), nil
+		return broken(r, started, blame.Message(err)), nil
 	}
 	// Said before go is first asked anything: with an empty build cache
 	// and a busy machine even go list takes seconds, and go run had the
@@ -268,18 +269,18 @@ func runReport(g goTestFlags, pkgs []string, plan planner, prog *progress) (*rep
 
 	rd, err := newRunDir()
 	if err != nil {
-		return broken(r, started, err.Error()), nil
+		return broken(r, started, blame.Message(err)), nil
 	}
 	defer rd.remove()
 	env := g.env
 	if plan != nil {
 		p, err := plan(list.dirs)
 		if err != nil {
-			return broken(r, started, err.Error()), nil
+			return broken(r, started, blame.Message(err)), nil
 		}
 		path := filepath.Join(rd.path, "plan.json")
 		if err := record.WritePlan(path, p); err != nil {
-			return broken(r, started, "[twice] internal: writing the tests' plan: "+err.Error()), nil
+			return broken(r, started, blame.Message(fmt.Errorf("writing the tests' plan: %w", err))), nil
 		}
 		env = append(slices.Clone(env), record.PlanEnv+"="+path)
 	}
@@ -290,11 +291,11 @@ func runReport(g goTestFlags, pkgs []string, plan planner, prog *progress) (*rep
 	cmd.Stderr = &limitedWriter{w: &errBuf, n: maxOutput}
 	stdoutPipe, err := cmd.StdoutPipe()
 	if err != nil {
-		return broken(r, started, "[twice] internal: "+err.Error()), nil
+		return broken(r, started, blame.Message(err)), nil
 	}
 	child, err := startSupervised(cmd)
 	if err != nil {
-		return broken(r, started, fmt.Sprintf("[twice] cannot run %s: %v", r.Command, err)), nil
+		return broken(r, started, blame.Line("cannot run %s: %v", r.Command, err)), nil
 	}
 	runs := newTestRuns()
 	prog.start(list.total, <-deps, rd.records())
@@ -316,18 +317,18 @@ func runReport(g goTestFlags, pkgs []string, plan planner, prog *progress) (*rep
 	switch {
 	case readErr != nil:
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
-			Message: "[twice] internal: reading go test's output: " + readErr.Error()})
+			Message: blame.Message(fmt.Errorf("reading go test's output: %w", readErr))})
 	case waitErr != nil && !errors.As(waitErr, &exitErr):
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
-			Message: fmt.Sprintf("[twice] %s did not finish: %v", r.Command, waitErr)})
+			Message: blame.Line("%s did not finish: %v", r.Command, waitErr)})
 	case waitErr != nil && len(runs.packages) == 0:
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
-			Message: fmt.Sprintf("[twice] %s failed before running any package: %s", r.Command, firstNonEmptyLine(errBuf.String())),
+			Message: blame.Line("%s failed before running any package: %s", r.Command, firstNonEmptyLine(errBuf.String())),
 			Output:  strings.TrimSpace(errBuf.String() + runs.stray.String())})
 	}
 	if len(recs) == 0 && len(unreadable) == 0 && !hasFatal(r.Summary.Problems) {
 		r.Summary.Problems = append(r.Summary.Problems, report.Problem{Kind: report.ProblemGoTest, Fatal: true,
-			Message: fmt.Sprintf("[twice] no harness check ran in %s: nothing to report; point twice at packages whose tests call harness.Check", strings.Join(pkgs, " ")),
+			Message: blame.Line("no harness check ran in %s: nothing to report; point twice at packages whose tests call harness.Check", strings.Join(pkgs, " ")),
 			Output:  strings.TrimSpace(errBuf.String())})
 	}
 	r.Duration = report.Ms(time.Since(started))
@@ -366,7 +367,7 @@ func findGo() (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("[twice] no Go toolchain: the go command is not on PATH (nor in $GOROOT/bin); install Go from https://go.dev/dl and run twice again")
+	return "", blame.Userf("no Go toolchain: the go command is not on PATH (nor in $GOROOT/bin); install Go from https://go.dev/dl and run twice again")
 }
 
 // packageList is what go list made of the patterns twice was given.
@@ -385,7 +386,7 @@ type packageList struct {
 type missingPattern struct{ pattern, reason string }
 
 func noPackageLine(m missingPattern) string {
-	return fmt.Sprintf("[twice] %s matches no package (%s): name the directories of packages as go test takes them, e.g. ./... or ./examples/loyalty", m.pattern, m.reason)
+	return blame.Line("%s matches no package (%s): name the directories of packages as go test takes them, e.g. ./... or ./examples/loyalty", m.pattern, m.reason)
 }
 
 // listPackages asks go list what the patterns name. A pattern that names

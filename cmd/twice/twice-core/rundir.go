@@ -35,7 +35,7 @@ func newRunDir() (runDir, error) {
 	sweepRunDirs(os.TempDir())
 	path, err := os.MkdirTemp("", runDirPrefix+"*")
 	if err != nil {
-		return runDir{}, fmt.Errorf("[twice] internal: cannot make a directory for the run: %w", err)
+		return runDir{}, fmt.Errorf("cannot make a directory for the run: %w", err)
 	}
 	d := runDir{path: path}
 	for _, step := range []func() error{
@@ -45,7 +45,7 @@ func newRunDir() (runDir, error) {
 	} {
 		if err := step(); err != nil {
 			d.remove()
-			return runDir{}, fmt.Errorf("[twice] internal: cannot make a directory for the run: %w", err)
+			return runDir{}, fmt.Errorf("cannot make a directory for the run: %w", err)
 		}
 	}
 	return d, nil

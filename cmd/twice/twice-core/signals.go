@@ -1,13 +1,14 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // stopGrace is how long go test and its test binaries get to end after
@@ -85,7 +86,7 @@ func (s *supervised) wait() (os.Signal, error) {
 
 // interruptedLine is what twice says when a signal stopped it.
 func interruptedLine(sig os.Signal, what string) string {
-	return fmt.Sprintf("[twice] interrupted by %s: stopped go test and its test binaries, removed this run's temporary files; %s", signalName(sig), what)
+	return blame.Line("interrupted by %s: stopped go test and its test binaries, removed this run's temporary files; %s", signalName(sig), what)
 }
 
 func signalName(sig os.Signal) string {
