@@ -90,8 +90,8 @@ const maxMatchPairs = 250_000
 // compared over the keys either side wrote (see Align).
 //
 // The error is not a difference: it says the comparison itself broke
-// (Options.CmpOptions made go-cmp panic: a *ComparerPanic), starting
-// "[twice] internal: ".
+// (Options.CmpOptions made go-cmp panic: a *ComparerPanic), twice's own
+// unless the caller says the options were its user's.
 func DiffState(once, twice *Snapshot, opts Options) ([]TableDiff, error) {
 	once, twice = Align(once, twice)
 	f := newFilter(opts)
@@ -633,5 +633,5 @@ type ComparerPanic struct {
 }
 
 func (e *ComparerPanic) Error() string {
-	return fmt.Sprintf("[twice] internal: go-cmp panicked comparing table %q; check Options.CmpOptions: %v", e.Table, e.Value)
+	return fmt.Sprintf("go-cmp panicked comparing table %q; check Options.CmpOptions: %v", e.Table, e.Value)
 }

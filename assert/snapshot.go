@@ -328,7 +328,7 @@ func (s *Snapshotter) TakeChanged(ctx context.Context, q Querier, changed func(s
 
 func (s *Snapshotter) take(ctx context.Context, q Querier, changed func(schema, table string) bool) (*Snapshot, error) {
 	if q == nil {
-		return nil, fmt.Errorf("[twice] internal: TakeSnapshot: nil Querier")
+		return nil, fmt.Errorf("TakeSnapshot: nil Querier")
 	}
 	if changed != nil {
 		s.mu.Lock()
@@ -384,7 +384,7 @@ func (s *Snapshotter) takeChecked(ctx context.Context, q Querier, changed func(s
 	s.use(plan)
 	snap, _, err := readWithPlan(ctx, q, plan, changed, true)
 	if err == nil && snap == nil {
-		return nil, nil, fmt.Errorf("[twice] internal: snapshot: the catalog changed while it was read; is DDL still running?")
+		return nil, nil, fmt.Errorf("snapshot: the catalog changed while it was read; is DDL still running?")
 	}
 	return snap, plan, err
 }
@@ -543,7 +543,7 @@ func readBatch(ctx context.Context, q batcher, plan *snapshotPlan, snap *Snapsho
 		// What the batch holds past a changed fingerprint was read for
 		// another catalog and may have failed; it does not count.
 		if cerr := br.Close(); cerr != nil && err == nil && fp == plan.fingerprint {
-			err = fmt.Errorf("[twice] internal: snapshot: %w", cerr)
+			err = fmt.Errorf("snapshot: %w", cerr)
 		}
 	}()
 	fp = plan.fingerprint
@@ -591,7 +591,7 @@ func readBefore(rows pgx.Rows, err error, t *Table, src tableSource) error {
 func readFingerprint(ctx context.Context, q Querier) (string, error) {
 	rows, err := q.Query(ctx, catalogFingerprintSQL)
 	if err != nil {
-		return "", fmt.Errorf("[twice] internal: snapshot: reading the catalog's fingerprint: %w", err)
+		return "", fmt.Errorf("snapshot: reading the catalog's fingerprint: %w", err)
 	}
 	return scanFingerprint(rows, nil)
 }
@@ -604,7 +604,7 @@ func scanFingerprint(rows pgx.Rows, err error) (string, error) {
 			return fp, nil
 		}
 	}
-	return "", fmt.Errorf("[twice] internal: snapshot: reading the catalog's fingerprint: %w", err)
+	return "", fmt.Errorf("snapshot: reading the catalog's fingerprint: %w", err)
 }
 
 // readCatalog plans snapshots of the database q is connected to.
@@ -619,7 +619,7 @@ func readCatalog(ctx context.Context, q Querier) (*snapshotPlan, error) {
 	// prepared statements parses them once; pgx's default mode does.
 	rows, err := q.Query(ctx, catalogColumnsSQL)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+		return nil, fmt.Errorf("snapshot: listing tables: %w", err)
 	}
 	snap := &Snapshot{}
 	var sources []tableSource
@@ -632,7 +632,7 @@ func readCatalog(ctx context.Context, q Querier) (*snapshotPlan, error) {
 		)
 		if err := rows.Scan(&schema, &rel, &col, &typ, &seq, &baseOID, &typtype, &category, &elemOID); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+			return nil, fmt.Errorf("snapshot: listing tables: %w", err)
 		}
 		name := tableName(schema, rel)
 		if n := len(snap.Tables); n == 0 || snap.Tables[n-1].Name != name {
@@ -647,7 +647,7 @@ func readCatalog(ctx context.Context, q Querier) (*snapshotPlan, error) {
 		src.plans = append(src.plans, planFor(uint32(baseOID.Int64), typtype.String, category.String, uint32(elemOID.Int64)))
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot: listing tables: %w", err)
+		return nil, fmt.Errorf("snapshot: listing tables: %w", err)
 	}
 	// Sorted by qualified name, which the catalog's (schema, table) order
 	// is not: "public.b" shows as "b".
@@ -676,7 +676,7 @@ func readCatalog(ctx context.Context, q Querier) (*snapshotPlan, error) {
 func readForeignKeys(ctx context.Context, q Querier, snap *Snapshot) error {
 	rows, err := q.Query(ctx, catalogForeignKeysSQL)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+		return fmt.Errorf("snapshot: listing foreign keys: %w", err)
 	}
 	type ref struct{ table, column, target string }
 	var refs []ref
@@ -684,12 +684,12 @@ func readForeignKeys(ctx context.Context, q Querier, snap *Snapshot) error {
 		var sn, sr, sa, tn, tr, ta string
 		if err := rows.Scan(&sn, &sr, &sa, &tn, &tr, &ta); err != nil {
 			rows.Close()
-			return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+			return fmt.Errorf("snapshot: listing foreign keys: %w", err)
 		}
 		refs = append(refs, ref{tableName(sn, sr), sa, tableName(tn, tr) + "." + ta})
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing foreign keys: %w", err)
+		return fmt.Errorf("snapshot: listing foreign keys: %w", err)
 	}
 	for _, r := range refs {
 		c := snap.column(r.table, r.column)
@@ -755,7 +755,7 @@ func rowsSQL(t Table, src tableSource) string {
 // t.Rows, in canonical order.
 func readRows(rows pgx.Rows, err error, t *Table, src tableSource) error {
 	if err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+		return fmt.Errorf("snapshot: reading table %q: %w", t.Name, err)
 	}
 	defer rows.Close()
 	dests := make([]any, len(t.Columns))
@@ -765,20 +765,20 @@ func readRows(rows pgx.Rows, err error, t *Table, src tableSource) error {
 	t.Rows = [][]any{}
 	for rows.Next() {
 		if err := rows.Scan(dests...); err != nil {
-			return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+			return fmt.Errorf("snapshot: reading table %q: %w", t.Name, err)
 		}
 		row := make([]any, len(dests))
 		for i, d := range dests {
 			v, err := snapshotValue(d, src.plans[i])
 			if err != nil {
-				return fmt.Errorf("[twice] internal: snapshot: reading %s.%s: %w", t.Name, t.Columns[i].Name, err)
+				return fmt.Errorf("snapshot: reading %s.%s: %w", t.Name, t.Columns[i].Name, err)
 			}
 			row[i] = v
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: reading table %q: %w", t.Name, err)
+		return fmt.Errorf("snapshot: reading table %q: %w", t.Name, err)
 	}
 	slices.SortStableFunc(t.Rows, compareRows)
 	return nil

@@ -56,7 +56,7 @@ WHERE c.relkind = 'r' AND NOT c.relispartition AND pg_relation_size(c.oid) >= $1
 func readPartial(ctx context.Context, q Querier, plan *snapshotPlan, from int64) error {
 	rows, err := q.Query(ctx, catalogPartialSQL, from)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing the tables read in part: %w", err)
+		return fmt.Errorf("snapshot: listing the tables read in part: %w", err)
 	}
 	byName := map[string][]string{} // table -> its key's columns
 	for rows.Next() {
@@ -64,12 +64,12 @@ func readPartial(ctx context.Context, q Querier, plan *snapshotPlan, from int64)
 		var key []string
 		if err := rows.Scan(&schema, &rel, &key); err != nil {
 			rows.Close()
-			return fmt.Errorf("[twice] internal: snapshot: listing the tables read in part: %w", err)
+			return fmt.Errorf("snapshot: listing the tables read in part: %w", err)
 		}
 		byName[tableName(schema, rel)] = key
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("[twice] internal: snapshot: listing the tables read in part: %w", err)
+		return fmt.Errorf("snapshot: listing the tables read in part: %w", err)
 	}
 	for i := range plan.sources {
 		t, src := &plan.tables[i], &plan.sources[i]

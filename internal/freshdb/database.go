@@ -68,7 +68,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 		if templateInUse(err) {
 			return nil, t.inUseError(ctx, err)
 		}
-		return nil, fmt.Errorf("[twice] internal: creating database %s from template %s: %w", name, t.Name, err)
+		return nil, fmt.Errorf("creating database %s from template %s: %w", name, t.Name, err)
 	}
 	d := &Database{Name: name, ConnString: r.srv.ConnString(name), tpl: t}
 	if t.mode != modeReuse {
@@ -82,7 +82,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	}()
 	d.admin, err = pgx.Connect(ctx, d.ConnString)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: connecting to new database %s: %w", name, err)
+		return nil, fmt.Errorf("connecting to new database %s: %w", name, err)
 	}
 	// The reset needs replica mode (no triggers, no foreign key checks).
 	// Set for the session once, the reset's SET LOCAL changes nothing;
@@ -90,7 +90,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	// does on every change), and the fingerprint and the snapshots'
 	// statements would be planned anew for every scenario.
 	if _, err := d.admin.Exec(ctx, "SET session_replication_role = replica"); err != nil {
-		return nil, fmt.Errorf("[twice] internal: setting up the connection to new database %s: %w", name, err)
+		return nil, fmt.Errorf("setting up the connection to new database %s: %w", name, err)
 	}
 	fp, err := fingerprint(ctx, d.admin)
 	if err != nil {
@@ -99,7 +99,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	var quick string
 	if t.logged {
 		if err := d.admin.QueryRow(ctx, quickSQL).Scan(&quick); err != nil {
-			return nil, fmt.Errorf("[twice] internal: reading the change log's state in new database %s: %w", name, err)
+			return nil, fmt.Errorf("reading the change log's state in new database %s: %w", name, err)
 		}
 	}
 	t.mu.Lock()
@@ -109,7 +109,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 	same := t.fingerprint == fp && t.quick == quick
 	t.mu.Unlock()
 	if !same {
-		return nil, fmt.Errorf("[twice] internal: new database %s differs in its catalog from earlier clones of %s", name, t.Name)
+		return nil, fmt.Errorf("new database %s differs in its catalog from earlier clones of %s", name, t.Name)
 	}
 	return d, nil
 }
@@ -119,7 +119,7 @@ func (t *Template) clone(ctx context.Context) (_ *Database, err error) {
 func fingerprint(ctx context.Context, conn *pgx.Conn) (string, error) {
 	var fp string
 	if err := conn.QueryRow(ctx, fingerprintSQL).Scan(&fp); err != nil {
-		return "", fmt.Errorf("[twice] internal: reading catalog fingerprint: %w", err)
+		return "", fmt.Errorf("reading catalog fingerprint: %w", err)
 	}
 	return fp, nil
 }
@@ -152,7 +152,7 @@ func (d *Database) DropSparing(ctx context.Context, spare []uint32) error {
 	case !d.tpl.r.owns(d.Name):
 		return refuseDrop(d)
 	case d.state == idle:
-		return fmt.Errorf("[twice] internal: database %s was already given back", d.Name)
+		return fmt.Errorf("database %s was already given back", d.Name)
 	}
 	t := d.tpl
 	if t.mode == modeReuse && d.admin != nil && d.reset(ctx, spare) == nil {
@@ -340,7 +340,7 @@ func (d *Database) readChangedAlone(ctx context.Context, spare []uint32) (_ Chan
 func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 	var quick string
 	if err := br.QueryRow().Scan(&quick); err != nil {
-		return Changed{}, fmt.Errorf("[twice] internal: reading the change log's state: %w", err)
+		return Changed{}, fmt.Errorf("reading the change log's state: %w", err)
 	}
 	d.tpl.mu.Lock()
 	want := d.tpl.quick
@@ -350,7 +350,7 @@ func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+		return Changed{}, fmt.Errorf("reading the change log: %w", err)
 	}
 	ch := Changed{Known: true, Tables: map[TableID]bool{}, oids: map[uint32]bool{}}
 	for rows.Next() {
@@ -358,13 +358,13 @@ func (d *Database) scanChanged(br pgx.BatchResults) (Changed, error) {
 		var id TableID
 		if err := rows.Scan(&oid, &id.Schema, &id.Name); err != nil {
 			rows.Close()
-			return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+			return Changed{}, fmt.Errorf("reading the change log: %w", err)
 		}
 		ch.Tables[id] = true
 		ch.oids[uint32(oid)] = true
 	}
 	if err := rows.Err(); err != nil {
-		return Changed{}, fmt.Errorf("[twice] internal: reading the change log: %w", err)
+		return Changed{}, fmt.Errorf("reading the change log: %w", err)
 	}
 	return ch, nil
 }
@@ -383,7 +383,7 @@ func (d *Database) Written(ctx context.Context, except ...uint32) (n int64, know
 	}
 	pids := pidArgs(except)
 	if err := d.admin.QueryRow(ctx, `SELECT count(*) FROM twice.history WHERE pid <> ALL($1)`, pids).Scan(&n); err != nil {
-		return 0, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+		return 0, false, fmt.Errorf("reading the write history of %s: %w", d.Name, err)
 	}
 	return n, true, nil
 }
@@ -444,7 +444,7 @@ func (d *Database) History(ctx context.Context, except ...uint32) (_ []Write, kn
 	pids := pidArgs(except)
 	rows, err := d.admin.Query(ctx, historySQL, pids)
 	if err != nil {
-		return nil, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+		return nil, false, fmt.Errorf("reading the write history of %s: %w", d.Name, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Write, error) {
 		var w Write
@@ -458,7 +458,7 @@ func (d *Database) History(ctx context.Context, except ...uint32) (_ []Write, kn
 		return w, err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("[twice] internal: reading the write history of %s: %w", d.Name, err)
+		return nil, false, fmt.Errorf("reading the write history of %s: %w", d.Name, err)
 	}
 	return out, true, nil
 }
@@ -481,7 +481,7 @@ func closeOthers(ctx context.Context, conn *pgx.Conn, name string, spare []uint3
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("[twice] internal: sessions in %s did not end: %w", name, ctx.Err())
+			return fmt.Errorf("sessions in %s did not end: %w", name, ctx.Err())
 		case <-time.After(time.Millisecond):
 		}
 	}
@@ -499,7 +499,7 @@ func sparedPIDs(spare []uint32) []int64 {
 
 // ErrNoConn is what Query returns for a database the harness keeps no
 // connection to (one clone per scenario, when clones cannot be reused).
-var ErrNoConn = errors.New("[twice] internal: no kept connection to this database")
+var ErrNoConn = errors.New("no kept connection to this database")
 
 // Query runs a query on the harness's own connection to the database, kept
 // open across hand-outs so the server's catalog caches stay warm: it makes
@@ -542,12 +542,12 @@ func (d *Database) Template() *Template { return d.tpl }
 // or a watchdog would remove it.
 func (d *Database) Keep(ctx context.Context) error {
 	if d == nil || d.tpl == nil || !d.tpl.r.owns(d.Name) {
-		return fmt.Errorf("[twice] internal: refusing to keep database %q: this run did not create it or already gave it up", d.nameOrEmpty())
+		return fmt.Errorf("refusing to keep database %q: this run did not create it or already gave it up", d.nameOrEmpty())
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.state != inUse {
-		return fmt.Errorf("[twice] internal: keep database %s: it was already given back", d.Name)
+		return fmt.Errorf("keep database %s: it was already given back", d.Name)
 	}
 	r := d.tpl.r
 	d.closeAdmin(ctx)
@@ -555,10 +555,10 @@ func (d *Database) Keep(ctx context.Context) error {
 	newName := keptName(n)
 	// Sessions left in it (the caller's, after a failure) would block the rename.
 	if _, err := r.admin.Exec(ctx, "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE datname = $1", d.Name); err != nil {
-		return fmt.Errorf("[twice] internal: keeping database %s (closing its sessions): %w", d.Name, err)
+		return fmt.Errorf("keeping database %s (closing its sessions): %w", d.Name, err)
 	}
 	if _, err := r.admin.Exec(ctx, "ALTER DATABASE "+quote(d.Name)+" RENAME TO "+quote(newName)); err != nil {
-		return fmt.Errorf("[twice] internal: keeping database %s (renaming it to %s): %w", d.Name, newName, err)
+		return fmt.Errorf("keeping database %s (renaming it to %s): %w", d.Name, newName, err)
 	}
 	r.mu.Lock()
 	delete(r.owned, d.Name)
@@ -570,7 +570,7 @@ func (d *Database) Keep(ctx context.Context) error {
 }
 
 func refuseDrop(d *Database) error {
-	return fmt.Errorf("[twice] internal: refusing to drop database %q: this run (%s*) did not create it", d.nameOrEmpty(), RunPrefix())
+	return fmt.Errorf("refusing to drop database %q: this run (%s*) did not create it", d.nameOrEmpty(), RunPrefix())
 }
 
 func (d *Database) nameOrEmpty() string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -75,10 +76,10 @@ func (r *run) runStepWithin(ctx context.Context, db string, conn *pgx.Conn, s St
 	case err := <-done:
 		return false, err
 	case <-ctx.Done():
-		why = fmt.Errorf("[twice] setup step %s was interrupted: %w", stepName(s), context.Cause(ctx))
+		why = blame.Userf("setup step %s was interrupted: %w", stepName(s), context.Cause(ctx))
 	case <-timer.C:
 		// Read the sessions before cancelling: cancelling ends their waits.
-		why = fmt.Errorf("[twice] setup step %s did not finish within %v (the setup deadline, harness.Config.SetupTimeout); %s",
+		why = blame.Userf("setup step %s did not finish within %v (the setup deadline, harness.Config.SetupTimeout); %s",
 			stepName(s), timeout, r.sessions(context.WithoutCancel(ctx), db, self))
 	}
 	cancel(why)
@@ -114,7 +115,7 @@ func afterCancel(why, stepErr error) error {
 func runStepSafely(ctx context.Context, conn *pgx.Conn, s Step) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("[twice] setup step %s %w: %v", stepName(s), errStepPanic, p)
+			err = blame.Userf("setup step %s %w: %v", stepName(s), errStepPanic, p)
 		}
 	}()
 	return runStep(ctx, conn, s)

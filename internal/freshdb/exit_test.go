@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 )
@@ -207,11 +208,11 @@ func TestDropOnExitBeforeFirstCreate(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	srv := &exitServer{Server: inner, err: errors.New("[twice] internal: no watchdog today")}
+	srv := &exitServer{Server: inner, err: errors.New("no watchdog today")}
 	steps := append(slices.Clone(fixture), freshdb.Step{Name: "SQL", SQL: "-- arm test " + randomHex(t, 8)})
 
 	_, err := freshdb.Prepare(ctx, srv, steps)
-	if err == nil || !strings.Contains(err.Error(), "[twice] internal: no watchdog today") {
+	if err == nil || !strings.Contains(err.Error(), "no watchdog today") || !strings.HasPrefix(blame.Message(err), "[twice] internal: ") {
 		t.Fatalf("Prepare error = %v, want the Server's DropOnExit error", err)
 	}
 	if left := databasesWithPrefix(t, admin, freshdb.RunPrefix()); len(left) > 0 {

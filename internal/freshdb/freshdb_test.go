@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/freshdb"
 )
 
@@ -271,7 +272,7 @@ func TestDropRefusesForeignNames(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.db.Drop(ctx)
-			if err == nil || !strings.Contains(err.Error(), "[twice] internal: refusing to drop") {
+			if err == nil || !strings.Contains(blame.Message(err), "[twice] internal: refusing to drop") {
 				t.Errorf("Drop = %v, want a refusal", err)
 			}
 		})
@@ -382,8 +383,8 @@ func TestStepErrors(t *testing.T) {
 				t.Fatal("Prepare succeeded, want error")
 			}
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("Prepare error = %q\nwant it to contain %q", err, w)
+				if !strings.Contains(blame.Message(err), w) {
+					t.Errorf("Prepare error = %q\nwant it to contain %q", blame.Message(err), w)
 				}
 			}
 		})

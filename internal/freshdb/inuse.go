@@ -40,5 +40,5 @@ func (t *Template) inUseError(ctx context.Context, err error) error {
 			sessions = strings.Join(got, ", ")
 		}
 	}
-	return blame.User(fmt.Errorf("[twice] the template database %s has sessions connected to it (%s) after its setup steps ended, so no scenario's database can be copied from it: a connection pool the setup opened and kept (in a package variable, say) reconnects on its own. In a FuncDB setup use db.Pool(ctx) or db.SQL(), which the harness closes when the func returns, or close the pool you opened before returning: %w", t.Name, sessions, err))
+	return blame.User(fmt.Errorf("the template database %s has sessions connected to it (%s) after its setup steps ended, so no scenario's database can be copied from it: a connection pool the setup opened and kept (in a package variable, say) reconnects on its own. In a FuncDB setup use db.Pool(ctx) or db.SQL(), which the harness closes when the func returns, or close the pool you opened before returning: %w", t.Name, sessions, err))
 }

@@ -35,7 +35,7 @@ func TestTemplateInUseIsTheUsersError(t *testing.T) {
 	if err == nil {
 		t.Fatal("Fresh succeeded with a session on the template")
 	}
-	msg := err.Error()
+	msg := blame.Message(err)
 	for _, want := range []string{
 		"[twice] the template database " + tpl.Name + " has sessions connected to it (pid ",
 		" (kept-pool, idle)", // among the sessions: on a URL server another may be listed beside it

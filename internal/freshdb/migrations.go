@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Migration layouts FromFS recognises, as named in errors.
@@ -74,7 +76,7 @@ type migrationFile struct {
 func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 	entries, err := fs.ReadDir(fsys, dir) // sorted by name
 	if err != nil {
-		return nil, fmt.Errorf("[twice] cannot read migrations: %w", err)
+		return nil, blame.Userf("cannot read migrations: %w", err)
 	}
 	var files []migrationFile
 	var goFiles []string
@@ -87,7 +89,7 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		}
 		b, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
 		if err != nil {
-			return nil, fmt.Errorf("[twice] cannot read migration: %w", err)
+			return nil, blame.Userf("cannot read migration: %w", err)
 		}
 		files = append(files, classify(e.Name(), string(b)))
 	}
@@ -95,7 +97,7 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		return nil, goMigrationError(dir, goFiles[0])
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("[twice] no *.sql migrations in %q: check the fs.FS and the directory name", dir)
+		return nil, blame.Userf("no *.sql migrations in %q: check the fs.FS and the directory name", dir)
 	}
 	layout, err := dirLayout(dir, files)
 	if err != nil {
@@ -163,7 +165,7 @@ func FromFS(fsys fs.FS, dir string) ([]Step, error) {
 		steps = append(steps, s)
 	}
 	if len(steps) == 0 {
-		return nil, fmt.Errorf("[twice] no up migrations in %q (%s layout): only .down.sql files", dir, layout)
+		return nil, blame.Userf("no up migrations in %q (%s layout): only .down.sql files", dir, layout)
 	}
 	return steps, nil
 }
@@ -221,7 +223,7 @@ func dirLayout(dir string, files []migrationFile) (string, error) {
 		case marked.layout != layoutTern:
 			return "", mixError(dir, marked, f)
 		case f.version == "":
-			return "", fmt.Errorf("[twice] migrations in %q: %s is not named {version}_{name}.sql as tern needs (%s marks the directory as tern's)", dir, f.name, marked.name)
+			return "", blame.Userf("migrations in %q: %s is not named {version}_{name}.sql as tern needs (%s marks the directory as tern's)", dir, f.name, marked.name)
 		}
 	}
 	return marked.layout, nil
@@ -234,7 +236,7 @@ func mixError(dir string, a, b *migrationFile) error {
 		}
 		return fmt.Sprintf("%s is %s (%s)", f.name, f.layout, f.marker)
 	}
-	return fmt.Errorf("[twice] migrations in %q mix layouts: %s, but %s; keep one tool's migrations per directory", dir, say(a), say(b))
+	return blame.Userf("migrations in %q mix layouts: %s, but %s; keep one tool's migrations per directory", dir, say(a), say(b))
 }
 
 // sortByVersion orders files by their numeric version, as golang-migrate,
@@ -244,7 +246,7 @@ func mixError(dir string, a, b *migrationFile) error {
 func sortByVersion(dir, layout string, files []migrationFile) error {
 	for _, f := range files {
 		if f.version == "" {
-			return fmt.Errorf("[twice] migrations in %q (%s layout): %s does not start with a numeric version and an underscore", dir, layout, f.name)
+			return blame.Userf("migrations in %q (%s layout): %s does not start with a numeric version and an underscore", dir, layout, f.name)
 		}
 	}
 	slices.SortStableFunc(files, func(a, b migrationFile) int {
@@ -257,7 +259,7 @@ func sortByVersion(dir, layout string, files []migrationFile) error {
 			key += " down"
 		}
 		if other, ok := seen[key]; ok {
-			return fmt.Errorf("[twice] migrations in %q (%s layout): %s and %s have the same version %s", dir, layout, other, f.name, versionOrZero(f.version))
+			return blame.Userf("migrations in %q (%s layout): %s and %s have the same version %s", dir, layout, other, f.name, versionOrZero(f.version))
 		}
 		seen[key] = f.name
 	}
@@ -452,7 +454,7 @@ func sortSQLMigrate(files []migrationFile) {
 // goMigrationError says a goose directory holds Go migrations, which only
 // goose can run: they are funcs the package registers in init.
 func goMigrationError(dir, name string) error {
-	return fmt.Errorf("[twice] migrations in %q (goose layout): %s is a Go migration, which goose runs from the func it registers and twice cannot run from the directory; run the directory with goose's own provider in a harness.FuncDB setup (sqlDB, _ := db.SQL(); p, _ := goose.NewProvider(goose.DialectPostgres, sqlDB, migrationsFS); _, err := p.Up(ctx))", dir, name)
+	return blame.Userf("migrations in %q (goose layout): %s is a Go migration, which goose runs from the func it registers and twice cannot run from the directory; run the directory with goose's own provider in a harness.FuncDB setup (sqlDB, _ := db.SQL(); p, _ := goose.NewProvider(goose.DialectPostgres, sqlDB, migrationsFS); _, err := p.Up(ctx))", dir, name)
 }
 
 // templateError refuses a tern (or unmarked) file with a text/template
@@ -475,7 +477,7 @@ func templateError(dir, layout string, files []migrationFile) error {
 			if layout == layoutPlain && !strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(action, "{{")), "template") {
 				continue // a plain file's "{{" may be data; only an include is surely tern's
 			}
-			return fmt.Errorf("[twice] migrations in %q (%s layout): %s:%d holds a template action (%s), which tern expands before it runs the file and twice does not; run the directory with tern's own migrator in a harness.FuncDB setup (m, _ := migrate.NewMigrator(ctx, db.Conn(), \"public.schema_version\"); m.LoadMigrations(migrationsFS); err := m.Migrate(ctx))", dir, layout, f.name, n, strings.TrimSpace(action))
+			return blame.Userf("migrations in %q (%s layout): %s:%d holds a template action (%s), which tern expands before it runs the file and twice does not; run the directory with tern's own migrator in a harness.FuncDB setup (m, _ := migrate.NewMigrator(ctx, db.Conn(), \"public.schema_version\"); m.LoadMigrations(migrationsFS); err := m.Migrate(ctx))", dir, layout, f.name, n, strings.TrimSpace(action))
 		}
 	}
 	return nil

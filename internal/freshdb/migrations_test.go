@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/freshdb"
 )
 
@@ -247,8 +248,8 @@ func TestFromFSLayoutErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := freshdb.FromFS(mapFS(tt.files), "m")
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("FromFS error = %v\nwant it to contain %q", err, tt.want)
+			if err == nil || !strings.Contains(blame.Message(err), tt.want) {
+				t.Errorf("FromFS error = %v\nwant it to contain %q", blame.Message(err), tt.want)
 			}
 		})
 	}
@@ -328,8 +329,8 @@ func TestFromFSErrorNamesLayoutAndLine(t *testing.T) {
 	}
 	_, err = freshdb.Prepare(ctx, srv, steps)
 	want := `[twice] setup step failed: m/1_a.sql:5:8 (goose Up section): ERROR: syntax error at or near "TABEL"`
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("Prepare error = %v\nwant it to contain %q", err, want)
+	if err == nil || !strings.Contains(blame.Message(err), want) {
+		t.Errorf("Prepare error = %v\nwant it to contain %q", blame.Message(err), want)
 	}
 }
 
@@ -406,8 +407,8 @@ INSERT INTO u
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "seed.sql", SQL: "-- " + randomHex(t, 8) + "\n" + tt.sql}})
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("Prepare error = %v\nwant it to contain %q", err, tt.want)
+			if err == nil || !strings.Contains(blame.Message(err), tt.want) {
+				t.Errorf("Prepare error = %v\nwant it to contain %q", blame.Message(err), tt.want)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Server is a PostgreSQL server on which this package may create databases.
@@ -102,7 +104,7 @@ func runFor(ctx context.Context, srv Server) (*run, error) {
 		select {
 		case <-ri.done:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("[twice] waiting for the database run to start: %w", ctx.Err())
+			return nil, blame.Userf("waiting for the database run to start: %w", ctx.Err())
 		}
 		if ri.err == nil {
 			return ri.r, nil
@@ -126,7 +128,7 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 	cs := srv.ConnString(maint)
 	lock, err := pgconn.Connect(ctx, cs)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: cannot connect to maintenance database %q: %w (a Server may name another one with MaintenanceDatabase)", maint, err)
+		return nil, fmt.Errorf("cannot connect to maintenance database %q: %w (a Server may name another one with MaintenanceDatabase)", maint, err)
 	}
 	ok := false
 	defer func() {
@@ -143,10 +145,10 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 			"(SELECT rolsuper FROM pg_roles WHERE rolname = current_user); RESET lock_timeout",
 		runLockWait.Milliseconds(), int32(lockClass), int32(key))).ReadAll()
 	if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "55P03" {
-		return nil, fmt.Errorf("[twice] internal: another live run on this server has run ID %s; run again (IDs are random)", runID)
+		return nil, fmt.Errorf("another live run on this server has run ID %s; run again (IDs are random)", runID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: cannot take the run lock: %w", err)
+		return nil, fmt.Errorf("cannot take the run lock: %w", err)
 	}
 	row := rows[1].Rows[0]
 	r := &run{
@@ -157,17 +159,17 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 		templates: map[string]*build{},
 	}
 	if _, err := fmt.Sscan(string(row[1]), &r.version); err != nil {
-		return nil, fmt.Errorf("[twice] internal: server_version_num %q: %w", row[1], err)
+		return nil, fmt.Errorf("server_version_num %q: %w", row[1], err)
 	}
 	pcfg, err := pgxpool.ParseConfig(cs)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: maintenance connection string: %w", err)
+		return nil, fmt.Errorf("maintenance connection string: %w", err)
 	}
 	pcfg.MaxConns = 4
 	pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	r.admin, err = pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: maintenance pool: %w", err)
+		return nil, fmt.Errorf("maintenance pool: %w", err)
 	}
 	if _, err := r.cleanStale(ctx); err != nil {
 		r.admin.Close()
@@ -215,7 +217,7 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: listing databases of dead runs: %w", err)
+		return nil, fmt.Errorf("listing databases of dead runs: %w", err)
 	}
 	rows, err = r.admin.Query(ctx, `SELECT objid::bigint FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND classid = $1::bigint::oid`, int64(lockClass))
@@ -224,7 +226,7 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 		keys, err = pgx.CollectRows(rows, pgx.RowTo[int64])
 	}
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: listing live runs: %w", err)
+		return nil, fmt.Errorf("listing live runs: %w", err)
 	}
 	live := map[uint32]bool{}
 	for _, k := range keys {
@@ -258,7 +260,7 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return dropped, fmt.Errorf("[twice] internal: dropping databases of dead runs: %w", errors.Join(errs...))
+		return dropped, fmt.Errorf("dropping databases of dead runs: %w", errors.Join(errs...))
 	}
 	return dropped, nil
 }
@@ -266,7 +268,7 @@ func (r *run) cleanStale(ctx context.Context) ([]string, error) {
 // create makes a database under a name this run generated and records it.
 func (r *run) create(ctx context.Context, name, sql string) error {
 	if !ownName.MatchString(name) {
-		return fmt.Errorf("[twice] internal: refusing to create %q: not a name this run generates", name)
+		return fmt.Errorf("refusing to create %q: not a name this run generates", name)
 	}
 	if err := r.armDropOnExit(); err != nil {
 		return err
@@ -285,7 +287,7 @@ func (r *run) create(ctx context.Context, name, sql string) error {
 	// after) leaves a database neither takes, as neither can tell it from
 	// someone else's that looks like ours; drop such a one by hand.
 	if err := r.adminExec(ctx, "COMMENT ON DATABASE "+quote(name)+" IS '"+runMarker(runID)+"'"); err != nil {
-		return fmt.Errorf("[twice] internal: marking database %s as this run's: %w", name, err)
+		return fmt.Errorf("marking database %s as this run's: %w", name, err)
 	}
 	return nil
 }
@@ -326,14 +328,14 @@ func (r *run) owns(name string) bool {
 // drop drops a database this run created, closing any sessions left in it.
 func (r *run) drop(ctx context.Context, name string) error {
 	if !r.owns(name) {
-		return fmt.Errorf("[twice] internal: refusing to drop database %q: this run (%s*) did not create it", name, RunPrefix())
+		return fmt.Errorf("refusing to drop database %q: this run (%s*) did not create it", name, RunPrefix())
 	}
 	stmt := "DROP DATABASE IF EXISTS " + quote(name)
 	if r.version >= 130000 {
 		stmt += " WITH (FORCE)"
 	}
 	if err := r.adminExec(ctx, stmt); err != nil {
-		return fmt.Errorf("[twice] internal: dropping database %s: %w", name, err)
+		return fmt.Errorf("dropping database %s: %w", name, err)
 	}
 	r.mu.Lock()
 	delete(r.owned, name)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Step is one part of a schema + fixtures setup. Exactly one of SQL and Func
@@ -48,7 +50,7 @@ func FromFiles(paths ...string) ([]Step, error) {
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] cannot read schema file: %w", err)
+			return nil, blame.Userf("cannot read schema file: %w", err)
 		}
 		steps = append(steps, Step{Name: p, SQL: string(b)})
 	}
@@ -60,9 +62,9 @@ func checkSteps(steps []Step) error {
 	for i, s := range steps {
 		switch {
 		case s.Func != nil && s.SQL != "":
-			return fmt.Errorf("[twice] step %d (%q) sets both SQL and Func: set one", i, s.Name)
+			return blame.Userf("step %d (%q) sets both SQL and Func: set one", i, s.Name)
 		case s.Func != nil && s.Name == "":
-			return fmt.Errorf("[twice] step %d is a Func without a Name: name it, the template is keyed by it", i)
+			return blame.Userf("step %d is a Func without a Name: name it, the template is keyed by it", i)
 		}
 	}
 	return nil
@@ -98,7 +100,7 @@ func runStep(ctx context.Context, conn *pgx.Conn, s Step) error {
 	}
 	if s.Func != nil {
 		if err := s.Func(ctx, conn); err != nil {
-			return fmt.Errorf("[twice] setup step %s failed: %w", name, err)
+			return blame.Userf("setup step %s failed: %w", name, err)
 		}
 		return nil
 	}
@@ -124,7 +126,7 @@ func stepError(name, layout, sql string, failed int, err error) error {
 		if layout != "" {
 			name += " (" + layout + ")"
 		}
-		return fmt.Errorf("[twice] setup step %s failed: %w", name, err)
+		return blame.Userf("setup step %s failed: %w", name, err)
 	}
 	where := name
 	if pgErr.Position > 0 {
@@ -147,7 +149,7 @@ func stepError(name, layout, sql string, failed int, err error) error {
 	if pgErr.Where != "" {
 		msg += "; CONTEXT: " + pgErr.Where
 	}
-	return &wrapped{msg: fmt.Sprintf("[twice] setup step failed: %s: %s; fix the schema/fixture SQL and run again", where, msg), err: err}
+	return &wrapped{msg: fmt.Sprintf("setup step failed: %s: %s; fix the schema/fixture SQL and run again", where, msg), err: err}
 }
 
 // wrapped says msg and unwraps to err, so callers can still reach the

@@ -96,7 +96,7 @@ func Prepare(ctx context.Context, srv Server, steps []Step) (*Template, error) {
 		select {
 		case <-b.done:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("[twice] waiting for the template database to be built: %w", ctx.Err())
+			return nil, blame.Userf("waiting for the template database to be built: %w", ctx.Err())
 		}
 		if b.err == nil {
 			return b.t, nil
@@ -111,7 +111,7 @@ func Prepare(ctx context.Context, srv Server, steps []Step) (*Template, error) {
 func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *Template, err error) {
 	name := RunPrefix() + "t" + hash[:16]
 	if err := r.create(ctx, name, "CREATE DATABASE "+quote(name)+" TEMPLATE template0"); err != nil {
-		return nil, fmt.Errorf("[twice] internal: creating template database %s: %w", name, err)
+		return nil, fmt.Errorf("creating template database %s: %w", name, err)
 	}
 	defer func() {
 		if err != nil {
@@ -120,7 +120,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	}()
 	conn, err := pgx.Connect(ctx, r.srv.ConnString(name))
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: connecting to template database %s: %w", name, err)
+		return nil, fmt.Errorf("connecting to template database %s: %w", name, err)
 	}
 	abandoned := false
 	defer func() {
@@ -141,7 +141,7 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	// Sessions a setup left open (a migration library's pool) would make
 	// every clone fail: the template must have none.
 	if err := closeOthers(ctx, conn, name, nil); err != nil {
-		return nil, fmt.Errorf("[twice] internal: closing the sessions setup steps left open in template database %s: %w", name, err)
+		return nil, fmt.Errorf("closing the sessions setup steps left open in template database %s: %w", name, err)
 	}
 	t = &Template{Name: name, r: r, mode: modeReuse}
 	if r.version >= 150000 {
@@ -150,12 +150,12 @@ func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *
 	if r.superuser {
 		// A trigger on a table someone else owns needs a superuser.
 		if _, err := conn.PgConn().Exec(ctx, changeLogSQL).ReadAll(); err != nil {
-			return nil, fmt.Errorf("[twice] internal: installing the change log in template database %s: %w", name, err)
+			return nil, fmt.Errorf("installing the change log in template database %s: %w", name, err)
 		}
 		t.logged, t.history = true, !withoutHistory.Load()
 		if !t.history {
 			if _, err := conn.Exec(ctx, dropHistorySQL); err != nil {
-				return nil, fmt.Errorf("[twice] internal: leaving the write history out of template database %s: %w", name, err)
+				return nil, fmt.Errorf("leaving the write history out of template database %s: %w", name, err)
 			}
 		}
 	}
@@ -404,7 +404,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 	}
 	var always int
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_trigger WHERE oid >= 16384 AND tgenabled IN ('A', 'R')`).Scan(&always); err != nil {
-		return nil, "", fmt.Errorf("[twice] internal: reading the template's triggers: %w", err)
+		return nil, "", fmt.Errorf("reading the template's triggers: %w", err)
 	}
 	if always > 0 {
 		return nil, "the schema has ENABLE ALWAYS/REPLICA triggers, which would fire during a reset", nil
@@ -432,14 +432,14 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_toast%'
 		ORDER BY c.oid`)
 	if err != nil {
-		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+		return nil, "", fmt.Errorf("listing the template's tables: %w", err)
 	}
 	tables, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (table, error) {
 		var t table
 		return t, row.Scan(&t.oid, &t.name, &t.cols, &t.key, &t.size)
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("[twice] internal: listing the template's tables: %w", err)
+		return nil, "", fmt.Errorf("listing the template's tables: %w", err)
 	}
 	plan = &resetPlan{byOID: map[uint32]int{}}
 	for _, t := range tables {
@@ -459,7 +459,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 			q = "SELECT count(*), NULL::text FROM ONLY " + t.name
 		}
 		if err := conn.QueryRow(ctx, q).Scan(&n, &values); err != nil {
-			return nil, "", fmt.Errorf("[twice] internal: reading the template's rows of %s: %w", t.name, err)
+			return nil, "", fmt.Errorf("reading the template's rows of %s: %w", t.name, err)
 		}
 		rt := resetTable{oid: t.oid, name: t.name, rows: n}
 		switch {
@@ -478,7 +478,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relkind = 'S' AND c.relpersistence <> 't' AND c.oid >= 16384 ORDER BY c.oid`)
 	if err != nil {
-		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+		return nil, "", fmt.Errorf("listing the template's sequences: %w", err)
 	}
 	type sequence struct {
 		oid  int64
@@ -489,7 +489,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 		return s, row.Scan(&s.oid, &s.name)
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("[twice] internal: listing the template's sequences: %w", err)
+		return nil, "", fmt.Errorf("listing the template's sequences: %w", err)
 	}
 	// One statement sets back only the sequences that moved: setval
 	// writes WAL, and a schema of a few hundred serial columns would pay
@@ -505,7 +505,7 @@ func resetScript(ctx context.Context, conn *pgx.Conn, r *run, logsRows bool) (pl
 		var last int64
 		var called bool
 		if err := conn.QueryRow(ctx, "SELECT last_value, is_called FROM "+s.name).Scan(&last, &called); err != nil {
-			return nil, "", fmt.Errorf("[twice] internal: reading sequence %s: %w", s.name, err)
+			return nil, "", fmt.Errorf("reading sequence %s: %w", s.name, err)
 		}
 		oids = append(oids, strconv.FormatInt(s.oid, 10))
 		lasts = append(lasts, strconv.FormatInt(last, 10))
