@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -200,6 +201,45 @@ func TestCoreLockWaitDoesNotBlockTheScheduler(t *testing.T) {
 	assert.Equal(t, "forward", answer(commit), "granted once the server says the running step waits on a lock")
 	assert.Equal(t, 1, s.e.lockWaits)
 	assert.Equal(t, []int{2, 1, 2}, s.e.granted)
+}
+
+// TestCoreStepBesideALockWaitIsARace: a statement granted while another
+// delivery's statement waits on a lock is a race the executor does not
+// decide: the COMMIT that releases the lock and the statement behind it
+// run at once, and which ends first is the server's timing. The
+// execution says so, so the schedule runs again whichever way it went;
+// steps granted one at a time, with nothing beside them, are no race.
+func TestCoreStepBesideALockWaitIsARace(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s.start(1)
+	s.start(2)
+	lock := s.ask(2, "SELECT * FROM t WHERE id = 1 FOR UPDATE", 102)
+	s.grant()
+	s.replied(lock)
+	blocked := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(blocked))
+	assert.Empty(t, s.e.races, "two steps granted one after the other, each alone, decide nothing by timing")
+
+	commit := s.ask(2, "COMMIT", 102)
+	s.w.waiting[101] = true
+	s.poll()
+	s.grant()
+	assert.Equal(t, "forward", answer(commit))
+	assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 2}}, s.e.races)
+}
+
+// TestCoreTwoReturnsAreARace: with a queue, two handlers that have both
+// returned when the first return is taken race for the queue's ear: it
+// acks them in the order their events came.
+func TestCoreTwoReturnsAreARace(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 1,2")
+	s.withQueue()
+	s.start(1)
+	s.start(2)
+	s.e.deliveries[1].handlerDone.Store(true) // its return is on its way
+	s.e.handle(event{kind: evReturned, d: s.e.deliveries[0]})
+	assert.Equal(t, []result.Race{{Kind: result.ReturnsRaced, Delivery: 1, Other: 2}}, s.e.races)
 }
 
 // TestCoreCrashRefusesLaterSteps: a crash before step 2 refuses that step

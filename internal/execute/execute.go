@@ -59,6 +59,7 @@ type execution struct {
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    int             // rounds of the queue's retries left once the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
+	races      []result.Race   // choices made by timing, not by the schedule (races.go)
 	// holder is the step whose commit is held (Schedule.Holds) once its
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
@@ -758,6 +759,9 @@ func (e *execution) returned(d *deliveryRun, ev event) {
 	if d.life.over() {
 		return // it died before; its return value is ignored
 	}
+	if e.queue != nil {
+		e.returnedBeside(d) // races.go
+	}
 	d.outcome.Duration = ev.dur
 	if errors.Is(ev.err, errGoexit) {
 		e.goexit(d)
@@ -977,6 +981,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	if e.atFault(d, req) {
 		return
 	}
+	e.grantedBeside(d, req) // races.go
 	if d.outageKey != "" && req.effect && req.seq > d.spec.At && req.call.Key == d.outageKey {
 		// A retry of the outage's call with its key: its answer is lost too.
 		req.fate, req.end = effects.ReplyLost, result.TimedOut
@@ -1058,6 +1063,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.DeliveryTimeout, d.where())
+			e.raced(result.TimerFired, d, nil, 0) // races.go
 			e.die(d, "")
 			d.outcome.Err = msg
 			e.checkDeaf(d, msg) // goexit.go
