@@ -438,9 +438,14 @@ const (
 	// executor's to say.
 	StepBeside RaceKind = "step-beside"
 	// TimerFired: a wall-clock limit decided: a cancelled delivery's
-	// grace ran out before it reacted, or a delivery ran past
-	// harness.Config.DeliveryTimeout.
+	// grace ran out before it reacted, a delivery ran past
+	// harness.Config.DeliveryTimeout, or a handler stopped waiting for a
+	// step the schedule held (an HTTP client's timeout).
 	TimerFired RaceKind = "timer-fired"
+	// GrantCrossed: a step was granted as its requester stopped waiting
+	// for it (its context ended): the requester saw the one that came
+	// first.
+	GrantCrossed RaceKind = "grant-crossed"
 	// ReturnsRaced: two deliveries' handlers had returned when the
 	// executor took the first return; which one the queue heard first is
 	// the order they came in.

@@ -383,3 +383,60 @@ func TestCoreStepCutAtReturnIsNotInFlight(t *testing.T) {
 	s.settled(1)
 	assert.True(t, s.e.finished())
 }
+
+// TestCoreStepGivenUpIsNotGranted: a handler that stops waiting for its
+// step's grant (its context ended) takes the step back. Granted later,
+// it would go to nobody, and, never ending, hold back every other step
+// until its delivery ended.
+func TestCoreStepGivenUpIsNotGranted(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s.start(1)
+	s.start(2)
+	first := s.ask(2, "SELECT 1", 102)
+	s.grant()
+	assert.Equal(t, "forward", answer(first))
+	gone := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.e.handle(event{kind: evGaveUp, d: gone.d, req: gone})
+	s.replied(first)
+	s.grant()
+	assert.Equal(t, "waiting", answer(gone), "a step its handler gave up on is not granted")
+	assert.Equal(t, []int{2}, s.e.granted)
+	assert.False(t, s.e.stepOut())
+	assert.Equal(t, []result.Race{{Kind: result.TimerFired, Delivery: 1, Step: 1}}, s.e.races,
+		"the executor did not cancel it: its own clock gave up on the step the schedule held")
+}
+
+// TestCoreStepGivenUpOnTheExecutorsCancelIsNoRace: a delivery the
+// executor cancelled (the queue's deadline) gives up its waiting step as
+// the executor decided; the step is taken back, and nothing raced.
+func TestCoreStepGivenUpOnTheExecutorsCancelIsNoRace(t *testing.T) {
+	s := newScript(t, "j1a1w1")
+	s.start(1)
+	d := s.e.deliveries[0]
+	req := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.e.move(d, onRunLate)
+	s.e.cancelIfWaiting(d)
+	require.Equal(t, cancelled, d.life)
+	s.e.handle(event{kind: evGaveUp, d: d, req: req})
+	s.grant()
+	assert.Equal(t, "waiting", answer(req))
+	assert.Empty(t, d.pending)
+	assert.Empty(t, s.e.races)
+}
+
+// TestCoreGrantThatCrossesAGiveUpIsARace: the grant goes out as the
+// handler stops waiting for it; the step is never made, holds nothing
+// back, and the crossing is a race.
+func TestCoreGrantThatCrossesAGiveUpIsARace(t *testing.T) {
+	s := newScript(t, "j1a1w1")
+	s.start(1)
+	req := s.ask(1, "SELECT 1", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(req))
+	s.e.handle(event{kind: evGaveUp, d: req.d, req: req})
+	assert.False(t, s.e.stepOut(), "the step given up is not in flight")
+	assert.Equal(t, []result.Race{{Kind: result.GrantCrossed, Delivery: 1, Step: 1}}, s.e.races)
+	next := s.ask(1, "SELECT 2", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(next), "the next step is granted")
+}

@@ -180,6 +180,7 @@ const (
 	evReturned                  // a handler returned
 	evQueue                     // a queue operation returned
 	evStepHeld                  // a held step's statement ran; its commit waits
+	evGaveUp                    // a step's requester stopped waiting for its grant (races.go)
 )
 
 type event struct {
@@ -614,6 +615,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 				case a := <-req.grant:
 					return a
 				case <-ctx.Done():
+					e.events.push(event{kind: evGaveUp, d: d, req: req})
 					return wireproxy.Crash
 				}
 			},
@@ -695,6 +697,8 @@ func (e *execution) handle(ev event) {
 		if !d.life.over() {
 			e.held(d, ev.step)
 		}
+	case evGaveUp:
+		e.gaveUp(d, ev.req) // races.go
 	}
 }
 
@@ -1022,6 +1026,7 @@ func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fat
 		s.d.effectMu.Unlock()
 		return req.fate, nil // set by give before the grant was sent
 	case <-ctx.Done():
+		s.e.events.push(event{kind: evGaveUp, d: s.d, req: req})
 		return 0, ctx.Err()
 	case <-s.d.over:
 		// The delivery ended and the handler kept going, on a context of

@@ -66,3 +66,35 @@ func (e *execution) returnedBeside(d *deliveryRun) {
 		}
 	}
 }
+
+// gaveUp takes back req, whose requester stopped waiting for its grant
+// (its context ended: the handler's, or, for an HTTP call, the client's
+// request): its statement or call is never made. Left waiting, it would
+// be granted later into nothing, and, never ending, hold every other
+// step back until its delivery ended. Unless the executor cancelled the
+// delivery itself, the requester's own timer decided; and when the grant
+// went out as the requester gave up, the two crossed, and which one the
+// requester saw was timing.
+func (e *execution) gaveUp(d *deliveryRun, req *stepRequest) {
+	if i := slices.Index(d.pending, req); i >= 0 {
+		d.pending = slices.Delete(d.pending, i, i+1)
+		if d.life != cancelled {
+			// Not the executor's cancel: the requester's own clock (an
+			// HTTP client's timeout) ran out while the schedule held
+			// the step, which a run where its turn came sooner would not
+			// see.
+			e.raced(result.TimerFired, d, nil, req.seq)
+		}
+		return
+	}
+	if _, ok := d.inflight[req]; !ok || d.life.over() {
+		return // it ended, or its delivery did
+	}
+	e.raced(result.GrantCrossed, d, nil, req.seq)
+	delete(d.inflight, req)
+	if !req.effect {
+		delete(d.bySQL, req.step.Index)
+	}
+	e.watchEnded(req)
+	e.events.poke()
+}

@@ -352,7 +352,9 @@ func race(r result.Race) string {
 	case result.StepBeside:
 		return fmt.Sprintf("step %d of delivery %d was granted while a step of delivery %d was still in flight", r.Step, r.Delivery, r.Other)
 	case result.TimerFired:
-		return fmt.Sprintf("a wall-clock limit ran out on delivery %d before it reacted", r.Delivery)
+		return fmt.Sprintf("a wall-clock limit ran out on delivery %d before it reacted or took its turn", r.Delivery)
+	case result.GrantCrossed:
+		return fmt.Sprintf("step %d of delivery %d was granted as its caller stopped waiting for it", r.Step, r.Delivery)
 	case result.ReturnsRaced:
 		return fmt.Sprintf("deliveries %d and %d had both returned when the first return was taken", r.Delivery, r.Other)
 	}
