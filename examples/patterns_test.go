@@ -30,6 +30,7 @@ var wantPatterns = map[string][]string{
 	"examples/processedjobs/processedjobs_test.go": {"KeyPerEnqueue"},
 	"examples/receipts/receipts_test.go":           {"EffectLost"},
 	"examples/sesreceipt/receipt_test.go":          {"EffectWithoutRecord"},
+	"examples/stripepayout/charge_test.go":         {"KeyPerAttempt"},
 	"examples/stripepayout/global_test.go":         {"KeyWindowPassed"},
 	"examples/stripepayout/payout_test.go":         {"KeyWindowPassed", "KeyPerAttempt"},
 	"examples/stripepayout/refund_test.go":         {"KeyWindowPassed"},

@@ -9,18 +9,21 @@ import (
 	"github.com/runtwice/twice/harness/result"
 )
 
-// confirm runs every failing scenario of res again, on a fresh database,
-// before the check reports it: a scenario whose rerun fails the same way
-// (the same problems) stays NotIdempotent; one whose rerun passes, or
-// fails another way, becomes Flaky, with both outcomes kept
-// (Scenario.Rerun). A finding is then something the schedule does, not
-// something that happened once. Only failing scenarios run again, so a
-// passing check costs nothing more.
+// confirm runs again, on a fresh database, before the check reports it,
+// every scenario that failed and every one during which the executor
+// made a choice by timing (Scenario.Races): a failing scenario whose
+// rerun fails the same way (the same problems) stays NotIdempotent, and
+// a passing one whose rerun passes stays Idempotent; any other becomes
+// Flaky, with both outcomes kept (Scenario.Rerun). A finding is then
+// something the schedule does, not something that happened once, and a
+// pass that a race decided is questioned as a failure is. A scenario
+// that passed with no race does not run again, so a clean check costs
+// nothing more.
 func (r *runner) confirm(ctx context.Context, res *Result) error {
 	var scheds []faults.Schedule
 	var which []int
 	for i, sc := range res.Scenarios {
-		if sc.Verdict == result.NotIdempotent && sc.Rerun == nil {
+		if sc.Rerun == nil && (sc.Verdict == result.NotIdempotent || sc.Verdict == result.Idempotent && len(sc.Races) > 0) {
 			scheds = append(scheds, sc.Schedule)
 			which = append(which, i)
 		}
@@ -36,15 +39,24 @@ func (r *runner) confirm(ctx context.Context, res *Result) error {
 		return err
 	}
 	if evidence != nil {
-		// The evidence kept is the first run's failure.
-		if err := r.giveBack(context.WithoutCancel(ctx), evidence.db); err != nil {
+		if len(res.kept) == 0 {
+			// Every first run passed: the rerun's failure is the only
+			// evidence there is.
+			i := which[evidence.scenario]
+			res.kept = append(res.kept, kept{scenario: i, db: evidence.db})
+			res.Scenarios[i].Database = again[evidence.scenario].Database
+		} else if err := r.giveBack(context.WithoutCancel(ctx), evidence.db); err != nil {
+			// The evidence kept is the first run's failure.
 			return err
 		}
 	}
 	for k, i := range which {
 		sc := &res.Scenarios[i]
 		a := again[k]
-		sc.Rerun = &result.Rerun{Verdict: a.Verdict, Problems: a.Problems, Order: a.Order, Deliveries: a.Deliveries}
+		sc.Rerun = &result.Rerun{Verdict: a.Verdict, Problems: a.Problems, Order: a.Order, Deliveries: a.Deliveries, Races: a.Races}
+		if sc.Verdict == result.Idempotent && a.Verdict == result.Idempotent {
+			continue
+		}
 		if !sameProblems(sc.Problems, a.Problems) {
 			sc.Verdict = result.Flaky
 		}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -89,4 +90,76 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 	assert.Nil(t, res.Scenarios[0].Rerun)
 	// Two clean runs, then the scenario's two deliveries.
 	assert.EqualValues(t, 4, calls.Load())
+}
+
+// A pass the executor decided by timing (here a step granted while the
+// other delivery's statement waits on its lock) is run again like a
+// failure: when the rerun fails, the scenario is flaky, not a pass, in
+// the result and in the test's failure.
+func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
+	var seconds atomic.Int64
+	job := harness.Job{Name: "raced", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
+				return err
+			}
+			n := 1
+			if d.Attempt == 2 && seconds.Add(1) == 2 {
+				n = 2 // the second run's redelivery writes another value
+			}
+			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, n)
+			return err
+		})
+	}}
+	// d1 takes the lock, d2's FOR UPDATE waits on it, and d1's UPDATE is
+	// granted beside that wait.
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
+	require.NoError(t, err)
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.Replay(sched)}
+	rec := recordtb.New(t)
+	var res *harness.Result
+	rec.Run(func(tb testing.TB) { res = harness.Check(tb, job, cfg) })
+	require.NotNil(t, res)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Contains(t, sc.Races, result.Race{Kind: result.StepBeside, Delivery: 1, Other: 2, Step: 3})
+	assert.Empty(t, sc.Problems, "the first run passed")
+	require.NotNil(t, sc.Rerun, "a raced pass is run again")
+	assert.Equal(t, result.NotIdempotent, sc.Rerun.Verdict)
+	assert.Equal(t, result.Flaky, sc.Verdict)
+	assert.Equal(t, result.StatusFlaky, res.Status)
+	assert.False(t, res.Idempotent(), "a flaky scenario is not a pass")
+	assert.NotEmpty(t, sc.Database, "the rerun's failure is the evidence")
+	errs := rec.Errors()
+	require.Len(t, errs, 1, "the test fails")
+	assert.Contains(t, errs[0], `flaky: job "raced": 1 of 1 scenarios did not end the same way when run again on a fresh database (some passed, then failed)`)
+	assert.Contains(t, errs[0], "flaky: it passed, but the executor decided by timing: step 3 of delivery 1 was granted while a step of delivery 2 was still in flight, and run again on a fresh database the same schedule failed: ")
+}
+
+// A raced pass whose rerun passes too stays a pass, its rerun kept.
+func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
+	job := harness.Job{Name: "raced-quiet", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE counters SET n = 1 WHERE name = 'hits'`)
+			return err
+		})
+	}}
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
+	require.NoError(t, err)
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.Replay(sched)}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	assert.Equal(t, result.StatusIdempotent, res.Status)
+	sc := res.Scenarios[0]
+	assert.NotEmpty(t, sc.Races)
+	require.NotNil(t, sc.Rerun)
+	assert.Equal(t, result.Idempotent, sc.Verdict)
+	assert.Equal(t, result.Idempotent, sc.Rerun.Verdict)
 }

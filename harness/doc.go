@@ -214,7 +214,11 @@
 //
 // Every finding is confirmed: a failing schedule runs again on a fresh
 // database, and one that does not fail the same way is "[twice] flaky",
-// never a pass. "[twice] internal" is the harness's own failure, never a
+// never a pass. So is a pass the executor decided by timing (a step
+// granted while another delivery's statement waited on a lock, a
+// wall-clock limit, two returns at once: result.Scenario.Races): its
+// schedule runs again too, and one that then fails is flaky, not a pass.
+// "[twice] internal" is the harness's own failure, never a
 // finding; a handler, worker factory or setup that fails on the clean run
 // is the user's error, named with its delivery or step. A handler that
 // calls t.Fatal, hangs past Config.DeliveryTimeout, or returns with a

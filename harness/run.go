@@ -572,6 +572,7 @@ func (r *runner) scenario(ctx context.Context, sched faults.Schedule, res *Resul
 	sc.Order = slices.Clone(ex.Order)
 	r.asked.note(sched, ex)
 	sc.LockWaits = ex.LockWaits
+	sc.Races = slices.Clone(ex.Races)
 	sc.Deliveries = append(sc.Deliveries, ex.Deliveries...)
 	for _, why := range ex.Incomplete {
 		sc.Problems = append(sc.Problems, result.Problem{Kind: result.DidNotComplete, Detail: why})

@@ -60,10 +60,12 @@ const (
 	// NotIdempotent: the state or the effects differ from the reference,
 	// or the job could not complete.
 	NotIdempotent Verdict = "not-idempotent"
-	// Flaky: the scenario was not idempotent, and its schedule, run again
-	// on a fresh database to confirm it, was not the same way
-	// (Scenario.Rerun): the handler depends on chance or timing, so
-	// neither run's verdict is trusted, and the check does not pass.
+	// Flaky: the scenario's schedule, run again on a fresh database to
+	// confirm it (Scenario.Rerun), did not end the same way: it failed
+	// and then passed or failed another way, or, after a race
+	// (Scenario.Races), passed and then failed. The handler or the run
+	// depends on chance or timing, so neither run's verdict is trusted,
+	// and the check does not pass.
 	Flaky Verdict = "flaky"
 )
 
@@ -377,6 +379,11 @@ type Scenario struct {
 	// LockWaits counts granted steps that waited on a lock another
 	// delivery held; the executor ran the other delivery meanwhile.
 	LockWaits int
+	// Races are the choices the executor made by timing, not by the
+	// schedule, while the scenario ran. A scenario with any is run again
+	// whichever way it went (Rerun): one run says little when the next
+	// may go the other way.
+	Races []Race `json:",omitempty"`
 	// Database is the connection string of the scenario's database when
 	// it was kept as evidence, otherwise empty. It carries no password (it
 	// is printed and stored in reports): psql asks for it, or reads
@@ -393,18 +400,60 @@ type Scenario struct {
 	// was dumped, or needed no dump.
 	DumpError *Error `json:",omitempty"`
 	// Rerun is the same schedule run again on a fresh database, to
-	// confirm a scenario that was not idempotent before the check
-	// reports it: only one whose rerun has the same problems stays
-	// NotIdempotent; otherwise the Verdict is Flaky. nil for a scenario
-	// that passed (it is not run again).
+	// confirm a scenario that was not idempotent, or that raced (Races),
+	// before the check reports it: a failing one whose rerun has the
+	// same problems stays NotIdempotent, a passing one whose rerun
+	// passes stays Idempotent; otherwise the Verdict is Flaky. nil for a
+	// scenario that passed with no race (it is not run again).
 	Rerun *Rerun `json:",omitempty"`
 	// Duration is the wall time of fresh state, deliveries, snapshot and
 	// diff.
 	Duration time.Duration
 }
 
-// Rerun is what a failing scenario's schedule did when run again on a
-// fresh database.
+// Race is a choice the executor made by timing, not by the schedule:
+// which of two things that happened at once it took first. The same
+// schedule may take the other way on another run.
+type Race struct {
+	// Kind says what raced.
+	Kind RaceKind
+	// Delivery is the delivery the choice went to or concerned, 1-based
+	// as in faults.Schedule.Order; Other the one it raced with (0 for a
+	// timer).
+	Delivery int
+	Other    int `json:",omitempty"`
+	// Step is Delivery's step, 1-based, the choice was about; 0 when it
+	// was about no step (a return).
+	Step int `json:",omitempty"`
+}
+
+// RaceKind says what raced.
+type RaceKind string
+
+// Kinds of race.
+const (
+	// StepBeside: a step was granted while another delivery's step was
+	// still in flight (waiting on a lock, or applied with its reply
+	// lost): which of the two the server runs first is not the
+	// executor's to say.
+	StepBeside RaceKind = "step-beside"
+	// TimerFired: a wall-clock limit decided: a cancelled delivery's
+	// grace ran out before it reacted, a delivery ran past
+	// harness.Config.DeliveryTimeout, or a handler stopped waiting for a
+	// step the schedule held (an HTTP client's timeout).
+	TimerFired RaceKind = "timer-fired"
+	// GrantCrossed: a step was granted as its requester stopped waiting
+	// for it (its context ended): the requester saw the one that came
+	// first.
+	GrantCrossed RaceKind = "grant-crossed"
+	// ReturnsRaced: two deliveries' handlers had returned when the
+	// executor took the first return; which one the queue heard first is
+	// the order they came in.
+	ReturnsRaced RaceKind = "returns-raced"
+)
+
+// Rerun is what a scenario's schedule did when run again on a fresh
+// database: one that failed, or one that raced (Scenario.Races).
 type Rerun struct {
 	// Verdict is the rerun's own verdict: Idempotent or NotIdempotent.
 	Verdict Verdict
@@ -414,6 +463,8 @@ type Rerun struct {
 	Order []int `json:",omitempty"`
 	// Deliveries are the rerun's deliveries as they ran.
 	Deliveries []DeliveryOutcome `json:",omitempty"`
+	// Races are the rerun's races (Scenario.Races).
+	Races []Race `json:",omitempty"`
 }
 
 // Confirmed reports whether some scenario failed, and failed the same

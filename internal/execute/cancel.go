@@ -3,6 +3,8 @@ package execute
 import (
 	"fmt"
 	"time"
+
+	"github.com/runtwice/twice/harness/result"
 )
 
 // Cancelling a delivery that runs too long. A queue with
@@ -89,7 +91,12 @@ func (e *execution) cancelSettled() bool {
 		default:
 			continue
 		}
-		if o.requested > o.cancelSeq || time.Since(o.cancelledAt) >= cancelGrace {
+		if o.requested > o.cancelSeq {
+			continue
+		}
+		if time.Since(o.cancelledAt) >= cancelGrace {
+			// It may have been about to react: the grace decided.
+			e.raced(result.TimerFired, o, nil, 0) // races.go
 			continue
 		}
 		return false

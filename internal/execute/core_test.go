@@ -11,6 +11,7 @@ import (
 
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/wireproxy"
 )
 
@@ -202,6 +203,45 @@ func TestCoreLockWaitDoesNotBlockTheScheduler(t *testing.T) {
 	assert.Equal(t, []int{2, 1, 2}, s.e.granted)
 }
 
+// TestCoreStepBesideALockWaitIsARace: a statement granted while another
+// delivery's statement waits on a lock is a race the executor does not
+// decide: the COMMIT that releases the lock and the statement behind it
+// run at once, and which ends first is the server's timing. The
+// execution says so, so the schedule runs again whichever way it went;
+// steps granted one at a time, with nothing beside them, are no race.
+func TestCoreStepBesideALockWaitIsARace(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s.start(1)
+	s.start(2)
+	lock := s.ask(2, "SELECT * FROM t WHERE id = 1 FOR UPDATE", 102)
+	s.grant()
+	s.replied(lock)
+	blocked := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(blocked))
+	assert.Empty(t, s.e.races, "two steps granted one after the other, each alone, decide nothing by timing")
+
+	commit := s.ask(2, "COMMIT", 102)
+	s.w.waiting[101] = true
+	s.poll()
+	s.grant()
+	assert.Equal(t, "forward", answer(commit))
+	assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 2}}, s.e.races)
+}
+
+// TestCoreTwoReturnsAreARace: with a queue, two handlers that have both
+// returned when the first return is taken race for the queue's ear: it
+// acks them in the order their events came.
+func TestCoreTwoReturnsAreARace(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 1,2")
+	s.withQueue()
+	s.start(1)
+	s.start(2)
+	s.e.deliveries[1].handlerDone.Store(true) // its return is on its way
+	s.e.handle(event{kind: evReturned, d: s.e.deliveries[0]})
+	assert.Equal(t, []result.Race{{Kind: result.ReturnsRaced, Delivery: 1, Other: 2}}, s.e.races)
+}
+
 // TestCoreCrashRefusesLaterSteps: a crash before step 2 refuses that step
 // and every later one of the delivery, whose connections are cut as it
 // dies; the steps it completed before stay counted.
@@ -342,4 +382,61 @@ func TestCoreStepCutAtReturnIsNotInFlight(t *testing.T) {
 	assert.False(t, s.e.stepOut())
 	s.settled(1)
 	assert.True(t, s.e.finished())
+}
+
+// TestCoreStepGivenUpIsNotGranted: a handler that stops waiting for its
+// step's grant (its context ended) takes the step back. Granted later,
+// it would go to nobody, and, never ending, hold back every other step
+// until its delivery ended.
+func TestCoreStepGivenUpIsNotGranted(t *testing.T) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s.start(1)
+	s.start(2)
+	first := s.ask(2, "SELECT 1", 102)
+	s.grant()
+	assert.Equal(t, "forward", answer(first))
+	gone := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.e.handle(event{kind: evGaveUp, d: gone.d, req: gone})
+	s.replied(first)
+	s.grant()
+	assert.Equal(t, "waiting", answer(gone), "a step its handler gave up on is not granted")
+	assert.Equal(t, []int{2}, s.e.granted)
+	assert.False(t, s.e.stepOut())
+	assert.Equal(t, []result.Race{{Kind: result.TimerFired, Delivery: 1, Step: 1}}, s.e.races,
+		"the executor did not cancel it: its own clock gave up on the step the schedule held")
+}
+
+// TestCoreStepGivenUpOnTheExecutorsCancelIsNoRace: a delivery the
+// executor cancelled (the queue's deadline) gives up its waiting step as
+// the executor decided; the step is taken back, and nothing raced.
+func TestCoreStepGivenUpOnTheExecutorsCancelIsNoRace(t *testing.T) {
+	s := newScript(t, "j1a1w1")
+	s.start(1)
+	d := s.e.deliveries[0]
+	req := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
+	s.e.move(d, onRunLate)
+	s.e.cancelIfWaiting(d)
+	require.Equal(t, cancelled, d.life)
+	s.e.handle(event{kind: evGaveUp, d: d, req: req})
+	s.grant()
+	assert.Equal(t, "waiting", answer(req))
+	assert.Empty(t, d.pending)
+	assert.Empty(t, s.e.races)
+}
+
+// TestCoreGrantThatCrossesAGiveUpIsARace: the grant goes out as the
+// handler stops waiting for it; the step is never made, holds nothing
+// back, and the crossing is a race.
+func TestCoreGrantThatCrossesAGiveUpIsARace(t *testing.T) {
+	s := newScript(t, "j1a1w1")
+	s.start(1)
+	req := s.ask(1, "SELECT 1", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(req))
+	s.e.handle(event{kind: evGaveUp, d: req.d, req: req})
+	assert.False(t, s.e.stepOut(), "the step given up is not in flight")
+	assert.Equal(t, []result.Race{{Kind: result.GrantCrossed, Delivery: 1, Step: 1}}, s.e.races)
+	next := s.ask(1, "SELECT 2", 101)
+	s.grant()
+	assert.Equal(t, "forward", answer(next), "the next step is granted")
 }

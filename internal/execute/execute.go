@@ -59,6 +59,7 @@ type execution struct {
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    int             // rounds of the queue's retries left once the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
+	races      []result.Race   // choices made by timing, not by the schedule (races.go)
 	// holder is the step whose commit is held (Schedule.Holds) once its
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
@@ -179,6 +180,7 @@ const (
 	evReturned                  // a handler returned
 	evQueue                     // a queue operation returned
 	evStepHeld                  // a held step's statement ran; its commit waits
+	evGaveUp                    // a step's requester stopped waiting for its grant (races.go)
 )
 
 type event struct {
@@ -613,6 +615,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 				case a := <-req.grant:
 					return a
 				case <-ctx.Done():
+					e.events.push(event{kind: evGaveUp, d: d, req: req})
 					return wireproxy.Crash
 				}
 			},
@@ -694,6 +697,8 @@ func (e *execution) handle(ev event) {
 		if !d.life.over() {
 			e.held(d, ev.step)
 		}
+	case evGaveUp:
+		e.gaveUp(d, ev.req) // races.go
 	}
 }
 
@@ -757,6 +762,9 @@ func (e *execution) stepDone(d *deliveryRun, ev event) {
 func (e *execution) returned(d *deliveryRun, ev event) {
 	if d.life.over() {
 		return // it died before; its return value is ignored
+	}
+	if e.queue != nil {
+		e.returnedBeside(d) // races.go
 	}
 	d.outcome.Duration = ev.dur
 	if errors.Is(ev.err, errGoexit) {
@@ -977,6 +985,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	if e.atFault(d, req) {
 		return
 	}
+	e.grantedBeside(d, req) // races.go
 	if d.outageKey != "" && req.effect && req.seq > d.spec.At && req.call.Key == d.outageKey {
 		// A retry of the outage's call with its key: its answer is lost too.
 		req.fate, req.end = effects.ReplyLost, result.TimedOut
@@ -1017,6 +1026,7 @@ func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fat
 		s.d.effectMu.Unlock()
 		return req.fate, nil // set by give before the grant was sent
 	case <-ctx.Done():
+		s.e.events.push(event{kind: evGaveUp, d: s.d, req: req})
 		return 0, ctx.Err()
 	case <-s.d.over:
 		// The delivery ended and the handler kept going, on a context of
@@ -1058,6 +1068,7 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			// A hung handler: the delivery fails, and its worker, stuck
 			// in it, is as good as dead.
 			msg := fmt.Sprintf("handler did not return within %v (Config.DeliveryTimeout); %s", e.r.cfg.DeliveryTimeout, d.where())
+			e.raced(result.TimerFired, d, nil, 0) // races.go
 			e.die(d, "")
 			d.outcome.Err = msg
 			e.checkDeaf(d, msg) // goexit.go

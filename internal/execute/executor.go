@@ -166,6 +166,9 @@ type Output struct {
 	Order []int
 	// LockWaits counts the granted steps the server said wait on a lock.
 	LockWaits int
+	// Races are the choices the execution made by timing, not by the
+	// schedule (races.go): run again, the schedule may go the other way.
+	Races []result.Race
 	// Incomplete says, one line per job, why a job did not complete.
 	Incomplete []string
 	// CleanFailure says why a clean run failed (an error the queue did
@@ -194,7 +197,7 @@ func (r *Executor) Run(ctx context.Context, in Input) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Incomplete: e.settledProblem(e.incomplete()), CleanFailure: e.cleanFailure(),
+	out := &Output{Order: e.granted, LockWaits: e.lockWaits, Races: e.races, Incomplete: e.settledProblem(e.incomplete()), CleanFailure: e.cleanFailure(),
 		JobStart: e.jobStart(), Overlapped: e.overlapped(), Faulted: e.faulted(), ex: e}
 	for _, d := range e.deliveries {
 		out.Deliveries = append(out.Deliveries, d.recorded())

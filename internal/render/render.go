@@ -83,6 +83,12 @@ func Difference(s result.Scenario) string {
 	var b strings.Builder
 	if s.Verdict == result.Flaky {
 		b.WriteString("flaky\n")
+		if len(s.Problems) == 0 && s.Rerun != nil {
+			// It passed first: what tells it apart is how its rerun failed.
+			for _, p := range s.Rerun.Problems {
+				fmt.Fprintf(&b, "rerun %s\n", text.FirstLine(Problem(p)))
+			}
+		}
 	}
 	for _, p := range Problems(s) {
 		fmt.Fprintf(&b, "%s\n", p)
@@ -325,7 +331,38 @@ func Rerun(s result.Scenario) string {
 	for _, p := range s.Rerun.Problems {
 		ps = append(ps, text.FirstLine(Problem(p)))
 	}
+	if len(s.Problems) == 0 {
+		return fmt.Sprintf("flaky: it passed, but %s, and run again on a fresh database the same schedule failed: %s",
+			Races(s.Races), strings.Join(ps, "; "))
+	}
 	return "flaky: run again on a fresh database, the same schedule failed another way: " + strings.Join(ps, "; ")
+}
+
+// Races says in words what the executor decided by timing in a run: why
+// a pass was run again.
+func Races(rs []result.Race) string {
+	if len(rs) == 0 {
+		return "the executor decided nothing by timing"
+	}
+	var ws []string
+	for _, r := range rs {
+		ws = append(ws, race(r))
+	}
+	return "the executor decided by timing: " + strings.Join(ws, "; ")
+}
+
+func race(r result.Race) string {
+	switch r.Kind {
+	case result.StepBeside:
+		return fmt.Sprintf("step %d of delivery %d was granted while a step of delivery %d was still in flight", r.Step, r.Delivery, r.Other)
+	case result.TimerFired:
+		return fmt.Sprintf("a wall-clock limit ran out on delivery %d before it reacted or took its turn", r.Delivery)
+	case result.GrantCrossed:
+		return fmt.Sprintf("step %d of delivery %d was granted as its caller stopped waiting for it", r.Step, r.Delivery)
+	case result.ReturnsRaced:
+		return fmt.Sprintf("deliveries %d and %d had both returned when the first return was taken", r.Delivery, r.Other)
+	}
+	return string(r.Kind)
 }
 
 // Finding is the message Check fails a test with: every failed scenario
@@ -333,7 +370,10 @@ func Rerun(s result.Scenario) string {
 func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
-	if res.Status == result.StatusFlaky {
+	if res.Status == result.StatusFlaky && passedFirst(failed) {
+		fmt.Fprintf(&b, "flaky: job %q: %d of %d scenarios%s did not end the same way when run again on a fresh database (some passed, then failed), so the check does not pass: the handler or the run depends on chance or timing\n",
+			res.Job, len(failed), len(res.Scenarios), InShard(res))
+	} else if res.Status == result.StatusFlaky {
 		fmt.Fprintf(&b, "flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
 			res.Job, len(failed), len(res.Scenarios), InShard(res))
 	} else {
@@ -342,6 +382,14 @@ func Finding(res *result.Result, rerun string) string {
 	Findings(&b, res, failed)
 	fmt.Fprintf(&b, "\nrerun: %s", rerun)
 	return b.String()
+}
+
+// passedFirst reports whether a flaky scenario of failed passed on its
+// first run and failed on its rerun.
+func passedFirst(failed []result.Scenario) bool {
+	return slices.ContainsFunc(failed, func(s result.Scenario) bool {
+		return s.Verdict == result.Flaky && len(s.Problems) == 0
+	})
 }
 
 // Headline is the first line of a finding's message: how many scenarios
