@@ -86,7 +86,8 @@ type Config struct {
 	// kept in memory), result.GoroutineOutlived (a goroutine the
 	// handler started ran on past the harness's watch) and
 	// result.TransactionLeftOpen (a handler returned in a transaction, or
-	// with a statement out: work it believes it did rolled back). Other
+	// with a statement out, or closed a connection inside a transaction:
+	// work it believes it did rolled back). Other
 	// warnings (result.ConnectionLeftOpen, CleanRunsDisagree) are logged,
 	// and accepting them changes nothing.
 	AcceptWarnings []result.WarningKind

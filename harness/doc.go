@@ -122,7 +122,8 @@
 // Job.Handler every delivery shares the closure; a redelivery after a
 // crash would have a new process in production, which Job.NewWorker
 // builds), result.TransactionLeftOpen, a handler that returned in a
-// transaction (its work there rolled back, though it believes it did it),
+// transaction or closed a connection inside one (its work there rolled
+// back, though it believes it did it),
 // and result.GoroutineOutlived (below). Other warnings, such as a
 // connection left open that the harness closed, are logged.
 //

@@ -183,11 +183,14 @@ type WarningKind string
 
 // Kinds of warning.
 const (
-	// TransactionLeftOpen: a handler returned while one of its
-	// connections was still in a transaction or busy (a Begin without
-	// Commit or Rollback on some path). The harness rolled it back, as
-	// a worker's pool would only by luck; the work it did there is work
-	// the handler believes it did.
+	// TransactionLeftOpen: a handler returned without an error while one
+	// of its connections was still in a transaction (a Begin without
+	// Commit or Rollback on some path), or it closed one inside a
+	// transaction (pgxpool closes a connection given back inside one).
+	// The harness rolled it back, as a worker's pool would only by luck;
+	// the work it did there is work the handler believes it did. It is
+	// decided from the transaction status the client itself had, from
+	// its last reply, when the handler returned: never from timing.
 	TransactionLeftOpen WarningKind = "transaction-left-open"
 	// NoStepTaken: a delivery ran its handler to the end without a
 	// statement through the delivery's connections or an effect through
