@@ -202,11 +202,13 @@ const (
 	// CleanRunsDisagree: the check's clean reference runs of the job
 	// differed in a way no volatile column explains: a table holds another
 	// number of rows, an effect kind happened another number of times, or
-	// the steps differ. The handler does not do the same thing twice on the
-	// same input (a counter kept across calls, a random or wall-clock
-	// branch), so the reference is one of several outcomes and whatever
-	// differed was left out of every comparison as volatile: a pass says
-	// little. Disagreement says how the runs differed.
+	// the steps differ (other statements or effect calls, not only the
+	// same ones in another order). The handler does not do the same
+	// thing twice on the same input (a counter kept across calls, a
+	// random or wall-clock branch), so the reference is one of several
+	// outcomes and whatever differed was left out of every comparison as
+	// volatile: a pass says little. Disagreement says how the runs
+	// differed.
 	CleanRunsDisagree WarningKind = "clean-runs-disagree"
 	// ConnectionLeftOpen: a handler returned while a connection it opened
 	// itself on Delivery.DSN (not the delivery's pool d.DB or d.SQL()) was
