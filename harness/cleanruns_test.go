@@ -36,8 +36,9 @@ func TestCleanRunsThatDisagreeAreWarned(t *testing.T) {
 			Faults: []faults.Fault{faults.RunTwice()},
 			// Its second delivery skips on the counter, on another worker:
 			// a pass that may be wrong, accepted here to see the other
-			// warning.
-			AcceptWarnings: []result.WarningKind{result.NoStepTaken},
+			// warning, which is accepted too (it fails a check by default:
+			// TestCleanRunsThatDisagreeFailAPass).
+			AcceptWarnings: []result.WarningKind{result.NoStepTaken, result.CleanRunsDisagree},
 		})
 	})
 	require.NotNil(t, res, "errors %q", rec.Errors())
@@ -81,4 +82,68 @@ func TestCleanRunsDifferingInValuesOnlyAreNoWarning(t *testing.T) {
 	for _, w := range res.Warnings {
 		assert.NotEqual(t, result.CleanRunsDisagree, w.Kind, "%+v", w)
 	}
+}
+
+// Clean runs that did different work are a reference that is one
+// outcome of several: what differed was compared nowhere, so a pass
+// behind them may be wrong. It was a log line only -v showed (issue 38);
+// the check now fails, with the line that accepts it.
+func TestCleanRunsThatDisagreeFailAPass(t *testing.T) {
+	var calls atomic.Int64
+	job := harness.Job{Name: "two-ways", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		insert := `INSERT INTO marks (id) VALUES (1) ON CONFLICT DO NOTHING`
+		if calls.Add(1)%2 == 0 {
+			insert = `INSERT INTO marks (id) SELECT 1 ON CONFLICT DO NOTHING`
+		}
+		_, err := d.DB.Exec(ctx, insert)
+		return err
+	}}
+	cfg := harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE marks (id int PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.RunTwice()},
+	}
+	rec := recordtb.New(t)
+	rec.Run(func(tb testing.TB) { harness.Check(tb, job, cfg) })
+	require.Len(t, rec.Errors(), 1, "logs %q", rec.Logs())
+	assert.Contains(t, rec.Errors()[0], `its two clean reference runs disagree beyond volatile columns: the first took 1 step, the second 1, differing from step 1`)
+	assert.Contains(t, rec.Errors()[0], "This pass may be wrong, so the check fails; if that is expected here, accept it: Config.AcceptWarnings: []result.WarningKind{result.CleanRunsDisagree}")
+
+	cfg.AcceptWarnings = []result.WarningKind{result.CleanRunsDisagree}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+	require.Len(t, res.Warnings, 1)
+	assert.Equal(t, result.CleanRunsDisagree, res.Warnings[0].Kind)
+}
+
+// Clean runs that made the same statements in another order (a handler
+// whose goroutines race) did the same work: nothing is left out of a
+// comparison, so they do not disagree, and a check that now fails on
+// disagreeing clean runs does not fail on a correct concurrent handler.
+func TestCleanRunsInAnotherOrderAgree(t *testing.T) {
+	var calls atomic.Int64
+	job := harness.Job{Name: "either-order", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		inserts := []string{
+			`INSERT INTO marks (id) VALUES (1) ON CONFLICT DO NOTHING`,
+			`INSERT INTO marks (id) VALUES (2) ON CONFLICT DO NOTHING`,
+		}
+		if calls.Add(1)%2 == 0 {
+			inserts[0], inserts[1] = inserts[1], inserts[0]
+		}
+		for _, sql := range inserts {
+			if _, err := d.DB.Exec(ctx, sql); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	res, err := harness.Run(t.Context(), job, harness.Config{
+		Setup:  []harness.Setup{harness.SQL(`CREATE TABLE marks (id int PRIMARY KEY)`)},
+		Faults: []faults.Fault{faults.RunTwice()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	assert.True(t, res.Idempotent(), "%s", res)
+	assert.Empty(t, res.Warnings)
 }

@@ -84,11 +84,13 @@ type Config struct {
 	// result.NoStepTaken (a delivery on a fresh worker did its work, if
 	// any, where the harness cannot see it, or skipped it on what it
 	// kept in memory), result.GoroutineOutlived (a goroutine the
-	// handler started ran on past the harness's watch) and
+	// handler started ran on past the harness's watch),
 	// result.TransactionLeftOpen (a handler returned in a transaction, or
-	// with a statement out: work it believes it did rolled back). Other
-	// warnings (result.ConnectionLeftOpen, CleanRunsDisagree) are logged,
-	// and accepting them changes nothing.
+	// closed a connection inside one: work it believes it did rolled
+	// back) and result.CleanRunsDisagree (the two clean runs did
+	// different work, so what differed was left out of every
+	// comparison). result.ConnectionLeftOpen is logged, and accepting it
+	// changes nothing.
 	AcceptWarnings []result.WarningKind
 	// DeliveryTimeout bounds each delivery; zero means 30s. A handler that
 	// has not returned by then fails its delivery, and the message names
@@ -182,12 +184,14 @@ func (c Config) faults() []faults.Fault {
 // wrong: a delivery worked where the harness cannot see, skipped its
 // work on memory production would not have, left work running past the
 // watch, or believes it did work that rolled back (a transaction left
-// open). ConnectionLeftOpen is not one: the harness closed the
-// connection, and what it committed was compared.
+// open), or the clean runs it was compared with did different work, so
+// what differed was compared nowhere. ConnectionLeftOpen is not one: the
+// harness closed the connection, and what it committed was compared.
 var doubtful = map[result.WarningKind]string{
 	result.NoStepTaken:         "NoStepTaken",
 	result.GoroutineOutlived:   "GoroutineOutlived",
 	result.TransactionLeftOpen: "TransactionLeftOpen",
+	result.CleanRunsDisagree:   "CleanRunsDisagree",
 }
 
 // warningKinds are the warnings a check can raise, which AcceptWarnings

@@ -132,9 +132,13 @@
 // Job.Handler every delivery shares the closure; a redelivery after a
 // crash would have a new process in production, which Job.NewWorker
 // builds), result.TransactionLeftOpen, a handler that returned in a
-// transaction (its work there rolled back, though it believes it did it),
-// and result.GoroutineOutlived (below). Other warnings, such as a
-// connection left open that the harness closed, are logged.
+// transaction or closed a connection inside one (its work there rolled
+// back, though it believes it did it), result.CleanRunsDisagree, two
+// clean runs that did different work (a counter kept across calls,
+// randomness or time.Now() deciding what the handler does), so that what
+// differed was compared nowhere, and result.GoroutineOutlived (below).
+// result.ConnectionLeftOpen, a connection the handler opened on the DSN
+// and left open, which the harness closed, is logged.
 //
 // A queue acks a delivery when its handler returns. A goroutine the
 // handler started that runs a statement or makes an effect call after

@@ -1078,7 +1078,7 @@ func checkInputs(cfg Config) error {
 	}
 	for _, k := range cfg.AcceptWarnings {
 		if !slices.Contains(warningKinds, k) {
-			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the ones a check fails on are result.NoStepTaken, result.GoroutineOutlived and result.TransactionLeftOpen", k))
+			bad = append(bad, fmt.Sprintf("Config.AcceptWarnings holds %q, which is no warning of twice's; the ones a check fails on are result.NoStepTaken, result.GoroutineOutlived, result.TransactionLeftOpen and result.CleanRunsDisagree", k))
 		}
 	}
 	if len(bad) > 0 {

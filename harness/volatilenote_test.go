@@ -116,7 +116,7 @@ func TestAcceptWarningsNamesWarnings(t *testing.T) {
 		AcceptWarnings: []result.WarningKind{"left-open"}})
 	require.Error(t, err)
 	assert.True(t, blame.IsUser(err))
-	assert.Contains(t, err.Error(), `Config.AcceptWarnings holds "left-open", which is no warning of twice's; the ones a check fails on are result.NoStepTaken, result.GoroutineOutlived and result.TransactionLeftOpen`)
+	assert.Contains(t, err.Error(), `Config.AcceptWarnings holds "left-open", which is no warning of twice's; the ones a check fails on are result.NoStepTaken, result.GoroutineOutlived, result.TransactionLeftOpen and result.CleanRunsDisagree`)
 }
 
 // A connection cut by an ambiguous commit is the fault's, not the

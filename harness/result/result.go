@@ -185,11 +185,14 @@ type WarningKind string
 
 // Kinds of warning.
 const (
-	// TransactionLeftOpen: a handler returned while one of its
-	// connections was still in a transaction or busy (a Begin without
-	// Commit or Rollback on some path). The harness rolled it back, as
-	// a worker's pool would only by luck; the work it did there is work
-	// the handler believes it did.
+	// TransactionLeftOpen: a handler returned without an error while one
+	// of its connections was still in a transaction (a Begin without
+	// Commit or Rollback on some path), or it closed one inside a
+	// transaction (pgxpool closes a connection given back inside one).
+	// The harness rolled it back, as a worker's pool would only by luck;
+	// the work it did there is work the handler believes it did. It is
+	// decided from the transaction status the client itself had, from
+	// its last reply, when the handler returned: never from timing.
 	TransactionLeftOpen WarningKind = "transaction-left-open"
 	// NoStepTaken: a delivery ran its handler to the end without a
 	// statement through the delivery's connections or an effect through
@@ -201,11 +204,13 @@ const (
 	// CleanRunsDisagree: the check's clean reference runs of the job
 	// differed in a way no volatile column explains: a table holds another
 	// number of rows, an effect kind happened another number of times, or
-	// the steps differ. The handler does not do the same thing twice on the
-	// same input (a counter kept across calls, a random or wall-clock
-	// branch), so the reference is one of several outcomes and whatever
-	// differed was left out of every comparison as volatile: a pass says
-	// little. Disagreement says how the runs differed.
+	// the steps differ (other statements or effect calls, not only the
+	// same ones in another order). The handler does not do the same
+	// thing twice on the same input (a counter kept across calls, a
+	// random or wall-clock branch), so the reference is one of several
+	// outcomes and whatever differed was left out of every comparison as
+	// volatile: a pass says little. Disagreement says how the runs
+	// differed.
 	CleanRunsDisagree WarningKind = "clean-runs-disagree"
 	// ConnectionLeftOpen: a handler returned while a connection it opened
 	// itself on Delivery.DSN (not the delivery's pool d.DB or d.SQL()) was

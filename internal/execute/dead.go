@@ -36,7 +36,7 @@ func (e *execution) bury(d *deliveryRun) bool {
 	if d.proxy == nil {
 		return false
 	}
-	if n := d.proxy.BusyAtRelease(); n > 0 && d.life != dead {
+	if n := d.proxy.LeftOpen(); n > 0 && d.life != dead {
 		e.r.leftOpen.add(result.TransactionLeftOpen, d.spec, e.sched, n)
 	}
 	if pids := d.proxy.TakeCut(); len(pids) > 0 {

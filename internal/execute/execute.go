@@ -662,6 +662,12 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 			if !returned {
 				err = errGoexit
 			}
+			if err == nil {
+				// A handler that says it did its work: what it left in
+				// a transaction is read now, before its context is
+				// cancelled (dead.go).
+				d.proxy.HandlerReturned()
+			}
 			e.events.push(event{kind: evReturned, d: d, err: err, dur: time.Since(start)})
 		}()
 		err = callHandler(hctx, h, env)

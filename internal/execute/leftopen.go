@@ -7,9 +7,10 @@ import (
 	"github.com/runtwice/twice/harness/result"
 )
 
-// leftOpen counts deliveries whose handler returned while one of its
-// connections was still busy: a transaction left open (a Begin without
-// Commit or Rollback on some path), or a statement still out. The harness
+// leftOpen counts deliveries whose handler returned without an error
+// while one of its connections was still in a transaction (a Begin
+// without Commit or Rollback on some path), or that closed one inside a
+// transaction (wireproxy.Proxy.HandlerReturned). The harness
 // cuts such a connection and ends its backend (dead.go), so its work rolls
 // back, as a worker's pool would on its next use only by luck; the check
 // warns about it, as it is work the handler believes it did.

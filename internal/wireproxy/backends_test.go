@@ -531,30 +531,3 @@ func TestDatabaseSQLOnKeptBackends(t *testing.T) {
 		t.Errorf("Stats = %+v, want 1 opened and 2 reused", s)
 	}
 }
-
-// A delivery whose handler returned right after its last reply keeps its
-// backend however late the relay loops back to read again: the reply
-// said the round trip was over. It was cut, and counted as busy (the
-// check's "transaction left open"), when the relay took longer than
-// Release's grace, as on a loaded machine (webhooks' TestNotify, once in
-// 30 repeats).
-func TestReleaseRightAfterTheReplyKeepsTheBackend(t *testing.T) {
-	ctx := context.Background()
-	dsn := newDatabase(t)
-	b := newBackends(t)
-	undo := wireproxy.SlowRelay(200 * time.Millisecond) // ten times Release's grace
-	defer undo()
-	p := listenShared(t, "d1", dsn, b, wireproxy.Hooks{})
-	c, err := pgx.Connect(ctx, p.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	exec(t, c, "SELECT 1")
-	p.Release() // the handler returned with the reply
-	if n := p.BusyAtRelease(); n != 0 {
-		t.Errorf("%d connections busy at release, want none: the round trip had its reply", n)
-	}
-	if s := b.Stats(); s.Idle != 1 || s.Kept != 1 {
-		t.Errorf("after Release: %+v, want the backend kept", s)
-	}
-}

@@ -37,11 +37,14 @@ type conn struct {
 
 	ended  chan struct{} // closed when serve has ended and the backend is given back or closed
 	parked atomic.Bool   // waiting for the client's next message, nothing half read
-	// replied: the server answered the last round trip out (its
-	// ReadyForQuery, with nothing else out) and serve has read nothing
-	// since: as good as parked, before serve loops back to read, which
-	// on a loaded machine may take longer than Release's grace.
-	replied atomic.Bool
+	// lost: an ambiguous step's reply was lost (loseReply), and the
+	// client's side cut with it: what the session had open is the
+	// fault's, not the handler's.
+	lost atomic.Bool
+	// endedInTx: the session ended in a transaction block (see
+	// inTransaction), not by a lost reply. Set by serve before it
+	// returns.
+	endedInTx bool
 	// atStep: serve waits for a step's grant (Hooks.Before), nothing of
 	// the step's batch forwarded and every earlier round trip synced.
 	atStep atomic.Bool
@@ -169,6 +172,7 @@ func (c *conn) serve() {
 	c.p.wg.Add(1)
 	go c.readServer()
 	err := c.relay() // any error ends the connection; the client sees it closed
+	c.endedInTx = !c.lost.Load() && c.inTransaction()
 	if c.crashed.Load() {
 		if be := c.detachCrashed(); be != nil {
 			c.p.backends.keep(be)
@@ -187,10 +191,24 @@ func (c *conn) serve() {
 			c.p.backends.put(be)
 		} else if errors.Is(err, errQuit) {
 			_ = c.forward() // the client's Terminate
-		} else if !c.isCut.Load() {
-			c.p.noteBusy() // released in a transaction block: its work is lost
 		}
 	}
+}
+
+// inTransaction reports whether the client's session is in a transaction
+// block ('T', or 'E' for a failed one) by the last ReadyForQuery the
+// server sent: the status the client itself holds once it has its
+// reply, since the proxy records it before passing the reply on. Left
+// so, the session's work rolls back. A statement out does not change
+// it unless it is the transaction's BEGIN or COMMIT, so a client that
+// gave up waiting for one is judged by the status it had. It is false
+// for a connection that never became a session, and while a step is
+// held or an ambiguous step is out (the status is then the proxy's own
+// transaction around it, or the fault's).
+func (c *conn) inTransaction() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.be != nil && !c.drop && c.hold == nil && c.tx != 'I'
 }
 
 // errQuit and errReleased end relay when the client sent Terminate, or the
@@ -328,6 +346,7 @@ func (c *conn) rollBackAndTake() *backend {
 // Otherwise both sides are cut.
 func (c *conn) loseReply(lost *Step) {
 	err := fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid)
+	c.lost.Store(true)
 	c.wmu.Lock()
 	c.mu.Lock()
 	keep := c.p.backends != nil && len(c.pending) == 0 && c.hold == nil && c.scan.nhead == 0 && c.server != nil && !c.isCut.Load()
@@ -366,10 +385,14 @@ func (c *conn) detachLost() *backend {
 	return c.rollBackAndTake()
 }
 
-// testHookLoop, set by tests before a proxy starts, runs each time the
-// relay loops back to read the client's next message: a test makes it
-// slow, as a loaded machine may.
-var testHookLoop func()
+// testHookLoop and testHookRead, set by tests before a proxy starts, run
+// each time the relay loops back to read the client's next message, and
+// each time it has read one: a test makes the relay slow there, as a
+// loaded machine may.
+var (
+	testHookLoop func()
+	testHookRead func(typ byte)
+)
 
 // relay reads the client's messages and forwards them, step by step.
 func (c *conn) relay() error {
@@ -380,12 +403,14 @@ func (c *conn) relay() error {
 		c.parked.Store(len(c.batch) == 0 && c.open == nil)
 		typ, body, err := c.readMessage()
 		c.parked.Store(false)
-		c.replied.Store(false)
 		if err != nil {
 			if c.p.releasing.Load() {
 				return errReleased
 			}
 			return err
+		}
+		if testHookRead != nil {
+			testHookRead(typ)
 		}
 		switch typ {
 		case 'P':
@@ -945,11 +970,6 @@ func (c *conn) frame(typ byte, body []byte, passed bool) {
 			}
 			c.finished = append(c.finished, *front)
 			c.pending = slices.Delete(c.pending, 0, 1)
-			// Set before the reply reaches the client, which may then
-			// return and release the delivery. (A client that pipelines
-			// may have sent more that serve holds unforwarded; one that
-			// returned has nothing more to say.)
-			c.replied.Store(len(c.pending) == 0 && c.hold == nil)
 		}
 	}
 	// An ambiguous COPY FROM STDIN needs the client's data: the request

@@ -30,6 +30,18 @@ func SlowRelay(d time.Duration) (undo func()) {
 	return func() { testHookLoop = nil }
 }
 
+// SlowRead makes every relay of proxies started from now on take d after
+// it has read a client message of type typ, before it acts on it, until
+// undone.
+func SlowRead(typ byte, d time.Duration) (undo func()) {
+	testHookRead = func(got byte) {
+		if got == typ {
+			time.Sleep(d)
+		}
+	}
+	return func() { testHookRead = nil }
+}
+
 // AllParked reports whether every connection of p waits for its client's
 // next message with nothing half read: between round trips.
 func AllParked(p *Proxy) bool {
@@ -41,4 +53,11 @@ func AllParked(p *Proxy) bool {
 		}
 	}
 	return true
+}
+
+// Conns is how many client connections of p have not ended.
+func Conns(p *Proxy) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
 }

@@ -87,7 +87,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -135,7 +134,11 @@ type Proxy struct {
 	secrets map[uint32][4]byte // pid -> the cancel key given to the client
 	cutPIDs []uint32           // backends of cut connections, until TakeCut
 	crashed []*conn            // connections Kill left to roll back, until TakeCut
-	busy    int                // connections Release found busy and cut
+	// returned: HandlerReturned was called. leftOpen counts the sessions
+	// the client ended in a transaction before it, then also those it
+	// found in one.
+	returned bool
+	leftOpen int
 
 	// serverOnly asks the server about every step outside a transaction
 	// block, ignoring the text: the tests compare the two with it.
@@ -265,13 +268,16 @@ func (p *Proxy) end(why error, releasing bool) []*conn {
 }
 
 // Release ends the delivery as a worker that finished ends it: like Kill, it
-// makes the delivery dead, cancels blocked [Hooks.Before] calls, refuses
-// later connections and cuts every connection that is busy (a round trip
-// out, a batch half read); but a connection waiting for its client's next
-// message outside a transaction block gives its backend back to
-// Config.Backends instead of closing it (see [Backends]). It returns once
-// every connection has ended, so a delivery that starts next finds the
-// backends kept. Without Config.Backends it is Kill.
+// makes the delivery dead, cancels blocked [Hooks.Before] calls and refuses
+// later connections; but a connection whose client is between round trips
+// outside a transaction block gives its backend back to Config.Backends
+// instead of closing it (see [Backends]), and any other is cut. It
+// closes every client's side at once, and each connection decides from
+// the protocol's state once its relay stops reading, not from how soon
+// it gets there: nothing out, no transaction open by the last
+// ReadyForQuery. It returns once every connection has ended, so a
+// delivery that starts next finds the backends kept. Without
+// Config.Backends it is Kill.
 func (p *Proxy) Release() {
 	if p.backends == nil {
 		p.Kill()
@@ -279,14 +285,7 @@ func (p *Proxy) Release() {
 	}
 	conns := p.end(fmt.Errorf("%w: %s ended", ErrDead, p.label), true)
 	for _, c := range conns {
-		if c.parks(parkGrace) {
-			_ = c.client.Close() // its serve goroutine gives the backend back
-		} else {
-			if !c.isCut.Load() { // one a fault cut already is not the client's
-				p.noteBusy()
-			}
-			c.cut()
-		}
+		_ = c.client.Close() // serve gives the backend back, or cuts it
 	}
 	for _, c := range conns {
 		<-c.ended
@@ -377,20 +376,50 @@ func (p *Proxy) TakeCut() []uint32 {
 	return cut
 }
 
-// BusyAtRelease is how many connections [Proxy.Release] found busy (a
-// round trip out) or in a transaction block, and so cut instead of giving
-// their backend back: work the client left unfinished when its delivery
-// ended.
-func (p *Proxy) BusyAtRelease() int {
+// HandlerReturned records that the delivery's handler returned, and
+// LeftOpen then reports how many of its sessions it left in a
+// transaction block, by the status of the last ReadyForQuery the server
+// sent on each: the status the client itself holds, since the proxy
+// records it before it passes the reply on. Whatever such a session did
+// rolls back when it ends (Release cuts it). A session the client ended
+// inside a transaction before the return counts too (a pool that closes
+// a connection given back in one, as pgxpool does, may do it just before
+// or just after the return); one a fault ended (Kill, a lost reply)
+// never does. So the count depends on what the client was told, never
+// on how far the proxy's goroutines have got. Later calls do nothing.
+func (p *Proxy) HandlerReturned() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.busy
+	if p.returned {
+		p.mu.Unlock()
+		return
+	}
+	p.returned = true
+	conns := make([]*conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, c := range conns { // c.mu is taken without p.mu: see rollBackAndTake
+		if !c.lost.Load() && c.inTransaction() {
+			n++
+		}
+	}
+	p.mu.Lock()
+	p.leftOpen += n
+	p.mu.Unlock()
 }
 
-func (p *Proxy) noteBusy() {
+// LeftOpen is how many sessions the delivery's handler left in a
+// transaction block when it returned (see [Proxy.HandlerReturned]);
+// zero until then.
+func (p *Proxy) LeftOpen() int {
 	p.mu.Lock()
-	p.busy++
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	if !p.returned {
+		return 0
+	}
+	return p.leftOpen
 }
 
 // noteCut records c's backend as cut.
@@ -476,6 +505,9 @@ func (p *Proxy) serveConn(nc net.Conn) bool {
 		c.serve()
 		p.mu.Lock()
 		delete(p.conns, c)
+		if c.endedInTx && p.dead == nil && !p.returned {
+			p.leftOpen++ // ended by the client in a transaction: see HandlerReturned
+		}
 		p.mu.Unlock()
 		close(c.ended)
 	}()
@@ -541,24 +573,4 @@ func (p *Proxy) cancelTarget(pid uint32, secret []byte) *conn {
 		}
 	}
 	return nil
-}
-
-// parkGrace is how long Release waits for a connection to come back to
-// waiting for its client. A connection whose last round trip has its
-// answer (conn.replied) needs none: the client may hold that answer
-// while the relay has yet to loop back. One that does not park by then
-// (a statement still running) is cut.
-const parkGrace = 20 * time.Millisecond
-
-// parks reports whether c is, or within grace comes to be, waiting for
-// its client's next message with nothing half read.
-func (c *conn) parks(grace time.Duration) bool {
-	deadline := time.Now().Add(grace)
-	for !c.parked.Load() && !c.replied.Load() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
-	return true
 }
