@@ -305,9 +305,7 @@ func packageDir() string {
 func logStragglers(t tb, res *Result) {
 	t.Helper()
 	if res.stragglers != "" {
-		// internal/execute still tags its note itself; once its
-		// literals are converted (issue 36), log it with logf.
-		t.Logf("%s", res.stragglers)
+		logf(t, "%s", res.stragglers)
 	}
 }
 

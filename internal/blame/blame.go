@@ -17,7 +17,6 @@ package blame
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Tag starts every message twice shows a user.
@@ -110,32 +109,16 @@ func IsUser(err error) bool { return Of(err) == KindUser }
 // text ("internal: creating database x: ..."). The twice runner keeps
 // it in a check's record and tags it where it prints it.
 func Text(err error) string {
-	msg := err.Error()
-	if tagged(msg) {
-		return strings.TrimPrefix(strings.TrimPrefix(msg, Tag), " ")
-	}
-	return Of(err).Label() + msg
+	return Of(err).Label() + err.Error()
 }
 
 // Message is err as the user reads it: the tag, the label of whose fault
 // it is, then its text.
 func Message(err error) string {
-	msg := err.Error()
-	if tagged(msg) {
-		return msg
-	}
-	return Tag + " " + Of(err).Label() + msg
+	return Tag + " " + Of(err).Label() + err.Error()
 }
 
 // Line is a tagged line: "[twice] " and the formatted text.
 func Line(format string, args ...any) string {
 	return Tag + " " + fmt.Sprintf(format, args...)
 }
-
-// tagged reports whether msg was tagged where it was made. Only packages
-// not yet converted to plain errors (internal/freshdb, internal/execute,
-// internal/wireproxy, assert/snapshot.go, assert/diff.go; issue 36) make
-// such errors; their text already says whose fault it is, and is shown
-// as it is, so their messages keep one tag. Delete this once they are
-// converted.
-func tagged(msg string) bool { return strings.HasPrefix(msg, Tag+" ") }

@@ -53,8 +53,6 @@ func TestMessage(t *testing.T) {
 			"[twice] job \"x\" has neither Handler nor NewWorker; set one\nand another"},
 		{"the outermost mark wins", blame.AsInternal(fmt.Errorf("the server went away during the clean run (%w)", userErr)), blame.KindInternal,
 			`[twice] internal: the server went away during the clean run (job "x" has neither Handler nor NewWorker; set one)`},
-		{"a package not yet converted keeps its one tag", errors.New("[twice] internal: creating database d: boom"), blame.KindInternal,
-			"[twice] internal: creating database d: boom"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

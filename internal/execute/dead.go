@@ -85,7 +85,7 @@ func (r *Executor) terminate(ctx context.Context, db string, pids []uint32) erro
 
 func (r *Executor) terminateError(pids []uint32, err error) error {
 	if serverWentAway(err) {
-		return fmt.Errorf("[twice] internal: %w: ending backends %v: %w", ErrServerWentAway, pids, err)
+		return fmt.Errorf("%w: ending backends %v: %w", ErrServerWentAway, pids, err)
 	}
-	return fmt.Errorf("[twice] internal: ending backends %v and waiting until the server no longer lists them: %w", pids, err)
+	return fmt.Errorf("ending backends %v and waiting until the server no longer lists them: %w", pids, err)
 }

@@ -291,7 +291,7 @@ func (e *execution) run(ctx context.Context) error {
 		}
 		if e.stalled() {
 			e.killAll()
-			return fmt.Errorf("[twice] internal: scenario %s stalled: no delivery runs and none can start (a bug in twice; please report it with the schedule)", e.sched)
+			return fmt.Errorf("scenario %s stalled: no delivery runs and none can start (a bug in twice; please report it with the schedule)", e.sched)
 		}
 		if e.queue != nil {
 			e.queue.next(e) // once the steps it waits for have finished
@@ -307,7 +307,7 @@ func (e *execution) run(ctx context.Context) error {
 			}
 		case <-ctx.Done():
 			e.killAll()
-			return fmt.Errorf("[twice] internal: scenario %s interrupted: %w", e.sched, ctx.Err())
+			return fmt.Errorf("scenario %s interrupted: %w", e.sched, ctx.Err())
 		}
 		if err := e.takeEvents(ctx); err != nil {
 			return err
@@ -633,7 +633,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	d.proxy = p
 	cfg, err := pgxpool.ParseConfig(p.DSN())
 	if err != nil {
-		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
+		return fmt.Errorf("pool for delivery %s: %w", d.spec.Label(), err)
 	}
 	wireproxy.MarkPool(&cfg.ConnConfig.Config) // tells its connections from the handler's own on the DSN
 	// The delivery's own pools reach the proxy in the process, without
@@ -641,7 +641,7 @@ func (e *execution) start(ctx context.Context, d *deliveryRun) error {
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, _, _ string) (net.Conn, error) { return p.Dial(ctx) }
 	d.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("[twice] internal: pool for delivery %s: %w", d.spec.Label(), err)
+		return fmt.Errorf("pool for delivery %s: %w", d.spec.Label(), err)
 	}
 	d.sqlDB = newDeliverySQL(d.spec.Label(), cfg.ConnConfig.Copy())
 	d.startedAt = time.Now()
@@ -822,7 +822,7 @@ func (e *execution) move(d *deliveryRun, ev lifeEvent) {
 	to, err := d.life.next(ev)
 	if err != nil {
 		if e.failure == nil {
-			e.failure = fmt.Errorf("[twice] internal: delivery %s of schedule %s: %w (a bug in twice; please report it with the schedule)", d.spec.Label(), e.sched, err)
+			e.failure = fmt.Errorf("delivery %s of schedule %s: %w (a bug in twice; please report it with the schedule)", d.spec.Label(), e.sched, err)
 		}
 		return
 	}

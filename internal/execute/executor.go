@@ -310,10 +310,10 @@ func (r *Executor) connectAdmin(ctx context.Context, what string) error {
 	}
 	conn, err := pgx.Connect(ctx, r.cfg.Server.ConnString(""))
 	if err != nil && serverWentAway(err) {
-		return fmt.Errorf("[twice] internal: %w: connecting to ask it %s: %w", ErrServerWentAway, what, err)
+		return fmt.Errorf("%w: connecting to ask it %s: %w", ErrServerWentAway, what, err)
 	}
 	if err != nil {
-		return fmt.Errorf("[twice] internal: connecting to ask the server %s: %w", what, err)
+		return fmt.Errorf("connecting to ask the server %s: %w", what, err)
 	}
 	r.admin = conn
 	return nil
@@ -332,10 +332,10 @@ func (r *Executor) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
 	if err != nil && serverWentAway(err) {
 		// The server terminates this session first when it shuts down
 		// (57P01), often before the delivery sees anything.
-		return false, fmt.Errorf("[twice] internal: %w: asking whether backend %d waits on a lock: %w", ErrServerWentAway, pid, err)
+		return false, fmt.Errorf("%w: asking whether backend %d waits on a lock: %w", ErrServerWentAway, pid, err)
 	}
 	if err != nil {
-		return false, fmt.Errorf("[twice] internal: asking whether backend %d waits on a lock: %w", pid, err)
+		return false, fmt.Errorf("asking whether backend %d waits on a lock: %w", pid, err)
 	}
 	return waits, nil
 }
@@ -380,7 +380,7 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 		var err error
 		conn, err = pgx.Connect(ctx, db.ConnString)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: connecting to snapshot %s: %w", db.Name, err)
+			return nil, fmt.Errorf("connecting to snapshot %s: %w", db.Name, err)
 		}
 		defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	}
@@ -391,7 +391,7 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	if kept {
 		ch, err := db.Changed(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+			return nil, fmt.Errorf("snapshot of %s: %w", db.Name, err)
 		}
 		if ch.Known {
 			changed = func(schema, table string) bool { return ch.Tables[freshdb.TableID{Schema: schema, Name: table}] }
@@ -399,7 +399,7 @@ func snapshot(ctx context.Context, db *freshdb.Database) (*assert.Snapshot, erro
 	}
 	snap, err := snapshotter.TakeChanged(ctx, conn, changed)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: snapshot of %s: %w", db.Name, err)
+		return nil, fmt.Errorf("snapshot of %s: %w", db.Name, err)
 	}
 	return snap, nil
 }

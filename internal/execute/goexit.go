@@ -21,7 +21,7 @@ var errGoexit = errors.New("the handler's goroutine exited without returning")
 // it would outside twice. It is the user's error, named with the
 // delivery and where it was, not a finding and not twice's breakage.
 func (e *execution) goexit(d *deliveryRun) {
-	err := blame.User(fmt.Errorf("[twice] job %q: the handler called t.Fatal, t.FailNow, t.Skip or a failing require assertion (runtime.Goexit) in delivery %s (attempt %d) of schedule %s, instead of returning; %s. Return an error from the handler instead: the queue sees that, and twice compares it",
+	err := blame.User(fmt.Errorf("job %q: the handler called t.Fatal, t.FailNow, t.Skip or a failing require assertion (runtime.Goexit) in delivery %s (attempt %d) of schedule %s, instead of returning; %s. Return an error from the handler instead: the queue sees that, and twice compares it",
 		e.r.job.Name, d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), d.where()))
 	e.die(d, "")
 	d.outcome.Err = errGoexit.Error()
@@ -48,6 +48,6 @@ func (e *execution) checkDeaf(d *deliveryRun, why string) {
 		return
 	case <-grace.C:
 	}
-	e.failure = blame.User(fmt.Errorf("[twice] job %q: delivery %s (attempt %d) of schedule %s hung: %s, and it went on after its context was cancelled. A handler deaf to its context hangs every scenario that reaches it, so the check stops here; make it return when ctx is done (pass ctx to every call that waits), or raise Config.DeliveryTimeout if it is only slow",
+	e.failure = blame.User(fmt.Errorf("job %q: delivery %s (attempt %d) of schedule %s hung: %s, and it went on after its context was cancelled. A handler deaf to its context hangs every scenario that reaches it, so the check stops here; make it return when ctx is done (pass ctx to every call that waits), or raise Config.DeliveryTimeout if it is only slow",
 		e.r.job.Name, d.spec.Label(), d.spec.Attempt, render.ScheduleName(e.sched), why))
 }

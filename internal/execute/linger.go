@@ -55,7 +55,7 @@ func (r *Executor) stillRunning() string {
 	if n > maxStragglersNamed {
 		names = append(names[:maxStragglersNamed], fmt.Sprintf("and %d more", n-maxStragglersNamed))
 	}
-	return fmt.Sprintf("[twice] %d handler %s of deliveries that had ended or died still running when the check ended, not waited for: %s. "+
+	return fmt.Sprintf("%d handler %s of deliveries that had ended or died still running when the check ended, not waited for: %s. "+
 		"Their context is cancelled and their connections and effects are refused, so nothing they do is recorded; "+
 		"a handler that ignores its context (a database client retrying with backoff) keeps its goroutine alive",
 		n, word, strings.Join(names, ", "))

@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
 
@@ -71,7 +72,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 		var err error
 		conn, err = pgx.Connect(ctx, e.db.ConnString)
 		if err != nil {
-			return nil, fmt.Errorf("[twice] internal: connecting for job %q's queue: %w", e.r.job.Name, err)
+			return nil, fmt.Errorf("connecting for job %q's queue: %w", e.r.job.Name, err)
 		}
 	}
 	q := &queueRun{q: e.r.job.Queue, name: e.r.job.Name, db: e.db.Name, kept: &e.r.queueConns, rules: e.r.cfg.Rules, conn: conn, pid: conn.PgConn().PID(),
@@ -107,10 +108,10 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 // of job n.
 func (q *queueRun) checkEnqueued(n int, enq queue.Enqueued) error {
 	if !enq.Duplicate && enq.JobID == "" {
-		return fmt.Errorf("[twice] job %q: its queue's Enqueue of job %d returned no job ID and no duplicate", q.name, n)
+		return blame.Userf("job %q: its queue's Enqueue of job %d returned no job ID and no duplicate", q.name, n)
 	}
 	if n == 1 && enq.Duplicate {
-		return fmt.Errorf("[twice] job %q: its queue refused the original job as a duplicate (%s), so it is never delivered; does the setup already hold a job with its unique key?", q.name, enq.Reason)
+		return blame.Userf("job %q: its queue refused the original job as a duplicate (%s), so it is never delivered; does the setup already hold a job with its unique key?", q.name, enq.Reason)
 	}
 	return nil
 }
@@ -130,14 +131,14 @@ func (q *queueRun) nameJobs(e *execution) {
 func (q *queueRun) call(ctx context.Context, what string, op queue.Op, f func(context.Context, queue.Op) (queue.Enqueued, error)) (out queue.Enqueued, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("[twice] job %q: its queue's %s of job %d panicked: %v", q.name, what, op.Job, p)
+			err = blame.Userf("job %q: its queue's %s of job %d panicked: %v", q.name, what, op.Job, p)
 		}
 	}()
 	out, err = f(ctx, op)
 	if err != nil {
 		// Most often the job's own input (arguments that do not
 		// marshal), so not labelled internal.
-		return out, fmt.Errorf("[twice] job %q: its queue could not %s job %d: %w", q.name, what, op.Job, err)
+		return out, blame.Userf("job %q: its queue could not %s job %d: %w", q.name, what, op.Job, err)
 	}
 	return out, nil
 }
@@ -167,7 +168,7 @@ func (q *queueRun) begin(e *execution, d *deliveryRun) {
 				if err != nil {
 					// Most often the job's own input (arguments that do
 					// not marshal), so not labelled internal.
-					return nil, userEnqueueError{fmt.Errorf("[twice] job %q: its queue could not enqueue job %d: %w", q.name, op.Job, err)}
+					return nil, userEnqueueError{blame.Userf("job %q: its queue could not enqueue job %d: %w", q.name, op.Job, err)}
 				}
 				return enq, nil
 			}})
@@ -263,7 +264,7 @@ func (q *queueRun) done(e *execution, ev event) {
 		return
 	}
 	if c.err != nil {
-		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s for delivery %s of job %s: %w", e.r.job.Name, c.what, d.spec.Label(), d.outcome.JobID, c.err)
+		e.failure = fmt.Errorf("job %q: the queue's %s for delivery %s of job %s: %w", e.r.job.Name, c.what, d.spec.Label(), d.outcome.JobID, c.err)
 		return
 	}
 	job := q.jobs[d.spec.Job]
@@ -307,7 +308,7 @@ func (q *queueRun) done(e *execution, ev event) {
 		}
 		e.move(d, onFinish)
 	default:
-		e.failure = fmt.Errorf("[twice] internal: job %q: the queue's %s answered %T", e.r.job.Name, c.what, c.answer)
+		e.failure = fmt.Errorf("job %q: the queue's %s answered %T", e.r.job.Name, c.what, c.answer)
 	}
 	q.next(e)
 	e.events.poke()
@@ -463,7 +464,7 @@ func (q *queueRun) withoutQueueRows(snap *assert.Snapshot) (*assert.Snapshot, er
 		if t.Name == q.rules.JobTable {
 			col := slices.IndexFunc(t.Columns, func(c assert.Column) bool { return c.Name == q.rules.JobIDColumn })
 			if col < 0 {
-				return nil, fmt.Errorf("[twice] internal: the queue's job table %s has no column %q", t.Name, q.rules.JobIDColumn)
+				return nil, fmt.Errorf("the queue's job table %s has no column %q", t.Name, q.rules.JobIDColumn)
 			}
 			job := func(row []any) bool { return ids[fmt.Sprint(row[col])] }
 			t.Rows = slices.DeleteFunc(slices.Clone(t.Rows), job)

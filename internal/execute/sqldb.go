@@ -2,11 +2,12 @@ package execute
 
 import (
 	"database/sql"
-	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // DeliverySQL is a delivery's *sql.DB (harness's Delivery.SQL), opened on
@@ -31,7 +32,7 @@ func (s *DeliverySQL) Open() (*sql.DB, error) {
 	defer s.mu.Unlock()
 	switch {
 	case s.closed:
-		return nil, fmt.Errorf("[twice] Delivery.SQL called after delivery %s ended: the harness closed its connections; a handler must not use its Delivery after it returns or dies", s.label)
+		return nil, blame.Userf("Delivery.SQL called after delivery %s ended: the harness closed its connections; a handler must not use its Delivery after it returns or dies", s.label)
 	case s.db == nil:
 		s.db = stdlib.OpenDB(*s.cfg)
 	}

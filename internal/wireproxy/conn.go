@@ -345,7 +345,7 @@ func (c *conn) rollBackAndTake() *backend {
 // terminating the backend and starting another for the next delivery.
 // Otherwise both sides are cut.
 func (c *conn) loseReply(lost *Step) {
-	err := fmt.Errorf("[twice] %s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid)
+	err := fmt.Errorf("%s lost the reply to step %d, and its connection (pid %d) with it", c.p.label, lost.Index, c.pid)
 	c.lost.Store(true)
 	c.wmu.Lock()
 	c.mu.Lock()
@@ -871,7 +871,7 @@ func (c *conn) endPending(err error) {
 	if dead := c.p.Dead(); dead != nil {
 		err = dead
 	} else if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) {
-		err = fmt.Errorf("[twice] the server connection of %s (pid %d) closed before the step's reply", c.p.label, c.pid)
+		err = fmt.Errorf("the server connection of %s (pid %d) closed before the step's reply", c.p.label, c.pid)
 	}
 	c.mu.Lock()
 	rest := c.pending
@@ -902,7 +902,7 @@ func (c *conn) ranHeld(r reply) {
 	if !ok {
 		h.err = r.err
 		if h.err == nil {
-			h.err = fmt.Errorf("[twice] %s: step %d ended with transaction status %q, not in the transaction held around it", c.p.label, h.step.Index, r.status)
+			h.err = fmt.Errorf("%s: step %d ended with transaction status %q, not in the transaction held around it", c.p.label, h.step.Index, r.status)
 		}
 	}
 	h.waiting = ok

@@ -149,18 +149,18 @@ type Proxy struct {
 }
 
 // ErrDead is wrapped by errors reported for a delivery after [Proxy.Kill].
-var ErrDead = errors.New("[twice] delivery is dead")
+var ErrDead = errors.New("delivery is dead")
 
 // Listen starts a proxy for one delivery on 127.0.0.1 with a port of its own
 // (or a unix socket, see Config.UnixSocket). It does not connect to the
 // server until a client connects.
 func Listen(cfg Config) (*Proxy, error) {
 	if cfg.Upstream == "" {
-		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is empty; pass the connection string of the delivery's database", cfg.Label)
+		return nil, fmt.Errorf("wireproxy.Listen for %q: Config.Upstream is empty; pass the connection string of the delivery's database", cfg.Label)
 	}
 	up, err := cfg.Backends.upstreamConfig(cfg.Upstream)
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: Config.Upstream is not a PostgreSQL connection string: %w", cfg.Label, err)
+		return nil, fmt.Errorf("wireproxy.Listen for %q: Config.Upstream is not a PostgreSQL connection string: %w", cfg.Label, err)
 	}
 	var ln net.Listener
 	var sockDir string
@@ -181,7 +181,7 @@ func Listen(cfg Config) (*Proxy, error) {
 		ln, err = lc.Listen(context.Background(), "tcp", "127.0.0.1:0")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("[twice] internal: wireproxy.Listen for %q: cannot listen: %w", cfg.Label, err)
+		return nil, fmt.Errorf("wireproxy.Listen for %q: cannot listen: %w", cfg.Label, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{
@@ -468,7 +468,7 @@ func (p *Proxy) Dial(ctx context.Context) (net.Conn, error) {
 	client, server := newPipe()
 	if !p.serveConn(server) {
 		_ = client.Close()
-		return nil, fmt.Errorf("[twice] internal: wireproxy: dial %s: the proxy is closed: %w", p.label, net.ErrClosed)
+		return nil, fmt.Errorf("wireproxy: dial %s: the proxy is closed: %w", p.label, net.ErrClosed)
 	}
 	return client, nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/runtwice/twice/internal/blame"
 )
 
 // Request codes of the untyped first packets (PostgreSQL protocol 3.0).
@@ -100,11 +102,11 @@ func (c *conn) openSession(msg *pgproto3.StartupMessage) error {
 		database = user
 	}
 	if user != up.User || database != up.Database {
-		return c.refuse("28000", fmt.Sprintf("[twice] the proxy of %s serves user %q, database %q; this connection asked for user %q, database %q: connect with the DSN the harness gave the delivery",
+		return c.refuse("28000", fmt.Sprintf("the proxy of %s serves user %q, database %q; this connection asked for user %q, database %q: connect with the DSN the harness gave the delivery",
 			p.label, up.User, up.Database, user, database))
 	}
 	if _, ok := msg.Parameters["replication"]; ok {
-		return c.refuse("0A000", fmt.Sprintf("[twice] the proxy of %s does not relay replication connections", p.label))
+		return c.refuse("0A000", fmt.Sprintf("the proxy of %s does not relay replication connections", p.label))
 	}
 
 	pool := marked(msg.Parameters)
@@ -181,27 +183,27 @@ func (c *conn) connect(key string, params map[string]string) (*backend, error) {
 		if dead := p.Dead(); dead != nil {
 			return nil, c.refuseDead(dead)
 		}
-		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot reach the server: %v", p.label, err))
+		return nil, c.refuse("08001", fmt.Sprintf("internal: the proxy of %s cannot reach the server: %v", p.label, err))
 	}
 	if err := pg.SyncConn(p.ctx); err != nil {
 		_ = pg.Conn().Close()
-		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+		return nil, c.refuse("08001", fmt.Sprintf("internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
 	}
 	hc, err := pg.Hijack()
 	if err != nil {
 		_ = pg.Conn().Close()
-		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+		return nil, c.refuse("08001", fmt.Sprintf("internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
 	}
 	// A PgConn over the same socket, never read or written, only to send
 	// cancel requests the way pgconn does (TLS, unix sockets).
 	canceler, err := pgconn.Construct(hc)
 	if err != nil {
 		_ = hc.Conn.Close()
-		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
+		return nil, c.refuse("08001", fmt.Sprintf("internal: the proxy of %s cannot take over its server connection: %v", p.label, err))
 	}
 	if hc.TxStatus != 'I' {
 		_ = hc.Conn.Close()
-		return nil, c.refuse("08001", fmt.Sprintf("[twice] internal: the proxy of %s got a new server connection in transaction status %q", p.label, hc.TxStatus))
+		return nil, c.refuse("08001", fmt.Sprintf("internal: the proxy of %s got a new server connection in transaction status %q", p.label, hc.TxStatus))
 	}
 	if p.backends != nil {
 		p.backends.opened()
@@ -224,9 +226,12 @@ func (c *conn) refuseDead(why error) error {
 	return c.refuse("08004", fmt.Sprintf("%v: its connections are refused", why))
 }
 
-// refuse sends the client a FATAL error and ends the connection.
+// refuse sends the client a FATAL error and ends the connection. It is
+// where the proxy's own refusal reaches the handler, through its driver:
+// the message gets the tag there, once, so the handler's log says whose
+// refusal it is. (A server's error the proxy passes on is sent as it is.)
 func (c *conn) refuse(code, message string) error {
-	return c.refuseWith(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: message})
+	return c.refuseWith(&pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: code, Message: blame.Tag + " " + message})
 }
 
 func (c *conn) refuseWith(e *pgproto3.ErrorResponse) error {
