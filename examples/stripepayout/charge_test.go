@@ -14,7 +14,6 @@ import (
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/result"
-	"github.com/runtwice/twice/internal/longtest"
 )
 
 var (
@@ -173,6 +172,6 @@ func TestChargeOrderGivenUpCallIsRetried(t *testing.T) {
 // Run 200 times, the schedule has one verdict: not idempotent, confirmed
 // each time, never a pass and never flaky.
 func TestChargeOrderVisibilityTimeoutHasOneVerdict(t *testing.T) {
-	longtest.Skip(t, "200 runs of one schedule")
+	harness.SkipUnlessLong(t, "200 runs of one schedule")
 	oneVerdict(t, 200)
 }
