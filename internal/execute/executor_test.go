@@ -50,6 +50,35 @@ func (c *clock) Advance(d time.Duration) {
 // whole interface, and the NewWorker hook is the only way in for the
 // handler.
 func TestRunWithoutHarness(t *testing.T) {
+	start := time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)
+	r := runVisits(t, start)
+	if r.workers != 2 || len(r.envs) != 2 {
+		t.Fatalf("workers = %d, deliveries = %d, want 2 and 2", r.workers, len(r.envs))
+	}
+	checkEnvs(t, r, start)
+	checkCrashOutput(t, r.out)
+	snap, err := r.out.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Tables) != 1 || len(snap.Tables[0].Rows) != 3 {
+		t.Errorf("snapshot = %+v, want 3 rows in visits: the crashed delivery's first autocommit insert stays", snap.Tables)
+	}
+}
+
+// visitsRun is what runVisits saw: the workers made, each delivery's Env
+// and the clock it saw, and the execution's Output.
+type visitsRun struct {
+	workers int
+	envs    []execute.Env
+	seen    []time.Time
+	out     *execute.Output
+}
+
+// runVisits runs, through the executor alone, a job inserting two visits
+// crashed before its second step and redelivered 30 s later.
+func runVisits(t *testing.T, start time.Time) *visitsRun {
+	t.Helper()
 	ctx := t.Context()
 	srv, err := pgserver.Shared(ctx)
 	if err != nil {
@@ -71,25 +100,21 @@ func TestRunWithoutHarness(t *testing.T) {
 			t.Error(err)
 		}
 	})
-
-	start := time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)
 	clk := &clock{now: start}
 	var mu sync.Mutex
-	var envs []execute.Env
-	var seen []time.Time
-	workers := 0
+	r := &visitsRun{}
 	sched := faults.Schedule{Deliveries: []faults.Delivery{
 		{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 2},
 		{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second},
 	}}
-	out, err := x.Run(ctx, execute.Input{Schedule: sched, DB: db, Clock: clk, NewWorker: func() (execute.Handler, error) {
+	r.out, err = x.Run(ctx, execute.Input{Schedule: sched, DB: db, Clock: clk, NewWorker: func() (execute.Handler, error) {
 		mu.Lock()
-		workers++
+		r.workers++
 		mu.Unlock()
 		return func(ctx context.Context, env execute.Env) error {
 			mu.Lock()
-			envs = append(envs, env)
-			seen = append(seen, clk.Now())
+			r.envs = append(r.envs, env)
+			r.seen = append(r.seen, clk.Now())
 			mu.Unlock()
 			for range 2 {
 				if _, err := env.DB.Exec(ctx, "INSERT INTO visits VALUES ($1, $2)", env.JobID, env.Attempt); err != nil {
@@ -102,23 +127,32 @@ func TestRunWithoutHarness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return r
+}
 
-	if workers != 2 || len(envs) != 2 {
-		t.Fatalf("workers = %d, deliveries = %d, want 2 and 2", workers, len(envs))
-	}
+// checkEnvs checks what each delivery got: its kind, attempt, every Env
+// field, and the harness clock.
+func checkEnvs(t *testing.T, r *visitsRun, start time.Time) {
+	t.Helper()
 	for i, want := range []struct {
 		kind    queue.DeliveryKind
 		attempt int
 		at      time.Time
 	}{{queue.DeliveryFirst, 1, start}, {queue.DeliveryRedelivery, 2, start.Add(30 * time.Second)}} {
-		if e := envs[i]; e.Kind != want.kind || e.Attempt != want.attempt || e.JobID == "" || e.DSN == "" || e.SQL == nil || e.Effects == nil {
+		if e := r.envs[i]; e.Kind != want.kind || e.Attempt != want.attempt || e.JobID == "" || e.DSN == "" || e.SQL == nil || e.Effects == nil {
 			t.Errorf("delivery %d got Env{Kind: %q, Attempt: %d, JobID: %q, DSN: %q}, want kind %q, attempt %d and every field set",
 				i+1, e.Kind, e.Attempt, e.JobID, e.DSN, want.kind, want.attempt)
 		}
-		if !seen[i].Equal(want.at) {
-			t.Errorf("delivery %d saw the clock at %v, want %v", i+1, seen[i], want.at)
+		if !r.seen[i].Equal(want.at) {
+			t.Errorf("delivery %d saw the clock at %v, want %v", i+1, r.seen[i], want.at)
 		}
 	}
+}
+
+// checkCrashOutput checks the Output of the crash before step 2 and the
+// redelivery that completed.
+func checkCrashOutput(t *testing.T, out *execute.Output) {
+	t.Helper()
 	if n := len(out.Deliveries); n != 2 {
 		t.Fatalf("len(Output.Deliveries) = %d, want 2", n)
 	}
@@ -137,12 +171,5 @@ func TestRunWithoutHarness(t *testing.T) {
 	if !out.Faulted["j1a1w1"] || out.Overlapped || out.CleanFailure != "" || len(out.Incomplete) != 0 || out.JobStart != 0 {
 		t.Errorf("Output = {Faulted: %v, Overlapped: %v, CleanFailure: %q, Incomplete: %q, JobStart: %v}, want j1a1w1 faulted and nothing else",
 			out.Faulted, out.Overlapped, out.CleanFailure, out.Incomplete, out.JobStart)
-	}
-	snap, err := out.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snap.Tables) != 1 || len(snap.Tables[0].Rows) != 3 {
-		t.Errorf("snapshot = %+v, want 3 rows in visits: the crashed delivery's first autocommit insert stays", snap.Tables)
 	}
 }
