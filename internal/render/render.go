@@ -521,13 +521,11 @@ func TimeColumns(ref *assert.Snapshot, volatile []string) []string {
 func Warning(job string, w result.Warning) string {
 	switch w.Kind {
 	case result.TransactionLeftOpen:
-		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s still in a transaction or busy",
-			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
-		const fix = "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)"
-		if w.Deliveries == 1 {
-			return fmt.Sprintf("warning: job %q: %s; the harness rolled it back. %s", job, first, fix)
-		}
-		return fmt.Sprintf("warning: job %q: %d deliveries returned with a connection still in a transaction or busy, the first %s; the harness rolled them back. %s", job, w.Deliveries, first, fix)
+		return leftOpen(job, w, leftOpenText{
+			one: "still in a transaction or busy", many: "still in a transaction or busy",
+			doneOne: "rolled it back", doneMany: "rolled them back",
+			fix: "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)",
+		})
 	case result.NoStepTaken:
 		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
 		if w.Deliveries > 1 {
@@ -541,13 +539,11 @@ func Warning(job string, w result.Warning) string {
 				job, disagreement(*w.Disagreement))
 		}
 	case result.ConnectionLeftOpen:
-		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s it opened on d.DSN still open",
-			w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"))
-		const fix = "Close every connection the handler opens (defer conn.Close(ctx)), or use d.DB or d.SQL(), which the harness closes"
-		if w.Deliveries == 1 {
-			return fmt.Sprintf("warning: job %q: %s; the harness closed it, a worker would keep it until it exits. %s", job, first, fix)
-		}
-		return fmt.Sprintf("warning: job %q: %d deliveries returned with a connection they opened on d.DSN still open, the first %s; the harness closed them, a worker would keep them until it exits. %s", job, w.Deliveries, first, fix)
+		return leftOpen(job, w, leftOpenText{
+			one: "it opened on d.DSN still open", many: "they opened on d.DSN still open",
+			doneOne: "closed it, a worker would keep it until it exits", doneMany: "closed them, a worker would keep them until it exits",
+			fix: "Close every connection the handler opens (defer conn.Close(ctx)), or use d.DB or d.SQL(), which the harness closes",
+		})
 	case result.GoroutineOutlived:
 		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
 		if w.Deliveries > 1 {
@@ -557,6 +553,22 @@ func Warning(job string, w result.Warning) string {
 			job, first, w.Connections, text.Plural(w.Connections, "goroutine"))
 	}
 	return fmt.Sprintf("warning: job %q: %s", job, w.Kind)
+}
+
+// leftOpenText is what a warning about connections a delivery left open
+// says: how they were left, for one delivery and for several, what the
+// harness did about them, and the fix.
+type leftOpenText struct{ one, many, doneOne, doneMany, fix string }
+
+// leftOpen is the line of a TransactionLeftOpen or ConnectionLeftOpen
+// warning in the words of t.
+func leftOpen(job string, w result.Warning, t leftOpenText) string {
+	first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s %s",
+		w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"), t.one)
+	if w.Deliveries == 1 {
+		return fmt.Sprintf("warning: job %q: %s; the harness %s. %s", job, first, t.doneOne, t.fix)
+	}
+	return fmt.Sprintf("warning: job %q: %d deliveries returned with a connection %s, the first %s; the harness %s. %s", job, w.Deliveries, t.many, first, t.doneMany, t.fix)
 }
 
 // disagreement says how two clean runs differed: "table "orders" has 1
