@@ -289,7 +289,16 @@ func (c *conn) cut() {
 // for the next delivery. Writes are refused from now on, so nothing the
 // client sent after the crash reaches the server.
 func (c *conn) crash() bool {
-	if c.p.backends == nil || (!c.parked.Load() && !c.atStep.Load()) {
+	if c.p.backends == nil {
+		return false
+	}
+	if c.crashed.Load() {
+		// Crashed already, at a step (the hook's Crash kills the proxy
+		// from the serve goroutine): serve is rolling the backend back,
+		// and a cut now would close its socket under the rollback.
+		return true
+	}
+	if !c.parked.Load() && !c.atStep.Load() {
 		return false
 	}
 	if !c.crashed.CompareAndSwap(false, true) {
