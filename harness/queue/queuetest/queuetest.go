@@ -1,0 +1,278 @@
+package queuetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
+)
+
+// NewJob builds the adapter's job named name whose production handler
+// does what h does, with the delivery the adapter was given: the suite's
+// handlers return nil for a success (the adapter acks, as its library
+// would) and an error for a failure (the adapter nacks).
+type NewJob func(name string, h harness.Handler) harness.Job
+
+// suite is one Run: the adapter's job, and whether it is the harness's
+// own model.
+type suite struct {
+	newJob NewJob
+	// modelled is a job on queue.Model, which the harness runs itself:
+	// it keeps no state, so it hands an acked job out again.
+	modelled bool
+}
+
+// Tables the suite's handlers write; the queue's are its own.
+const (
+	pointsTable     = "queuetest_points"
+	deliveriesTable = "queuetest_deliveries"
+)
+
+var setup = []harness.Setup{harness.SQL(`
+	CREATE TABLE queuetest_points (id bigint PRIMARY KEY, points int NOT NULL);
+	INSERT INTO queuetest_points VALUES (7, 0);
+	CREATE TABLE queuetest_deliveries (n bigserial PRIMARY KEY, note text NOT NULL DEFAULT 'handled');`)}
+
+// set is idempotent under every fault.
+func set(ctx context.Context, d *harness.Delivery) error {
+	_, err := d.DB.Exec(ctx, `UPDATE queuetest_points SET points = 50 WHERE id = 7`)
+	return err
+}
+
+// add writes a row per delivery: a second delivery is a finding.
+func add(ctx context.Context, d *harness.Delivery) error {
+	_, err := d.DB.Exec(ctx, `INSERT INTO queuetest_deliveries DEFAULT VALUES`)
+	return err
+}
+
+var errRedelivery = errors.New("queuetest: a redelivery fails on purpose")
+
+// failRedelivery sets, but fails a redelivery: a clean run must not fail,
+// so the suite makes its failure after a crash.
+func failRedelivery(ctx context.Context, d *harness.Delivery) error {
+	if d.Kind == queue.DeliveryRedelivery {
+		return errRedelivery
+	}
+	return set(ctx, d)
+}
+
+// rule is one promise of queue.Queue, checked on the job newJob builds.
+type rule struct {
+	name  string
+	check func(t testing.TB, s *suite)
+}
+
+var rules = []rule{
+	{"schema", checkSchema},
+	{"ack-completes", checkAckCompletes},
+	{"crash-redelivers", checkCrashRedelivers},
+	{"lost-ack-redelivers", checkLostAckRedelivers},
+	{"failure-retries", checkFailureRetries},
+	{"producer-copy", checkProducerCopy},
+	{"fresh-storage", checkFreshStorage},
+	{"check-and-explore", checkCheckAndExplore},
+}
+
+// Run checks the queue of the jobs newJob builds against every rule, one
+// subtest a rule. The subtests run one after another: each runs checks of
+// its own, which already run their scenarios side by side. A job on
+// queue.Model (or on no queue) is held to the model's own promise
+// instead of ack-completes: it hands an acked job out again.
+func Run(t *testing.T, newJob NewJob) {
+	t.Helper()
+	if newJob == nil {
+		t.Fatal("[twice] queuetest.Run: newJob is nil")
+	}
+	s := &suite{newJob: newJob}
+	switch newJob("queuetest", set).Queue.(type) {
+	case nil, queue.Model:
+		s.modelled = true
+	}
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) { r.check(t, s) })
+	}
+}
+
+// run checks the job h makes under fs and fails t if the check could not
+// run; its databases are dropped when t ends.
+func (s *suite) run(t testing.TB, name string, h harness.Handler, fs ...faults.Fault) (*harness.Result, queue.Rules) {
+	t.Helper()
+	job := s.newJob("queuetest-"+name, h)
+	rules := queue.Model{}.Rules()
+	if job.Queue != nil {
+		rules = job.Queue.Rules()
+	}
+	res, err := harness.Run(context.Background(), job, harness.Config{Setup: setup, Faults: fs})
+	if res != nil {
+		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	}
+	if err != nil {
+		t.Fatalf("[twice] queuetest: %s: %v", name, err)
+	}
+	if len(res.Scenarios) == 0 {
+		t.Fatalf("[twice] queuetest: %s: no scenario ran", name)
+	}
+	return res, rules
+}
+
+// second is the scenario's second delivery, or fails t.
+func second(t testing.TB, sc result.Scenario) result.DeliveryOutcome {
+	t.Helper()
+	if len(sc.Deliveries) < 2 {
+		t.Fatalf("[twice] %s (%s): %d deliveries, want 2", sc.Fault, sc.Schedule, len(sc.Deliveries))
+	}
+	return sc.Deliveries[1]
+}
+
+func checkSchema(t testing.TB, s *suite) {
+	t.Helper()
+	if q := s.newJob("queuetest-schema", set).Queue; q != nil {
+		if sch := q.Schema(); sch.Apply != nil && sch.Name == "" {
+			t.Errorf("[twice] Schema has an Apply and no Name: the Name keys the template database")
+		}
+	}
+	res, rules := s.run(t, "schema", set, faults.RunTwice())
+	if !res.Idempotent() {
+		t.Errorf("[twice] setting a value is idempotent, but: %s", res)
+	}
+	for _, tb := range res.Reference.Tables {
+		switch {
+		case tb.Name == pointsTable || tb.Name == deliveriesTable:
+		case tb.Name == rules.JobTable && len(tb.Rows) == 0:
+		case tb.Name == rules.JobTable:
+			t.Errorf("[twice] the job table %s holds %d rows of the job's, want them left out (Rules.JobIDColumn %q)", tb.Name, len(tb.Rows), rules.JobIDColumn)
+		default:
+			t.Errorf("[twice] table %s is compared: a queue's own tables belong in Rules.Tables", tb.Name)
+		}
+	}
+}
+
+func checkAckCompletes(t testing.TB, s *suite) {
+	t.Helper()
+	res, _ := s.run(t, "ack", add, faults.RunTwice())
+	for _, sc := range res.Scenarios {
+		d2 := second(t, sc)
+		switch {
+		case s.modelled && d2.NotDelivered != "":
+			t.Errorf("[twice] %s: the acked job was not handed out again (%s), but queue.Model hands out every delivery", sc.Schedule, d2.NotDelivered)
+		case !s.modelled && d2.NotDelivered == "":
+			t.Errorf("[twice] %s: the acked job was handed out again (attempt %d, %s)", sc.Schedule, d2.Attempt, d2.Kind)
+		case !s.modelled && !d2.QueueDone:
+			t.Errorf("[twice] %s: the acked job was refused (%s) but not held done: want Fetched.Done", sc.Schedule, d2.NotDelivered)
+		}
+	}
+}
+
+// checkRedelivered requires that under f the job is handed out again under
+// the same ID, with a higher attempt, so a handler that adds is a finding.
+func (s *suite) checkRedelivered(t testing.TB, name string, f faults.Fault) {
+	t.Helper()
+	res, _ := s.run(t, name, add, f)
+	for _, sc := range res.Scenarios {
+		d1, d2 := sc.Deliveries[0], second(t, sc)
+		if d2.NotDelivered != "" {
+			t.Errorf("[twice] %s: the job was not handed out again: %s", sc.Schedule, d2.NotDelivered)
+			continue
+		}
+		if d2.JobID != d1.JobID {
+			t.Errorf("[twice] %s: the redelivery's JobID = %q, want the first delivery's %q", sc.Schedule, d2.JobID, d1.JobID)
+		}
+		if d2.Attempt <= d1.Attempt {
+			t.Errorf("[twice] %s: the redelivery's Attempt = %d, want more than %d", sc.Schedule, d2.Attempt, d1.Attempt)
+		}
+		if sc.Verdict != result.NotIdempotent {
+			t.Errorf("[twice] %s: verdict %s, want %s: the redelivery adds a row", sc.Schedule, sc.Verdict, result.NotIdempotent)
+		}
+	}
+}
+
+func checkCrashRedelivers(t testing.TB, s *suite) {
+	t.Helper()
+	s.checkRedelivered(t, "crash", faults.CrashBeforeAck())
+}
+
+func checkLostAckRedelivers(t testing.TB, s *suite) {
+	t.Helper()
+	s.checkRedelivered(t, "lost-ack", faults.LostAck())
+}
+
+func checkFailureRetries(t testing.TB, s *suite) {
+	t.Helper()
+	res, _ := s.run(t, "retry", failRedelivery, faults.CrashBeforeAck())
+	if !res.Idempotent() {
+		t.Errorf("[twice] setting a value after a failed attempt is idempotent, but: %s", res)
+	}
+	for _, sc := range res.Scenarios {
+		failed := slices.IndexFunc(sc.Deliveries, func(d result.DeliveryOutcome) bool { return d.Err != "" })
+		if failed < 0 {
+			t.Errorf("[twice] %s: no delivery failed, want the first attempt's error", sc.Schedule)
+			continue
+		}
+		retried := slices.ContainsFunc(sc.Deliveries[failed+1:], func(d result.DeliveryOutcome) bool {
+			return d.NotDelivered == "" && d.Err == "" && d.Attempt > sc.Deliveries[failed].Attempt
+		})
+		if !retried {
+			t.Errorf("[twice] %s: after attempt %d failed (%s), no later attempt succeeded: %s",
+				sc.Schedule, sc.Deliveries[failed].Attempt, sc.Deliveries[failed].Err, deliveries(sc))
+		}
+	}
+}
+
+func checkProducerCopy(t testing.TB, s *suite) {
+	t.Helper()
+	res, rules := s.run(t, "copy", add, faults.ProducerRetry())
+	for _, sc := range res.Scenarios {
+		d1, d2 := sc.Deliveries[0], second(t, sc)
+		switch {
+		case d2.NotDelivered != "" && rules.Dedup == 0:
+			t.Errorf("[twice] %s: the producer's copy was not delivered (%s), but Rules.Dedup says the queue refuses no copy", sc.Schedule, d2.NotDelivered)
+		case d2.NotDelivered == "" && d2.JobID == d1.JobID:
+			t.Errorf("[twice] %s: the producer's copy has the original's JobID %q, want one of its own", sc.Schedule, d1.JobID)
+		case d2.NotDelivered == "" && d2.Attempt != 1:
+			t.Errorf("[twice] %s: the producer's copy is Attempt %d, want 1", sc.Schedule, d2.Attempt)
+		}
+	}
+}
+
+func checkFreshStorage(t testing.TB, s *suite) {
+	t.Helper()
+	res, _ := s.run(t, "fresh", add, faults.RunTwice(), faults.CrashBeforeAck(), faults.ProducerRetry(), faults.LostAck())
+	for _, sc := range res.Scenarios {
+		d1 := sc.Deliveries[0]
+		if d1.NotDelivered != "" || d1.Attempt != 1 {
+			t.Errorf("[twice] %s: the first delivery of a fresh scenario is attempt %d (%q), want attempt 1, delivered", sc.Schedule, d1.Attempt, d1.NotDelivered)
+		}
+	}
+}
+
+func checkCheckAndExplore(t testing.TB, s *suite) {
+	t.Helper()
+	cfg := harness.Config{Setup: setup}
+	harness.Check(t, s.newJob("queuetest-check", set), cfg)
+	x := harness.Explore(t, s.newJob("queuetest-explore", set), cfg, harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
+	if x.Failed() || x.Executed == 0 {
+		t.Errorf("[twice] exploring an idempotent job: failed %v after %d schedules", x.Failed(), x.Executed)
+	}
+}
+
+// deliveries lists a scenario's deliveries for a message.
+func deliveries(sc result.Scenario) string {
+	var out []string
+	for i, d := range sc.Deliveries {
+		what := "ok"
+		switch {
+		case d.NotDelivered != "":
+			what = "not delivered: " + d.NotDelivered
+		case d.Err != "":
+			what = "error: " + d.Err
+		}
+		out = append(out, fmt.Sprintf("d%d attempt %d %s", i+1, d.Attempt, what))
+	}
+	return fmt.Sprint(out)
+}
