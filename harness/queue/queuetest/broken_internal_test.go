@@ -88,25 +88,30 @@ func TestBrokenQueuesFail(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		queue func() queue.Queue
+		opts  []Option
 		want  map[string]string // rule: a piece of its failure
 	}{
-		{"hands out an acked job", func() queue.Queue { return handOutAgain{} }, map[string]string{
+		{"hands out an acked job", func() queue.Queue { return handOutAgain{} }, nil, map[string]string{
 			"ack-completes": "the acked job was handed out again (attempt 2, redelivery)",
 		}},
-		{"never redelivers", func() queue.Queue { return &handOutOnce{} }, map[string]string{
-			"crash-redelivers":    "the job was not handed out again: handed out once already",
-			"lost-ack-redelivers": "the job was not handed out again: handed out once already",
-			"failure-retries":     "no delivery failed",
+		{"never redelivers", func() queue.Queue { return &handOutOnce{} }, nil, map[string]string{
+			"crash-redelivers": "the job was not handed out again: handed out once already",
+			"withheld-ack":     "the job was not handed out again: handed out once already",
+			"failure-retries":  "no delivery failed",
 		}},
-		{"copies share an ID", func() queue.Queue { return sameJobID{} }, map[string]string{
+		{"copies share an ID", func() queue.Queue { return sameJobID{} }, nil, map[string]string{
 			"ack-completes": "the acked job was handed out again",
 			"producer-copy": `the producer's copy has the original's JobID "twice-job-1", want one of its own`,
 		}},
-		{"keeps a table in the comparison", func() queue.Queue { return leakyTable{} }, map[string]string{
+		{"acked by commit, handed out after it", func() queue.Queue { return handOutAgain{} }, []Option{AckedByCommit()}, map[string]string{
+			"ack-completes": "the acked job was handed out again",
+			"withheld-ack":  "the job was handed out again (attempt 2) or not held done (\"\"), but AckedByCommit says the handler's commit completed it",
+		}},
+		{"keeps a table in the comparison", func() queue.Queue { return leakyTable{} }, nil, map[string]string{
 			"ack-completes": "the acked job was handed out again",
 			"schema":        "table queue_leases is compared: a queue's own tables belong in Rules.Tables",
 		}},
-		{"storage outlives the scenario", func() queue.Queue { return &sharedCounter{} }, map[string]string{
+		{"storage outlives the scenario", func() queue.Queue { return &sharedCounter{} }, nil, map[string]string{
 			"ack-completes": "the acked job was handed out again",
 			"fresh-storage": "the first delivery of a fresh scenario is attempt",
 			"producer-copy": "the producer's copy is Attempt",
@@ -117,6 +122,9 @@ func TestBrokenQueuesFail(t *testing.T) {
 			s := &suite{newJob: func(name string, h harness.Handler) harness.Job {
 				return harness.Job{Name: name, Handler: h, Queue: q}
 			}}
+			for _, o := range tt.opts {
+				o.apply(s)
+			}
 			for _, r := range rules {
 				if r.name == "check-and-explore" {
 					continue // its findings are the harness's, tested with it

@@ -23,13 +23,18 @@
 //     row of the job's.
 //   - ack-completes: an acked job is never handed out again, and the
 //     queue holds it done (queue.Fetched.Done).
-//   - crash-redelivers: a job whose worker died before the ack is handed
-//     out again under the same job ID, with a higher attempt.
-//   - lost-ack-redelivers: a job whose ack was lost is handed out again.
+//   - crash-redelivers: a job whose worker died before any of its steps
+//     is handed out again under the same job ID, with a higher attempt.
+//   - withheld-ack: a job whose handler returned nil but whose ack never
+//     arrived (its worker died, the ack was lost) is handed out again;
+//     with AckedByCommit the handler's own commit completed it.
 //   - failure-retries: a handler's error is a nack, and the queue hands
 //     the job out again with a higher attempt until it succeeds. (The
 //     failure is a redelivery's, after a crash: a clean run must not
 //     fail.)
+//
+// Options state the differences a queue has by design; AckedByCommit is
+// the one there is.
 //
 // A job on queue.Model, the harness's own model, keeps no state: it is
 // held to handing an acked job out again instead of ack-completes.
