@@ -6,12 +6,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	twiceriver "github.com/runtwice/twice/adapters/river"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
+	"github.com/runtwice/twice/harness/queue/queuetest"
 )
 
 type setArgs struct {
@@ -43,32 +42,30 @@ var accounts = harness.Config{
 	Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.CrashAtEveryStep()},
 }
 
-// harness.Run, harness.Check and harness.Explore of a River job need no
-// River-specific setup: the job carries River's migrations.
-func TestJobCarriesRiversSchema(t *testing.T) {
-	res, err := harness.Run(t.Context(), setJob(), accounts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-	assert.True(t, res.Idempotent(), "%s", res)
-	assert.Len(t, res.Scenarios, 4, "run-twice, producer-retry, crash-before-ack, crash-mid-job at its one step")
-	for _, s := range res.Scenarios {
-		for _, d := range s.Deliveries {
-			if d.NotDelivered == "" && d.Settled != "" {
-				assert.Contains(t, d.Settled, "completed", "%s: River's completer ran", s.Schedule)
-			}
-		}
-	}
+// suiteArgs is the job queuetest's handlers run in.
+type suiteArgs struct{}
 
-	harness.Check(t, setJob(), accounts)
+func (suiteArgs) Kind() string { return "twice_queuetest" }
 
-	x := harness.Explore(t, setJob(), explorable(accounts), harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
-	assert.False(t, x.Failed(), "%+v", x)
-	assert.Positive(t, x.Executed)
+type suiteWorker struct {
+	river.WorkerDefaults[suiteArgs]
+	d *harness.Delivery
+	h harness.Handler
 }
 
-// explorable is cfg without its Faults: exploration draws its own
-// schedules and refuses Config.Faults.
-func explorable(cfg harness.Config) harness.Config {
-	cfg.Faults = nil
-	return cfg
+func (w *suiteWorker) Work(ctx context.Context, _ *river.Job[suiteArgs]) error { return w.h(ctx, w.d) }
+
+func suiteJob(name string, h harness.Handler) harness.Job {
+	return twiceriver.Job(name, suiteArgs{},
+		func(d *harness.Delivery) river.Worker[suiteArgs] { return &suiteWorker{d: d, h: h} })
+}
+
+// River's queue keeps the promises of every queue, on River's own
+// migrations, executor, completer and rescuer.
+func TestQueueConformance(t *testing.T) {
+	queuetest.Run(t, suiteJob)
+}
+
+func BenchmarkCheck(b *testing.B) {
+	queuetest.Bench(b, suiteJob)
 }
