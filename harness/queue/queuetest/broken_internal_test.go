@@ -97,7 +97,7 @@ func TestBrokenQueuesFail(t *testing.T) {
 		{"never redelivers", func() queue.Queue { return &handOutOnce{} }, nil, map[string]string{
 			"crash-redelivers": "the job was not handed out again: handed out once already",
 			"withheld-ack":     "the job was not handed out again: handed out once already",
-			"failure-retries":  "no delivery failed",
+			"failure-retries":  "the job was not handed out again after the crash",
 		}},
 		{"copies share an ID", func() queue.Queue { return sameJobID{} }, nil, map[string]string{
 			"ack-completes": "the acked job was handed out again",
