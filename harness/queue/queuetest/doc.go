@@ -38,8 +38,8 @@
 //
 // A job on queue.Model, the harness's own model, keeps no state: it is
 // held to handing an acked job out again instead of ack-completes.
-//   - producer-copy: a producer's copy is a job of its own (a new job ID),
-//     delivered unless the queue dedups (queue.Rules.Dedup).
+//   - producer-copy: a producer's copy is a job of its own (a new job ID,
+//     attempt 1) that runs unless the queue dedups (queue.Rules.Dedup).
 //   - fresh-storage: every scenario starts on fresh storage: its first
 //     delivery is attempt 1, and no scenario sees another's job.
 //   - check-and-explore: harness.Check and harness.Explore pass for an
