@@ -126,7 +126,8 @@ func Run(t *testing.T, newJob NewJob, opts ...Option) {
 }
 
 // run checks the job h makes under fs and fails t if the check could not
-// run; its databases are dropped when t ends.
+// run. The databases of its failed scenarios are dropped when t passes,
+// and kept and named when it fails.
 func (s *suite) run(t testing.TB, name string, h harness.Handler, fs ...faults.Fault) (*harness.Result, queue.Rules) {
 	t.Helper()
 	job := s.newJob("queuetest-"+name, h)
@@ -136,7 +137,17 @@ func (s *suite) run(t testing.TB, name string, h harness.Handler, fs ...faults.F
 	}
 	res, err := harness.Run(context.Background(), job, harness.Config{Setup: setup, Faults: fs})
 	if res != nil {
-		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+		t.Cleanup(func() {
+			if !t.Failed() {
+				_ = res.DropDatabases(context.Background())
+				return
+			}
+			for _, sc := range res.Scenarios {
+				if sc.Database != "" {
+					t.Logf("[twice] kept the database of %s: %s", sc.Schedule, sc.Database)
+				}
+			}
+		})
 	}
 	if err != nil {
 		t.Fatalf("[twice] queuetest: %s: %v", name, err)
