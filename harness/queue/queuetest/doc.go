@@ -23,8 +23,9 @@
 //     row of the job's.
 //   - ack-completes: an acked job is never handed out again, and the
 //     queue holds it done (queue.Fetched.Done).
-//   - crash-redelivers: a job whose worker died before any of its steps
-//     is handed out again under the same job ID, with a higher attempt.
+//   - crash-redelivers: a job whose worker died before one of its steps
+//     (each in turn) is handed out again under the same job ID, with a
+//     higher attempt, and a write made before the crash is made again.
 //   - withheld-ack: a job whose handler returned nil but whose ack never
 //     arrived (its worker died, the ack was lost) is handed out again;
 //     with AckedByCommit the handler's own commit completed it.
@@ -32,29 +33,31 @@
 //     the job out again with a higher attempt until it succeeds. (The
 //     failure is a redelivery's, after a crash: a clean run must not
 //     fail.)
-//
-// Options state the differences a queue has by design; AckedByCommit is
-// the one there is.
-//
-// A job on queue.Model, the harness's own model, keeps no state: it is
-// held to handing an acked job out again instead of ack-completes.
 //   - producer-copy: a producer's copy is a job of its own (a new job ID,
 //     attempt 1) that runs unless the queue dedups (queue.Rules.Dedup).
 //   - fresh-storage: every scenario starts on fresh storage: its first
-//     delivery is attempt 1, and no scenario sees another's job.
+//     delivery is handed out as attempt 1, whatever the scenarios before
+//     it left.
 //   - check-and-explore: harness.Check and harness.Explore pass for an
 //     idempotent handler.
+//
+// Options state the differences a queue has by design; AckedByCommit is
+// the one there is. A job on queue.Model, the harness's own model, keeps
+// no state: it is held to handing an acked job out again instead of
+// ack-completes.
 //
 // # Using it
 //
 // In the adapter's tests:
 //
-//	func TestConformance(t *testing.T) {
+//	func TestQueueConformance(t *testing.T) {
 //		queuetest.Run(t, func(name string, h harness.Handler) harness.Job {
 //			return twicegue.Job(name, twicegue.Spec[struct{}]{Type: name},
 //				func(d *harness.Delivery) gue.WorkFunc {
 //					return func(ctx context.Context, _ *gue.Job) error { return h(ctx, d) }
 //				})
-//		})
+//		}, queuetest.AckedByCommit()) // gue's ack is the WorkFunc's commit
 //	}
+//
+// and BenchmarkCheck calls Bench with the same NewJob.
 package queuetest
