@@ -2,7 +2,6 @@ package twiceriver_test
 
 import (
 	"context"
-	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -10,7 +9,6 @@ import (
 	twiceriver "github.com/runtwice/twice/adapters/river"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness"
-	"github.com/runtwice/twice/harness/queue/queuetest"
 )
 
 type setArgs struct {
@@ -40,32 +38,4 @@ func setJob() harness.Job {
 var accounts = harness.Config{
 	Setup:  []harness.Setup{harness.SQL(`CREATE TABLE accounts (id bigint PRIMARY KEY, points int NOT NULL); INSERT INTO accounts VALUES (7, 0)`)},
 	Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.CrashAtEveryStep()},
-}
-
-// suiteArgs is the job queuetest's handlers run in.
-type suiteArgs struct{}
-
-func (suiteArgs) Kind() string { return "twice_queuetest" }
-
-type suiteWorker struct {
-	river.WorkerDefaults[suiteArgs]
-	d *harness.Delivery
-	h harness.Handler
-}
-
-func (w *suiteWorker) Work(ctx context.Context, _ *river.Job[suiteArgs]) error { return w.h(ctx, w.d) }
-
-func suiteJob(name string, h harness.Handler) harness.Job {
-	return twiceriver.Job(name, suiteArgs{},
-		func(d *harness.Delivery) river.Worker[suiteArgs] { return &suiteWorker{d: d, h: h} })
-}
-
-// River's queue keeps the promises of every queue, on River's own
-// migrations, executor, completer and rescuer.
-func TestQueueConformance(t *testing.T) {
-	queuetest.Run(t, suiteJob)
-}
-
-func BenchmarkCheck(b *testing.B) {
-	queuetest.Bench(b, suiteJob)
 }
