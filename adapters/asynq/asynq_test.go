@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -36,46 +35,11 @@ func setPoints(pool *pgxpool.Pool) asynq.Handler {
 	})
 }
 
-func setJob(t *testing.T) harness.Job {
-	payload, err := json.Marshal(setArgs{Account: 7})
-	require.NoError(t, err)
-	return twiceasynq.Job("set-points", asynq.NewTask("points:set", payload),
-		func(d *harness.Delivery) asynq.Handler { return setPoints(d.DB) })
-}
-
 // The config names only the job's own table: the adapter's come with the
 // job.
 var accounts = harness.Config{
 	Setup:  []harness.Setup{harness.SQL(`CREATE TABLE accounts (id bigint PRIMARY KEY, points int NOT NULL); INSERT INTO accounts VALUES (7, 0)`)},
 	Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.CrashAtEveryStep()},
-}
-
-// harness.Run, harness.Check and harness.Explore of an asynq job need no
-// asynq-specific setup: the job carries the adapter's tables.
-func TestJobCarriesItsTables(t *testing.T) {
-	res, err := harness.Run(t.Context(), setJob(t), accounts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-	assert.True(t, res.Idempotent(), "%s", res)
-	assert.Len(t, res.Scenarios, 4, "run-twice, producer-retry, crash-before-ack, crash-mid-job at its one step")
-	var names []string
-	for _, tb := range res.Reference.Tables {
-		names = append(names, tb.Name)
-	}
-	assert.Equal(t, []string{"accounts"}, names, "the adapter's tables are made by the job's queue and left out of the comparison")
-	for _, s := range res.Scenarios {
-		for _, d := range s.Deliveries {
-			if d.NotDelivered == "" && d.Settled != "" {
-				assert.Equal(t, "completed", d.Settled, fmt.Sprint(s.Schedule))
-			}
-		}
-	}
-
-	harness.Check(t, setJob(t), accounts)
-
-	x := harness.Explore(t, setJob(t), explorable(accounts), harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
-	assert.False(t, x.Failed(), "%+v", x)
-	assert.Positive(t, x.Executed)
 }
 
 type signup struct {
@@ -185,57 +149,6 @@ func TestMiddlewareAndResultWriter(t *testing.T) {
 	assert.Equal(t, written, wrapped, "every delivery ran behind the middleware")
 }
 
-// BenchmarkCheck is the cost of asynq's bookkeeping in a check: each
-// iteration checks the set-points job under four faults on asynq's own
-// server and a real Redis, then the same statement as a plain handler
-// without asynq, and reports the ms per scenario of each and their ratio,
-// from one run:
-//
-//	cd adapters/asynq && go test -run '^$' -bench Check -benchtime 3x -count 5 .
-func BenchmarkCheck(b *testing.B) {
-	payload, err := json.Marshal(setArgs{Account: 7})
-	require.NoError(b, err)
-	job := twiceasynq.Job("set-points", asynq.NewTask("points:set", payload),
-		func(d *harness.Delivery) asynq.Handler { return setPoints(d.DB) })
-	plain := harness.Job{Name: "set-points-plain", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		_, err := d.DB.Exec(ctx, `UPDATE accounts SET points = 50 WHERE id = $1`, int64(7))
-		return err
-	}}
-	var q, p benchSide
-	for b.Loop() {
-		q.check(b, job, accounts)
-		p.check(b, plain, accounts)
-	}
-	q.report(b, "asynq")
-	p.report(b, "plain")
-	b.ReportMetric(q.perScenario()/p.perScenario(), "asynq/plain")
-}
-
-// benchSide sums the checks of one side of a benchmark.
-type benchSide struct {
-	took      time.Duration
-	scenarios int
-}
-
-func (s *benchSide) check(b *testing.B, job harness.Job, c harness.Config) {
-	b.Helper()
-	start := time.Now()
-	res, err := harness.Run(b.Context(), job, c)
-	s.took += time.Since(start)
-	require.NoError(b, err)
-	s.scenarios += len(res.Scenarios)
-	_ = res.DropDatabases(context.Background())
-}
-
-func (s *benchSide) perScenario() float64 {
-	return float64(s.took.Microseconds()) / 1000 / float64(max(s.scenarios, 1))
-}
-
-func (s *benchSide) report(b *testing.B, name string) {
-	b.ReportMetric(s.perScenario(), name+"-ms/scenario")
-	b.ReportMetric(float64(s.scenarios)/float64(b.N), name+"-scenarios/check")
-}
-
 // asynq drops a task's Unique lock when the task succeeds, and deletes a
 // finished TaskID task, so a producer's call that comes after the job
 // completed is enqueued and run: the default matrix has that late copy
@@ -265,13 +178,6 @@ func TestLateCopyAfterCompletionIsEnqueued(t *testing.T) {
 			}
 		})
 	}
-}
-
-// explorable is cfg without its Faults: exploration draws its own
-// schedules and refuses Config.Faults.
-func explorable(cfg harness.Config) harness.Config {
-	cfg.Faults = nil
-	return cfg
 }
 
 // A TaskID task completed with Retention(90m) holds its ID until asynq's

@@ -146,25 +146,6 @@ func TestAnAckFollowedByAStatementIsSent(t *testing.T) {
 	assert.NotEqual(t, result.Idempotent, s.Verdict, "the hit is counted twice")
 }
 
-// harness.Check, harness.Run and harness.Explore of a JetStream job need no
-// adapter-specific setup, and scenarios running side by side each have
-// their own stream.
-func TestCheckRunExplore(t *testing.T) {
-	inbox := harness.Config{Setup: []harness.Setup{harness.SQL(`CREATE TABLE seen (id text PRIMARY KEY)`)}}
-	job := twicenats.Job("seen", spec(jetstream.ConsumerConfig{}, "m-1"), func(d *harness.Delivery) jetstream.MessageHandler {
-		return func(msg jetstream.Msg) {
-			if _, err := d.DB.Exec(context.Background(), `INSERT INTO seen VALUES ($1) ON CONFLICT DO NOTHING`, msg.Headers().Get(jetstream.MsgIDHeader)); err != nil {
-				return
-			}
-			_ = msg.Ack()
-		}
-	})
-	harness.Check(t, job, inbox)
-	x := harness.Explore(t, job, inbox, harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
-	assert.False(t, x.Failed(), "%+v", x)
-	assert.Positive(t, x.Executed)
-}
-
 // Misuse fails at once, saying what to change.
 func TestAckPolicyMustBeExplicit(t *testing.T) {
 	_, err := harness.Run(context.Background(), twicenats.Job("hit", spec(jetstream.ConsumerConfig{AckPolicy: jetstream.AckNonePolicy}, ""), hit(ack)), with(faults.RunTwice()))

@@ -496,7 +496,7 @@ func (q *riverQueue[T]) Rules() queue.Rules {
 	r := queue.Rules{
 		Redeliver:   q.rescueAfter,
 		Dedup:       q.dedup(),
-		Tables:      []string{q.table("river_migration"), q.table("river_leader"), q.table("river_queue"), q.table("river_client"), q.table("river_client_queue")},
+		Tables:      []string{q.table("river_migration"), q.table("river_leader"), q.table("river_queue"), q.table("river_client"), q.table("river_client_queue"), q.table("river_notification")},
 		JobTable:    q.table("river_job"),
 		JobIDColumn: "id",
 		// Fetch moves the job to running, and hands out a running job

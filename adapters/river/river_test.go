@@ -2,12 +2,9 @@ package twiceriver_test
 
 import (
 	"context"
-	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	twiceriver "github.com/runtwice/twice/adapters/river"
 	"github.com/runtwice/twice/faults"
@@ -41,34 +38,4 @@ func setJob() harness.Job {
 var accounts = harness.Config{
 	Setup:  []harness.Setup{harness.SQL(`CREATE TABLE accounts (id bigint PRIMARY KEY, points int NOT NULL); INSERT INTO accounts VALUES (7, 0)`)},
 	Faults: []faults.Fault{faults.RunTwice(), faults.ProducerRetry(), faults.CrashBeforeAck(), faults.CrashAtEveryStep()},
-}
-
-// harness.Run, harness.Check and harness.Explore of a River job need no
-// River-specific setup: the job carries River's migrations.
-func TestJobCarriesRiversSchema(t *testing.T) {
-	res, err := harness.Run(t.Context(), setJob(), accounts)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-	assert.True(t, res.Idempotent(), "%s", res)
-	assert.Len(t, res.Scenarios, 4, "run-twice, producer-retry, crash-before-ack, crash-mid-job at its one step")
-	for _, s := range res.Scenarios {
-		for _, d := range s.Deliveries {
-			if d.NotDelivered == "" && d.Settled != "" {
-				assert.Contains(t, d.Settled, "completed", "%s: River's completer ran", s.Schedule)
-			}
-		}
-	}
-
-	harness.Check(t, setJob(), accounts)
-
-	x := harness.Explore(t, setJob(), explorable(accounts), harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
-	assert.False(t, x.Failed(), "%+v", x)
-	assert.Positive(t, x.Executed)
-}
-
-// explorable is cfg without its Faults: exploration draws its own
-// schedules and refuses Config.Faults.
-func explorable(cfg harness.Config) harness.Config {
-	cfg.Faults = nil
-	return cfg
 }

@@ -36,39 +36,6 @@ var accounts = harness.Config{
 	Faults: []faults.Fault{faults.RunTwice(), faults.CrashBeforeAck(), faults.CrashAtEveryStep()},
 }
 
-// harness.Run, harness.Check and harness.Explore of a Watermill job need
-// no Watermill-specific setup, on the modelled broker and on
-// watermill-sql: the job carries the broker's tables.
-func TestJobCarriesItsBroker(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		opts []twicewatermill.Option
-	}{
-		{"modelled broker", nil},
-		{"watermill-sql", []twicewatermill.Option{twicewatermill.SQL("accounts_topic", "points")}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			job := twicewatermill.Job("set-points", []byte(`{"account":7}`), nil, setPoints, tt.opts...)
-			res, err := harness.Run(t.Context(), job, accounts)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
-			assert.True(t, res.Idempotent(), "%s", res)
-			require.GreaterOrEqual(t, len(res.Scenarios), 3)
-			var names []string
-			for _, tb := range res.Reference.Tables {
-				names = append(names, tb.Name)
-			}
-			assert.Equal(t, []string{"accounts"}, names, "the broker's tables are made by the job's queue and left out of the comparison")
-
-			harness.Check(t, job, accounts)
-
-			x := harness.Explore(t, job, explorable(accounts), harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
-			assert.False(t, x.Failed(), "%+v", x)
-			assert.Positive(t, x.Executed)
-		})
-	}
-}
-
 // Two watermill-sql topics in one test binary build two templates: the
 // schema's name, which keys the template, carries the topic.
 func TestSQLTopicsKeepTheirTables(t *testing.T) {
@@ -79,11 +46,4 @@ func TestSQLTopicsKeepTheirTables(t *testing.T) {
 		t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
 		assert.True(t, res.Idempotent(), "%s: %s", topic, res)
 	}
-}
-
-// explorable is cfg without its Faults: exploration draws its own
-// schedules and refuses Config.Faults.
-func explorable(cfg harness.Config) harness.Config {
-	cfg.Faults = nil
-	return cfg
 }
