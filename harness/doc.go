@@ -230,7 +230,7 @@
 //
 // What the check learned is a value: Check and Run return a *Result (an
 // Exploration holds one) wrapping a result.Result (package harness/result), with the
-// check's status, every scenario, each delivery's steps and the fate of
+// check's outcome, every scenario, each delivery's steps and the fate of
 // each step. The twice command reads the same values.
 //
 // Under go test -v a passing check logs one line, with the columns and

@@ -136,8 +136,8 @@ func TestOutageReachesTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != result.StatusIdempotent || len(res.Scenarios) != 1 {
-		t.Fatalf("status = %s with %d scenarios, want one idempotent: %v", res.Status, len(res.Scenarios), res.Failed())
+	if res.Outcome != result.OutcomeIdempotent || len(res.Scenarios) != 1 {
+		t.Fatalf("status = %s with %d scenarios, want one idempotent: %v", res.Outcome, len(res.Scenarios), res.Failed())
 	}
 	s := res.Scenarios[0]
 	if s.Schedule.String() != "j1a1w1!outage:1" {

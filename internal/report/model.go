@@ -26,21 +26,21 @@ const SchemaVersion = 4
 // Status is the outcome of a job, of one matrix cell, or of a finding, in
 // the words of a check's result.Status; a job whose check could not run
 // is a Problem, not a status.
-type Status = result.Status
+type Status = result.Outcome
 
 // Statuses, from best to worst for a reader.
 const (
 	// StatusIdempotent: every scenario ended in the clean run's state
 	// and effects, and the job completed.
-	StatusIdempotent = result.StatusIdempotent
+	StatusIdempotent = result.OutcomeIdempotent
 	// StatusExpected: not idempotent, as the test says it should be
 	// (Config.ExpectFinding, or a test that asserts the finding itself).
-	StatusExpected = result.StatusExpectedFinding
+	StatusExpected = result.OutcomeExpectedFinding
 	// StatusFlaky: the same schedule gave different verdicts on
 	// different runs.
-	StatusFlaky = result.StatusFlaky
+	StatusFlaky = result.OutcomeFlaky
 	// StatusFinding: not idempotent, and nothing said it would be.
-	StatusFinding = result.StatusFinding
+	StatusFinding = result.OutcomeFinding
 )
 
 // Report is one run of twice report. Its JSON form is report.json.

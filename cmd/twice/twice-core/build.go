@@ -132,9 +132,9 @@ func disagreements(j report.Job, res *result.Result) []report.Problem {
 func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 	for _, rec := range recs {
 		kind := report.ProblemHarnessError
-		switch rec.Result.Status {
-		case result.StatusInternalError:
-		case result.StatusUserError:
+		switch rec.Result.Outcome {
+		case result.OutcomeInternalError:
+		case result.OutcomeUserError:
 			kind = report.ProblemUserError // the job's or the test's code, not twice
 		default:
 			continue
@@ -336,9 +336,9 @@ func (b *builder) job(recs []record.Record) report.Job {
 	verdicts := map[sched]map[result.Verdict]bool{}
 	first := map[sched]result.Scenario{}
 	var order []sched
-	statuses := map[result.Status]bool{}
+	statuses := map[result.Outcome]bool{}
 	for _, rec := range recs {
-		statuses[rec.Result.Status] = true
+		statuses[rec.Result.Outcome] = true
 		for i, s := range rec.Result.Scenarios {
 			if rec.Result.Shard == nil {
 				// Unsharded, the place is the position, also in records
@@ -361,11 +361,11 @@ func (b *builder) job(recs []record.Record) report.Job {
 
 	findingStatus := report.StatusFinding
 	switch {
-	case statuses[result.StatusFlaky]:
+	case statuses[result.OutcomeFlaky]:
 		findingStatus = report.StatusFlaky
-	case statuses[result.StatusExpectedFinding]:
+	case statuses[result.OutcomeExpectedFinding]:
 		findingStatus, j.Expected = report.StatusExpected, res.ExpectFinding
-	case statuses[result.StatusFinding] && j.TestPassed:
+	case statuses[result.OutcomeFinding] && j.TestPassed:
 		// Check reported the finding to a stand-in for the test (a
 		// golden-message test), and the test itself passed.
 		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"

@@ -67,7 +67,7 @@ func TestUnreadableRecordIsThatChecksProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/points", Test: "TestGood", Written: time.Now(),
-		Result: &result.Result{Job: "good", Status: result.StatusIdempotent}}}
+		Result: &result.Result{Job: "good", Outcome: result.OutcomeIdempotent}}}
 	bad := []record.Unreadable{{File: "points-1-2-TestLost.json", Dir: "/src/points", Test: "TestLost",
 		Err: errors.New(`[twice] internal: harness result points-1-2-TestLost.json is not a record: [twice] schedule "x": nonsense`)}}
 	r := &report.Report{Command: "go test -json ./..."}

@@ -20,7 +20,7 @@ func flakyFixture(t *testing.T) *report.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result.Result{Job: "coin", Status: result.StatusFlaky, Scenarios: []result.Scenario{
+	res := &result.Result{Job: "coin", Outcome: result.OutcomeFlaky, Scenarios: []result.Scenario{
 		{Fault: "explore", Schedule: sched, Verdict: result.Idempotent},
 		{Fault: "explore", Schedule: sched, Verdict: result.NotIdempotent, Problems: []result.Problem{{Kind: result.DidNotComplete, Detail: "job twice-job-1"}}},
 	}}
@@ -82,7 +82,7 @@ func TestInternalErrorRecordExitsBroken(t *testing.T) {
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/broken", Test: "TestHit", Written: time.Now(),
 		Error:  `[twice] internal: go-cmp panicked comparing table "counters"; check Options.CmpOptions: comparer broke`,
-		Result: &result.Result{Job: "hit", Status: result.StatusInternalError}}}
+		Result: &result.Result{Job: "hit", Outcome: result.OutcomeInternalError}}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/broken": pkg}, cwd: "/src"}).build(r, recs)
 	r.Finish()
@@ -107,7 +107,7 @@ func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result.Result{Job: "alternating", Status: result.StatusFlaky, Scenarios: []result.Scenario{{
+	res := &result.Result{Job: "alternating", Outcome: result.OutcomeFlaky, Scenarios: []result.Scenario{{
 		Fault: faults.NameCrashBeforeAck, Schedule: sched, Verdict: result.Flaky,
 		Problems: []result.Problem{{Kind: result.StateDiffers, Table: "counters"}},
 		Rerun:    &result.Rerun{Verdict: result.Idempotent},
