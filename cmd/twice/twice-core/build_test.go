@@ -60,17 +60,17 @@ func TestBuildFixture(t *testing.T) {
 
 func TestBuildVerdicts(t *testing.T) {
 	r := fixtureReport(t)
-	status := map[string]report.Status{}
+	status := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Test] = j.Status
+		status[j.Test] = j.Outcome
 	}
-	want := map[string]report.Status{
-		"TestRewardByIncrement": report.StatusExpected, // Config.ExpectFinding
-		"TestRewardWithLedger":  report.StatusIdempotent,
-		"TestAdvanceUnmarked":   report.StatusFinding, // Check failed the test
-		"TestMarkThenSend":      report.StatusExpected,
-		"TestWithJobKey":        report.StatusExpected,
-		"TestCheckThenAct":      report.StatusExpected,
+	want := map[string]report.Outcome{
+		"TestRewardByIncrement": report.OutcomeExpected, // Config.ExpectFinding
+		"TestRewardWithLedger":  report.OutcomeIdempotent,
+		"TestAdvanceUnmarked":   report.OutcomeFinding, // Check failed the test
+		"TestMarkThenSend":      report.OutcomeExpected,
+		"TestWithJobKey":        report.OutcomeExpected,
+		"TestCheckThenAct":      report.OutcomeExpected,
 	}
 	for test, w := range want {
 		if status[test] != w {

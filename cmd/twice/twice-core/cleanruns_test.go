@@ -20,11 +20,11 @@ func TestReportCleanRunsDisagreeBesideAFinding(t *testing.T) {
 	if code != report.ExitFindings {
 		t.Errorf("exit code = %d, want %d", code, report.ExitFindings)
 	}
-	status := map[string]report.Status{}
+	status := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Name] = j.Status
+		status[j.Name] = j.Outcome
 	}
-	if len(r.Jobs) != 2 || status["add-points"] != report.StatusFinding || status["once-in-memory"] != report.StatusIdempotent {
+	if len(r.Jobs) != 2 || status["add-points"] != report.OutcomeFinding || status["once-in-memory"] != report.OutcomeIdempotent {
 		t.Errorf("jobs = %v, want add-points a finding and once-in-memory idempotent", status)
 	}
 	if kinds := problemKinds(r); len(kinds) != 1 || kinds[0] != report.ProblemCleanRunsDisagree {
@@ -73,7 +73,7 @@ func TestUnreadableRecordIsThatChecksProblem(t *testing.T) {
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/points": pkg}, cwd: "/src", unreadable: bad}).build(r, recs)
 	r.Finish()
-	if len(r.Jobs) != 1 || r.Jobs[0].Name != "good" || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Name != "good" || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Errorf("jobs = %+v, want good, idempotent", r.Jobs)
 	}
 	if len(r.Summary.Problems) != 1 {

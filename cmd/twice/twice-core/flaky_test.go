@@ -36,12 +36,12 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 		t.Fatalf("jobs = %+v, want one", r.Jobs)
 	}
 	j := r.Jobs[0]
-	if j.Status != report.StatusFlaky {
-		t.Errorf("job status = %q (%s), want %q", j.Status, j.Expected, report.StatusFlaky)
+	if j.Outcome != report.OutcomeFlaky {
+		t.Errorf("job status = %q (%s), want %q", j.Outcome, j.Expected, report.OutcomeFlaky)
 	}
 	for _, c := range j.Cells {
-		if c.Status != report.StatusFlaky {
-			t.Errorf("cell %s status = %q, want %q", c.Fault, c.Status, report.StatusFlaky)
+		if c.Outcome != report.OutcomeFlaky {
+			t.Errorf("cell %s status = %q, want %q", c.Fault, c.Outcome, report.OutcomeFlaky)
 		}
 	}
 	if r.ExitCode != report.ExitFindings {
@@ -114,11 +114,11 @@ func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
 	}}}
 	r := oneCheckReport(t, "example.com/jobs/alternating", "TestAlternating",
 		`    alternating_test.go:20: [twice] flaky: job \"alternating\": 1 of 1 scenarios failed`, false, res)
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusFlaky {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeFlaky {
 		t.Fatalf("jobs = %+v, want one flaky job", r.Jobs)
 	}
 	j := r.Jobs[0]
-	if len(j.Findings) != 1 || j.Findings[0].Status != report.StatusFlaky {
+	if len(j.Findings) != 1 || j.Findings[0].Outcome != report.OutcomeFlaky {
 		t.Fatalf("findings = %+v, want one flaky finding", j.Findings)
 	}
 	if r.ExitCode != report.ExitFindings {

@@ -26,7 +26,7 @@ func TestPassNamesVolatileColumnsInEveryReport(t *testing.T) {
 		Volatile:  []string{"orders.token", "orders.sent_at"},
 		Scenarios: []result.Scenario{{Fault: faults.NameRunTwice, Schedule: sched, Verdict: result.Idempotent}}}
 	r := oneCheckReport(t, "example.com/jobs/stamped", "TestStamped", "", true, res)
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Fatalf("jobs = %+v, want one idempotent job", r.Jobs)
 	}
 	if got := r.Jobs[0].VolatileTimes; len(got) != 1 || got[0] != "orders.sent_at" {
