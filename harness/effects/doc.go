@@ -182,7 +182,7 @@
 // The harness's executor drives the fakes through Log and Steps, and
 // nothing here imports the harness: it makes a Log per scenario with
 // NewLog, gives each delivery its Clients with Log.Clients and a Steps of
-// its own, which grants each call when the schedule says and answers a
-// Fate (Answered, ReplyLost, Refused, AnsweredLate), and reads Log.Effects when the
-// scenario is done.
+// its own, which grants each call when the schedule says and gives it a
+// Reply (Answered, ReplyLost, Refused, AnsweredLate), and reads
+// Log.Effects when the scenario is done.
 package effects

@@ -12,11 +12,11 @@ import (
 // runs and passes it to Log.Clients; a test of a client wrapper may pass
 // one that grants every call.
 type Steps interface {
-	// Begin blocks until the schedule grants call, and says what the
-	// provider does with it. An error means the delivery is dead: the
+	// Begin blocks until the schedule grants call, and says how the
+	// provider replies to it. An error means the delivery is dead: the
 	// call must not happen, is not recorded, and the handler gets the
 	// error.
-	Begin(ctx context.Context, call faults.Step) (Fate, error)
+	Begin(ctx context.Context, call faults.Step) (Reply, error)
 	// End reports that the provider has answered call and the answer is
 	// in the log; the schedule may kill the delivery right here ("crash
 	// after an effect"). It is called once after every Begin that
@@ -24,13 +24,15 @@ type Steps interface {
 	End(call faults.Step)
 }
 
-// Fate is what the provider does with a call the schedule granted.
-type Fate int
+// Reply is how the provider replies to a call the schedule granted: the
+// executor's side of an effect call. What became of the step, as a
+// result records it, is a result.Fate.
+type Reply int
 
 const (
 	// Answered: the provider handles the call and the handler hears its
 	// answer.
-	Answered Fate = iota
+	Answered Reply = iota
 	// ReplyLost: the provider handles the call, but its answer is lost;
 	// the handler's call times out (faults.KindEffectLostReply).
 	ReplyLost
@@ -44,10 +46,10 @@ const (
 	AnsweredLate
 )
 
-// String names the fate: "answered", "reply-lost", "refused",
+// String names the reply: "answered", "reply-lost", "refused",
 // "answered-late".
-func (f Fate) String() string {
-	switch f {
+func (r Reply) String() string {
+	switch r {
 	case Answered:
 		return "answered"
 	case ReplyLost:
@@ -57,7 +59,7 @@ func (f Fate) String() string {
 	case AnsweredLate:
 		return "answered-late"
 	}
-	return fmt.Sprintf("Fate(%d)", int(f))
+	return fmt.Sprintf("Reply(%d)", int(r))
 }
 
 // Error is what an effect call returns when the schedule puts an effect
