@@ -182,8 +182,8 @@
 // SDKs and net/http (a Stripe-shaped provider and a generic one behind
 // it) and Delivery.SMTPAddr for SMTP. Each effect kind is exactly-once
 // unless Config.EffectPolicies says at-least-once (receipts),
-// at-most-once or repeatable. Under an effect fault the call returns an
-// *effects.Error and the handler goes on.
+// at-most-once or repeatable. Under an effect fault the call returns a
+// *effects.CallError and the handler goes on.
 //
 // # Queues
 //

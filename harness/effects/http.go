@@ -318,7 +318,7 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = d.c.callStep(r.Context(), e, via, do)
 	}
-	var fx *Error
+	var fx *CallError
 	switch {
 	case errors.As(err, &fx) && fx.Late:
 		// The provider did the work; its answer comes after the client
@@ -363,10 +363,10 @@ func (c *Clients) read(ctx context.Context, e assert.Effect, via faults.Step, do
 	defer c.steps.End(step)
 	switch reply {
 	case Refused:
-		return &Error{Kind: e.Kind}
+		return &CallError{Kind: e.Kind}
 	case ReplyLost, AnsweredLate:
 		_, _, _ = do()
-		return &Error{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
+		return &CallError{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
 	}
 	_, _, err = do()
 	return err

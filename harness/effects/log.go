@@ -207,7 +207,7 @@ func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step
 	}
 	defer c.steps.End(call)
 	if reply == Refused {
-		err = &Error{Kind: e.Kind}
+		err = &CallError{Kind: e.Kind}
 	} else {
 		var result string
 		var replayed bool
@@ -219,7 +219,7 @@ func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step
 	}
 	if reply == ReplyLost || reply == AnsweredLate {
 		e.ReplyLost = true
-		err = &Error{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
+		err = &CallError{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
 	}
 	e.Delivery, e.JobID, e.Attempt = c.label, c.jobID, c.attempt
 	e.At = c.log.now()

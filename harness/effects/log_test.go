@@ -276,7 +276,7 @@ func TestFateDecidesWhatTheHandlerHears(t *testing.T) {
 	tests := []struct {
 		reply     effects.Reply
 		called    bool // the user's client was called
-		applied   bool // *effects.Error.Applied
+		applied   bool // *effects.CallError.Applied
 		replyLost bool // the log's ReplyLost
 		happened  bool
 	}{
@@ -289,9 +289,9 @@ func TestFateDecidesWhatTheHandlerHears(t *testing.T) {
 			c := log.Clients("j1a1w1", "twice-job-1", 1, replying(tt.reply))
 			called := false
 			err := c.Record(ctx, "sms", "", "hi", func(context.Context) error { called = true; return nil })
-			var ferr *effects.Error
+			var ferr *effects.CallError
 			require.ErrorAs(t, err, &ferr)
-			assert.Equal(t, &effects.Error{Kind: "sms", Applied: tt.applied}, ferr)
+			assert.Equal(t, &effects.CallError{Kind: "sms", Applied: tt.applied}, ferr)
 			assert.Equal(t, tt.applied, ferr.Timeout())
 			assert.True(t, ferr.Temporary())
 			assert.Equal(t, tt.applied, errors.Is(err, context.DeadlineExceeded), "a lost answer is a timeout, a refusal is not")
@@ -323,9 +323,9 @@ func TestFateString(t *testing.T) {
 
 func TestErrorMessage(t *testing.T) {
 	assert.Equal(t, "payment provider: the call timed out before its answer arrived (the provider may have made it)",
-		(&effects.Error{Kind: "payment", Applied: true}).Error())
+		(&effects.CallError{Kind: "payment", Applied: true}).Error())
 	assert.Equal(t, "email provider: 503 service unavailable: the call was refused before it was made; try again",
-		(&effects.Error{Kind: "email"}).Error())
+		(&effects.CallError{Kind: "email"}).Error())
 }
 
 func TestNewLogMisuse(t *testing.T) {

@@ -62,7 +62,7 @@ func (r Reply) String() string {
 	return fmt.Sprintf("Reply(%d)", int(r))
 }
 
-// Error is what an effect call returns when the schedule puts an effect
+// CallError is what an effect call returns when the schedule puts an effect
 // fault on it: the provider made the effect and its answer was lost
 // (faults.KindEffectLostReply; Applied is true, Timeout reports true, and
 // errors.Is(err, context.DeadlineExceeded) holds, as for an HTTP client's
@@ -70,8 +70,9 @@ func (r Reply) String() string {
 // (faults.KindEffectFailed; a 503, Applied is false). Both are transient:
 // a retry with the same idempotency key gets the stored answer of an
 // applied payment, or makes a refused one. The handler goes on either
-// way; its delivery is not dead.
-type Error struct {
+// way; its delivery is not dead. (A result.Error is something else: an
+// error a result carries, kept as its message in a check's record.)
+type CallError struct {
 	// Kind is the effect's kind: "email", "payment", or the kind given to
 	// harness.Delivery.Effect.
 	Kind string
@@ -84,7 +85,7 @@ type Error struct {
 }
 
 // Error says what the handler's client would: a timeout, or a 503.
-func (e *Error) Error() string {
+func (e *CallError) Error() string {
 	if e.Applied {
 		return fmt.Sprintf("%s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
 	}
@@ -93,14 +94,14 @@ func (e *Error) Error() string {
 
 // Timeout reports whether the call timed out, as net.Error does: true
 // when the answer was lost.
-func (e *Error) Timeout() bool { return e.Applied }
+func (e *CallError) Timeout() bool { return e.Applied }
 
 // Temporary reports true: both faults are transient.
-func (e *Error) Temporary() bool { return true }
+func (e *CallError) Temporary() bool { return true }
 
 // Unwrap makes a lost answer match context.DeadlineExceeded, as
 // net/http's client timeouts do; a refusal wraps nothing.
-func (e *Error) Unwrap() error {
+func (e *CallError) Unwrap() error {
 	if e.Applied {
 		return context.DeadlineExceeded
 	}
