@@ -239,7 +239,7 @@ type Warning struct {
 	Deliveries int
 	// First is the first such delivery, and Schedule the schedule it ran
 	// in.
-	First    faults.Delivery
+	First    faults.Scheduled
 	Schedule faults.Schedule
 	// Connections counts the first delivery's connections it concerns
 	// (TransactionLeftOpen).
@@ -494,7 +494,7 @@ func (r *Result) Confirmed() bool {
 type DeliveryOutcome struct {
 	// Delivery is the delivery as scheduled (a queue's retry after a
 	// failure is added by the harness).
-	Delivery faults.Delivery
+	Delivery faults.Scheduled
 	// JobID and Attempt are what the handler was given; Worker numbers
 	// the worker that ran it.
 	JobID   string

@@ -77,7 +77,7 @@ type execution struct {
 
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
-	spec faults.Delivery
+	spec faults.Scheduled
 	kind queue.DeliveryKind
 
 	life        life      // where it is in its life (lifecycle.go); changed only by execution.move
@@ -406,14 +406,14 @@ func (e *execution) addQueueRetries() bool {
 			continue
 		}
 		worker++
-		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.visibilityTimeout()}
+		spec := faults.Scheduled{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.visibilityTimeout()}
 		e.add(spec).outcome.QueueRetry = true
 		added = true
 	}
 	return added
 }
 
-func (e *execution) add(spec faults.Delivery) *deliveryRun {
+func (e *execution) add(spec faults.Scheduled) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},

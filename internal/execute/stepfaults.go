@@ -11,7 +11,7 @@ import (
 )
 
 // stepFault is what a fault kind does to the step its delivery's schedule
-// names (faults.Delivery.At): to a statement and to an effect call. Each
+// names (faults.Scheduled.At): to a statement and to an effect call. Each
 // returns whether it answered the step's grant itself; when it did not,
 // give grants the step as usual (with the reply the fault set, for an
 // effect).

@@ -50,7 +50,7 @@ func TestStepFaults(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, seq := range []int{1, 2, 3} {
-				d := &deliveryRun{spec: faults.Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: tc.kind, At: 2}, bySQL: map[int]*stepRequest{}}
+				d := &deliveryRun{spec: faults.Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: tc.kind, At: 2}, bySQL: map[int]*stepRequest{}}
 				req := &stepRequest{d: d, seq: seq, effect: tc.effect, step: wireproxy.Step{SQL: "UPDATE t SET n = n + 1"},
 					call: faults.Step{Key: "k"}, grant: make(chan wireproxy.Action, 1)}
 				e := &execution{}
