@@ -142,7 +142,7 @@ func BenchmarkConfirm(b *testing.B) {
 		}
 		brokenTime += time.Since(start)
 		if res.Outcome != result.OutcomeFinding {
-			b.Fatalf("the broken job's status is %s, want a finding", res.Outcome)
+			b.Fatalf("the broken job's outcome is %s, want a finding", res.Outcome)
 		}
 		for _, s := range res.Scenarios {
 			if s.Rerun != nil {

@@ -204,12 +204,12 @@ func check(t tb, job Job, cfg Config) *Result {
 // runner so: its verdict on the job is neither a pass nor a finding.
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
-	status := result.OutcomeInternalError
+	outcome := result.OutcomeInternalError
 	if blame.IsUser(err) {
-		status = result.OutcomeUserError
+		outcome = result.OutcomeUserError
 	}
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: blame.Text(err),
-		Result: &result.Result{Job: job.Name, Outcome: status}}
+		Result: &result.Result{Job: job.Name, Outcome: outcome}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%s", blame.Message(werr))
 	}

@@ -137,7 +137,7 @@ func TestOutageReachesTheHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != result.OutcomeIdempotent || len(res.Scenarios) != 1 {
-		t.Fatalf("status = %s with %d scenarios, want one idempotent: %v", res.Outcome, len(res.Scenarios), res.Failed())
+		t.Fatalf("Outcome = %s with %d scenarios, want one idempotent: %v", res.Outcome, len(res.Scenarios), res.Failed())
 	}
 	s := res.Scenarios[0]
 	if s.Schedule.String() != "j1a1w1!outage:1" {

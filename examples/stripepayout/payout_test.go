@@ -142,7 +142,7 @@ func TestLostFirstReplyRetriedBySDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != result.OutcomeIdempotent {
-		t.Fatalf("status = %s, want idempotent: %v", res.Outcome, res.Failed())
+		t.Fatalf("Outcome = %s, want idempotent: %v", res.Outcome, res.Failed())
 	}
 	for _, s := range res.Scenarios {
 		attempts := s.Effects
@@ -162,7 +162,7 @@ func TestDeadDeliveryMakesNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != result.OutcomeIdempotent || len(res.Scenarios) != 1 {
-		t.Fatalf("status = %s with %d scenarios, want one idempotent", res.Outcome, len(res.Scenarios))
+		t.Fatalf("Outcome = %s with %d scenarios, want one idempotent", res.Outcome, len(res.Scenarios))
 	}
 	effs := res.Scenarios[0].Effects
 	if len(effs) != 1 || effs[0].Delivery == res.Scenarios[0].Deliveries[0].Delivery.Label() || !effs[0].Happened() {
@@ -187,7 +187,7 @@ func TestSameKeyOtherAmountUnderRedelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	if res.Outcome != result.OutcomeFinding {
-		t.Fatalf("status = %s, want a finding", res.Outcome)
+		t.Fatalf("Outcome = %s, want a finding", res.Outcome)
 	}
 	clash := false
 	for _, s := range res.Scenarios {

@@ -58,7 +58,7 @@ type Record struct {
 	// the runner adds where it quotes it.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
-	// the job's name and the status. Nil in a record of Coverage.
+	// the job's name and the outcome. Nil in a record of Coverage.
 	Result *result.Result `json:"result"`
 	// Coverage is what harness.CheckRegistered found of a service's
 	// registered workers; a record holds it or a Result.

@@ -103,7 +103,7 @@ func TestMergeJoinsCellsAndFindings(t *testing.T) {
 	}
 	j := m.Jobs[0]
 	if j.Outcome != report.OutcomeFinding || j.Scenarios != 3 || j.Failed != 3 || j.TestPassed {
-		t.Errorf("job: status %s, %d scenarios, %d failed, test passed %v; want finding, 3, 3, false", j.Outcome, j.Scenarios, j.Failed, j.TestPassed)
+		t.Errorf("job: Outcome %s, %d scenarios, %d failed, test passed %v; want finding, 3, 3, false", j.Outcome, j.Scenarios, j.Failed, j.TestPassed)
 	}
 	var cells, findings []string
 	for _, c := range j.Cells {

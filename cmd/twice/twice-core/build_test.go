@@ -60,9 +60,9 @@ func TestBuildFixture(t *testing.T) {
 
 func TestBuildVerdicts(t *testing.T) {
 	r := fixtureReport(t)
-	status := map[string]report.Outcome{}
+	outcome := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Test] = j.Outcome
+		outcome[j.Test] = j.Outcome
 	}
 	want := map[string]report.Outcome{
 		"TestRewardByIncrement": report.OutcomeExpected, // Config.ExpectFinding
@@ -73,8 +73,8 @@ func TestBuildVerdicts(t *testing.T) {
 		"TestCheckThenAct":      report.OutcomeExpected,
 	}
 	for test, w := range want {
-		if status[test] != w {
-			t.Errorf("status of %s = %q, want %q", test, status[test], w)
+		if outcome[test] != w {
+			t.Errorf("outcome of %s = %q, want %q", test, outcome[test], w)
 		}
 	}
 	var kinds []string

@@ -20,12 +20,12 @@ func TestReportCleanRunsDisagreeBesideAFinding(t *testing.T) {
 	if code != report.ExitFindings {
 		t.Errorf("exit code = %d, want %d", code, report.ExitFindings)
 	}
-	status := map[string]report.Outcome{}
+	outcome := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Name] = j.Outcome
+		outcome[j.Name] = j.Outcome
 	}
-	if len(r.Jobs) != 2 || status["add-points"] != report.OutcomeFinding || status["once-in-memory"] != report.OutcomeIdempotent {
-		t.Errorf("jobs = %v, want add-points a finding and once-in-memory idempotent", status)
+	if len(r.Jobs) != 2 || outcome["add-points"] != report.OutcomeFinding || outcome["once-in-memory"] != report.OutcomeIdempotent {
+		t.Errorf("jobs = %v, want add-points a finding and once-in-memory idempotent", outcome)
 	}
 	if kinds := problemKinds(r); len(kinds) != 1 || kinds[0] != report.ProblemCleanRunsDisagree {
 		t.Fatalf("problems = %q, want one %s", kinds, report.ProblemCleanRunsDisagree)

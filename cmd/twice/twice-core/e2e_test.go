@@ -187,7 +187,7 @@ func TestReportExamples(t *testing.T) {
 				t.Errorf("%s %s: an expected finding without findings", j.Package, j.Test)
 			}
 		default:
-			t.Errorf("%s %s: status %s, want idempotent or expected-finding", j.Package, j.Test, j.Outcome)
+			t.Errorf("%s %s: Outcome %s, want idempotent or expected-finding", j.Package, j.Test, j.Outcome)
 		}
 	}
 	if expected == 0 {

@@ -37,11 +37,11 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 	}
 	j := r.Jobs[0]
 	if j.Outcome != report.OutcomeFlaky {
-		t.Errorf("job status = %q (%s), want %q", j.Outcome, j.Expected, report.OutcomeFlaky)
+		t.Errorf("job Outcome = %q (%s), want %q", j.Outcome, j.Expected, report.OutcomeFlaky)
 	}
 	for _, c := range j.Cells {
 		if c.Outcome != report.OutcomeFlaky {
-			t.Errorf("cell %s status = %q, want %q", c.Fault, c.Outcome, report.OutcomeFlaky)
+			t.Errorf("cell %s Outcome = %q, want %q", c.Fault, c.Outcome, report.OutcomeFlaky)
 		}
 	}
 	if r.ExitCode != report.ExitFindings {

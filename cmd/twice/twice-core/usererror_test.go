@@ -49,11 +49,11 @@ func TestHeadlineCountsEveryCheckThatCouldNotRun(t *testing.T) {
 	const pkg = "example.com/jobs/stopped"
 	lines := []string{`{"Action":"start","Package":"` + pkg + `"}`}
 	var recs []record.Record
-	for i, status := range []result.Outcome{result.OutcomeUserError, result.OutcomeUserError, result.OutcomeInternalError, result.OutcomeUserError, result.OutcomeUserError} {
+	for i, outcome := range []result.Outcome{result.OutcomeUserError, result.OutcomeUserError, result.OutcomeInternalError, result.OutcomeUserError, result.OutcomeUserError} {
 		test := fmt.Sprintf("TestStopped%d", i)
 		lines = append(lines, `{"Action":"run","Package":"`+pkg+`","Test":"`+test+`"}`, `{"Action":"fail","Package":"`+pkg+`","Test":"`+test+`","Elapsed":1}`)
 		recs = append(recs, record.Record{Version: record.Version, Dir: "/src/stopped", Test: test, Written: time.Now(),
-			Error: "[twice] job failed on its clean reference run", Result: &result.Result{Job: fmt.Sprintf("job-%d", i), Outcome: status}})
+			Error: "[twice] job failed on its clean reference run", Result: &result.Result{Job: fmt.Sprintf("job-%d", i), Outcome: outcome}})
 	}
 	lines = append(lines, `{"Action":"fail","Package":"`+pkg+`","Elapsed":1}`)
 	runs := newTestRuns()
