@@ -41,7 +41,7 @@ import "strings"
 // text, an effect call, a commit point), it runs the crash points left
 // out as well.
 
-// CrashClass is a run of crash points From..To (1-based, as Delivery.At)
+// CrashClass is a run of crash points From..To (1-based, as Scheduled.At)
 // that end in the same state: steps From..To-1 are statements of the
 // clean run that make nothing durable. Its representative crashes just
 // before step To; the others are left out.

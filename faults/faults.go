@@ -278,7 +278,7 @@ type Step struct {
 	// a handler that compared the now() of two deliveries' transactions
 	// could tell apart orders the reduction treats as one. Such a
 	// comparison is a race with the wall clock in any case; twice's clock
-	// (Delivery.Now) does not move with steps.
+	// (harness.Delivery.Now) does not move with steps.
 	Local bool `json:",omitempty"`
 	// Effect is the kind of effect ("email", "payment") when the step is an
 	// effect call, empty for a statement; Key is the call's idempotency
@@ -388,13 +388,13 @@ func invalid(name Name, format string, args ...any) Fault {
 	return fault{name: name, err: fmt.Errorf(format, args...)}
 }
 
-func one(ds ...Delivery) []Schedule { return []Schedule{{Deliveries: ds}} }
+func one(ds ...Scheduled) []Schedule { return []Schedule{{Deliveries: ds}} }
 
 // RunTwice is the seed's cheapest check: the job completes, then the queue
 // delivers the same job ID again as attempt 2, on another worker.
 func RunTwice() Fault {
 	return fault{name: NameRunTwice, expand: func(Plan) []Schedule {
-		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 1, Attempt: 2, Worker: 2})
+		return one(Scheduled{Job: 1, Attempt: 1, Worker: 1}, Scheduled{Job: 1, Attempt: 2, Worker: 2})
 	}}
 }
 
@@ -403,7 +403,7 @@ func RunTwice() Fault {
 // runs.
 func ProducerRetry() Fault {
 	return fault{name: NameProducerRetry, expand: func(Plan) []Schedule {
-		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2})
+		return one(Scheduled{Job: 1, Attempt: 1, Worker: 1}, Scheduled{Job: 2, Attempt: 1, Worker: 2})
 	}}
 }
 
@@ -422,7 +422,7 @@ func LateProducerRetry() Fault {
 }
 
 func lateCopy(p Plan) []Schedule {
-	return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.producerTimeout()})
+	return one(Scheduled{Job: 1, Attempt: 1, Worker: 1}, Scheduled{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.producerTimeout()})
 }
 
 // producerTimeout is how long after the original's enqueue the
@@ -464,7 +464,7 @@ func ProducerRetryAfterDedup() Fault {
 		if p.Dedup <= 0 || p.ProducerRetriesWithin > 0 && p.ProducerRetriesWithin < p.Dedup+dedupMargin {
 			return nil
 		}
-		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.Dedup + dedupMargin})
+		return one(Scheduled{Job: 1, Attempt: 1, Worker: 1}, Scheduled{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: p.Dedup + dedupMargin})
 	}}
 }
 
@@ -482,7 +482,7 @@ func ProducerCopyAt(after time.Duration) Fault {
 		return invalid(NameProducerCopyAt, "faults.ProducerCopyAt(%s): the copy comes after the original's enqueue; give a positive duration, like 5*time.Minute", after)
 	}
 	return fault{name: NameProducerCopyAt, expand: func(Plan) []Schedule {
-		return one(Delivery{Job: 1, Attempt: 1, Worker: 1}, Delivery{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: after})
+		return one(Scheduled{Job: 1, Attempt: 1, Worker: 1}, Scheduled{Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: after})
 	}}
 }
 
@@ -491,8 +491,8 @@ func ProducerCopyAt(after time.Duration) Fault {
 // passed.
 func CrashBeforeAck() Fault {
 	return fault{name: NameCrashBeforeAck, expand: func(p Plan) []Schedule {
-		return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash},
-			Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+		return one(Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash},
+			Scheduled{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 	}}
 }
 
@@ -501,10 +501,10 @@ func CrashBeforeAck() Fault {
 // to the same worker in one schedule and to another worker in a second.
 func LostAck() Fault {
 	return fault{name: NameLostAck, expand: func(p Plan) []Schedule {
-		first := Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindLostAck}
+		first := Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: KindLostAck}
 		return []Schedule{
-			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 1, Advance: p.visibility()}}},
-			{Deliveries: []Delivery{first, {Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()}}},
+			{Deliveries: []Scheduled{first, {Job: 1, Attempt: 2, Worker: 1, Advance: p.visibility()}}},
+			{Deliveries: []Scheduled{first, {Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()}}},
 		}
 	}}
 }
@@ -531,8 +531,8 @@ func CrashAtEveryStep() Fault {
 }
 
 func crashAt(p Plan, k int) []Schedule {
-	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: k},
-		Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+	return one(Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: k},
+		Scheduled{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 }
 
 // AmbiguousCommitAt is a commit whose reply is lost: the server applies
@@ -561,8 +561,8 @@ func AmbiguousCommits() Fault {
 }
 
 func ambiguousAt(p Plan, k int) []Schedule {
-	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindAmbiguous, At: k},
-		Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
+	return one(Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: KindAmbiguous, At: k},
+		Scheduled{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility()})
 }
 
 // EffectLostReplyAt is a provider whose answer to effect call k is lost:
@@ -677,7 +677,7 @@ func atEveryEffect(p Plan, k Kind) []Schedule {
 // queue's own retry follows if the delivery fails, so the schedule needs
 // no second delivery.
 func effectFault(k Kind, at int) []Schedule {
-	return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: k, At: at})
+	return one(Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: k, At: at})
 }
 
 // VisibilityTimeout is a job slower than the queue's visibility timeout:
@@ -697,7 +697,7 @@ func VisibilityTimeout() Fault {
 		n := len(p.Steps)
 		build := func(k int) Schedule {
 			return Schedule{
-				Deliveries: []Delivery{
+				Deliveries: []Scheduled{
 					{Job: 1, Attempt: 1, Worker: 1},
 					{Job: 1, Attempt: 2, Worker: 2, Advance: p.visibility(), With: 1, After: k},
 				},
@@ -784,11 +784,11 @@ func constructorOf(name Name) string {
 // the queue would refuse (one delivery at a time) and those the
 // partial-order reduction leaves out, told apart by their orders.
 func concurrent(p Plan, secondJob, max int) Expansion {
-	second := Delivery{Job: secondJob, Attempt: 2, Worker: 2, With: 1}
+	second := Scheduled{Job: secondJob, Attempt: 2, Worker: 2, With: 1}
 	if secondJob != 1 {
 		second.Attempt = 1
 	}
-	deliveries := func() []Delivery { return []Delivery{{Job: 1, Attempt: 1, Worker: 1}, second} }
+	deliveries := func() []Scheduled { return []Scheduled{{Job: 1, Attempt: 1, Worker: 1}, second} }
 	of := func(orders [][]int) []Schedule {
 		var out []Schedule
 		for _, order := range orders {
@@ -883,8 +883,8 @@ func Redrive(after time.Duration) Fault {
 	}
 	return fault{name: NameRedrive, expandAll: func(p Plan) Expansion {
 		redrive := func(at int) Schedule {
-			return one(Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
-				Delivery{Job: 1, Attempt: 2, Worker: 2, Advance: after})[0]
+			return one(Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: KindCrash, At: at},
+				Scheduled{Job: 1, Attempt: 2, Worker: 2, Advance: after})[0]
 		}
 		e := crashPoints(p, redrive)
 		e.Run = append(e.Run, redrive(0)) // after the last step
@@ -963,7 +963,7 @@ func Replay(s Schedule) Fault {
 	}
 	return fault{name: name, expand: func(Plan) []Schedule {
 		c := s
-		c.Deliveries = append([]Delivery(nil), s.Deliveries...)
+		c.Deliveries = append([]Scheduled(nil), s.Deliveries...)
 		c.Order = append([]int(nil), s.Order...)
 		c.Holds = append([]int(nil), s.Holds...)
 		return []Schedule{c}

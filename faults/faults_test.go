@@ -17,47 +17,47 @@ func TestScheduleTextRoundTrip(t *testing.T) {
 		text string
 		want faults.Schedule
 	}{
-		{"run twice", "j1a1w1 > j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"run twice", "j1a1w1 > j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2}}}},
-		{"crash mid-job", "j1a1w1!crash:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"crash mid-job", "j1a1w1!crash:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 3},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
-		{"crash before ack", "j1a1w1!crash > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"crash before ack", "j1a1w1!crash > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
-		{"ambiguous", "j1a1w1!ambiguous:4 > +1m j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"ambiguous", "j1a1w1!ambiguous:4 > +1m j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindAmbiguous, At: 4},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: time.Minute}}}},
-		{"lost ack, same worker", "j1a1w1!lostack > +30s j1a2w1", faults.Schedule{Deliveries: []faults.Delivery{
+		{"lost ack, same worker", "j1a1w1!lostack > +30s j1a2w1", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindLostAck},
 			{Job: 1, Attempt: 2, Worker: 1, Advance: 30 * time.Second}}}},
 		{"concurrent", "j1a1w1 > j2a1w2@1:0 order 1,2,2,1", faults.Schedule{
-			Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, With: 1}},
+			Deliveries: []faults.Scheduled{{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, With: 1}},
 			Order:      []int{1, 2, 2, 1}}},
-		{"redrive", "j1a1w1!crash:2 > +72h j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"redrive", "j1a1w1!crash:2 > +72h j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 2},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 72 * time.Hour}}}},
-		{"odd duration", "+1.5s j1a1w1", faults.Schedule{Deliveries: []faults.Delivery{
+		{"odd duration", "+1.5s j1a1w1", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Advance: 1500 * time.Millisecond}}}},
-		{"effect lost reply", "j1a1w1!lostreply:2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"effect lost reply", "j1a1w1!lostreply:2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 2}}}},
-		{"crash right after an effect", "j1a1w1!crashafter:2 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"crash right after an effect", "j1a1w1!crashafter:2 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrashAfterEffect, At: 2},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
-		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"effect failed, then a redelivery", "j1a1w1!failed:3 > +30s j1a2w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectFailed, At: 3},
 			{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second}}}},
 		{"held commit", "j1a1w1 > j1a2w2@1:0 order 1,2,1~,2", faults.Schedule{
-			Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2, With: 1}},
+			Deliveries: []faults.Scheduled{{Job: 1, Attempt: 1, Worker: 1}, {Job: 1, Attempt: 2, Worker: 2, With: 1}},
 			Order:      []int{1, 2, 1, 2}, Holds: []int{3}}},
-		{"late producer copy", "j1a1w1 > late j2a1w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"late producer copy", "j1a1w1 > late j2a1w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true}}}},
-		{"producer copy past a dedup window", "j1a1w1 > +3601s late j2a1w2", faults.Schedule{Deliveries: []faults.Delivery{
+		{"producer copy past a dedup window", "j1a1w1 > +3601s late j2a1w2", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true, Advance: time.Hour + time.Second}}}},
-		{"late copy while the original runs", "j1a1w1 > late j2a1w2@1:1", faults.Schedule{Deliveries: []faults.Delivery{
+		{"late copy while the original runs", "j1a1w1 > late j2a1w2@1:1", faults.Schedule{Deliveries: []faults.Scheduled{
 			{Job: 1, Attempt: 1, Worker: 1}, {Job: 2, Attempt: 1, Worker: 2, Late: true, With: 1, After: 1}}}},
 		{"effect faults beside others", "j1a1w1!lostreply:1 > j2a1w2@1:0!failed:2 order 1,2", faults.Schedule{
-			Deliveries: []faults.Delivery{
+			Deliveries: []faults.Scheduled{
 				{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindEffectLostReply, At: 1},
 				{Job: 2, Attempt: 1, Worker: 2, With: 1, Fault: faults.KindEffectFailed, At: 2}},
 			Order: []int{1, 2}}},

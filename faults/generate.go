@@ -117,7 +117,7 @@ func draw(t *rapid.T, p Plan, l Limits) Schedule {
 	var alive []int             // workers a lost ack left running
 	jobs, workers := 0, 0
 	for i, c := range drawn {
-		d := Delivery{Job: 1}
+		d := Scheduled{Job: 1}
 		if i > 0 {
 			d.Job = min(c.job, jobs+1)
 		}

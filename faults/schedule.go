@@ -18,7 +18,7 @@ type Schedule struct {
 	// parsed from text.
 	Fault Name
 	// Deliveries, in the order they are started.
-	Deliveries []Delivery
+	Deliveries []Scheduled
 	// Order lists, for deliveries that overlap, which delivery (1-based
 	// index into Deliveries) is granted its next step, step by step.
 	// Steps it does not cover are granted to the earliest delivery that
@@ -40,8 +40,12 @@ type Schedule struct {
 	Holds []int
 }
 
-// Delivery is one invocation of the handler as a queue would make it.
-type Delivery struct {
+// Scheduled is one delivery as a schedule plans it: one invocation of the
+// handler as a queue would make it, which job ID and attempt it carries,
+// which worker runs it, when it starts and what goes wrong in it. Its
+// label reads "j1a2w2" (String adds its start and fault). The handler,
+// when the delivery runs, gets a harness.Delivery.
+type Scheduled struct {
 	// Job numbers the job ID the delivery carries: 1 is the original job,
 	// 2 and up are producer copies (same arguments, new ID).
 	Job int
@@ -182,7 +186,7 @@ func kindOf(text string) (Kind, bool) {
 // "!failed:2", "!crashafter:2", "!outage:2", "!slow:2"); a clock move comes first ("+30s
 // j1a2w2"), then "late " for a copy enqueued only as it starts ("+1h1s
 // late j2a1w2").
-func (d Delivery) String() string {
+func (d Scheduled) String() string {
 	var b strings.Builder
 	if d.Advance > 0 {
 		fmt.Fprintf(&b, "+%s ", FormatDuration(d.Advance))
@@ -211,7 +215,7 @@ func (d Delivery) String() string {
 }
 
 // Label is the delivery without its start and fault: "j1a2w2".
-func (d Delivery) Label() string { return fmt.Sprintf("j%da%dw%d", d.Job, d.Attempt, d.Worker) }
+func (d Scheduled) Label() string { return fmt.Sprintf("j%da%dw%d", d.Job, d.Attempt, d.Worker) }
 
 // String renders the schedule in its short text form: deliveries in start
 // order separated by " > ", then " order 1,2,1" when steps interleave,
@@ -319,7 +323,7 @@ func (s Schedule) Validate() error {
 			return fmt.Errorf("delivery %d: unknown fault kind %d", i+1, int(d.Fault))
 		case d.Late && d.Job == 1:
 			return fmt.Errorf("delivery %d (%s): only a producer's copy (job 2 and up) can be enqueued late; job 1 is the original, enqueued before any delivery", i+1, d)
-		case d.Late && slices.ContainsFunc(s.Deliveries[:i], func(o Delivery) bool { return o.Job == d.Job }):
+		case d.Late && slices.ContainsFunc(s.Deliveries[:i], func(o Scheduled) bool { return o.Job == d.Job }):
 			return fmt.Errorf("delivery %d (%s): job %d is enqueued by an earlier delivery of it already; only its first delivery can say late", i+1, d, d.Job)
 		}
 	}
@@ -340,8 +344,8 @@ func (s Schedule) Validate() error {
 // commit.
 func (s Schedule) Held(i int) bool { return slices.Contains(s.Holds, i) }
 
-func parseDelivery(text string) (Delivery, error) {
-	var d Delivery
+func parseDelivery(text string) (Scheduled, error) {
+	var d Scheduled
 	rest := text
 	if strings.HasPrefix(rest, "+") {
 		adv, after, ok := strings.Cut(rest[1:], " ")

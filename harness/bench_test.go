@@ -141,8 +141,8 @@ func BenchmarkConfirm(b *testing.B) {
 			b.Fatal(err)
 		}
 		brokenTime += time.Since(start)
-		if res.Status != result.StatusFinding {
-			b.Fatalf("the broken job's status is %s, want a finding", res.Status)
+		if res.Outcome != result.OutcomeFinding {
+			b.Fatalf("the broken job's outcome is %s, want a finding", res.Outcome)
 		}
 		for _, s := range res.Scenarios {
 			if s.Rerun != nil {

@@ -126,15 +126,15 @@ func Run(ctx context.Context, job Job, cfg Config) (*Result, error) {
 		return nil, errors.Join(err, res.DropDatabases(ctx))
 	}
 	res.Duration = time.Since(start)
-	res.Status = result.StatusIdempotent
+	res.Outcome = result.OutcomeIdempotent
 	switch {
 	case res.Idempotent():
 	case !res.Confirmed():
-		res.Status = result.StatusFlaky
+		res.Outcome = result.OutcomeFlaky
 	case cfg.ExpectFinding != "":
-		res.Status = result.StatusExpectedFinding
+		res.Outcome = result.OutcomeExpectedFinding
 	default:
-		res.Status = result.StatusFinding
+		res.Outcome = result.OutcomeFinding
 	}
 	return res, nil
 }
@@ -173,10 +173,10 @@ func check(t tb, job Job, cfg Config) *Result {
 		logf(t, "job %q: none of its schedules failed in %s, so twice report -rerun-failed runs none of them (its clean runs only)", res.Job, cfg.rerunNone)
 		return res
 	}
-	switch res.Status {
-	case result.StatusFinding, result.StatusFlaky:
+	switch res.Outcome {
+	case result.OutcomeFinding, result.OutcomeFlaky:
 		errorf(t, "%s", render.Finding(&res.Result, rerunLine(t.Name())))
-	case result.StatusExpectedFinding:
+	case result.OutcomeExpectedFinding:
 		if shown := patternsShown(res); cfg.ExpectPattern != "" && !slices.Contains(shown, cfg.ExpectPattern) {
 			errorf(t, "job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
 				res.Job, cfg.ExpectFinding, cfg.ExpectPattern, patternList(shown), render.Finding(&res.Result, rerunLine(t.Name())))
@@ -204,12 +204,12 @@ func check(t tb, job Job, cfg Config) *Result {
 // runner so: its verdict on the job is neither a pass nor a finding.
 func fail(t tb, job Job, rerun string, err error) {
 	t.Helper()
-	status := result.StatusInternalError
+	outcome := result.OutcomeInternalError
 	if blame.IsUser(err) {
-		status = result.StatusUserError
+		outcome = result.OutcomeUserError
 	}
 	rec := record.Record{Test: t.Name(), Rerun: rerun, Error: blame.Text(err),
-		Result: &result.Result{Job: job.Name, Status: status}}
+		Result: &result.Result{Job: job.Name, Outcome: outcome}}
 	if werr := record.Write(rec); werr != nil {
 		t.Errorf("%s", blame.Message(werr))
 	}

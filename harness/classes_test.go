@@ -77,7 +77,7 @@ func TestEffectSplitsTheCrashClass(t *testing.T) {
 	assert.Equal(t, result.Idempotent, verdicts[4], "a crash before the email sends it once")
 	assert.NotEqual(t, result.Idempotent, verdicts[6], "a crash after the email and before COMMIT sends it twice")
 	assert.Len(t, verdicts, 2, "one crash point per class ran: %v", verdicts)
-	assert.Equal(t, result.StatusFinding, res.Status)
+	assert.Equal(t, result.OutcomeFinding, res.Outcome)
 }
 
 // A commit point ends a class too: a job that commits, then mails, and

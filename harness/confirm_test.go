@@ -39,7 +39,7 @@ func TestFindingThatDoesNotRepeatIsFlaky(t *testing.T) {
 	rec.Run(func(tb testing.TB) { res = harness.Check(tb, alternatingJob(), cfg) })
 	require.NotNil(t, res)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
-	assert.Equal(t, result.StatusFlaky, res.Status)
+	assert.Equal(t, result.OutcomeFlaky, res.Outcome)
 	require.Len(t, res.Scenarios, 1)
 	sc := res.Scenarios[0]
 	assert.Equal(t, result.Flaky, sc.Verdict)
@@ -62,7 +62,7 @@ func TestFindingThatRepeatsIsConfirmed(t *testing.T) {
 	res, err := harness.Run(t.Context(), hitJob, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
-	assert.Equal(t, result.StatusFinding, res.Status)
+	assert.Equal(t, result.OutcomeFinding, res.Outcome)
 	require.Len(t, res.Scenarios, 1)
 	sc := res.Scenarios[0]
 	assert.Equal(t, result.NotIdempotent, sc.Verdict)
@@ -85,7 +85,7 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 	cfg.ExpectNoWork = "it only reads"
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
-	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 	require.Len(t, res.Scenarios, 1)
 	assert.Nil(t, res.Scenarios[0].Rerun)
 	// Two clean runs, then the scenario's two deliveries.
@@ -129,7 +129,7 @@ func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	require.NotNil(t, sc.Rerun, "a raced pass is run again")
 	assert.Equal(t, result.NotIdempotent, sc.Rerun.Verdict)
 	assert.Equal(t, result.Flaky, sc.Verdict)
-	assert.Equal(t, result.StatusFlaky, res.Status)
+	assert.Equal(t, result.OutcomeFlaky, res.Outcome)
 	assert.False(t, res.Idempotent(), "a flaky scenario is not a pass")
 	assert.NotEmpty(t, sc.Database, "the rerun's failure is the evidence")
 	errs := rec.Errors()
@@ -156,7 +156,7 @@ func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
-	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 	sc := res.Scenarios[0]
 	assert.NotEmpty(t, sc.Races)
 	require.NotNil(t, sc.Rerun)

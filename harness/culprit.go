@@ -158,7 +158,7 @@ func missingWrites(order []execute.Written, clean map[writeKind][]execute.Writte
 
 // lateCopies names the pattern of what a late producer copy did beyond
 // the clean run: the queue took the copy as a new job because its dedup
-// had ended by the time the copy came (faults.Delivery.Late: after the
+// had ended by the time the copy came (faults.Scheduled.Late: after the
 // original completed, or past the dedup window), whatever the write or
 // call itself shows.
 func lateCopies(cs []result.Culprit) {

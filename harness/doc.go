@@ -182,8 +182,8 @@
 // SDKs and net/http (a Stripe-shaped provider and a generic one behind
 // it) and Delivery.SMTPAddr for SMTP. Each effect kind is exactly-once
 // unless Config.EffectPolicies says at-least-once (receipts),
-// at-most-once or repeatable. Under an effect fault the call returns an
-// *effects.Error and the handler goes on.
+// at-most-once or repeatable. Under an effect fault the call returns a
+// *effects.CallError and the handler goes on.
 //
 // # Queues
 //
@@ -230,7 +230,7 @@
 //
 // What the check learned is a value: Check and Run return a *Result (an
 // Exploration holds one) wrapping a result.Result (package harness/result), with the
-// check's status, every scenario, each delivery's steps and the fate of
+// check's outcome, every scenario, each delivery's steps and the fate of
 // each step. The twice command reads the same values.
 //
 // Under go test -v a passing check logs one line, with the columns and

@@ -73,9 +73,9 @@ func TestEffectLostReply(t *testing.T) {
 
 	require.Len(t, saw.of(1), 2)
 	err := saw.of(1)[0]
-	var fault *effects.Error
+	var fault *effects.CallError
 	require.ErrorAs(t, err, &fault)
-	assert.Equal(t, &effects.Error{Kind: "payment", Applied: true}, fault)
+	assert.Equal(t, &effects.CallError{Kind: "payment", Applied: true}, fault)
 	assert.True(t, fault.Timeout(), "a lost answer is a timeout")
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "as an HTTP client's timeout is")
 	assert.NoError(t, saw.of(1)[1], "the retry with the same key gets the stored answer")
@@ -151,7 +151,7 @@ func TestEffectFailed(t *testing.T) {
 	res := replay(t, job, "j1a1w1!failed:1")
 	sc := res.Scenarios[0]
 
-	var fault *effects.Error
+	var fault *effects.CallError
 	require.Len(t, saw.of(1), 1)
 	require.ErrorAs(t, saw.of(1)[0], &fault)
 	assert.False(t, fault.Applied)
@@ -206,7 +206,7 @@ func TestEffectFaultsOnMailAndOwnClients(t *testing.T) {
 				runs++ // its confirming rerun
 			}
 			require.Len(t, saw, 2*runs, "two clean runs and the scenario, and its rerun when it failed")
-			var fault *effects.Error
+			var fault *effects.CallError
 			require.ErrorAs(t, saw[4], &fault, "the scenario's email")
 			assert.Equal(t, "email", fault.Kind)
 			assert.NoError(t, saw[5], "only step 1 is faulted")

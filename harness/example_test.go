@@ -86,7 +86,7 @@ func ExampleCheck() {
 			CREATE TABLE points_ledger (order_id bigint PRIMARY KEY, customer_id bigint NOT NULL, points int NOT NULL);
 			INSERT INTO customers VALUES (77, 120);`)},
 	})
-	if res != nil && res.Status == result.StatusIdempotent {
+	if res != nil && res.Outcome == result.OutcomeIdempotent {
 		t.Logf("%d scenarios, all idempotent", len(res.Scenarios))
 	}
 }

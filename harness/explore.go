@@ -154,12 +154,12 @@ func explore(t tb, job Job, cfg Config, opts ExploreOptions) *Exploration {
 	releaseDatabases(t, res, record.Record{Test: t.Name(), Rerun: line, Result: &res.Result})
 	logStragglers(t, res)
 	switch {
-	case res.Status == result.StatusFlaky || res.Status == result.StatusFinding:
+	case res.Outcome == result.OutcomeFlaky || res.Outcome == result.OutcomeFinding:
 		errorf(t, "%s", x.message(line))
-	case res.Status == result.StatusExpectedFinding && cfg.ExpectPattern != "" && !slices.Contains(patternsShown(res), cfg.ExpectPattern):
+	case res.Outcome == result.OutcomeExpectedFinding && cfg.ExpectPattern != "" && !slices.Contains(patternsShown(res), cfg.ExpectPattern):
 		errorf(t, "job %q: the expected finding (%s) shows no %s culprit (Config.ExpectPattern); its culprits show %s:\n%s",
 			res.Job, cfg.ExpectFinding, cfg.ExpectPattern, patternList(patternsShown(res)), x.message(line))
-	case res.Status == result.StatusExpectedFinding:
+	case res.Outcome == result.OutcomeExpectedFinding:
 		logf(t, "expected finding (%s):\n%s", cfg.ExpectFinding, x.message(line))
 	case cfg.ExpectFinding != "" && res.Shard != nil:
 		logf(t, "job %q is marked not idempotent (%s), and the %d schedules shard %s explored passed", res.Job, cfg.ExpectFinding, x.Checks, res.Shard)
@@ -300,13 +300,13 @@ func exploreRun(ctx context.Context, job Job, cfg Config, opts ExploreOptions, n
 	res.Duration = x.Duration
 	switch {
 	case x.Flaky:
-		res.Status = result.StatusFlaky
+		res.Outcome = result.OutcomeFlaky
 	case x.Failed() && cfg.ExpectFinding != "":
-		res.Status = result.StatusExpectedFinding
+		res.Outcome = result.OutcomeExpectedFinding
 	case x.Failed():
-		res.Status = result.StatusFinding
+		res.Outcome = result.OutcomeFinding
 	default:
-		res.Status = result.StatusIdempotent
+		res.Outcome = result.OutcomeIdempotent
 	}
 	return x, nil
 }

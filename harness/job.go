@@ -228,7 +228,7 @@ func (d *Delivery) Payments() *effects.Payments { return d.fakes().Payments() }
 //
 // When the delivery is dead (a fault killed it) Effect returns an error
 // without calling call, and nothing is recorded. Under an effect fault
-// it returns an *effects.Error: after calling call when the provider's
+// it returns a *effects.CallError: after calling call when the provider's
 // answer was lost (the effect counts as made), without calling it when
 // the provider refused.
 //

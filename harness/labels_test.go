@@ -87,7 +87,7 @@ func TestUsersErrorIsLabelledTheirs(t *testing.T) {
 			recs, err := record.Read(dir)
 			require.NoError(t, err)
 			require.Len(t, recs, 1)
-			assert.Equal(t, result.StatusUserError, recs[0].Result.Status)
+			assert.Equal(t, result.OutcomeUserError, recs[0].Result.Outcome)
 		})
 	}
 }

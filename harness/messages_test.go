@@ -81,8 +81,8 @@ func TestFindingMessages(t *testing.T) {
 			if len(errs) != 1 {
 				t.Fatalf("Check reported %d errors, want 1: %q", len(errs), errs)
 			}
-			if res.Idempotent() || res.Status != result.StatusFinding {
-				t.Errorf("Status = %q, Idempotent() = %v; want a finding", res.Status, res.Idempotent())
+			if res.Idempotent() || res.Outcome != result.OutcomeFinding {
+				t.Errorf("Outcome = %q, Idempotent() = %v; want a finding", res.Outcome, res.Idempotent())
 			}
 			if !strings.HasPrefix(errs[0], "[twice] not idempotent: ") {
 				t.Errorf("error does not start with the finding tag:\n%s", errs[0])

@@ -134,7 +134,7 @@ func TestRerunRunsOnlyThePlansSchedules(t *testing.T) {
 	res = harness.Check(t, other, cfg)
 	require.NotNil(t, res)
 	assert.Empty(t, res.Scenarios, "the plan names no schedule of job %q", other.Name)
-	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 }
 
 // Under -rerun-failed an exploration draws nothing: it runs the plan's

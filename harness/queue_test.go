@@ -547,5 +547,5 @@ func TestModelMethodsAreTheModel(t *testing.T) {
 
 // overlapping reports whether a delivery of s starts while another runs.
 func overlapping(s faults.Schedule) bool {
-	return slices.ContainsFunc(s.Deliveries, func(d faults.Delivery) bool { return d.With != 0 })
+	return slices.ContainsFunc(s.Deliveries, func(d faults.Scheduled) bool { return d.With != 0 })
 }

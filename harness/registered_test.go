@@ -52,7 +52,7 @@ func TestCheckRegisteredNamesWhatNoSampleChecks(t *testing.T) {
 			if len(tc.kinds) > 0 {
 				require.Len(t, results, len(tc.samples))
 				if tc.samples[0].Kind == "set" && results[0] != nil {
-					assert.Equal(t, result.StatusIdempotent, results[0].Status)
+					assert.Equal(t, result.OutcomeIdempotent, results[0].Outcome)
 				}
 			}
 		})

@@ -19,7 +19,7 @@ import (
 )
 
 // Result is everything Run learned about a job: a result.Result, whose
-// fields (the check's Status, the reference, every Scenario and its
+// fields (the check's Outcome, the reference, every Scenario and its
 // deliveries) are documented in package result, with the databases
 // Run kept as evidence of failed scenarios. Those are live databases on
 // the test's server, not values a result file can hold, which is why

@@ -505,7 +505,7 @@ func neverRan(ex *execution) string {
 // Config.ClockStart. With a queue the queue's own rounds follow (a
 // snoozed job is handed out again until it completes); see cleanFailure.
 func (r *runner) clean(ctx context.Context, db *freshdb.Database, shift time.Duration) (*execution, error) {
-	sched := faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}
+	sched := faults.Schedule{Deliveries: []faults.Scheduled{{Job: 1, Attempt: 1, Worker: 1, Advance: shift}}}
 	return r.execute(ctx, db, sched, r.job.Queue != nil)
 }
 

@@ -75,5 +75,5 @@ func TestScheduledJobWithoutDueAtPlansFromTheDeliveryThatRan(t *testing.T) {
 		Handler: exec(`UPDATE rewards SET points = 50 WHERE order_id = 1`)}
 	res := runQueue(t, job, queueConfig(faults.RunTwice()))
 	assert.Len(t, res.Steps, 1, "the plan is the queue's later round that ran the handler")
-	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 }

@@ -97,7 +97,7 @@ func TestShardWithoutSchedulesPasses(t *testing.T) {
 	res := harness.Check(t, job, cfg)
 	require.NotNil(t, res)
 	assert.Empty(t, res.Scenarios)
-	assert.Equal(t, result.StatusIdempotent, res.Status)
+	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 	assert.Equal(t, &result.ShardRun{Shard: result.Shard{Index: 2, Count: 3}, Schedules: 1, Faults: []faults.Name{faults.NameRunTwice}}, res.Shard)
 	assert.Equal(t, `[twice] ok: job "hit": 0 scenarios in shard 2/3 (of 1), none differs from one clean run`, res.String())
 }

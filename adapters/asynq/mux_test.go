@@ -80,12 +80,12 @@ func TestCheckMuxNamesTheHandlerWithoutASample(t *testing.T) {
 	})
 	assert.Contains(t, strings.Join(rec.Errors(), "\n"), "[twice] the asynq ServeMux registers 1 kind that no sample checks: email:;")
 	require.Len(t, results, 2)
-	assert.Equal(t, result.StatusIdempotent, results[0].Status)
-	assert.Equal(t, result.StatusExpectedFinding, results[1].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[0].Outcome)
+	assert.Equal(t, result.OutcomeExpectedFinding, results[1].Outcome)
 
 	results = twiceasynq.CheckMux(t, newMux(nil), welcome, harness.Sample{Job: sample(t, "points:set")}, add, harness.Sample{Job: sample(t, "email:welcome")})
 	require.Len(t, results, 3)
-	assert.Equal(t, result.StatusIdempotent, results[2].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[2].Outcome)
 
 	rec = recordtb.New(t)
 	rec.Run(func(tb testing.TB) {

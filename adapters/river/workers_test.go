@@ -95,12 +95,12 @@ func TestCheckWorkersNamesTheWorkerWithoutASample(t *testing.T) {
 	errs := strings.Join(rec.Errors(), "\n")
 	assert.Contains(t, errs, "[twice] the River workers bundle registers 1 kind that no sample checks: twice_reset_points;")
 	require.Len(t, results, 2)
-	assert.Equal(t, result.StatusIdempotent, results[0].Status)
-	assert.Equal(t, result.StatusExpectedFinding, results[1].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[0].Outcome)
+	assert.Equal(t, result.OutcomeExpectedFinding, results[1].Outcome)
 
 	results = twiceriver.CheckWorkers(t, service(), accounts, harness.Sample{Job: setJob()}, bonus, harness.Sample{Job: resetJob()})
 	require.Len(t, results, 3)
-	assert.Equal(t, result.StatusIdempotent, results[2].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[2].Outcome)
 
 	// A sample of a kind the bundle does not hold would pass a check of
 	// a worker production never runs.

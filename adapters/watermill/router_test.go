@@ -72,10 +72,10 @@ func TestCheckRouterNamesTheHandlerWithoutASample(t *testing.T) {
 	})
 	assert.Contains(t, strings.Join(rec.Errors(), "\n"), "[twice] the Watermill router registers 1 kind that no sample checks: welcome;")
 	require.Len(t, results, 2)
-	assert.Equal(t, result.StatusIdempotent, results[0].Status)
-	assert.Equal(t, result.StatusExpectedFinding, results[1].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[0].Outcome)
+	assert.Equal(t, result.OutcomeExpectedFinding, results[1].Outcome)
 
 	results = twicewatermill.CheckRouter(t, newRouter(t, nil), welcome, harness.Sample{Job: sample(t, "set-points")}, add, harness.Sample{Job: sample(t, "welcome")})
 	require.Len(t, results, 3)
-	assert.Equal(t, result.StatusIdempotent, results[2].Status)
+	assert.Equal(t, result.OutcomeIdempotent, results[2].Outcome)
 }

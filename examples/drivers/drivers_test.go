@@ -186,8 +186,8 @@ func TestDriverMatrix(t *testing.T) {
 				if res == nil {
 					return // Check said why
 				}
-				if res.Status != result.StatusIdempotent {
-					t.Errorf("Status = %s, want %s", res.Status, result.StatusIdempotent)
+				if res.Outcome != result.OutcomeIdempotent {
+					t.Errorf("Outcome = %s, want %s", res.Outcome, result.OutcomeIdempotent)
 				}
 				wantSteps(t, res, "insert into points_ledger", "update customers")
 				waits := 0
@@ -208,8 +208,8 @@ func TestDriverMatrix(t *testing.T) {
 				if res == nil {
 					return // Check said why
 				}
-				if res.Status != result.StatusExpectedFinding && res.Shard == nil {
-					t.Errorf("Status = %s, want %s", res.Status, result.StatusExpectedFinding)
+				if res.Outcome != result.OutcomeExpectedFinding && res.Shard == nil {
+					t.Errorf("Outcome = %s, want %s", res.Outcome, result.OutcomeExpectedFinding)
 				}
 				wantSteps(t, res, "update customers")
 				for _, s := range res.Scenarios {

@@ -12,7 +12,7 @@ import (
 // Stripe's card_error, saved under its key and replayed.
 func TestStripeEndpointsDecode(t *testing.T) {
 	log := newLog(t)
-	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient())
+	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient())
 	ctx := context.Background()
 
 	cus, err := sc.V1Customers.Create(ctx, &stripe.CustomerCreateParams{Email: stripe.String("asha@example.com")})

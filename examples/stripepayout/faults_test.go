@@ -81,7 +81,7 @@ func TestSlowAnswerIsStripeGosTimeout(t *testing.T) {
 	mu.Unlock()
 
 	log := newLog(t)
-	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &fates{next: []effects.Fate{effects.AnsweredLate}}).HTTPClient())
+	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{next: []effects.Reply{effects.AnsweredLate}}).HTTPClient())
 	tr, err := sc.V1Transfers.Create(context.Background(), transfer(84_000_00, ""))
 	if err != nil {
 		t.Fatalf("late answer: %v, want stripe-go's retry to succeed as on a real timeout", err)
@@ -99,7 +99,7 @@ func TestSlowAnswerIsStripeGosTimeout(t *testing.T) {
 func TestRefusalsAsStripeMakesThem(t *testing.T) {
 	t.Run("429 rate_limit", func(t *testing.T) {
 		log := newLog(t)
-		sc := stripeClient(log.Clients("j1a1w1", "1", 1, &fates{next: []effects.Fate{effects.Refused}}).HTTPClient())
+		sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{next: []effects.Reply{effects.Refused}}).HTTPClient())
 		_, err := sc.V1Transfers.Create(context.Background(), transfer(84_000_00, "payout-381-W42"))
 		var se *stripe.Error
 		if !errors.As(err, &se) || se.HTTPStatusCode != 429 || se.Code != stripe.ErrorCodeRateLimit {
@@ -113,7 +113,7 @@ func TestRefusalsAsStripeMakesThem(t *testing.T) {
 		log := newLogWith(t, effects.Providers{HTTP: effects.HTTPProviders{Hosts: map[string]effects.HTTPHost{
 			effects.StripeHost: {Stripe: true, Refusal: effects.RefuseUnavailable},
 		}}})
-		sc := stripeClient(log.Clients("j1a1w1", "1", 1, &fates{next: []effects.Fate{effects.Refused}}).HTTPClient())
+		sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{next: []effects.Reply{effects.Refused}}).HTTPClient())
 		tr, err := sc.V1Transfers.Create(context.Background(), transfer(84_000_00, ""))
 		if err != nil {
 			t.Fatalf("err = %v, want stripe-go's retry of the 503 to succeed", err)
@@ -136,8 +136,8 @@ func TestOutageReachesTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != result.StatusIdempotent || len(res.Scenarios) != 1 {
-		t.Fatalf("status = %s with %d scenarios, want one idempotent: %v", res.Status, len(res.Scenarios), res.Failed())
+	if res.Outcome != result.OutcomeIdempotent || len(res.Scenarios) != 1 {
+		t.Fatalf("Outcome = %s with %d scenarios, want one idempotent: %v", res.Outcome, len(res.Scenarios), res.Failed())
 	}
 	s := res.Scenarios[0]
 	if s.Schedule.String() != "j1a1w1!outage:1" {

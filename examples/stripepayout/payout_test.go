@@ -141,8 +141,8 @@ func TestLostFirstReplyRetriedBySDK(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != result.StatusIdempotent {
-		t.Fatalf("status = %s, want idempotent: %v", res.Status, res.Failed())
+	if res.Outcome != result.OutcomeIdempotent {
+		t.Fatalf("Outcome = %s, want idempotent: %v", res.Outcome, res.Failed())
 	}
 	for _, s := range res.Scenarios {
 		attempts := s.Effects
@@ -161,8 +161,8 @@ func TestDeadDeliveryMakesNoCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != result.StatusIdempotent || len(res.Scenarios) != 1 {
-		t.Fatalf("status = %s with %d scenarios, want one idempotent", res.Status, len(res.Scenarios))
+	if res.Outcome != result.OutcomeIdempotent || len(res.Scenarios) != 1 {
+		t.Fatalf("Outcome = %s with %d scenarios, want one idempotent", res.Outcome, len(res.Scenarios))
 	}
 	effs := res.Scenarios[0].Effects
 	if len(effs) != 1 || effs[0].Delivery == res.Scenarios[0].Deliveries[0].Delivery.Label() || !effs[0].Happened() {
@@ -186,8 +186,8 @@ func TestSameKeyOtherAmountUnderRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != result.StatusFinding {
-		t.Fatalf("status = %s, want a finding", res.Status)
+	if res.Outcome != result.OutcomeFinding {
+		t.Fatalf("Outcome = %s, want a finding", res.Outcome)
 	}
 	clash := false
 	for _, s := range res.Scenarios {

@@ -11,15 +11,15 @@ import (
 	"github.com/stripe/stripe-go/v82"
 )
 
-// fates is a Steps that gives each effect call the next fate, or kills the
+// replies is a Steps that gives each effect call the next reply, or kills the
 // delivery when dead is set.
-type fates struct {
-	next  []effects.Fate
+type replies struct {
+	next  []effects.Reply
 	dead  error
 	calls int
 }
 
-func (f *fates) Begin(context.Context, faults.Step) (effects.Fate, error) {
+func (f *replies) Begin(context.Context, faults.Step) (effects.Reply, error) {
 	f.calls++
 	if f.dead != nil {
 		return 0, f.dead
@@ -27,12 +27,12 @@ func (f *fates) Begin(context.Context, faults.Step) (effects.Fate, error) {
 	if len(f.next) == 0 {
 		return effects.Answered, nil
 	}
-	fate := f.next[0]
+	reply := f.next[0]
 	f.next = f.next[1:]
-	return fate, nil
+	return reply, nil
 }
 
-func (f *fates) End(faults.Step) {}
+func (f *replies) End(faults.Step) {}
 
 // newLog is one scenario's effect log on a fixed clock, closed with the
 // test.
@@ -59,7 +59,7 @@ func transfer(amount int64, key string) *stripe.TransferCreateParams {
 // stripe-go decodes into a *stripe.Error and does not retry.
 func TestSameKeyOtherAmountIsStripesError(t *testing.T) {
 	log := newLog(t)
-	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient())
+	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient())
 	ctx := context.Background()
 	first, err := sc.V1Transfers.Create(ctx, transfer(84_000_00, "payout-381-W42"))
 	if err != nil {
@@ -94,7 +94,7 @@ func TestSameKeyOtherAmountIsStripesError(t *testing.T) {
 // and replayed it to the retries with the same key.
 func TestEveryAttemptLostReachesTheHandler(t *testing.T) {
 	log := newLog(t)
-	steps := &fates{next: []effects.Fate{effects.ReplyLost, effects.ReplyLost, effects.ReplyLost}}
+	steps := &replies{next: []effects.Reply{effects.ReplyLost, effects.ReplyLost, effects.ReplyLost}}
 	sc := stripeClient(log.Clients("j1a1w1", "1", 1, steps).HTTPClient())
 	_, err := sc.V1Transfers.Create(context.Background(), transfer(84_000_00, ""))
 	if err == nil {
@@ -123,7 +123,7 @@ func TestEveryAttemptLostReachesTheHandler(t *testing.T) {
 func TestDeadDeliveryRequestsRefused(t *testing.T) {
 	log := newLog(t)
 	dead := errors.New("j1a1w1 is dead")
-	steps := &fates{dead: dead}
+	steps := &replies{dead: dead}
 	sc := stripeClient(log.Clients("j1a1w1", "1", 1, steps).HTTPClient())
 	_, err := sc.V1Transfers.Create(context.Background(), transfer(84_000_00, "payout-381-W42"))
 	if !errors.Is(err, dead) {
@@ -136,7 +136,7 @@ func TestDeadDeliveryRequestsRefused(t *testing.T) {
 		t.Errorf("%d steps asked, want 1: after it the transport refuses at once", steps.calls)
 	}
 	// The provider made nothing: a live delivery with the same key pays.
-	tr, err := stripeClient(log.Clients("j1a2w2", "1", 2, &fates{}).HTTPClient()).V1Transfers.Create(context.Background(), transfer(84_000_00, "payout-381-W42"))
+	tr, err := stripeClient(log.Clients("j1a2w2", "1", 2, &replies{}).HTTPClient()).V1Transfers.Create(context.Background(), transfer(84_000_00, "payout-381-W42"))
 	if err != nil || tr.LastResponse.Header.Get("Idempotent-Replayed") != "" {
 		t.Errorf("next delivery: %v, replayed %q; want a new transfer", err, tr.LastResponse.Header.Get("Idempotent-Replayed"))
 	}

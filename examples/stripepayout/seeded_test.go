@@ -35,7 +35,7 @@ func seededProviders() effects.Providers {
 // capture and cancel; an invoice finalized, sent and paid; the
 // subscription read.
 func TestSeededObjects(t *testing.T) {
-	sc := stripeClient(newLogWith(t, seededProviders()).Clients("j1a1w1", "1", 1, &fates{}).HTTPClient())
+	sc := stripeClient(newLogWith(t, seededProviders()).Clients("j1a1w1", "1", 1, &replies{}).HTTPClient())
 	ctx := context.Background()
 	var se *stripe.Error
 

@@ -31,7 +31,7 @@
 // Every call is a step of its delivery, like a statement: a fault can kill
 // the delivery just before the call (nothing happens) or right after the
 // provider accepted it. Under an effect fault the delivery lives on and
-// the call returns an *Error: a timeout after the provider made the
+// the call returns a *CallError: a timeout after the provider made the
 // effect (faults.KindEffectLostReply, faults.KindEffectOutage, which
 // also loses the answers to the call's retries with its key), an answer
 // after the client's timeout (faults.KindEffectSlow; an HTTP client gets
@@ -182,7 +182,7 @@
 // The harness's executor drives the fakes through Log and Steps, and
 // nothing here imports the harness: it makes a Log per scenario with
 // NewLog, gives each delivery its Clients with Log.Clients and a Steps of
-// its own, which grants each call when the schedule says and answers a
-// Fate (Answered, ReplyLost, Refused, AnsweredLate), and reads Log.Effects when the
-// scenario is done.
+// its own, which grants each call when the schedule says and gives it a
+// Reply (Answered, ReplyLost, Refused, AnsweredLate), and reads
+// Log.Effects when the scenario is done.
 package effects

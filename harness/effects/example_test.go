@@ -28,7 +28,7 @@ func ExamplePayments_Pay() {
 // grantEvery is an executor that lets every call through at once.
 type grantEvery struct{}
 
-func (grantEvery) Begin(context.Context, faults.Step) (effects.Fate, error) {
+func (grantEvery) Begin(context.Context, faults.Step) (effects.Reply, error) {
 	return effects.Answered, nil
 }
 func (grantEvery) End(faults.Step) {}

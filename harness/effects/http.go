@@ -318,7 +318,7 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		err = d.c.callStep(r.Context(), e, via, do)
 	}
-	var fx *Error
+	var fx *CallError
 	switch {
 	case errors.As(err, &fx) && fx.Late:
 		// The provider did the work; its answer comes after the client
@@ -352,21 +352,21 @@ func safeMethod(m string) bool {
 	return false
 }
 
-// read is call for a request that only reads: the same step and fates,
+// read is call for a request that only reads: the same step and replies,
 // nothing recorded in the log.
 func (c *Clients) read(ctx context.Context, e assert.Effect, via faults.Step, do func() (string, bool, error)) error {
 	step := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: true, Deadline: via.Deadline}
-	fate, err := c.steps.Begin(ctx, step)
+	reply, err := c.steps.Begin(ctx, step)
 	if err != nil {
 		return err
 	}
 	defer c.steps.End(step)
-	switch fate {
+	switch reply {
 	case Refused:
-		return &Error{Kind: e.Kind}
+		return &CallError{Kind: e.Kind}
 	case ReplyLost, AnsweredLate:
 		_, _, _ = do()
-		return &Error{Kind: e.Kind, Applied: true, Late: fate == AnsweredLate}
+		return &CallError{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
 	}
 	_, _, err = do()
 	return err

@@ -15,16 +15,16 @@ import (
 	"github.com/runtwice/twice/harness/effects"
 )
 
-// fates gives each effect call the next fate (Answered once they run
+// replies gives each effect call the next reply (Answered once they run
 // out), or kills the delivery when dead is set.
-type fates struct {
-	next  []effects.Fate
+type replies struct {
+	next  []effects.Reply
 	dead  error
 	calls int
 	steps []faults.Step // the steps asked for, in order
 }
 
-func (f *fates) Begin(_ context.Context, s faults.Step) (effects.Fate, error) {
+func (f *replies) Begin(_ context.Context, s faults.Step) (effects.Reply, error) {
 	f.calls++
 	f.steps = append(f.steps, s)
 	if f.dead != nil {
@@ -33,12 +33,12 @@ func (f *fates) Begin(_ context.Context, s faults.Step) (effects.Fate, error) {
 	if len(f.next) == 0 {
 		return effects.Answered, nil
 	}
-	fate := f.next[0]
+	reply := f.next[0]
 	f.next = f.next[1:]
-	return fate, nil
+	return reply, nil
 }
 
-func (f *fates) End(faults.Step) {}
+func (f *replies) End(faults.Step) {}
 
 func httpLog(t *testing.T, p effects.Providers) *effects.Log {
 	t.Helper()
@@ -81,7 +81,7 @@ func post(t *testing.T, c *http.Client, url, key, body string) (answer, error) {
 // deduplicates nothing.
 func TestHTTPGenericRecordsEveryRequest(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	c := log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient()
+	c := log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient()
 	for range 2 {
 		resp, err := post(t, c, "https://hooks.example.com/orders", "k1", `{"order": 9812, "status": "paid"}`)
 		if err != nil || resp.StatusCode != 200 {
@@ -111,7 +111,7 @@ func TestHTTPGenericDedup(t *testing.T) {
 			w.WriteHeader(http.StatusAccepted)
 		})},
 	}}})
-	c := log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient()
+	c := log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient()
 	r1, err := post(t, c, "https://api.mail.example/send", "m1", `{"to":"asha@example.com"}`)
 	if err != nil || r1.StatusCode != 202 {
 		t.Fatalf("first = %v, %v", r1, err)
@@ -151,7 +151,7 @@ func TestHTTPLostReplyKeepsNetHTTPReplay(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			log := httpLog(t, effects.Providers{})
-			steps := &fates{next: []effects.Fate{effects.Answered, effects.ReplyLost}}
+			steps := &replies{next: []effects.Reply{effects.Answered, effects.ReplyLost}}
 			c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
 			if _, err := post(t, c, "https://hooks.example.com/a", "", `{}`); err != nil {
 				t.Fatal(err) // opens the connection the next request reuses
@@ -171,7 +171,7 @@ func TestHTTPLostReplyKeepsNetHTTPReplay(t *testing.T) {
 // A refusal is a 503 with Retry-After, recorded as not made.
 func TestHTTPRefused(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	c := log.Clients("j1a1w1", "1", 1, &fates{next: []effects.Fate{effects.Refused}}).HTTPClient()
+	c := log.Clients("j1a1w1", "1", 1, &replies{next: []effects.Reply{effects.Refused}}).HTTPClient()
 	resp, err := post(t, c, "https://hooks.example.com/a", "", `{}`)
 	if err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("POST = %v, %v; want 503 with Retry-After", resp, err)
@@ -186,7 +186,7 @@ func TestHTTPRefused(t *testing.T) {
 func TestHTTPDeadDeliveryRefused(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
 	dead := errors.New("j1a1w1 is dead")
-	steps := &fates{dead: dead}
+	steps := &replies{dead: dead}
 	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
 	for range 2 {
 		if _, err := post(t, c, "https://hooks.example.com/a", "k", `{}`); !errors.Is(err, dead) {
@@ -204,7 +204,7 @@ func TestHTTPDeadDeliveryRefused(t *testing.T) {
 // A form body is recorded field by field, as a JSON one.
 func TestHTTPFormBody(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	c := log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient()
+	c := log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient()
 	resp, err := c.PostForm("https://hooks.example.com/f?x=1", map[string][]string{"b": {"2"}, "a": {"1", "3"}})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +219,7 @@ func TestHTTPFormBody(t *testing.T) {
 // A request with a URL from HTTPBaseURL reaches the host it names.
 func TestHTTPBaseURL(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	cl := log.Clients("j1a1w1", "1", 1, &fates{})
+	cl := log.Clients("j1a1w1", "1", 1, &replies{})
 	if _, err := post(t, cl.HTTPClient(), cl.HTTPBaseURL("sqs.eu-west-1.amazonaws.com")+"/queue", "", `{}`); err != nil {
 		t.Fatal(err)
 	}
@@ -250,14 +250,14 @@ func TestHTTPKeyInFlightIsAConflict(t *testing.T) {
 	}}})
 	first := make(chan error, 1)
 	go func() {
-		a, err := post(t, log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient(), "https://api.example.com/x", "k", `{}`)
+		a, err := post(t, log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient(), "https://api.example.com/x", "k", `{}`)
 		if err == nil && a.StatusCode != 201 {
 			err = errors.New(http.StatusText(a.StatusCode))
 		}
 		first <- err
 	}()
 	<-entered
-	c2 := log.Clients("j1a2w2", "1", 2, &fates{}).HTTPClient()
+	c2 := log.Clients("j1a2w2", "1", 2, &replies{}).HTTPClient()
 	a, err := post(t, c2, "https://api.example.com/x", "k", `{}`)
 	if err != nil || a.StatusCode != http.StatusConflict {
 		t.Errorf("concurrent same key = %+v, %v; want 409", a, err)
@@ -283,7 +283,7 @@ func TestHTTPKeyWindowOnTheHarnessClock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = log.Close() })
-	c := log.Clients("j1a1w1", "1", 1, &fates{}).HTTPClient()
+	c := log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient()
 	pay := func() answer {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "https://api.stripe.com/v1/payouts", strings.NewReader("amount=900&currency=eur"))
@@ -323,12 +323,12 @@ func newFormRequest(u string, form url.Values) (*http.Request, error) {
 // blocking is a Steps whose Begin waits until the call's context ends,
 // then answers as the executor does: with the context's error.
 type blocking struct {
-	fates
+	replies
 	once    sync.Once
 	entered chan struct{}
 }
 
-func (b *blocking) Begin(ctx context.Context, call faults.Step) (effects.Fate, error) {
+func (b *blocking) Begin(ctx context.Context, call faults.Step) (effects.Reply, error) {
 	first := false
 	b.once.Do(func() { first = true })
 	if first {
@@ -336,7 +336,7 @@ func (b *blocking) Begin(ctx context.Context, call faults.Step) (effects.Fate, e
 		<-ctx.Done()
 		return 0, ctx.Err()
 	}
-	return b.fates.Begin(ctx, call)
+	return b.replies.Begin(ctx, call)
 }
 
 // A client that gives up on one request while its step waits for the
@@ -381,7 +381,7 @@ func TestHTTPClientGivingUpIsNotDeath(t *testing.T) {
 // never hears of the loss.
 func TestHTTPReadsAreStepsNotEffects(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	steps := &fates{next: []effects.Fate{effects.Answered, effects.ReplyLost}}
+	steps := &replies{next: []effects.Reply{effects.Answered, effects.ReplyLost}}
 	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
 	for _, u := range []string{"https://api.example.com/orders/9812", "https://api.example.com/orders/9813"} {
 		resp, err := c.Get(u)

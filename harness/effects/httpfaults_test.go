@@ -44,7 +44,7 @@ func TestHTTPSlowAnswerIsTheClientsTimeout(t *testing.T) {
 	}
 
 	log := httpLog(t, effects.Providers{})
-	steps := &fates{next: []effects.Fate{effects.Answered, effects.AnsweredLate}}
+	steps := &replies{next: []effects.Reply{effects.Answered, effects.AnsweredLate}}
 	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
 	if _, err := post(t, c, "https://hooks.example.com/a", "k0", `{}`); err != nil {
 		t.Fatal(err) // the connection is now kept alive: a cut one would be replayed
@@ -93,7 +93,7 @@ func TestHTTPRefusalPerHost(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			host := strings.Split(strings.TrimPrefix(tt.url, "https://"), "/")[0]
 			log := httpLog(t, effects.Providers{HTTP: effects.HTTPProviders{Hosts: map[string]effects.HTTPHost{host: tt.host}}})
-			c := log.Clients("j1a1w1", "1", 1, &fates{next: []effects.Fate{effects.Refused}}).HTTPClient()
+			c := log.Clients("j1a1w1", "1", 1, &replies{next: []effects.Reply{effects.Refused}}).HTTPClient()
 			req, err := http.NewRequest(http.MethodPost, tt.url, strings.NewReader("amount=1"))
 			if err != nil {
 				t.Fatal(err)
@@ -132,7 +132,7 @@ func TestHTTPRefusalUnknown(t *testing.T) {
 // tells the provider so is not part of the request it records.
 func TestHTTPStepSaysWhetherTheClientHasADeadline(t *testing.T) {
 	log := httpLog(t, effects.Providers{})
-	steps := &fates{}
+	steps := &replies{}
 	c := log.Clients("j1a1w1", "1", 1, steps).HTTPClient()
 	if _, err := post(t, c, "https://hooks.example.com/a", "", `{}`); err != nil {
 		t.Fatal(err)

@@ -189,7 +189,7 @@ func (c *Clients) Payments() *Payments { return &Payments{c: c} }
 // call runs one effect as a step of the delivery and records it once the
 // provider has answered. do returns what the provider answered: a result
 // worth keeping, whether it replayed a stored answer, and the error. The
-// fate the schedule gives the call decides what the handler hears: a
+// Reply the schedule gives the call decides what the handler hears: a
 // refused call never reaches do, and a call whose answer is lost runs do,
 // is recorded as made, and returns a timeout to the handler.
 func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result string, replayed bool, err error)) error {
@@ -201,13 +201,13 @@ func (c *Clients) call(ctx context.Context, e assert.Effect, do func() (result s
 // (faults.Step.HTTP, faults.Step.Deadline).
 func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step, do func() (result string, replayed bool, err error)) error {
 	call := faults.Step{SQL: e.String(), Effect: e.Kind, Key: e.Key, HTTP: via.HTTP, Deadline: via.Deadline}
-	fate, err := c.steps.Begin(ctx, call)
+	reply, err := c.steps.Begin(ctx, call)
 	if err != nil {
 		return err
 	}
 	defer c.steps.End(call)
-	if fate == Refused {
-		err = &Error{Kind: e.Kind}
+	if reply == Refused {
+		err = &CallError{Kind: e.Kind}
 	} else {
 		var result string
 		var replayed bool
@@ -217,9 +217,9 @@ func (c *Clients) callStep(ctx context.Context, e assert.Effect, via faults.Step
 	if err != nil {
 		e.Err = err.Error()
 	}
-	if fate == ReplyLost || fate == AnsweredLate {
+	if reply == ReplyLost || reply == AnsweredLate {
 		e.ReplyLost = true
-		err = &Error{Kind: e.Kind, Applied: true, Late: fate == AnsweredLate}
+		err = &CallError{Kind: e.Kind, Applied: true, Late: reply == AnsweredLate}
 	}
 	e.Delivery, e.JobID, e.Attempt = c.label, c.jobID, c.attempt
 	e.At = c.log.now()

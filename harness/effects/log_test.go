@@ -55,7 +55,7 @@ func newLog(t *testing.T, clock *testClock, window time.Duration) *effects.Log {
 // grantAll is an executor that grants every step at once.
 type grantAll struct{}
 
-func (grantAll) Begin(context.Context, faults.Step) (effects.Fate, error) {
+func (grantAll) Begin(context.Context, faults.Step) (effects.Reply, error) {
 	return effects.Answered, nil
 }
 func (grantAll) End(faults.Step) {}
@@ -63,8 +63,8 @@ func (grantAll) End(faults.Step) {}
 // deadSteps is the executor of a delivery a fault has killed.
 type deadSteps struct{ err error }
 
-func (s deadSteps) Begin(context.Context, faults.Step) (effects.Fate, error) { return 0, s.err }
-func (deadSteps) End(faults.Step)                                            { panic("End after a refused Begin") }
+func (s deadSteps) Begin(context.Context, faults.Step) (effects.Reply, error) { return 0, s.err }
+func (deadSteps) End(faults.Step)                                             { panic("End after a refused Begin") }
 
 // stepLog records the executor's calls, and what the effect log held at
 // each End.
@@ -75,7 +75,7 @@ type stepLog struct {
 	atEnd []int // len(log.Effects()) at each End
 }
 
-func (s *stepLog) Begin(_ context.Context, call faults.Step) (effects.Fate, error) {
+func (s *stepLog) Begin(_ context.Context, call faults.Step) (effects.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.calls = append(s.calls, "begin "+call.SQL)
@@ -261,37 +261,37 @@ func TestEffectPayloadIsJSON(t *testing.T) {
 	assert.Nil(t, twiceassert.DiffEffects(log.Effects(), back, twiceassert.EffectOptions{}), "an effect log survives JSON")
 }
 
-// fated is an executor that gives every call the same fate.
-type fated effects.Fate
+// replying is an executor that gives every call the same reply.
+type replying effects.Reply
 
-func (f fated) Begin(context.Context, faults.Step) (effects.Fate, error) {
-	return effects.Fate(f), nil
+func (f replying) Begin(context.Context, faults.Step) (effects.Reply, error) {
+	return effects.Reply(f), nil
 }
-func (fated) End(faults.Step) {}
+func (replying) End(faults.Step) {}
 
-// The fate the executor answers decides what the provider does and what
+// The reply the executor answers decides what the provider does and what
 // the handler hears; the delivery goes on either way.
 func TestFateDecidesWhatTheHandlerHears(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
-		fate      effects.Fate
+		reply     effects.Reply
 		called    bool // the user's client was called
-		applied   bool // *effects.Error.Applied
+		applied   bool // *effects.CallError.Applied
 		replyLost bool // the log's ReplyLost
 		happened  bool
 	}{
-		{fate: effects.ReplyLost, called: true, applied: true, replyLost: true, happened: true},
-		{fate: effects.Refused},
+		{reply: effects.ReplyLost, called: true, applied: true, replyLost: true, happened: true},
+		{reply: effects.Refused},
 	}
 	for _, tt := range tests {
-		t.Run(tt.fate.String(), func(t *testing.T) {
+		t.Run(tt.reply.String(), func(t *testing.T) {
 			log := newLog(t, newClock(), 0)
-			c := log.Clients("j1a1w1", "twice-job-1", 1, fated(tt.fate))
+			c := log.Clients("j1a1w1", "twice-job-1", 1, replying(tt.reply))
 			called := false
 			err := c.Record(ctx, "sms", "", "hi", func(context.Context) error { called = true; return nil })
-			var ferr *effects.Error
+			var ferr *effects.CallError
 			require.ErrorAs(t, err, &ferr)
-			assert.Equal(t, &effects.Error{Kind: "sms", Applied: tt.applied}, ferr)
+			assert.Equal(t, &effects.CallError{Kind: "sms", Applied: tt.applied}, ferr)
 			assert.Equal(t, tt.applied, ferr.Timeout())
 			assert.True(t, ferr.Temporary())
 			assert.Equal(t, tt.applied, errors.Is(err, context.DeadlineExceeded), "a lost answer is a timeout, a refusal is not")
@@ -314,18 +314,18 @@ func TestFateDecidesWhatTheHandlerHears(t *testing.T) {
 }
 
 func TestFateString(t *testing.T) {
-	for fate, want := range map[effects.Fate]string{
-		effects.Answered: "answered", effects.ReplyLost: "reply-lost", effects.Refused: "refused", effects.Fate(9): "Fate(9)",
+	for reply, want := range map[effects.Reply]string{
+		effects.Answered: "answered", effects.ReplyLost: "reply-lost", effects.Refused: "refused", effects.Reply(9): "Reply(9)",
 	} {
-		assert.Equal(t, want, fate.String())
+		assert.Equal(t, want, reply.String())
 	}
 }
 
 func TestErrorMessage(t *testing.T) {
 	assert.Equal(t, "payment provider: the call timed out before its answer arrived (the provider may have made it)",
-		(&effects.Error{Kind: "payment", Applied: true}).Error())
+		(&effects.CallError{Kind: "payment", Applied: true}).Error())
 	assert.Equal(t, "email provider: 503 service unavailable: the call was refused before it was made; try again",
-		(&effects.Error{Kind: "email"}).Error())
+		(&effects.CallError{Kind: "email"}).Error())
 }
 
 func TestNewLogMisuse(t *testing.T) {

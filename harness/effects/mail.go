@@ -33,7 +33,7 @@ type Mailer struct {
 // Send sends e. Each call is a step of the delivery: a fault can kill the
 // delivery just before it, and then nothing is sent, or right after the
 // email was accepted; or the provider can send it and lose its answer, or
-// refuse it with a 503 before sending, and Send returns an *Error while
+// refuse it with a 503 before sending, and Send returns a *CallError while
 // the delivery goes on. Two calls send two emails.
 func (m *Mailer) Send(ctx context.Context, e Email) error {
 	if m == nil || m.c == nil {

@@ -100,7 +100,7 @@ type Payments struct {
 // kill the delivery just before it, and then nothing is paid, or right
 // after the provider accepted it. A refusal is a *PaymentError.
 //
-// Under an effect fault Pay returns an *Error and the delivery
+// Under an effect fault Pay returns a *CallError and the delivery
 // goes on. When the provider's answer was lost (a timeout), the payment
 // was made and its answer stored under the idempotency key: the same
 // request again gets it back, Replayed, and no money moves. When the

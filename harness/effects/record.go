@@ -26,7 +26,7 @@ import (
 //
 // When the delivery is dead (a fault killed it) Record returns an error
 // without calling call, and nothing is recorded. Under an effect fault it
-// returns an *Error: after calling call when the provider's answer was
+// returns a *CallError: after calling call when the provider's answer was
 // lost (the effect counts as made), without calling it when the provider
 // refused.
 func (c *Clients) Record(ctx context.Context, kind, key string, payload any, call func(ctx context.Context) error) error {

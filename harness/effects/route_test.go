@@ -43,7 +43,7 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, log := range logs {
 		wg.Go(func() { // delivery i's handler
-			log.Clients([]string{"j1a1w1", "j1a2w2"}[i], "1", 1, &fates{}).Route()
+			log.Clients([]string{"j1a1w1", "j1a2w2"}[i], "1", 1, &replies{}).Route()
 			if _, err := postDefault(t, "https://hooks.example.com/direct"); err != nil {
 				t.Error(err)
 			}
@@ -86,7 +86,7 @@ func TestDefaultClientReachesTheCallingDelivery(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		log.Clients("j1a1w1", "1", 1, &fates{}).Route()
+		log.Clients("j1a1w1", "1", 1, &replies{}).Route()
 		if err := log.Close(); err != nil {
 			t.Error(err)
 		}

@@ -250,7 +250,7 @@ func (s *smtpSession) Data(r io.Reader) error {
 	err = s.sink.c.call(s.ctx, assert.Effect{Kind: kind, Payload: payload}, func() (string, bool, error) {
 		return "", false, nil
 	})
-	var fault *Error
+	var fault *CallError
 	switch {
 	case err == nil:
 		return nil

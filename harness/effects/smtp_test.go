@@ -49,31 +49,31 @@ func send(addr string, msg []byte) error {
 	return smtp.SendMail(addr, smtp.PlainAuth("", "shop", "secret", host), "shop@example.com", []string{"asha@example.com"}, msg)
 }
 
-// fateSteps answers every call with fate, or err, and counts the calls.
-type fateSteps struct {
-	fate effects.Fate
-	err  error
+// replySteps answers every call with reply, or err, and counts the calls.
+type replySteps struct {
+	reply effects.Reply
+	err   error
 
 	mu     sync.Mutex
 	begins int
 	ends   int
 }
 
-func (s *fateSteps) Begin(context.Context, faults.Step) (effects.Fate, error) {
+func (s *replySteps) Begin(context.Context, faults.Step) (effects.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.begins++
-	return s.fate, s.err
+	return s.reply, s.err
 }
 
-func (s *fateSteps) End(faults.Step) {
+func (s *replySteps) End(faults.Step) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ends++
 }
 
 // count returns the number of Ends.
-func (s *fateSteps) count() int {
+func (s *replySteps) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ends
@@ -149,25 +149,25 @@ func send2(addr string, auth smtp.Auth) error {
 	return smtp.SendMail(addr, auth, "shop@example.com", []string{"asha@example.com"}, welcome("1"))
 }
 
-// What the client sees under each fate of the DATA step, and what is
+// What the client sees under each reply of the DATA step, and what is
 // recorded.
 func TestSMTPSinkFates(t *testing.T) {
 	dead := errors.New("j1a1w1 is dead; the effect was not made")
 	tests := []struct {
 		name      string
-		steps     *fateSteps
+		steps     *replySteps
 		errHas    string // in SendMail's error
 		code      int    // SendMail's *textproto.Error's code
 		recorded  bool
 		happened  bool
 		replyLost bool
 	}{
-		{name: "answered", steps: &fateSteps{fate: effects.Answered}, recorded: true, happened: true},
+		{name: "answered", steps: &replySteps{reply: effects.Answered}, recorded: true, happened: true},
 		// The sink accepted the message and cut the link instead of
 		// answering: net/smtp's DATA fails though the message went out.
-		{name: "reply lost", steps: &fateSteps{fate: effects.ReplyLost}, errHas: "EOF", recorded: true, happened: true, replyLost: true},
-		{name: "refused", steps: &fateSteps{fate: effects.Refused}, code: 451, recorded: true},
-		{name: "dead", steps: &fateSteps{err: dead}, code: 421},
+		{name: "reply lost", steps: &replySteps{reply: effects.ReplyLost}, errHas: "EOF", recorded: true, happened: true, replyLost: true},
+		{name: "refused", steps: &replySteps{reply: effects.Refused}, code: 451, recorded: true},
+		{name: "dead", steps: &replySteps{err: dead}, code: 421},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestSMTPSinkFates(t *testing.T) {
 func TestSMTPSinkRefusesDeadDeliverysSessions(t *testing.T) {
 	log := newLog(t, newClock(), 0)
 	t.Cleanup(func() { _ = log.Close() })
-	steps := &fateSteps{err: errors.New("j1a1w1 is dead")}
+	steps := &replySteps{err: errors.New("j1a1w1 is dead")}
 	addr := log.Clients("j1a1w1", "twice-job-1", 1, steps).SMTPAddr()
 	require.Error(t, send(addr, welcome("1")))
 
@@ -296,7 +296,7 @@ func TestSMTPSinkPermanentRefusal(t *testing.T) {
 	log, err := effects.NewLog(func() time.Time { return at }, effects.Providers{SMTP: effects.SMTPProvider{PermanentRefusal: true}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = log.Close() })
-	addr := log.Clients("j1a1w1", "twice-job-1", 1, &fateSteps{fate: effects.Refused}).SMTPAddr()
+	addr := log.Clients("j1a1w1", "twice-job-1", 1, &replySteps{reply: effects.Refused}).SMTPAddr()
 	err = send(addr, welcome("1"))
 	var reply *textproto.Error
 	require.ErrorAs(t, err, &reply)
@@ -321,7 +321,7 @@ func TestSMTPSinkKindPerPurpose(t *testing.T) {
 	log, err := effects.NewLog(func() time.Time { return at }, effects.Providers{SMTP: effects.SMTPProvider{Kind: kind}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = log.Close() })
-	addr := log.Clients("j1a1w1", "twice-job-1", 1, &fateSteps{}).SMTPAddr()
+	addr := log.Clients("j1a1w1", "twice-job-1", 1, &replySteps{}).SMTPAddr()
 	require.NoError(t, send(addr, welcome("1")))
 	require.NoError(t, send(addr, []byte("Subject: Your receipt\r\n\r\nTotal: 84.00\r\n")))
 	var kinds []string

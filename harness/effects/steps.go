@@ -12,11 +12,11 @@ import (
 // runs and passes it to Log.Clients; a test of a client wrapper may pass
 // one that grants every call.
 type Steps interface {
-	// Begin blocks until the schedule grants call, and says what the
-	// provider does with it. An error means the delivery is dead: the
+	// Begin blocks until the schedule grants call, and says how the
+	// provider replies to it. An error means the delivery is dead: the
 	// call must not happen, is not recorded, and the handler gets the
 	// error.
-	Begin(ctx context.Context, call faults.Step) (Fate, error)
+	Begin(ctx context.Context, call faults.Step) (Reply, error)
 	// End reports that the provider has answered call and the answer is
 	// in the log; the schedule may kill the delivery right here ("crash
 	// after an effect"). It is called once after every Begin that
@@ -24,13 +24,15 @@ type Steps interface {
 	End(call faults.Step)
 }
 
-// Fate is what the provider does with a call the schedule granted.
-type Fate int
+// Reply is how the provider replies to a call the schedule granted: the
+// executor's side of an effect call. What became of the step, as a
+// result records it, is a result.Fate.
+type Reply int
 
 const (
 	// Answered: the provider handles the call and the handler hears its
 	// answer.
-	Answered Fate = iota
+	Answered Reply = iota
 	// ReplyLost: the provider handles the call, but its answer is lost;
 	// the handler's call times out (faults.KindEffectLostReply).
 	ReplyLost
@@ -44,10 +46,10 @@ const (
 	AnsweredLate
 )
 
-// String names the fate: "answered", "reply-lost", "refused",
+// String names the reply: "answered", "reply-lost", "refused",
 // "answered-late".
-func (f Fate) String() string {
-	switch f {
+func (r Reply) String() string {
+	switch r {
 	case Answered:
 		return "answered"
 	case ReplyLost:
@@ -57,10 +59,10 @@ func (f Fate) String() string {
 	case AnsweredLate:
 		return "answered-late"
 	}
-	return fmt.Sprintf("Fate(%d)", int(f))
+	return fmt.Sprintf("Reply(%d)", int(r))
 }
 
-// Error is what an effect call returns when the schedule puts an effect
+// CallError is what an effect call returns when the schedule puts an effect
 // fault on it: the provider made the effect and its answer was lost
 // (faults.KindEffectLostReply; Applied is true, Timeout reports true, and
 // errors.Is(err, context.DeadlineExceeded) holds, as for an HTTP client's
@@ -68,8 +70,9 @@ func (f Fate) String() string {
 // (faults.KindEffectFailed; a 503, Applied is false). Both are transient:
 // a retry with the same idempotency key gets the stored answer of an
 // applied payment, or makes a refused one. The handler goes on either
-// way; its delivery is not dead.
-type Error struct {
+// way; its delivery is not dead. (A result.Error is something else: an
+// error a result carries, kept as its message in a check's record.)
+type CallError struct {
 	// Kind is the effect's kind: "email", "payment", or the kind given to
 	// harness.Delivery.Effect.
 	Kind string
@@ -82,7 +85,7 @@ type Error struct {
 }
 
 // Error says what the handler's client would: a timeout, or a 503.
-func (e *Error) Error() string {
+func (e *CallError) Error() string {
 	if e.Applied {
 		return fmt.Sprintf("%s provider: the call timed out before its answer arrived (the provider may have made it)", e.Kind)
 	}
@@ -91,14 +94,14 @@ func (e *Error) Error() string {
 
 // Timeout reports whether the call timed out, as net.Error does: true
 // when the answer was lost.
-func (e *Error) Timeout() bool { return e.Applied }
+func (e *CallError) Timeout() bool { return e.Applied }
 
 // Temporary reports true: both faults are transient.
-func (e *Error) Temporary() bool { return true }
+func (e *CallError) Temporary() bool { return true }
 
 // Unwrap makes a lost answer match context.DeadlineExceeded, as
 // net/http's client timeouts do; a refusal wraps nothing.
-func (e *Error) Unwrap() error {
+func (e *CallError) Unwrap() error {
 	if e.Applied {
 		return context.DeadlineExceeded
 	}

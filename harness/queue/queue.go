@@ -31,7 +31,7 @@ type Queue interface {
 	Schema() Schema
 	// Enqueue puts one job into the queue, as the producer does, before
 	// any delivery: the original job (op.Job 1), then each producer
-	// copy, in order. A late copy (faults.Delivery.Late: after the
+	// copy, in order. A late copy (faults.Scheduled.Late: after the
 	// original completed, or past Rules.Dedup) is enqueued only when its
 	// delivery starts, at op.Now on the harness clock, while other
 	// deliveries may still run. A queue that refuses a copy as a

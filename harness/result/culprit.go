@@ -16,7 +16,7 @@ import (
 type Culprit struct {
 	// Delivery is the delivery whose step wrote the row; its label
 	// ("j1a2w2") names the job, attempt and worker.
-	Delivery faults.Delivery
+	Delivery faults.Scheduled
 	// Step is the delivery's step number (DeliveryOutcome.Steps[Step-1]),
 	// or 0 when the write matched no step the harness granted.
 	Step int `json:",omitempty"`

@@ -12,7 +12,7 @@ import (
 // Delivery.At names it.
 func ExampleDeliveryOutcome_Faulted() {
 	o := result.DeliveryOutcome{
-		Delivery: faults.Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 3},
+		Delivery: faults.Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 3},
 		Steps: []result.StepTaken{
 			{Step: faults.Step{SQL: "begin"}, Fate: result.Ran},
 			{Step: faults.Step{SQL: "UPDATE accounts SET points = points + 50"}, Fate: result.Ran},

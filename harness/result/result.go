@@ -19,37 +19,43 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 )
 
-// Status is the outcome of a whole check. The twice runner's report uses
-// the same words for a job, a matrix cell and a finding.
-type Status string
+// Outcome is how a whole check ended, over all its scenarios and
+// including checks that could not run; a Verdict is how one scenario
+// ended. A check's Outcome follows from its scenarios' Verdicts (one
+// NotIdempotent makes it OutcomeFinding, or OutcomeExpectedFinding) but
+// has words a Verdict does not: a check that could not run, or whose
+// finding was expected. The twice runner's report uses the same words
+// for a job, a matrix cell and a finding.
+type Outcome string
 
-// Statuses of a check.
+// Outcomes of a check.
 const (
-	// StatusIdempotent: every scenario was idempotent.
-	StatusIdempotent Status = "idempotent"
-	// StatusFinding: some scenario was not idempotent, and nothing said
+	// OutcomeIdempotent: every scenario was idempotent.
+	OutcomeIdempotent Outcome = "idempotent"
+	// OutcomeFinding: some scenario was not idempotent, and nothing said
 	// so before.
-	StatusFinding Status = "finding"
-	// StatusExpectedFinding: some scenario was not idempotent, as
+	OutcomeFinding Outcome = "finding"
+	// OutcomeExpectedFinding: some scenario was not idempotent, as
 	// harness.Config.ExpectFinding says.
-	StatusExpectedFinding Status = "expected-finding"
-	// StatusFlaky: one schedule gave different verdicts on different
+	OutcomeExpectedFinding Outcome = "expected-finding"
+	// OutcomeFlaky: one schedule gave different verdicts on different
 	// runs (a failing scenario's confirming rerun did not fail the same
 	// way, or Explore's reruns disagreed), and no scenario failed the
 	// same way twice.
-	StatusFlaky Status = "flaky"
-	// StatusInternalError: the check itself could not run (no
+	OutcomeFlaky Outcome = "flaky"
+	// OutcomeInternalError: the check itself could not run (no
 	// PostgreSQL, a broken setup, a comparer that panics); it says
 	// nothing of the job.
-	StatusInternalError Status = "internal-error"
-	// StatusUserError: the check could not run because of the user's
+	OutcomeInternalError Outcome = "internal-error"
+	// OutcomeUserError: the check could not run because of the user's
 	// code or configuration (a handler or worker factory that fails on
 	// the clean run, a setup step that fails, input that means nothing);
 	// it says nothing of the job's idempotency, and nothing of twice.
-	StatusUserError Status = "user-error"
+	OutcomeUserError Outcome = "user-error"
 )
 
-// Verdict is one scenario's outcome.
+// Verdict is how one scenario ended: one schedule on one fresh database.
+// A whole check's is its Outcome.
 type Verdict string
 
 // Verdicts of a scenario.
@@ -135,8 +141,9 @@ type Problem struct {
 type Result struct {
 	// Job is the job's name.
 	Job string
-	// Status is the check's outcome.
-	Status Status
+	// Outcome is how the check ended. Its JSON key stays "Status", the
+	// key records and the tools that read them have always used.
+	Outcome Outcome `json:"Status"`
 	// Reference is the state after one clean delivery.
 	Reference *assert.Snapshot
 	// Volatile lists the "table.column"s that differed between two clean
@@ -232,7 +239,7 @@ type Warning struct {
 	Deliveries int
 	// First is the first such delivery, and Schedule the schedule it ran
 	// in.
-	First    faults.Delivery
+	First    faults.Scheduled
 	Schedule faults.Schedule
 	// Connections counts the first delivery's connections it concerns
 	// (TransactionLeftOpen).
@@ -487,7 +494,7 @@ func (r *Result) Confirmed() bool {
 type DeliveryOutcome struct {
 	// Delivery is the delivery as scheduled (a queue's retry after a
 	// failure is added by the harness).
-	Delivery faults.Delivery
+	Delivery faults.Scheduled
 	// JobID and Attempt are what the handler was given; Worker numbers
 	// the worker that ran it.
 	JobID   string

@@ -77,7 +77,7 @@ type execution struct {
 
 type deliveryRun struct {
 	n    int // 1-based position in the schedule
-	spec faults.Delivery
+	spec faults.Scheduled
 	kind queue.DeliveryKind
 
 	life        life      // where it is in its life (lifecycle.go); changed only by execution.move
@@ -155,10 +155,10 @@ type stepRequest struct {
 	step   wireproxy.Step // for an effect: SQL holds the call as render.Step shows it
 	call   faults.Step    // for an effect: the call
 	effect bool
-	fate   effects.Fate // for an effect: what the provider does with it; set before the grant
-	seq    int          // the delivery's step number, statements and effects alike
-	ran    bool         // a held statement that ran: counted when it did,
-	stepAt int          // at this place of its delivery's steps
+	reply  effects.Reply // for an effect: what the provider does with it; set before the grant
+	seq    int           // the delivery's step number, statements and effects alike
+	ran    bool          // a held statement that ran: counted when it did,
+	stepAt int           // at this place of its delivery's steps
 	grant  chan wireproxy.Action
 	end    result.Fate // what became of it once granted; see fate.go
 	waited bool        // it waited on a lock another delivery held
@@ -406,14 +406,14 @@ func (e *execution) addQueueRetries() bool {
 			continue
 		}
 		worker++
-		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.visibilityTimeout()}
+		spec := faults.Scheduled{Job: last.spec.Job, Attempt: last.spec.Attempt + 1, Worker: worker, Advance: e.r.visibilityTimeout()}
 		e.add(spec).outcome.QueueRetry = true
 		added = true
 	}
 	return added
 }
 
-func (e *execution) add(spec faults.Delivery) *deliveryRun {
+func (e *execution) add(spec faults.Scheduled) *deliveryRun {
 	d := &deliveryRun{
 		n: len(e.deliveries) + 1, spec: spec,
 		inflight: map[*stepRequest]*inflightStep{}, bySQL: map[int]*stepRequest{},
@@ -755,7 +755,7 @@ func (e *execution) stepDone(d *deliveryRun, ev event) {
 		d.done++
 		d.steps = append(d.steps, req.asStep())
 	}
-	d.durable = d.durable || (req.effect && req.fate != effects.Refused) || req.step.CommitPoint
+	d.durable = d.durable || (req.effect && req.reply != effects.Refused) || req.step.CommitPoint
 	if req == d.dieAfter && !d.life.over() {
 		e.die(d, fmt.Sprintf("crashed right after step %d: %s", req.seq, text.OneLine(req.step.SQL)))
 	}
@@ -994,7 +994,7 @@ func (e *execution) give(d *deliveryRun, hold bool) {
 	e.grantedBeside(d, req) // races.go
 	if d.outageKey != "" && req.effect && req.seq > d.spec.At && req.call.Key == d.outageKey {
 		// A retry of the outage's call with its key: its answer is lost too.
-		req.fate, req.end = effects.ReplyLost, result.TimedOut
+		req.reply, req.end = effects.ReplyLost, result.TimedOut
 	}
 	d.inflight[req] = &inflightStep{req: req, nextAsk: time.Now().Add(stepPoll(0))}
 	if !req.effect {
@@ -1013,7 +1013,7 @@ type effectStepper struct {
 	d *deliveryRun
 }
 
-func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fate, error) {
+func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Reply, error) {
 	if s.d.handlerDone.Load() { // a goroutine the handler left behind (late.go)
 		if s.d.late.ask(render.Step(call)) != wireproxy.Forward {
 			return 0, fmt.Errorf("%w: %s is over; the effect was not made", wireproxy.ErrDead, s.d.spec.Label())
@@ -1030,7 +1030,7 @@ func (s effectStepper) Begin(ctx context.Context, call faults.Step) (effects.Fat
 		s.d.effectMu.Lock()
 		s.d.effectReq = req
 		s.d.effectMu.Unlock()
-		return req.fate, nil // set by give before the grant was sent
+		return req.reply, nil // set by give before the grant was sent
 	case <-ctx.Done():
 		s.e.events.push(event{kind: evGaveUp, d: s.d, req: req})
 		return 0, ctx.Err()

@@ -133,7 +133,7 @@ type Handler func(ctx context.Context, env Env) error
 // *harness.Delivery of it.
 type Env struct {
 	// Spec is the delivery as the schedule has it ("j1a2w2").
-	Spec faults.Delivery
+	Spec faults.Scheduled
 	// JobID and Attempt are the queue's.
 	JobID   string
 	Attempt int

@@ -103,7 +103,7 @@ func runVisits(t *testing.T, start time.Time) *visitsRun {
 	clk := &clock{now: start}
 	var mu sync.Mutex
 	r := &visitsRun{}
-	sched := faults.Schedule{Deliveries: []faults.Delivery{
+	sched := faults.Schedule{Deliveries: []faults.Scheduled{
 		{Job: 1, Attempt: 1, Worker: 1, Fault: faults.KindCrash, At: 2},
 		{Job: 1, Attempt: 2, Worker: 2, Advance: 30 * time.Second},
 	}}

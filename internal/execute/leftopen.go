@@ -19,7 +19,7 @@ type leftOpen struct {
 	w  result.Warning // First is the first such delivery
 }
 
-func (l *leftOpen) add(kind result.WarningKind, d faults.Delivery, sched faults.Schedule, conns int) {
+func (l *leftOpen) add(kind result.WarningKind, d faults.Scheduled, sched faults.Schedule, conns int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.w.Deliveries == 0 {

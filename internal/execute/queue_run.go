@@ -80,7 +80,7 @@ func (e *execution) openQueue(ctx context.Context) (*queueRun, error) {
 	q.ctx, q.cancel = context.WithCancel(ctx)
 	var nums []int
 	for _, d := range e.deliveries {
-		// A late copy (faults.Delivery.Late) is enqueued as its
+		// A late copy (faults.Scheduled.Late) is enqueued as its
 		// delivery starts (begin).
 		if !slices.Contains(nums, d.spec.Job) && !d.spec.Late {
 			nums = append(nums, d.spec.Job)
@@ -399,7 +399,7 @@ func (q *queueRun) addRetries(e *execution) bool {
 			advance = s.After
 		}
 		worker++
-		spec := faults.Delivery{Job: last.spec.Job, Attempt: last.outcome.Attempt + 1, Worker: worker, Advance: advance}
+		spec := faults.Scheduled{Job: last.spec.Job, Attempt: last.outcome.Attempt + 1, Worker: worker, Advance: advance}
 		d := e.add(spec)
 		d.outcome.QueueRetry = true
 		d.outcome.JobID = job.enq.JobID

@@ -138,7 +138,7 @@ func visitOnce(t *testing.T, x *execute.Executor, tmpl *freshdb.Template) string
 		t.Fatal(err)
 	}
 	_, err = x.Run(t.Context(), execute.Input{
-		Schedule: faults.Schedule{Deliveries: []faults.Delivery{{Job: 1, Attempt: 1, Worker: 1}}},
+		Schedule: faults.Schedule{Deliveries: []faults.Scheduled{{Job: 1, Attempt: 1, Worker: 1}}},
 		DB:       db, Clock: &clock{now: time.Date(2026, time.January, 1, 9, 0, 0, 0, time.UTC)},
 		NewWorker: func() (execute.Handler, error) {
 			return func(ctx context.Context, env execute.Env) error {

@@ -11,9 +11,9 @@ import (
 )
 
 // stepFault is what a fault kind does to the step its delivery's schedule
-// names (faults.Delivery.At): to a statement and to an effect call. Each
+// names (faults.Scheduled.At): to a statement and to an effect call. Each
 // returns whether it answered the step's grant itself; when it did not,
-// give grants the step as usual (with the fate the fault set, for an
+// give grants the step as usual (with the reply the fault set, for an
 // effect).
 type stepFault struct {
 	statement, effect func(e *execution, d *deliveryRun, req *stepRequest) (answered bool)
@@ -83,12 +83,12 @@ func loseReply(_ *execution, d *deliveryRun, req *stepRequest) bool {
 }
 
 // effectFault: the delivery lives on; the call returns an error with
-// fate, and the handler decides what to make of it. why takes the step's
+// reply, and the handler decides what to make of it. why takes the step's
 // number and the call.
-func effectFault(fate effects.Fate, why string) func(*execution, *deliveryRun, *stepRequest) bool {
+func effectFault(reply effects.Reply, why string) func(*execution, *deliveryRun, *stepRequest) bool {
 	return func(_ *execution, d *deliveryRun, req *stepRequest) bool {
 		d.midJobFault = true
-		req.fate, req.end = fate, resultOf(fate)
+		req.reply, req.end = reply, resultOf(reply)
 		d.outcome.Fault = fmt.Sprintf(why, req.seq, text.OneLine(req.step.SQL))
 		return false
 	}
@@ -98,16 +98,16 @@ func effectFault(fate effects.Fate, why string) func(*execution, *deliveryRun, *
 // with its key (execution.give).
 func outage(_ *execution, d *deliveryRun, req *stepRequest) bool {
 	d.midJobFault = true
-	req.fate, req.end = effects.ReplyLost, result.TimedOut
+	req.reply, req.end = effects.ReplyLost, result.TimedOut
 	d.outageKey = req.call.Key
 	d.outcome.Fault = fmt.Sprintf("lost the answer to step %d, which the provider made, and to every retry of it with its key; the calls timed out: %s", req.seq, text.OneLine(req.step.SQL))
 	return false
 }
 
-// resultOf is how a step whose effect call met fate ends, as a result
+// resultOf is how a step whose effect call got reply ends, as a result
 // records it.
-func resultOf(fate effects.Fate) result.Fate {
-	if fate == effects.Refused {
+func resultOf(reply effects.Reply) result.Fate {
+	if reply == effects.Refused {
 		return result.Refused
 	}
 	return result.TimedOut

@@ -19,7 +19,7 @@ import (
 func TestStepFaults(t *testing.T) {
 	type got struct {
 		answered, midJob bool
-		fate             effects.Fate
+		reply            effects.Reply
 		end              result.Fate
 		fault            string
 		grant            wireproxy.Action
@@ -38,24 +38,24 @@ func TestStepFaults(t *testing.T) {
 		{"crash after an effect: dies once it returns", faults.KindCrashAfterEffect, true, got{midJob: true, end: result.CrashedAfter, grant: none}},
 		{"crash after an effect on a statement: not met", faults.KindCrashAfterEffect, false, got{
 			fault: "did not meet its crashafter fault: step 2 is a statement, not an effect call: UPDATE t SET n = n + 1", grant: none}},
-		{"lost reply of an effect", faults.KindEffectLostReply, true, got{midJob: true, fate: effects.ReplyLost, end: result.TimedOut,
+		{"lost reply of an effect", faults.KindEffectLostReply, true, got{midJob: true, reply: effects.ReplyLost, end: result.TimedOut,
 			fault: "lost the answer to step 2, which the provider made; the call timed out: UPDATE t SET n = n + 1", grant: none}},
-		{"slow effect", faults.KindEffectSlow, true, got{midJob: true, fate: effects.AnsweredLate, end: result.TimedOut,
+		{"slow effect", faults.KindEffectSlow, true, got{midJob: true, reply: effects.AnsweredLate, end: result.TimedOut,
 			fault: "had the answer to step 2, which the provider made, come after the client's timeout: UPDATE t SET n = n + 1", grant: none}},
-		{"refused effect", faults.KindEffectFailed, true, got{midJob: true, fate: effects.Refused, end: result.Refused,
+		{"refused effect", faults.KindEffectFailed, true, got{midJob: true, reply: effects.Refused, end: result.Refused,
 			fault: "had step 2 refused by the provider before it was made (a transient refusal): UPDATE t SET n = n + 1", grant: none}},
-		{"outage", faults.KindEffectOutage, true, got{midJob: true, fate: effects.ReplyLost, end: result.TimedOut,
+		{"outage", faults.KindEffectOutage, true, got{midJob: true, reply: effects.ReplyLost, end: result.TimedOut,
 			fault: "lost the answer to step 2, which the provider made, and to every retry of it with its key; the calls timed out: UPDATE t SET n = n + 1", grant: none}},
 		{"lost ack acts on the return, not a step", faults.KindLostAck, false, got{grant: none}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, seq := range []int{1, 2, 3} {
-				d := &deliveryRun{spec: faults.Delivery{Job: 1, Attempt: 1, Worker: 1, Fault: tc.kind, At: 2}, bySQL: map[int]*stepRequest{}}
+				d := &deliveryRun{spec: faults.Scheduled{Job: 1, Attempt: 1, Worker: 1, Fault: tc.kind, At: 2}, bySQL: map[int]*stepRequest{}}
 				req := &stepRequest{d: d, seq: seq, effect: tc.effect, step: wireproxy.Step{SQL: "UPDATE t SET n = n + 1"},
 					call: faults.Step{Key: "k"}, grant: make(chan wireproxy.Action, 1)}
 				e := &execution{}
 				answered := e.atFault(d, req)
-				g := got{answered: answered, midJob: d.midJobFault, fate: req.fate, end: req.end, fault: d.outcome.Fault, grant: none}
+				g := got{answered: answered, midJob: d.midJobFault, reply: req.reply, end: req.end, fault: d.outcome.Fault, grant: none}
 				select {
 				case g.grant = <-req.grant:
 				default:

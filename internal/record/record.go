@@ -52,13 +52,13 @@ type Record struct {
 	Rerun string `json:"rerun"`
 	// Written is when the record was written.
 	Written time.Time `json:"written"`
-	// Error is what ended a check whose Result.Status is InternalError
-	// or UserError, as blame.Text says it: the label of whose fault it
-	// is and the error, without the tag, which the runner adds where it
-	// quotes it.
+	// Error is what ended a check whose Result.Outcome is
+	// OutcomeInternalError or OutcomeUserError, as blame.Text says it: the
+	// label of whose fault it is and the error, without the tag, which
+	// the runner adds where it quotes it.
 	Error string `json:"error,omitempty"`
 	// Result is the check's result; with an internal error it holds only
-	// the job's name and the status. Nil in a record of Coverage.
+	// the job's name and the outcome. Nil in a record of Coverage.
 	Result *result.Result `json:"result"`
 	// Coverage is what harness.CheckRegistered found of a service's
 	// registered workers; a record holds it or a Result.

@@ -25,7 +25,7 @@ func TestWriteReadRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &result.Result{
-		Job: "pay", Status: result.StatusFinding,
+		Job: "pay", Outcome: result.OutcomeFinding,
 		Steps: []faults.Step{{SQL: "UPDATE t SET n = n + 1", CommitPoint: true}, {SQL: "payment key=k amount=5", Effect: "payment", Key: "k"}},
 		Scenarios: []result.Scenario{{
 			Fault: faults.NameCrashMidJob, Schedule: sched, Verdict: result.NotIdempotent,
@@ -82,7 +82,7 @@ func TestReadRefusesOtherVersion(t *testing.T) {
 func TestReadAllKeepsTheOthers(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv(record.DirEnv, dir)
-	res := &result.Result{Job: "once", Status: result.StatusIdempotent,
+	res := &result.Result{Job: "once", Outcome: result.OutcomeIdempotent,
 		Warnings: []result.Warning{{Kind: result.CleanRunsDisagree, Disagreement: &result.Disagreement{Steps: [2]int{1, 0}, StepAt: 1}}}}
 	if err := record.Write(record.Record{Test: "TestOnce", Result: res}); err != nil {
 		t.Fatal(err)

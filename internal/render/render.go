@@ -370,10 +370,10 @@ func race(r result.Race) string {
 func Finding(res *result.Result, rerun string) string {
 	failed := res.Failed()
 	var b strings.Builder
-	if res.Status == result.StatusFlaky && passedFirst(failed) {
+	if res.Outcome == result.OutcomeFlaky && passedFirst(failed) {
 		fmt.Fprintf(&b, "flaky: job %q: %d of %d scenarios%s did not end the same way when run again on a fresh database (some passed, then failed), so the check does not pass: the handler or the run depends on chance or timing\n",
 			res.Job, len(failed), len(res.Scenarios), InShard(res))
-	} else if res.Status == result.StatusFlaky {
+	} else if res.Outcome == result.OutcomeFlaky {
 		fmt.Fprintf(&b, "flaky: job %q: %d of %d scenarios%s failed, and not the same way when run again on a fresh database, so the check does not pass: the handler depends on chance or timing\n",
 			res.Job, len(failed), len(res.Scenarios), InShard(res))
 	} else {

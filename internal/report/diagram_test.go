@@ -132,13 +132,13 @@ func TestTitleIsPlain(t *testing.T) {
 		for i := range r.Jobs {
 			switch {
 			case i < c.s.Idempotent:
-				r.Jobs[i].Status = report.StatusIdempotent
+				r.Jobs[i].Outcome = report.OutcomeIdempotent
 			case i < c.s.Idempotent+c.s.ExpectedFinding:
-				r.Jobs[i].Status = report.StatusExpected
+				r.Jobs[i].Outcome = report.OutcomeExpected
 			case i < c.s.Idempotent+c.s.ExpectedFinding+c.s.Flaky:
-				r.Jobs[i].Status = report.StatusFlaky
+				r.Jobs[i].Outcome = report.OutcomeFlaky
 			default:
-				r.Jobs[i].Status = report.StatusFinding
+				r.Jobs[i].Outcome = report.OutcomeFinding
 			}
 		}
 		r.Finish()

@@ -21,8 +21,8 @@ func (r *Report) HTML() ([]byte, error) {
 }
 
 var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
-	"mark":  statusMark,
-	"word":  statusWord,
+	"mark":  outcomeMark,
+	"word":  outcomeWord,
 	"cell":  cellText,
 	"dur":   shortDuration,
 	"shown": func(j Job) []Finding { return j.Shown() },
@@ -143,7 +143,7 @@ section.job { margin-top: 2rem; }
 <div class="scroll"><table class="matrix" id="matrix">
 <thead><tr><th class="job name">job · test</th>{{range .Faults}}<th class="fault" title="{{.}}">{{wrap .}}</th>{{end}}</tr></thead>
 <tbody>
-{{range $j := .Jobs}}<tr data-status="{{.Status}}"><td class="job name {{.Status}}">{{mark .Status}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}<span class="test" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</span></td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Status}}" title="{{$j.Name}} ({{$j.Test}}) under {{$f}}: {{word .Status}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
+{{range $j := .Jobs}}<tr data-status="{{.Outcome}}"><td class="job name {{.Outcome}}">{{mark .Outcome}} {{if .Findings}}<a href="#{{anchor .Package .Test .Name}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}<span class="test" title="{{.Package}}"><code>{{$.PkgName .Package}}</code> {{.Test}}</span></td>{{range $f := $.Faults}}{{with lookup $j $f}}<td class="{{.Outcome}}" title="{{$j.Name}} ({{$j.Test}}) under {{$f}}: {{word .Outcome}}">{{cell .}}</td>{{else}}<td class="none"></td>{{end}}{{end}}</tr>
 {{end}}</tbody>
 </table></div>
 <p class="legend"><span>✓ idempotent</span><span>◆ known not idempotent (expected)</span><span>~ flaky</span><span>✗ finding: not idempotent</span><span>n/m: scenarios that differ / scenarios run</span></p>
@@ -175,13 +175,13 @@ section.job { margin-top: 2rem; }
 {{end -}}
 {{range $ji, $j := .Jobs}}{{if .Findings}}
 <section class="job" id="{{anchor .Package .Test .Name}}">
-<h2>{{mark .Status}} {{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{word .Status}}</h2>
+<h2>{{mark .Outcome}} {{.Name}} <span class="test">({{$.PkgName .Package}} {{.Test}})</span>: {{word .Outcome}}</h2>
 <p><code>{{.Package}}</code> {{.Test}} · {{.Failed}} of {{.Scenarios}} scenarios differ from one clean run{{with worst .Worst}} · worst: {{.}}{{end}}{{if gt .Runs 1}} · {{.Runs}} runs{{end}} · rerun: <code>{{.Rerun}}</code></p>
 {{if .Expected}}<p>Expected: {{.Expected}}</p>{{end}}
 {{if .Volatile}}<p class="meta">Left out as volatile (they differ between two clean runs): {{range $i, $v := .Volatile}}{{if $i}}, {{end}}<code>{{$v}}</code>{{end}}</p>{{end}}
 <details><summary>The clean run's steps (the fault points)</summary><ol>{{range .Steps}}<li><code>{{if .Effect}}effect: {{end}}{{.Text}}</code></li>{{end}}</ol></details>
 {{range $fi, $f := shown $j}}
-<div class="finding finding-{{.Status}}">
+<div class="finding finding-{{.Outcome}}">
 <h3>{{.Fault}} <code>{{.Schedule}}</code></h3>
 <div class="diagram">{{svg $j $f (anchor "d" $ji $fi)}}</div>
 <ul>{{range .Deliveries}}{{with dline .}}<li>{{.}}</li>{{end}}{{end}}{{range .Problems}}<li>{{.}}</li>{{end}}{{with .Rerun}}<li>{{.}}</li>{{end}}</ul>

@@ -55,14 +55,14 @@ func (r *Report) JUnit() ([]byte, error) {
 				}
 			}
 			text := cellReport(j, c, findings)
-			switch c.Status {
-			case StatusFinding, StatusFlaky:
+			switch c.Outcome {
+			case OutcomeFinding, OutcomeFlaky:
 				msg := fmt.Sprintf("job %q: %d of %d %s scenarios are not idempotent", j.Name, c.Failed, c.Scenarios, c.Fault)
-				if c.Status == StatusFlaky {
+				if c.Outcome == OutcomeFlaky {
 					msg = fmt.Sprintf("job %q: %s gave different verdicts on different runs (flaky)", j.Name, c.Fault)
 				}
-				tc.Failure = &junitMessage{Message: msg, Type: string(c.Status), Text: text}
-			case StatusExpected:
+				tc.Failure = &junitMessage{Message: msg, Type: string(c.Outcome), Text: text}
+			case OutcomeExpected:
 				tc.SystemOut = "expected finding: " + j.Expected + "\n\n" + text
 			}
 			s.add(tc)
@@ -150,7 +150,7 @@ func cellReport(j Job, c Cell, findings []Finding) string {
 		}
 		fmt.Fprintf(&b, "replay: %s\n\n", f.Replay)
 	}
-	if len(findings) == 0 && c.Status != StatusIdempotent {
+	if len(findings) == 0 && c.Outcome != OutcomeIdempotent {
 		fmt.Fprintf(&b, "rerun: %s\n", j.Rerun)
 	}
 	return strings.TrimRight(b.String(), "\n")

@@ -51,7 +51,7 @@ func widestReport(t *testing.T) *report.Report {
 		}
 		j.Cells = nil
 		for _, f := range r.Faults {
-			j.Cells = append(j.Cells, report.Cell{Fault: f, Status: report.StatusExpected, Scenarios: 24, Failed: 23})
+			j.Cells = append(j.Cells, report.Cell{Fault: f, Outcome: report.OutcomeExpected, Scenarios: 24, Failed: 23})
 		}
 	}
 	return r

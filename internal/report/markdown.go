@@ -45,7 +45,7 @@ func (r *Report) Markdown() string {
 		b.WriteString(strings.Repeat("---|", len(r.Faults)))
 		b.WriteString("\n")
 		for _, j := range r.Jobs {
-			fmt.Fprintf(&b, "| %s %s | `%s` %s |", statusMark(j.Status), mdEscape(j.Name), r.PkgName(j.Package), mdEscape(j.Test))
+			fmt.Fprintf(&b, "| %s %s | `%s` %s |", outcomeMark(j.Outcome), mdEscape(j.Name), r.PkgName(j.Package), mdEscape(j.Test))
 			for _, f := range r.Faults {
 				c, ok := j.Cell(f)
 				if !ok {
@@ -90,7 +90,7 @@ func (r *Report) Markdown() string {
 		if len(j.Findings) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "\n## %s %s (%s %s): %s\n\n", statusMark(j.Status), mdEscape(j.Name), mdEscape(r.PkgName(j.Package)), mdEscape(j.Test), statusWord(j.Status))
+		fmt.Fprintf(&b, "\n## %s %s (%s %s): %s\n\n", outcomeMark(j.Outcome), mdEscape(j.Name), mdEscape(r.PkgName(j.Package)), mdEscape(j.Test), outcomeWord(j.Outcome))
 		fmt.Fprintf(&b, "`%s` %s · %d of %d scenarios differ from one clean run", j.Package, mdEscape(j.Test), j.Failed, j.Scenarios)
 		if w := render.Severity(j.Worst); w != "" {
 			fmt.Fprintf(&b, " · worst: %s", w)
@@ -159,10 +159,10 @@ func (r *Report) Markdown() string {
 // cellText is a matrix cell: the status mark, and how many scenarios
 // differed of how many ran.
 func cellText(c Cell) string {
-	if c.Status == StatusIdempotent {
-		return fmt.Sprintf("%s %d", statusMark(c.Status), c.Scenarios)
+	if c.Outcome == OutcomeIdempotent {
+		return fmt.Sprintf("%s %d", outcomeMark(c.Outcome), c.Scenarios)
 	}
-	return fmt.Sprintf("%s %d/%d", statusMark(c.Status), c.Failed, c.Scenarios)
+	return fmt.Sprintf("%s %d/%d", outcomeMark(c.Outcome), c.Failed, c.Scenarios)
 }
 
 // deliveryLine says what went wrong in a delivery, or nothing.

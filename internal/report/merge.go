@@ -213,14 +213,14 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 		for _, c := range p.Cells {
 			m, ok := cells[c.Fault]
 			if !ok {
-				m = &Cell{Fault: c.Fault, Status: StatusIdempotent}
+				m = &Cell{Fault: c.Fault, Outcome: OutcomeIdempotent}
 				cells[c.Fault] = m
 				order = append(order, c.Fault)
 			}
 			m.Scenarios += c.Scenarios
 			m.Failed += c.Failed
 			m.Duration += c.Duration
-			m.Status = Worse(m.Status, c.Status)
+			m.Outcome = Worse(m.Outcome, c.Outcome)
 		}
 		j.Findings = append(j.Findings, p.Findings...)
 		dropRepeatedExplorations(&j, cells, len(j.Findings)-len(p.Findings), explored)
@@ -231,12 +231,12 @@ func mergeJob(parts []Job, from []Input) (Job, error) {
 	if want := parts[0].Schedules; want > 0 && len(parts) == from[0].Report.Shard.Count && j.Scenarios < want {
 		return Job{}, blame.Userf("job %q (%s %s): its shards ran %d scenarios together, but the check has %d schedules", j.Name, j.Package, j.Test, j.Scenarios, want)
 	}
-	j.Status = StatusIdempotent
+	j.Outcome = OutcomeIdempotent
 	for _, f := range order {
 		// A whole run has no cell for a fault that gave no schedule.
 		if c := cells[f]; c.Scenarios > 0 {
 			j.Cells = append(j.Cells, *c)
-			j.Status = Worse(j.Status, c.Status)
+			j.Outcome = Worse(j.Outcome, c.Outcome)
 		}
 	}
 	// Shards' findings, each in its shard's order, into the whole run's.
@@ -310,9 +310,9 @@ func (r *Report) ShardNote() string {
 	return fmt.Sprintf(" · shard %s of the schedules", r.Shard)
 }
 
-// Worse returns the status a reader must see first.
-func Worse(a, b Status) Status {
-	rank := map[Status]int{StatusIdempotent: 0, StatusExpected: 1, StatusFlaky: 2, StatusFinding: 3}
+// Worse returns the outcome a reader must see first.
+func Worse(a, b Outcome) Outcome {
+	rank := map[Outcome]int{OutcomeIdempotent: 0, OutcomeExpected: 1, OutcomeFlaky: 2, OutcomeFinding: 3}
 	if rank[b] > rank[a] {
 		return b
 	}
@@ -347,7 +347,7 @@ func dropRepeatedExplorations(j *Job, cells map[string]*Cell, from int, seen map
 	kept := j.Findings[:from]
 	var mine []string
 	for _, f := range j.Findings[from:] {
-		key := f.Schedule + "\x00" + string(f.Status)
+		key := f.Schedule + "\x00" + string(f.Outcome)
 		if f.Fault == explore && seen[key] {
 			j.Scenarios--
 			j.Failed--

@@ -16,9 +16,9 @@ func shardReport(i, n, schedules, ran int) *report.Report {
 		Command: "go test -json -count=1 ./...", Twice: "v1.2.0", Commit: "aaaa", Shard: &report.Shard{Index: i, Count: n},
 		Faults: []string{"run-twice"},
 		Jobs: []report.Job{{
-			Name: "pay", Package: "example.com/pay", Test: "TestPay", TestPassed: true, Status: report.StatusIdempotent,
+			Name: "pay", Package: "example.com/pay", Test: "TestPay", TestPassed: true, Outcome: report.OutcomeIdempotent,
 			Runs: 1, Scenarios: ran, Schedules: schedules, Steps: []report.Step{{Text: "UPDATE t SET n = 1"}},
-			Cells: []report.Cell{{Fault: "run-twice", Status: report.StatusIdempotent, Scenarios: ran}},
+			Cells: []report.Cell{{Fault: "run-twice", Outcome: report.OutcomeIdempotent, Scenarios: ran}},
 		}},
 	}
 	r.Finish()
@@ -79,8 +79,8 @@ func TestMergeJoinsCellsAndFindings(t *testing.T) {
 	one, two := shardReport(1, 2, 3, 2), shardReport(2, 2, 3, 1)
 	one.Faults = []string{"run-twice", "crash-mid-job"}
 	one.Jobs[0].Cells = []report.Cell{
-		{Fault: "run-twice", Status: report.StatusFinding, Scenarios: 1, Failed: 1},
-		{Fault: "crash-mid-job", Status: report.StatusFinding, Scenarios: 1, Failed: 1},
+		{Fault: "run-twice", Outcome: report.OutcomeFinding, Scenarios: 1, Failed: 1},
+		{Fault: "crash-mid-job", Outcome: report.OutcomeFinding, Scenarios: 1, Failed: 1},
 	}
 	one.Jobs[0].Failed, two.Jobs[0].Failed = 2, 1
 	one.Jobs[0].Findings = []report.Finding{
@@ -89,8 +89,8 @@ func TestMergeJoinsCellsAndFindings(t *testing.T) {
 	}
 	two.Faults = []string{"run-twice", "crash-mid-job"}
 	two.Jobs[0].Cells = []report.Cell{
-		{Fault: "run-twice", Status: report.StatusIdempotent},
-		{Fault: "crash-mid-job", Status: report.StatusFinding, Scenarios: 1, Failed: 1},
+		{Fault: "run-twice", Outcome: report.OutcomeIdempotent},
+		{Fault: "crash-mid-job", Outcome: report.OutcomeFinding, Scenarios: 1, Failed: 1},
 	}
 	two.Jobs[0].Findings = []report.Finding{{Fault: "crash-mid-job", Schedule: "j1a1w1!crash:2 > +30s j1a2w2", Scenario: 2, Difference: "a"}}
 	two.Jobs[0].TestPassed = false
@@ -102,12 +102,12 @@ func TestMergeJoinsCellsAndFindings(t *testing.T) {
 		t.Fatalf("merged: shard %v, %d jobs; want no shard, one job", m.Shard, len(m.Jobs))
 	}
 	j := m.Jobs[0]
-	if j.Status != report.StatusFinding || j.Scenarios != 3 || j.Failed != 3 || j.TestPassed {
-		t.Errorf("job: status %s, %d scenarios, %d failed, test passed %v; want finding, 3, 3, false", j.Status, j.Scenarios, j.Failed, j.TestPassed)
+	if j.Outcome != report.OutcomeFinding || j.Scenarios != 3 || j.Failed != 3 || j.TestPassed {
+		t.Errorf("job: Outcome %s, %d scenarios, %d failed, test passed %v; want finding, 3, 3, false", j.Outcome, j.Scenarios, j.Failed, j.TestPassed)
 	}
 	var cells, findings []string
 	for _, c := range j.Cells {
-		cells = append(cells, c.Fault+":"+string(c.Status)+":"+string(rune('0'+c.Scenarios)))
+		cells = append(cells, c.Fault+":"+string(c.Outcome)+":"+string(rune('0'+c.Scenarios)))
 	}
 	for _, f := range j.Findings {
 		findings = append(findings, f.Schedule+" same as "+f.SameAs)
@@ -149,11 +149,11 @@ func TestMergeShowsARepeatedExplorationOnce(t *testing.T) {
 		r := shardReport(i, 3, 0, len(findings))
 		r.Faults = []string{"explore"}
 		j := &r.Jobs[0]
-		j.Status, j.Failed, j.Findings = report.StatusExpected, len(findings), findings
-		j.Cells = []report.Cell{{Fault: "explore", Status: report.StatusExpected, Scenarios: len(findings), Failed: len(findings)}}
+		j.Outcome, j.Failed, j.Findings = report.OutcomeExpected, len(findings), findings
+		j.Cells = []report.Cell{{Fault: "explore", Outcome: report.OutcomeExpected, Scenarios: len(findings), Failed: len(findings)}}
 		return r
 	}
-	minimal := report.Finding{Fault: "explore", Schedule: "j1a1w1 > j2a1w2!crash:1", Status: report.StatusExpected, Difference: "a"}
+	minimal := report.Finding{Fault: "explore", Schedule: "j1a1w1 > j2a1w2!crash:1", Outcome: report.OutcomeExpected, Difference: "a"}
 	m, err := report.Merge([]report.Input{
 		{From: "1", Report: shard(1, minimal)},
 		{From: "2", Report: shard(2)},
@@ -168,7 +168,7 @@ func TestMergeShowsARepeatedExplorationOnce(t *testing.T) {
 	}
 
 	flaky := minimal
-	flaky.Status = report.StatusFlaky
+	flaky.Outcome = report.OutcomeFlaky
 	m, err = report.Merge([]report.Input{
 		{From: "1", Report: shard(1, flaky, flaky)},
 		{From: "2", Report: shard(2)},
@@ -186,8 +186,8 @@ func TestMergeShowsARepeatedExplorationOnce(t *testing.T) {
 // comes first: a shard dealt none of the failing schedules says "none".
 func TestMergeKeepsTheWorstSeverity(t *testing.T) {
 	calm, hit := shardReport(1, 2, 2, 1), shardReport(2, 2, 2, 1)
-	hit.Jobs[0].Status, hit.Jobs[0].Failed, hit.Jobs[0].Worst = report.StatusFinding, 1, result.SeverityMoney
-	hit.Jobs[0].Cells[0].Status, hit.Jobs[0].Cells[0].Failed = report.StatusFinding, 1
+	hit.Jobs[0].Outcome, hit.Jobs[0].Failed, hit.Jobs[0].Worst = report.OutcomeFinding, 1, result.SeverityMoney
+	hit.Jobs[0].Cells[0].Outcome, hit.Jobs[0].Cells[0].Failed = report.OutcomeFinding, 1
 	hit.Jobs[0].Findings = []report.Finding{{Fault: "run-twice", Schedule: "j1a1w1 > j1a2w2", Scenario: 2, Severity: result.SeverityMoney}}
 	m, err := report.Merge([]report.Input{{From: "1", Report: calm}, {From: "2", Report: hit}})
 	if err != nil {

@@ -23,24 +23,24 @@ import (
 // the delivery was granted) where 2 marked the faulted one (Step.Fault).
 const SchemaVersion = 4
 
-// Status is the outcome of a job, of one matrix cell, or of a finding, in
-// the words of a check's result.Status; a job whose check could not run
-// is a Problem, not a status.
-type Status = result.Status
+// Outcome is how a job, one matrix cell or a finding ended, in the words
+// of a check's result.Outcome; a job whose check could not run is a
+// Problem, not an outcome. report.json calls it "status".
+type Outcome = result.Outcome
 
-// Statuses, from best to worst for a reader.
+// Outcomes, from best to worst for a reader.
 const (
-	// StatusIdempotent: every scenario ended in the clean run's state
+	// OutcomeIdempotent: every scenario ended in the clean run's state
 	// and effects, and the job completed.
-	StatusIdempotent = result.StatusIdempotent
-	// StatusExpected: not idempotent, as the test says it should be
+	OutcomeIdempotent = result.OutcomeIdempotent
+	// OutcomeExpected: not idempotent, as the test says it should be
 	// (Config.ExpectFinding, or a test that asserts the finding itself).
-	StatusExpected = result.StatusExpectedFinding
-	// StatusFlaky: the same schedule gave different verdicts on
+	OutcomeExpected = result.OutcomeExpectedFinding
+	// OutcomeFlaky: the same schedule gave different verdicts on
 	// different runs.
-	StatusFlaky = result.StatusFlaky
-	// StatusFinding: not idempotent, and nothing said it would be.
-	StatusFinding = result.StatusFinding
+	OutcomeFlaky = result.OutcomeFlaky
+	// OutcomeFinding: not idempotent, and nothing said it would be.
+	OutcomeFinding = result.OutcomeFinding
 )
 
 // Report is one run of twice report. Its JSON form is report.json.
@@ -70,7 +70,7 @@ type Report struct {
 	Shard *Shard `json:"shard,omitempty"`
 	// ExitCode is what twice exited with (see Summary).
 	ExitCode int `json:"exit_code"`
-	// Summary counts jobs by status and says why the exit code is what it
+	// Summary counts jobs by outcome and says why the exit code is what it
 	// is.
 	Summary Summary `json:"summary"`
 	// Faults are the matrix's columns: every fault any job ran, in the
@@ -197,8 +197,8 @@ type Job struct {
 	Test    string `json:"test"`
 	// TestPassed is go test's verdict on the test.
 	TestPassed bool `json:"test_passed"`
-	// Status is the job's overall status: the worst of its cells.
-	Status Status `json:"status"`
+	// Outcome is the job's overall outcome: the worst of its cells.
+	Outcome Outcome `json:"status"`
 	// Expected is why a finding was expected: Config.ExpectFinding, or a
 	// note that the test asserts the finding itself.
 	Expected string `json:"expected,omitempty"`
@@ -241,8 +241,8 @@ type Job struct {
 
 // Cell is one job x fault entry of the matrix.
 type Cell struct {
-	Fault  string `json:"fault"`
-	Status Status `json:"status"`
+	Fault   string  `json:"fault"`
+	Outcome Outcome `json:"status"`
 	// Scenarios and Failed count the fault's schedules and those that
 	// were not idempotent.
 	Scenarios int `json:"scenarios"`
@@ -259,8 +259,8 @@ type Finding struct {
 	Schedule string `json:"schedule"`
 	// Scenario is the schedule's place among the check's schedules,
 	// from 1, the same in a shard's report as in a whole run's.
-	Scenario int    `json:"scenario,omitempty"`
-	Status   Status `json:"status"`
+	Scenario int     `json:"scenario,omitempty"`
+	Outcome  Outcome `json:"status"`
 	// Difference identifies the finding's problems and diffs: findings
 	// of a job with the same Difference differ alike (SameAs).
 	Difference string `json:"difference,omitempty"`

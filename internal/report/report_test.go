@@ -173,12 +173,12 @@ func TestKeptDatabasesAreNamed(t *testing.T) {
 		dump    = "/tmp/twice-kept-0/0a0a0a0a/twice_kept_0a0a0a0a_3.sql"
 	)
 	r := &report.Report{Command: "go test -json ./...", Jobs: []report.Job{{
-		Name: "add-points", Package: "example.com/jobs", Test: "TestAdd", Status: report.StatusFinding, Scenarios: 3, Failed: 3,
-		Cells: []report.Cell{{Fault: "run-twice", Status: report.StatusFinding, Scenarios: 3, Failed: 3}},
+		Name: "add-points", Package: "example.com/jobs", Test: "TestAdd", Outcome: report.OutcomeFinding, Scenarios: 3, Failed: 3,
+		Cells: []report.Cell{{Fault: "run-twice", Outcome: report.OutcomeFinding, Scenarios: 3, Failed: 3}},
 		Findings: []report.Finding{
-			{Fault: "run-twice", Schedule: "j1a1w1 > j1a2w2", Status: report.StatusFinding, Database: shownDB},
-			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash > +30s j1a2w2", Status: report.StatusFinding, SameAs: "j1a1w1 > j1a2w2", Database: sameDB},
-			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash:1 > +30s j1a2w2", Status: report.StatusFinding, SameAs: "j1a1w1 > j1a2w2", Dump: dump},
+			{Fault: "run-twice", Schedule: "j1a1w1 > j1a2w2", Outcome: report.OutcomeFinding, Database: shownDB},
+			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash > +30s j1a2w2", Outcome: report.OutcomeFinding, SameAs: "j1a1w1 > j1a2w2", Database: sameDB},
+			{Fault: "crash-before-ack", Schedule: "j1a1w1!crash:1 > +30s j1a2w2", Outcome: report.OutcomeFinding, SameAs: "j1a1w1 > j1a2w2", Dump: dump},
 		},
 	}}}
 	r.Faults = report.FaultsOf(r.Jobs)

@@ -39,7 +39,7 @@ const (
 	ProblemCleanRunsDisagree = "clean-runs-disagree"
 )
 
-// Finish counts the jobs by status into r.Summary and sets r.ExitCode.
+// Finish counts the jobs by outcome into r.Summary and sets r.ExitCode.
 // Problems must already be in r.Summary.Problems.
 func (r *Report) Finish() {
 	r.Schema = SchemaVersion
@@ -48,14 +48,14 @@ func (r *Report) Finish() {
 	// A check the user's code stopped could not run either.
 	s.Errors = countKind(s.Problems, ProblemHarnessError) + countKind(s.Problems, ProblemUserError)
 	for _, j := range r.Jobs {
-		switch j.Status {
-		case StatusIdempotent:
+		switch j.Outcome {
+		case OutcomeIdempotent:
 			s.Idempotent++
-		case StatusExpected:
+		case OutcomeExpected:
 			s.ExpectedFinding++
-		case StatusFlaky:
+		case OutcomeFlaky:
 			s.Flaky++
-		case StatusFinding:
+		case OutcomeFinding:
 			s.Finding++
 		}
 	}
@@ -131,10 +131,10 @@ type Tally struct {
 func (r *Report) Tallies() []Tally {
 	s := r.Summary
 	return []Tally{
-		{s.Idempotent, "idempotent", string(StatusIdempotent)},
-		{s.ExpectedFinding, "known not idempotent (expected)", string(StatusExpected)},
-		{s.Finding, text.Plural(s.Finding, "finding"), string(StatusFinding)},
-		{s.Flaky, "flaky", string(StatusFlaky)},
+		{s.Idempotent, "idempotent", string(OutcomeIdempotent)},
+		{s.ExpectedFinding, "known not idempotent (expected)", string(OutcomeExpected)},
+		{s.Finding, text.Plural(s.Finding, "finding"), string(OutcomeFinding)},
+		{s.Flaky, "flaky", string(OutcomeFlaky)},
 		{s.Errors, text.Plural(s.Errors, "error"), "error"},
 	}
 }
@@ -220,27 +220,27 @@ func dedupe(xs []string) []string {
 	return out
 }
 
-// statusWord is how a status reads in a sentence.
-func statusWord(s Status) string {
+// outcomeWord is how an outcome reads in a sentence.
+func outcomeWord(s Outcome) string {
 	switch s {
-	case StatusExpected:
+	case OutcomeExpected:
 		return "known not idempotent (expected)"
-	case StatusFinding:
+	case OutcomeFinding:
 		return "not idempotent (a finding)"
 	}
 	return string(s)
 }
 
-// statusMark is a status as one symbol, for the matrix.
-func statusMark(s Status) string {
+// outcomeMark is an outcome as one symbol, for the matrix.
+func outcomeMark(s Outcome) string {
 	switch s {
-	case StatusIdempotent:
+	case OutcomeIdempotent:
 		return "✓"
-	case StatusExpected:
+	case OutcomeExpected:
 		return "◆"
-	case StatusFlaky:
+	case OutcomeFlaky:
 		return "~"
-	case StatusFinding:
+	case OutcomeFinding:
 		return "✗"
 	}
 	return ""

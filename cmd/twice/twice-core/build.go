@@ -70,7 +70,7 @@ func (b *builder) build(r *report.Report, recs []record.Record) {
 		j := b.job(byKey[k])
 		checks[j.Package]++
 		internal = append(internal, disagreements(j, byKey[k][0].Result)...)
-		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
+		if j.Outcome == report.OutcomeFinding || j.Outcome == report.OutcomeFlaky {
 			explained[j.Package+"\x00"+j.Test] = true
 		}
 		r.Jobs = append(r.Jobs, j)
@@ -132,9 +132,9 @@ func disagreements(j report.Job, res *result.Result) []report.Problem {
 func (b *builder) internalError(recs []record.Record) (report.Problem, bool) {
 	for _, rec := range recs {
 		kind := report.ProblemHarnessError
-		switch rec.Result.Status {
-		case result.StatusInternalError:
-		case result.StatusUserError:
+		switch rec.Result.Outcome {
+		case result.OutcomeInternalError:
+		case result.OutcomeUserError:
 			kind = report.ProblemUserError // the job's or the test's code, not twice
 		default:
 			continue
@@ -312,7 +312,7 @@ func failureLine(output string) string {
 }
 
 // job merges the records of one check (several with go test -count).
-// The check's status comes from its records; go test says only whether
+// The check's outcome comes from its records; go test says only whether
 // the test passed.
 func (b *builder) job(recs []record.Record) report.Job {
 	base := recs[0]
@@ -336,9 +336,9 @@ func (b *builder) job(recs []record.Record) report.Job {
 	verdicts := map[sched]map[result.Verdict]bool{}
 	first := map[sched]result.Scenario{}
 	var order []sched
-	statuses := map[result.Status]bool{}
+	outcomes := map[result.Outcome]bool{}
 	for _, rec := range recs {
-		statuses[rec.Result.Status] = true
+		outcomes[rec.Result.Outcome] = true
 		for i, s := range rec.Result.Scenarios {
 			if rec.Result.Shard == nil {
 				// Unsharded, the place is the position, also in records
@@ -359,16 +359,16 @@ func (b *builder) job(recs []record.Record) report.Job {
 	// A scenario whose confirming rerun differed is flaky in one run.
 	flaky := func(k sched) bool { return len(verdicts[k]) > 1 || verdicts[k][result.Flaky] }
 
-	findingStatus := report.StatusFinding
+	findingOutcome := report.OutcomeFinding
 	switch {
-	case statuses[result.StatusFlaky]:
-		findingStatus = report.StatusFlaky
-	case statuses[result.StatusExpectedFinding]:
-		findingStatus, j.Expected = report.StatusExpected, res.ExpectFinding
-	case statuses[result.StatusFinding] && j.TestPassed:
+	case outcomes[result.OutcomeFlaky]:
+		findingOutcome = report.OutcomeFlaky
+	case outcomes[result.OutcomeExpectedFinding]:
+		findingOutcome, j.Expected = report.OutcomeExpected, res.ExpectFinding
+	case outcomes[result.OutcomeFinding] && j.TestPassed:
 		// Check reported the finding to a stand-in for the test (a
 		// golden-message test), and the test itself passed.
-		findingStatus, j.Expected = report.StatusExpected, "the test passed: it asserts this finding itself"
+		findingOutcome, j.Expected = report.OutcomeExpected, "the test passed: it asserts this finding itself"
 	}
 
 	took := map[string]time.Duration{} // by fault, in the first run
@@ -382,7 +382,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 		// in the check's order of faults whatever each shard ran.
 		j.Schedules = res.Shard.Schedules
 		for _, f := range res.Shard.Faults {
-			cells[string(f)] = &report.Cell{Fault: string(f), Status: report.StatusIdempotent, Duration: report.Ms(took[string(f)])}
+			cells[string(f)] = &report.Cell{Fault: string(f), Outcome: report.OutcomeIdempotent, Duration: report.Ms(took[string(f)])}
 			faultOrder = append(faultOrder, string(f))
 		}
 	}
@@ -390,7 +390,7 @@ func (b *builder) job(recs []record.Record) report.Job {
 	for _, k := range order {
 		c, ok := cells[k.fault]
 		if !ok {
-			c = &report.Cell{Fault: k.fault, Status: report.StatusIdempotent, Duration: report.Ms(took[k.fault])}
+			c = &report.Cell{Fault: k.fault, Outcome: report.OutcomeIdempotent, Duration: report.Ms(took[k.fault])}
 			cells[k.fault] = c
 			faultOrder = append(faultOrder, k.fault)
 		}
@@ -400,12 +400,12 @@ func (b *builder) job(recs []record.Record) report.Job {
 			continue
 		}
 		c.Failed++
-		status := findingStatus
-		if flaky(k) && status != report.StatusExpected {
-			status = report.StatusFlaky
+		outcome := findingOutcome
+		if flaky(k) && outcome != report.OutcomeExpected {
+			outcome = report.OutcomeFlaky
 		}
-		c.Status = report.Worse(c.Status, status)
-		j.Findings = append(j.Findings, b.finding(base, s, status))
+		c.Outcome = report.Worse(c.Outcome, outcome)
+		j.Findings = append(j.Findings, b.finding(base, s, outcome))
 		failed = append(failed, s)
 	}
 	// A difference already shown is named, not repeated: the go test
@@ -429,10 +429,10 @@ func (b *builder) job(recs []record.Record) report.Job {
 	slices.SortStableFunc(j.Findings, func(x, y report.Finding) int {
 		return cmp.Compare(sev(j.Findings, y), sev(j.Findings, x))
 	})
-	j.Status = report.StatusIdempotent
+	j.Outcome = report.OutcomeIdempotent
 	for _, name := range faultOrder {
 		j.Cells = append(j.Cells, *cells[name])
-		j.Status = report.Worse(j.Status, cells[name].Status)
+		j.Outcome = report.Worse(j.Outcome, cells[name].Outcome)
 	}
 	return j
 }
@@ -480,10 +480,10 @@ func (b *builder) relDir(dir string) string {
 	return "./" + filepath.ToSlash(rel)
 }
 
-func (b *builder) finding(rec record.Record, s result.Scenario, status report.Status) report.Finding {
+func (b *builder) finding(rec record.Record, s result.Scenario, outcome report.Outcome) report.Finding {
 	diff := sha256.Sum256([]byte(render.Difference(s)))
 	f := report.Finding{
-		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Status: status,
+		Fault: string(s.Fault), Schedule: s.Schedule.String(), Scenario: s.Index + 1, Outcome: outcome,
 		Difference: hex.EncodeToString(diff[:8]), Problems: render.Problems(s),
 		Order: s.Order, Database: s.Database, Dump: s.Dump, Rerun: render.Rerun(s),
 		Replay: replayCommand(s.Schedule.String(), b.relDir(rec.Dir), rec.Test),

@@ -60,21 +60,21 @@ func TestBuildFixture(t *testing.T) {
 
 func TestBuildVerdicts(t *testing.T) {
 	r := fixtureReport(t)
-	status := map[string]report.Status{}
+	outcome := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Test] = j.Status
+		outcome[j.Test] = j.Outcome
 	}
-	want := map[string]report.Status{
-		"TestRewardByIncrement": report.StatusExpected, // Config.ExpectFinding
-		"TestRewardWithLedger":  report.StatusIdempotent,
-		"TestAdvanceUnmarked":   report.StatusFinding, // Check failed the test
-		"TestMarkThenSend":      report.StatusExpected,
-		"TestWithJobKey":        report.StatusExpected,
-		"TestCheckThenAct":      report.StatusExpected,
+	want := map[string]report.Outcome{
+		"TestRewardByIncrement": report.OutcomeExpected, // Config.ExpectFinding
+		"TestRewardWithLedger":  report.OutcomeIdempotent,
+		"TestAdvanceUnmarked":   report.OutcomeFinding, // Check failed the test
+		"TestMarkThenSend":      report.OutcomeExpected,
+		"TestWithJobKey":        report.OutcomeExpected,
+		"TestCheckThenAct":      report.OutcomeExpected,
 	}
 	for test, w := range want {
-		if status[test] != w {
-			t.Errorf("status of %s = %q, want %q", test, status[test], w)
+		if outcome[test] != w {
+			t.Errorf("outcome of %s = %q, want %q", test, outcome[test], w)
 		}
 	}
 	var kinds []string

@@ -20,12 +20,12 @@ func TestReportCleanRunsDisagreeBesideAFinding(t *testing.T) {
 	if code != report.ExitFindings {
 		t.Errorf("exit code = %d, want %d", code, report.ExitFindings)
 	}
-	status := map[string]report.Status{}
+	outcome := map[string]report.Outcome{}
 	for _, j := range r.Jobs {
-		status[j.Name] = j.Status
+		outcome[j.Name] = j.Outcome
 	}
-	if len(r.Jobs) != 2 || status["add-points"] != report.StatusFinding || status["once-in-memory"] != report.StatusIdempotent {
-		t.Errorf("jobs = %v, want add-points a finding and once-in-memory idempotent", status)
+	if len(r.Jobs) != 2 || outcome["add-points"] != report.OutcomeFinding || outcome["once-in-memory"] != report.OutcomeIdempotent {
+		t.Errorf("jobs = %v, want add-points a finding and once-in-memory idempotent", outcome)
 	}
 	if kinds := problemKinds(r); len(kinds) != 1 || kinds[0] != report.ProblemCleanRunsDisagree {
 		t.Fatalf("problems = %q, want one %s", kinds, report.ProblemCleanRunsDisagree)
@@ -67,13 +67,13 @@ func TestUnreadableRecordIsThatChecksProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/points", Test: "TestGood", Written: time.Now(),
-		Result: &result.Result{Job: "good", Status: result.StatusIdempotent}}}
+		Result: &result.Result{Job: "good", Outcome: result.OutcomeIdempotent}}}
 	bad := []record.Unreadable{{File: "points-1-2-TestLost.json", Dir: "/src/points", Test: "TestLost",
 		Err: errors.New(`[twice] internal: harness result points-1-2-TestLost.json is not a record: [twice] schedule "x": nonsense`)}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/points": pkg}, cwd: "/src", unreadable: bad}).build(r, recs)
 	r.Finish()
-	if len(r.Jobs) != 1 || r.Jobs[0].Name != "good" || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Name != "good" || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Errorf("jobs = %+v, want good, idempotent", r.Jobs)
 	}
 	if len(r.Summary.Problems) != 1 {

@@ -66,7 +66,7 @@ func TestReportUnexpectedFindingExits1(t *testing.T) {
 	if code != report.ExitFindings {
 		t.Errorf("exit code = %d, want %d", code, report.ExitFindings)
 	}
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusFinding {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeFinding {
 		t.Fatalf("jobs = %+v, want one with an unexpected finding", r.Jobs)
 	}
 	f := r.Jobs[0].Findings[0]
@@ -121,7 +121,7 @@ func TestReportCrashExits2(t *testing.T) {
 		t.Errorf("output does not name the test that crashed:\n%s", out)
 	}
 	// What ran before the crash is still reported.
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Errorf("jobs = %+v, want set-points, idempotent", r.Jobs)
 	}
 }
@@ -179,15 +179,15 @@ func TestReportExamples(t *testing.T) {
 	}
 	expected := 0
 	for _, j := range r.Jobs {
-		switch j.Status {
-		case report.StatusIdempotent:
-		case report.StatusExpected:
+		switch j.Outcome {
+		case report.OutcomeIdempotent:
+		case report.OutcomeExpected:
 			expected++
 			if len(j.Findings) == 0 {
 				t.Errorf("%s %s: an expected finding without findings", j.Package, j.Test)
 			}
 		default:
-			t.Errorf("%s %s: status %s, want idempotent or expected-finding", j.Package, j.Test, j.Status)
+			t.Errorf("%s %s: Outcome %s, want idempotent or expected-finding", j.Package, j.Test, j.Outcome)
 		}
 	}
 	if expected == 0 {

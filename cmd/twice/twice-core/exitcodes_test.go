@@ -82,7 +82,7 @@ func TestReportFailingTestAroundCheck(t *testing.T) {
 	if code != report.ExitFindings {
 		t.Errorf("exit code = %d, want %d", code, report.ExitFindings)
 	}
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Fatalf("jobs = %+v, want one idempotent", r.Jobs)
 	}
 	if want := "failed, and not with a finding of twice: the invoice total is 0, want 50"; !strings.Contains(out, want) {

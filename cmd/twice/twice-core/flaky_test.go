@@ -20,7 +20,7 @@ func flakyFixture(t *testing.T) *report.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result.Result{Job: "coin", Status: result.StatusFlaky, Scenarios: []result.Scenario{
+	res := &result.Result{Job: "coin", Outcome: result.OutcomeFlaky, Scenarios: []result.Scenario{
 		{Fault: "explore", Schedule: sched, Verdict: result.Idempotent},
 		{Fault: "explore", Schedule: sched, Verdict: result.NotIdempotent, Problems: []result.Problem{{Kind: result.DidNotComplete, Detail: "job twice-job-1"}}},
 	}}
@@ -36,12 +36,12 @@ func TestFlakyExplorationIsFlaky(t *testing.T) {
 		t.Fatalf("jobs = %+v, want one", r.Jobs)
 	}
 	j := r.Jobs[0]
-	if j.Status != report.StatusFlaky {
-		t.Errorf("job status = %q (%s), want %q", j.Status, j.Expected, report.StatusFlaky)
+	if j.Outcome != report.OutcomeFlaky {
+		t.Errorf("job Outcome = %q (%s), want %q", j.Outcome, j.Expected, report.OutcomeFlaky)
 	}
 	for _, c := range j.Cells {
-		if c.Status != report.StatusFlaky {
-			t.Errorf("cell %s status = %q, want %q", c.Fault, c.Status, report.StatusFlaky)
+		if c.Outcome != report.OutcomeFlaky {
+			t.Errorf("cell %s Outcome = %q, want %q", c.Fault, c.Outcome, report.OutcomeFlaky)
 		}
 	}
 	if r.ExitCode != report.ExitFindings {
@@ -82,7 +82,7 @@ func TestInternalErrorRecordExitsBroken(t *testing.T) {
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/broken", Test: "TestHit", Written: time.Now(),
 		Error:  `[twice] internal: go-cmp panicked comparing table "counters"; check Options.CmpOptions: comparer broke`,
-		Result: &result.Result{Job: "hit", Status: result.StatusInternalError}}}
+		Result: &result.Result{Job: "hit", Outcome: result.OutcomeInternalError}}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/broken": pkg}, cwd: "/src"}).build(r, recs)
 	r.Finish()
@@ -107,18 +107,18 @@ func TestUnconfirmedFindingIsFlakyEverywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result.Result{Job: "alternating", Status: result.StatusFlaky, Scenarios: []result.Scenario{{
+	res := &result.Result{Job: "alternating", Outcome: result.OutcomeFlaky, Scenarios: []result.Scenario{{
 		Fault: faults.NameCrashBeforeAck, Schedule: sched, Verdict: result.Flaky,
 		Problems: []result.Problem{{Kind: result.StateDiffers, Table: "counters"}},
 		Rerun:    &result.Rerun{Verdict: result.Idempotent},
 	}}}
 	r := oneCheckReport(t, "example.com/jobs/alternating", "TestAlternating",
 		`    alternating_test.go:20: [twice] flaky: job \"alternating\": 1 of 1 scenarios failed`, false, res)
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusFlaky {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeFlaky {
 		t.Fatalf("jobs = %+v, want one flaky job", r.Jobs)
 	}
 	j := r.Jobs[0]
-	if len(j.Findings) != 1 || j.Findings[0].Status != report.StatusFlaky {
+	if len(j.Findings) != 1 || j.Findings[0].Outcome != report.OutcomeFlaky {
 		t.Fatalf("findings = %+v, want one flaky finding", j.Findings)
 	}
 	if r.ExitCode != report.ExitFindings {

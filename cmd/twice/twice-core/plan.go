@@ -100,12 +100,12 @@ func rerunPlanner(from string) (planner, []string, string, error) {
 	failed := map[check][]record.PlanSchedule{}
 	var order []check
 	for _, j := range prev.Jobs {
-		if j.Status != report.StatusFinding && j.Status != report.StatusFlaky {
+		if j.Outcome != report.OutcomeFinding && j.Outcome != report.OutcomeFlaky {
 			continue
 		}
 		k := check{j.Package, j.Test, j.Name}
 		for _, f := range j.Findings {
-			if f.Status != report.StatusFinding && f.Status != report.StatusFlaky {
+			if f.Outcome != report.OutcomeFinding && f.Outcome != report.OutcomeFlaky {
 				continue
 			}
 			if _, seen := failed[k]; !seen {

@@ -32,11 +32,11 @@ func writeReportTo(t *testing.T, r *report.Report) string {
 func failing(r *report.Report) map[string][]string {
 	out := map[string][]string{}
 	for _, j := range r.Jobs {
-		if j.Status != report.StatusFinding && j.Status != report.StatusFlaky {
+		if j.Outcome != report.OutcomeFinding && j.Outcome != report.OutcomeFlaky {
 			continue
 		}
 		for _, f := range j.Findings {
-			if f.Status == report.StatusFinding || f.Status == report.StatusFlaky {
+			if f.Outcome == report.OutcomeFinding || f.Outcome == report.OutcomeFlaky {
 				out[j.Name] = append(out[j.Name], f.Fault+" "+f.Schedule)
 			}
 		}
@@ -194,7 +194,7 @@ func TestReportWorkersWithoutACheck(t *testing.T) {
 	if md := r.Markdown(); !strings.Contains(md, "## Workers without a check") || !strings.Contains(md, "`reset-points`") {
 		t.Errorf("summary.md lacks the section:\n%s", md)
 	}
-	if len(r.Jobs) != 1 || r.Jobs[0].Test != "TestService/set-points" || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Test != "TestService/set-points" || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Errorf("jobs: %+v; want the sample's check, idempotent", r.Jobs)
 	}
 }

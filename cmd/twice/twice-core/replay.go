@@ -133,11 +133,11 @@ func replayVerdict(r *report.Report, pkg, run, schedule string, goTestFailed boo
 	}
 	code := 0
 	for _, j := range r.Jobs {
-		switch j.Status {
-		case report.StatusFinding, report.StatusFlaky:
+		switch j.Outcome {
+		case report.OutcomeFinding, report.OutcomeFlaky:
 			say(stdout, "replay: job %q is not idempotent under %s; the diff is above", j.Name, shellQuote(schedule))
 			code = 1
-		case report.StatusExpected:
+		case report.OutcomeExpected:
 			say(stdout, "replay: job %q differs under %s, as its test expects (%s); the diff is above", j.Name, shellQuote(schedule), j.Expected)
 		default:
 			say(stdout, "replay: job %q is idempotent under %s", j.Name, shellQuote(schedule))

@@ -219,8 +219,8 @@ func writeReport(r *report.Report, dir *report.Dir, sc *redact.Scrubber, stdout,
 		}
 	}
 	for _, j := range r.Jobs {
-		if j.Status == report.StatusFinding || j.Status == report.StatusFlaky {
-			say(stdout, "%s: job %q (%s %s): %d of %d scenarios differ; rerun: %s", j.Status, j.Name, j.Package, j.Test, j.Failed, j.Scenarios, j.Rerun)
+		if j.Outcome == report.OutcomeFinding || j.Outcome == report.OutcomeFlaky {
+			say(stdout, "%s: job %q (%s %s): %d of %d scenarios differ; rerun: %s", j.Outcome, j.Name, j.Package, j.Test, j.Failed, j.Scenarios, j.Rerun)
 		}
 	}
 	_, _ = fmt.Fprintln(stdout, r.Headline())

@@ -27,7 +27,7 @@ func TestUserErrorRecordIsNotAHarnessError(t *testing.T) {
 	}
 	recs := []record.Record{{Version: record.Version, Dir: "/src/panics", Test: "TestHit", Written: time.Now(),
 		Error:  `[twice] job "hit" failed on its clean reference run 1 (delivery j1a1w1), so there is nothing to compare with: handler panicked: boom`,
-		Result: &result.Result{Job: "hit", Status: result.StatusUserError}}}
+		Result: &result.Result{Job: "hit", Outcome: result.OutcomeUserError}}}
 	r := &report.Report{Command: "go test -json ./..."}
 	(&builder{runs: runs, dirs: map[string]string{"/src/panics": pkg}, cwd: "/src"}).build(r, recs)
 	r.Finish()
@@ -49,11 +49,11 @@ func TestHeadlineCountsEveryCheckThatCouldNotRun(t *testing.T) {
 	const pkg = "example.com/jobs/stopped"
 	lines := []string{`{"Action":"start","Package":"` + pkg + `"}`}
 	var recs []record.Record
-	for i, status := range []result.Status{result.StatusUserError, result.StatusUserError, result.StatusInternalError, result.StatusUserError, result.StatusUserError} {
+	for i, outcome := range []result.Outcome{result.OutcomeUserError, result.OutcomeUserError, result.OutcomeInternalError, result.OutcomeUserError, result.OutcomeUserError} {
 		test := fmt.Sprintf("TestStopped%d", i)
 		lines = append(lines, `{"Action":"run","Package":"`+pkg+`","Test":"`+test+`"}`, `{"Action":"fail","Package":"`+pkg+`","Test":"`+test+`","Elapsed":1}`)
 		recs = append(recs, record.Record{Version: record.Version, Dir: "/src/stopped", Test: test, Written: time.Now(),
-			Error: "[twice] job failed on its clean reference run", Result: &result.Result{Job: fmt.Sprintf("job-%d", i), Status: status}})
+			Error: "[twice] job failed on its clean reference run", Result: &result.Result{Job: fmt.Sprintf("job-%d", i), Outcome: outcome}})
 	}
 	lines = append(lines, `{"Action":"fail","Package":"`+pkg+`","Elapsed":1}`)
 	runs := newTestRuns()

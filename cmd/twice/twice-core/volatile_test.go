@@ -21,12 +21,12 @@ func TestPassNamesVolatileColumnsInEveryReport(t *testing.T) {
 	ref := &assert.Snapshot{Tables: []assert.Table{{Name: "orders", Columns: []assert.Column{
 		{Name: "id", Type: "bigint"}, {Name: "token", Type: "uuid"}, {Name: "sent_at", Type: "timestamp with time zone"},
 	}}}}
-	res := &result.Result{Job: "stamped", Status: result.StatusIdempotent, Reference: ref,
+	res := &result.Result{Job: "stamped", Outcome: result.OutcomeIdempotent, Reference: ref,
 		Warnings:  []result.Warning{{Kind: result.TransactionLeftOpen, Deliveries: 1, First: sched.Deliveries[0], Schedule: sched, Connections: 1}},
 		Volatile:  []string{"orders.token", "orders.sent_at"},
 		Scenarios: []result.Scenario{{Fault: faults.NameRunTwice, Schedule: sched, Verdict: result.Idempotent}}}
 	r := oneCheckReport(t, "example.com/jobs/stamped", "TestStamped", "", true, res)
-	if len(r.Jobs) != 1 || r.Jobs[0].Status != report.StatusIdempotent {
+	if len(r.Jobs) != 1 || r.Jobs[0].Outcome != report.OutcomeIdempotent {
 		t.Fatalf("jobs = %+v, want one idempotent job", r.Jobs)
 	}
 	if got := r.Jobs[0].VolatileTimes; len(got) != 1 || got[0] != "orders.sent_at" {
@@ -56,7 +56,7 @@ func TestNewWarningsInEveryReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := &result.Result{Job: "odd", Status: result.StatusIdempotent,
+	res := &result.Result{Job: "odd", Outcome: result.OutcomeIdempotent,
 		Warnings: []result.Warning{
 			{Kind: result.CleanRunsDisagree, Disagreement: &result.Disagreement{Rows: []result.RunCounts{{Name: "marks", Runs: [2]int{1, 0}}}}},
 			{Kind: result.ConnectionLeftOpen, Deliveries: 1, First: sched.Deliveries[0], Schedule: sched, Connections: 1},
