@@ -527,12 +527,8 @@ func Warning(job string, w result.Warning) string {
 			fix: "Commit or roll back every transaction before the handler returns (defer tx.Rollback(ctx) after Begin)",
 		})
 	case result.NoStepTaken:
-		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
-		if w.Deliveries > 1 {
-			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
-		}
 		return fmt.Sprintf("warning: job %q: %s returned without a statement through d.DB, d.SQL() or d.DSN or an effect through the delivery's fakes, though the clean run took %d %s. If the handler works through a pool or client of its own there, the harness sees none of it: no fault reaches it, nothing of it is compared, and it may write to a database the harness did not create",
-			job, first, w.CleanSteps, text.Plural(w.CleanSteps, "step"))
+			job, warnedDeliveries(w), w.CleanSteps, text.Plural(w.CleanSteps, "step"))
 	case result.CleanRunsDisagree:
 		if w.Disagreement != nil {
 			return fmt.Sprintf("warning: job %q: its two clean reference runs disagree beyond volatile columns: %s. The handler did not do the same thing twice on the same input (a counter kept across calls, randomness or time.Now() deciding what it does), so the reference is one outcome of several and what differed was left out of every comparison: this pass says little. Make the handler's work depend only on its job, the database and d.Now",
@@ -545,14 +541,24 @@ func Warning(job string, w result.Warning) string {
 			fix: "Close every connection the handler opens (defer conn.Close(ctx)), or use d.DB or d.SQL(), which the harness closes",
 		})
 	case result.GoroutineOutlived:
-		first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
-		if w.Deliveries > 1 {
-			first = fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, first)
-		}
 		return fmt.Sprintf("warning: job %q: %s left %d %s it started still running 5s after its handler returned, when the harness stopped watching its connections and effects: what it did later was not checked. Wait for the goroutines the handler starts before it returns, or stop them with its context",
-			job, first, w.Connections, text.Plural(w.Connections, "goroutine"))
+			job, warnedDeliveries(w), w.Connections, text.Plural(w.Connections, "goroutine"))
 	}
 	return fmt.Sprintf("warning: job %q: %s", job, w.Kind)
+}
+
+// firstWarned names the first delivery a warning is about.
+func firstWarned(w result.Warning) string {
+	return fmt.Sprintf("delivery %s (attempt %d) of schedule %s", w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule))
+}
+
+// warnedDeliveries names the deliveries a warning is about: the first,
+// and how many there were when more than one.
+func warnedDeliveries(w result.Warning) string {
+	if w.Deliveries > 1 {
+		return fmt.Sprintf("%d deliveries, the first %s,", w.Deliveries, firstWarned(w))
+	}
+	return firstWarned(w)
 }
 
 // leftOpenText is what a warning about connections a delivery left open
@@ -563,8 +569,8 @@ type leftOpenText struct{ one, many, doneOne, doneMany, fix string }
 // leftOpen is the line of a TransactionLeftOpen or ConnectionLeftOpen
 // warning in the words of t.
 func leftOpen(job string, w result.Warning, t leftOpenText) string {
-	first := fmt.Sprintf("delivery %s (attempt %d) of schedule %s returned with %d %s %s",
-		w.First.Label(), w.First.Attempt, ScheduleName(w.Schedule), w.Connections, text.Plural(w.Connections, "connection"), t.one)
+	first := fmt.Sprintf("%s returned with %d %s %s",
+		firstWarned(w), w.Connections, text.Plural(w.Connections, "connection"), t.one)
 	if w.Deliveries == 1 {
 		return fmt.Sprintf("warning: job %q: %s; the harness %s. %s", job, first, t.doneOne, t.fix)
 	}
