@@ -45,7 +45,7 @@ func (s *benchSide) check(b *testing.B, job harness.Job, c harness.Config) {
 	res, err := harness.Run(b.Context(), job, c)
 	s.took += time.Since(start)
 	if err != nil {
-		b.Fatalf("[twice] queuetest: %s: %v", job.Name, err)
+		fatalf(b, "queuetest: %s: %v", job.Name, err)
 	}
 	s.scenarios += len(res.Scenarios)
 	_ = res.DropDatabases(context.Background())

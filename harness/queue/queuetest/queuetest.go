@@ -11,7 +11,25 @@ import (
 	"github.com/runtwice/twice/harness"
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/blame"
 )
+
+// errorf, fatalf and logf report on tb with the tag once, as every
+// message of twice's starts.
+func errorf(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Error(blame.Line(format, args...))
+}
+
+func fatalf(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Fatal(blame.Line(format, args...))
+}
+
+func logf(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	tb.Log(blame.Line(format, args...))
+}
 
 // NewJob builds the adapter's job named name whose production handler
 // does what h does, with the delivery the adapter was given: the suite's
@@ -110,7 +128,7 @@ var rules = []rule{
 func Run(t *testing.T, newJob NewJob, opts ...Option) {
 	t.Helper()
 	if newJob == nil {
-		t.Fatal("[twice] queuetest.Run: newJob is nil")
+		fatalf(t, "queuetest.Run: newJob is nil")
 	}
 	s := &suite{newJob: newJob}
 	for _, o := range opts {
@@ -144,16 +162,16 @@ func (s *suite) run(t testing.TB, name string, h harness.Handler, fs ...faults.F
 			}
 			for _, sc := range res.Scenarios {
 				if sc.Database != "" {
-					t.Logf("[twice] kept the database of %s: %s", sc.Schedule, sc.Database)
+					logf(t, "kept the database of %s: %s", sc.Schedule, sc.Database)
 				}
 			}
 		})
 	}
 	if err != nil {
-		t.Fatalf("[twice] queuetest: %s: %v", name, err)
+		fatalf(t, "queuetest: %s: %v", name, err)
 	}
 	if len(res.Scenarios) == 0 {
-		t.Fatalf("[twice] queuetest: %s: no scenario ran", name)
+		fatalf(t, "queuetest: %s: no scenario ran", name)
 	}
 	return res, rules
 }
@@ -162,7 +180,7 @@ func (s *suite) run(t testing.TB, name string, h harness.Handler, fs ...faults.F
 func second(t testing.TB, sc result.Scenario) result.DeliveryOutcome {
 	t.Helper()
 	if len(sc.Deliveries) < 2 {
-		t.Fatalf("[twice] %s (%s): %d deliveries, want 2", sc.Fault, sc.Schedule, len(sc.Deliveries))
+		fatalf(t, "%s (%s): %d deliveries, want 2", sc.Fault, sc.Schedule, len(sc.Deliveries))
 	}
 	return sc.Deliveries[1]
 }
@@ -171,21 +189,21 @@ func checkSchema(t testing.TB, s *suite) {
 	t.Helper()
 	if q := s.newJob("queuetest-schema", set).Queue; q != nil {
 		if sch := q.Schema(); sch.Apply != nil && sch.Name == "" {
-			t.Errorf("[twice] Schema has an Apply and no Name: the Name keys the template database")
+			errorf(t, "Schema has an Apply and no Name: the Name keys the template database")
 		}
 	}
 	res, rules := s.run(t, "schema", set, faults.RunTwice())
 	if !res.Idempotent() {
-		t.Errorf("[twice] setting a value is idempotent, but: %s", res)
+		errorf(t, "setting a value is idempotent, but: %s", res)
 	}
 	for _, tb := range res.Reference.Tables {
 		switch {
 		case tb.Name == pointsTable || tb.Name == deliveriesTable:
 		case tb.Name == rules.JobTable && len(tb.Rows) == 0:
 		case tb.Name == rules.JobTable:
-			t.Errorf("[twice] the job table %s holds %d rows of the job's, want them left out (Rules.JobIDColumn %q)", tb.Name, len(tb.Rows), rules.JobIDColumn)
+			errorf(t, "the job table %s holds %d rows of the job's, want them left out (Rules.JobIDColumn %q)", tb.Name, len(tb.Rows), rules.JobIDColumn)
 		default:
-			t.Errorf("[twice] table %s is compared: a queue's own tables belong in Rules.Tables", tb.Name)
+			errorf(t, "table %s is compared: a queue's own tables belong in Rules.Tables", tb.Name)
 		}
 	}
 }
@@ -197,11 +215,11 @@ func checkAckCompletes(t testing.TB, s *suite) {
 		d2 := second(t, sc)
 		switch {
 		case s.modelled && d2.NotDelivered != "":
-			t.Errorf("[twice] %s: the acked job was not handed out again (%s), but queue.Model hands out every delivery", sc.Schedule, d2.NotDelivered)
+			errorf(t, "%s: the acked job was not handed out again (%s), but queue.Model hands out every delivery", sc.Schedule, d2.NotDelivered)
 		case !s.modelled && d2.NotDelivered == "":
-			t.Errorf("[twice] %s: the acked job was handed out again (attempt %d, %s)", sc.Schedule, d2.Attempt, d2.Kind)
+			errorf(t, "%s: the acked job was handed out again (attempt %d, %s)", sc.Schedule, d2.Attempt, d2.Kind)
 		case !s.modelled && !d2.QueueDone:
-			t.Errorf("[twice] %s: the acked job was refused (%s) but not held done: want Fetched.Done", sc.Schedule, d2.NotDelivered)
+			errorf(t, "%s: the acked job was refused (%s) but not held done: want Fetched.Done", sc.Schedule, d2.NotDelivered)
 		}
 	}
 }
@@ -212,14 +230,14 @@ func redelivered(t testing.TB, sc result.Scenario) bool {
 	t.Helper()
 	d1, d2 := sc.Deliveries[0], second(t, sc)
 	if d2.NotDelivered != "" {
-		t.Errorf("[twice] %s: the job was not handed out again: %s", sc.Schedule, d2.NotDelivered)
+		errorf(t, "%s: the job was not handed out again: %s", sc.Schedule, d2.NotDelivered)
 		return false
 	}
 	if d2.JobID != d1.JobID {
-		t.Errorf("[twice] %s: the redelivery's JobID = %q, want the first delivery's %q", sc.Schedule, d2.JobID, d1.JobID)
+		errorf(t, "%s: the redelivery's JobID = %q, want the first delivery's %q", sc.Schedule, d2.JobID, d1.JobID)
 	}
 	if d2.Attempt <= d1.Attempt {
-		t.Errorf("[twice] %s: the redelivery's Attempt = %d, want more than %d", sc.Schedule, d2.Attempt, d1.Attempt)
+		errorf(t, "%s: the redelivery's Attempt = %d, want more than %d", sc.Schedule, d2.Attempt, d1.Attempt)
 	}
 	return true
 }
@@ -237,7 +255,7 @@ func checkCrashRedelivers(t testing.TB, s *suite) {
 		}
 	}
 	if !found {
-		t.Errorf("[twice] no crash made a redelivery write twice: %s", res)
+		errorf(t, "no crash made a redelivery write twice: %s", res)
 	}
 }
 
@@ -250,12 +268,12 @@ func checkWithheldAck(t testing.TB, s *suite) {
 	for _, sc := range res.Scenarios {
 		if !s.ackedByCommit {
 			if redelivered(t, sc) && sc.Verdict != result.NotIdempotent {
-				t.Errorf("[twice] %s: verdict %s, want %s: the redelivery adds a row", sc.Schedule, sc.Verdict, result.NotIdempotent)
+				errorf(t, "%s: verdict %s, want %s: the redelivery adds a row", sc.Schedule, sc.Verdict, result.NotIdempotent)
 			}
 			continue
 		}
 		if d2 := second(t, sc); d2.NotDelivered == "" || !d2.QueueDone {
-			t.Errorf("[twice] %s: the job was handed out again (attempt %d) or not held done (%q), but AckedByCommit says the handler's commit completed it",
+			errorf(t, "%s: the job was handed out again (attempt %d) or not held done (%q), but AckedByCommit says the handler's commit completed it",
 				sc.Schedule, d2.Attempt, d2.NotDelivered)
 		}
 	}
@@ -265,7 +283,7 @@ func checkFailureRetries(t testing.TB, s *suite) {
 	t.Helper()
 	res, _ := s.run(t, "retry", failRedelivery, faults.CrashAt(1))
 	if !res.Idempotent() {
-		t.Errorf("[twice] setting a value after a failed attempt is idempotent, but: %s", res)
+		errorf(t, "setting a value after a failed attempt is idempotent, but: %s", res)
 	}
 	for _, sc := range res.Scenarios {
 		// The handler failed the redelivery; the adapter nacked it (a
@@ -275,14 +293,14 @@ func checkFailureRetries(t testing.TB, s *suite) {
 			return d.NotDelivered == "" && (d.Kind == queue.DeliveryRedelivery || d.Err != "")
 		})
 		if failed < 0 {
-			t.Errorf("[twice] %s: the job was not handed out again after the crash: %s", sc.Schedule, deliveries(sc))
+			errorf(t, "%s: the job was not handed out again after the crash: %s", sc.Schedule, deliveries(sc))
 			continue
 		}
 		retried := slices.ContainsFunc(sc.Deliveries[failed+1:], func(d result.DeliveryOutcome) bool {
 			return d.NotDelivered == "" && d.Err == "" && d.Kind != queue.DeliveryRedelivery && d.Attempt > sc.Deliveries[failed].Attempt
 		})
 		if !retried {
-			t.Errorf("[twice] %s: after attempt %d failed, the job was not handed out again: %s",
+			errorf(t, "%s: after attempt %d failed, the job was not handed out again: %s",
 				sc.Schedule, sc.Deliveries[failed].Attempt, deliveries(sc))
 		}
 	}
@@ -297,15 +315,15 @@ func checkProducerCopy(t testing.TB, s *suite) {
 		// delivery that was handed it or beside the original (a
 		// watermill-sql subscriber takes every message it finds).
 		if rules.Dedup == 0 && sc.Verdict != result.NotIdempotent {
-			t.Errorf("[twice] %s: verdict %s, want %s: Rules.Dedup says the queue refuses no copy, so the copy writes again (%s)",
+			errorf(t, "%s: verdict %s, want %s: Rules.Dedup says the queue refuses no copy, so the copy writes again (%s)",
 				sc.Schedule, sc.Verdict, result.NotIdempotent, deliveries(sc))
 		}
 		switch {
 		case d2.NotDelivered != "":
 		case d2.JobID == d1.JobID:
-			t.Errorf("[twice] %s: the producer's copy has the original's JobID %q, want one of its own", sc.Schedule, d1.JobID)
+			errorf(t, "%s: the producer's copy has the original's JobID %q, want one of its own", sc.Schedule, d1.JobID)
 		case d2.Attempt != 1:
-			t.Errorf("[twice] %s: the producer's copy is Attempt %d, want 1", sc.Schedule, d2.Attempt)
+			errorf(t, "%s: the producer's copy is Attempt %d, want 1", sc.Schedule, d2.Attempt)
 		}
 	}
 }
@@ -316,7 +334,7 @@ func checkFreshStorage(t testing.TB, s *suite) {
 	for _, sc := range res.Scenarios {
 		d1 := sc.Deliveries[0]
 		if d1.NotDelivered != "" || d1.Attempt != 1 {
-			t.Errorf("[twice] %s: the first delivery of a fresh scenario is attempt %d (%q), want attempt 1, delivered", sc.Schedule, d1.Attempt, d1.NotDelivered)
+			errorf(t, "%s: the first delivery of a fresh scenario is attempt %d (%q), want attempt 1, delivered", sc.Schedule, d1.Attempt, d1.NotDelivered)
 		}
 	}
 }
@@ -327,7 +345,7 @@ func checkCheckAndExplore(t testing.TB, s *suite) {
 	harness.Check(t, s.newJob("queuetest-check", set), cfg)
 	x := harness.Explore(t, s.newJob("queuetest-explore", set), cfg, harness.ExploreOptions{Checks: 5, Dir: t.TempDir()})
 	if x.Failed() || x.Executed == 0 {
-		t.Errorf("[twice] exploring an idempotent job: failed %v after %d schedules", x.Failed(), x.Executed)
+		errorf(t, "exploring an idempotent job: failed %v after %d schedules", x.Failed(), x.Executed)
 	}
 }
 
