@@ -362,21 +362,7 @@ func (q *asynqQueue) process(ctx context.Context, d *harness.Delivery, newHandle
 			h.markCancelled()
 		}
 	}()
-	return handler.ProcessTask(taskContext{Context: ctx, meta: context.WithoutCancel(h.ctx)}, h.task)
-}
-
-// taskContext is the harness's delivery context (its cancellation, its
-// values), with the values of asynq's task context first.
-type taskContext struct {
-	context.Context
-	meta context.Context
-}
-
-func (c taskContext) Value(key any) any {
-	if v := c.meta.Value(key); v != nil {
-		return v
-	}
-	return c.Context.Value(key)
+	return handler.ProcessTask(queue.ValuesFirst(ctx, context.WithoutCancel(h.ctx)), h.task) // the delivery's cancellation, asynq's task values
 }
 
 // errCut is what a cut worker's Redis client answers.

@@ -259,25 +259,11 @@ func (q *gueQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueued,
 		RunAt: op.Now.Add(q.spec.RunAfter).UTC()} // gue's default is the wall clock's now
 	// gue's enqueue is one INSERT: it needs no transaction of its own,
 	// and BEGIN and COMMIT would cost two round trips per job.
-	if err := c.EnqueueTx(ctx, j, pgxv5.NewTx(autocommit{op.Conn})); err != nil {
+	if err := c.EnqueueTx(ctx, j, pgxv5.NewTx(queue.Autocommit(op.Conn))); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("enqueueing gue job %q: %w", q.spec.Type, err)
 	}
 	return queue.Enqueued{JobID: j.ID.String()}, nil
 }
-
-// autocommit is the harness's connection as the pgx.Tx gue's EnqueueTx
-// runs its statement on, with no transaction around it.
-type autocommit struct{ *harnessConn }
-
-// harnessConn names the embedded connection apart from pgx.Tx's Conn.
-type harnessConn = pgx.Conn
-
-var errAutocommit = errors.New("twicegue: internal: gue's statements on the harness's connection run without a transaction, so there is nothing to commit or roll back")
-
-func (a autocommit) Commit(context.Context) error   { return errAutocommit }
-func (a autocommit) Rollback(context.Context) error { return errAutocommit }
-func (a autocommit) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
-func (a autocommit) Conn() *pgx.Conn                { return a.harnessConn }
 
 // inTx runs f in a transaction on the harness's connection.
 func inTx(ctx context.Context, conn *pgx.Conn, f func(tx pgx.Tx) error) error {

@@ -535,22 +535,6 @@ func (q *riverQueue[T]) dedup() time.Duration {
 	return 0
 }
 
-// autocommit is the harness's connection as the pgx.Tx River's driver
-// runs its statements on, with no transaction around them: each statement
-// commits on its own, as on the pool River's completer, producer and
-// rescuer use in production, and costs no BEGIN and COMMIT round trips.
-type autocommit struct{ *harnessConn }
-
-// harnessConn names the embedded connection apart from pgx.Tx's Conn.
-type harnessConn = pgx.Conn
-
-var errAutocommit = errors.New("twiceriver: internal: River's statements on the harness's connection run without a transaction, so there is nothing to commit or roll back")
-
-func (a autocommit) Commit(context.Context) error   { return errAutocommit }
-func (a autocommit) Rollback(context.Context) error { return errAutocommit }
-func (a autocommit) LargeObjects() pgx.LargeObjects { return pgx.LargeObjects{} }
-func (a autocommit) Conn() *pgx.Conn                { return a.harnessConn }
-
 // Enqueue inserts the job with River's InsertTx, as the producer does,
 // with the args ArgsPerEnqueue builds for this copy if it is given, or
 // runs the producer's own code (Producer).
@@ -587,7 +571,7 @@ func (q *riverQueue[T]) Enqueue(ctx context.Context, op queue.Op) (queue.Enqueue
 				Reason: fmt.Sprintf("River's UniqueOpts matched job %d (%s)", res.Job.ID, res.Job.State)}, nil
 		}
 		return queue.Enqueued{JobID: strconv.FormatInt(res.Job.ID, 10)}, nil
-	}(autocommit{op.Conn})
+	}(queue.Autocommit(op.Conn))
 }
 
 // Fetch hands the job out as River's producer and maintenance services
@@ -608,7 +592,7 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 	if q.err != nil {
 		return queue.Fetched{}, q.err
 	}
-	tx := autocommit{op.Conn}
+	tx := queue.Autocommit(op.Conn)
 	if op.Kind == queue.DeliveryRedrive {
 		return q.redrive(ctx, tx, id, op.Now)
 	}
@@ -635,7 +619,7 @@ func (q *riverQueue[T]) Fetch(ctx context.Context, op queue.Op) (queue.Fetched, 
 // redrive is a person's JobRetry of job id at now, after River's rescuer,
 // then the producer's lock: a job River shows completed has nothing to
 // redrive.
-func (q *riverQueue[T]) redrive(ctx context.Context, tx autocommit, id int64, now time.Time) (queue.Fetched, error) {
+func (q *riverQueue[T]) redrive(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (queue.Fetched, error) {
 	if _, err := q.rescue(ctx, tx, id, now); err != nil {
 		return queue.Fetched{}, fmt.Errorf("rescuing job %d as River's rescuer would: %w", id, err)
 	}
@@ -662,8 +646,8 @@ func (q *riverQueue[T]) redrive(ctx context.Context, tx autocommit, id int64, no
 // lockAndRead locks job id for a new attempt, as River's producer does,
 // and reads it with River's JobGetTx, in one round trip: the job is
 // delivered if the lock took it, and otherwise the row says why not.
-func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx autocommit, id int64, now time.Time) (queue.Fetched, *rivertype.JobRow, error) {
-	lt := &lockThenRead{autocommit: tx, id: id, now: now, lock: q.lockSQL}
+func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx pgx.Tx, id int64, now time.Time) (queue.Fetched, *rivertype.JobRow, error) {
+	lt := &lockThenRead{Tx: tx, id: id, now: now, lock: q.lockSQL}
 	row, err := q.reader.JobGetTx(ctx, lt, id)
 	if lt.err != nil {
 		return queue.Fetched{}, nil, lt.err
@@ -681,7 +665,7 @@ func (q *riverQueue[T]) lockAndRead(ctx context.Context, tx autocommit, id int64
 // reads the job on, with the lock sent ahead of River's query in the same
 // pipeline (one implicit transaction): tag is the lock's, err its error.
 type lockThenRead struct {
-	autocommit
+	pgx.Tx
 	id   int64
 	now  time.Time
 	lock string
@@ -931,7 +915,7 @@ func (q *riverQueue[T]) setState(ctx context.Context, op queue.Op, p *riverdrive
 			return queue.Settled{Outcome: queue.Snoozed, After: after, Detail: fmt.Sprintf("for %v", after)}, nil
 		}
 		return settled(row, op.Now, q.Rules().Redeliver), nil
-	}(autocommit{op.Conn})
+	}(queue.Autocommit(op.Conn))
 }
 
 // settled reads the job's state after the completer ran.

@@ -172,7 +172,7 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, p *process
 	// the handler still uses the transaction (a data race on the
 	// connection), so its context ends only once the handler has
 	// returned; the handler hears the delivery's cancellation through
-	// withValues.
+	// queue.ValuesFirst.
 	subCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	conn := &pollConn{pool: d.DB, ctx: subCtx, ended: make(chan error, 1)}
 	sub, err := wsql.NewSubscriber(wsql.BeginnerFromPgx(conn), wsql.SubscriberConfig{
@@ -215,7 +215,7 @@ func (w *worker) deliverSQL(ctx context.Context, d *harness.Delivery, p *process
 			n := tries[msg.UUID]
 			tries[msg.UUID]++
 			t := &try{d: d, ctx: ctx, handler: h, n: n}
-			msg.SetContext(withValues{Context: context.WithValue(ctx, tryKey{}, t), values: msg.Context()})
+			msg.SetContext(queue.ValuesFirst(context.WithValue(ctx, tryKey{}, t), msg.Context())) // the delivery's deadline, the subscriber's transaction
 			err := w.hand(ctx, p, msg, t, conn.die)
 			switch {
 			case err == nil:
@@ -315,18 +315,4 @@ func (t *endTx) end(err error) {
 	if t.poll {
 		t.once.Do(func() { t.c.ended <- err })
 	}
-}
-
-// withValues is the delivery's context, for its deadline and
-// cancellation, with the values of the subscriber's (its transaction).
-type withValues struct {
-	context.Context
-	values context.Context
-}
-
-func (c withValues) Value(key any) any {
-	if v := c.values.Value(key); v != nil {
-		return v
-	}
-	return c.Context.Value(key)
 }

@@ -66,3 +66,46 @@ func TestStripeEndpointsDecode(t *testing.T) {
 		t.Errorf("transfer without amount = %v, want parameter_missing amount", err)
 	}
 }
+
+// A call on an object that is not there, or whose ID is another
+// resource's, is Stripe's 404 resource_missing, naming the parameter and
+// the ID, on every endpoint that takes one.
+func TestStripeMissingObjects(t *testing.T) {
+	log := newLog(t)
+	sc := stripeClient(log.Clients("j1a1w1", "1", 1, &replies{}).HTTPClient())
+	ctx := context.Background()
+	ch, err := sc.V1Charges.Create(ctx, &stripe.ChargeCreateParams{Amount: stripe.Int64(700), Currency: stripe.String("eur"), Source: &stripe.PaymentSourceSourceParams{Token: stripe.String("tok_visa")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, param, msg string
+		call             func() error
+	}{
+		{"confirm", "intent", "No such payment_intent: 'pi_9'", func() error {
+			_, err := sc.V1PaymentIntents.Confirm(ctx, "pi_9", nil)
+			return err
+		}},
+		{"capture a charge's ID", "intent", "No such payment_intent: '" + ch.ID + "'", func() error {
+			_, err := sc.V1PaymentIntents.Capture(ctx, ch.ID, nil)
+			return err
+		}},
+		{"cancel", "intent", "No such payment_intent: 'pi_9'", func() error {
+			_, err := sc.V1PaymentIntents.Cancel(ctx, "pi_9", nil)
+			return err
+		}},
+		{"finalize", "invoice", "No such invoice: 'in_9'", func() error {
+			_, err := sc.V1Invoices.FinalizeInvoice(ctx, "in_9", nil)
+			return err
+		}},
+		{"retrieve", "id", "No such charge: 'ch_9'", func() error {
+			_, err := sc.V1Charges.Retrieve(ctx, "ch_9", nil)
+			return err
+		}},
+	} {
+		var se *stripe.Error
+		if err := tc.call(); !errors.As(err, &se) || se.HTTPStatusCode != 404 || se.Code != stripe.ErrorCodeResourceMissing || se.Param != tc.param || se.Msg != tc.msg {
+			t.Errorf("%s: %v; want 404 resource_missing, param %q, %q", tc.name, err, tc.param, tc.msg)
+		}
+	}
+}

@@ -157,13 +157,29 @@ func (s *stripeState) serve(call httpCall, now time.Time) httpAnswer {
 
 func (s *stripeState) retrieve(resource, id string) httpAnswer {
 	s.mu.Lock()
-	obj, ok := s.objects[id]
+	obj := s.stored(resource, id)
 	s.mu.Unlock()
-	if !ok || !strings.HasPrefix(id, stripePrefixes[resource][0]+"_") {
-		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "id",
-			fmt.Sprintf("No such %s: '%s'", stripePrefixes[resource][1], id))
+	if obj == nil {
+		return noSuch(resource, id, "id")
 	}
 	return stripeObjectAnswer(obj)
+}
+
+// stored is the object id names when it is one of resource's (its ID
+// has the resource's prefix), and nil otherwise. s.mu is held.
+func (s *stripeState) stored(resource, id string) map[string]any {
+	obj, ok := s.objects[id]
+	if !ok || !strings.HasPrefix(id, stripePrefixes[resource][0]+"_") {
+		return nil
+	}
+	return obj
+}
+
+// noSuch is Stripe's answer to an id that names no object of resource,
+// about the request's parameter param.
+func noSuch(resource, id, param string) httpAnswer {
+	return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", param,
+		fmt.Sprintf("No such %s: '%s'", stripePrefixes[resource][1], id))
 }
 
 // create makes an object. Parameter errors are answered before the
@@ -317,9 +333,9 @@ func number(v any) int64 {
 func (s *stripeState) intentMove(id, move string) httpAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pi, ok := s.objects[id]
-	if !ok || !strings.HasPrefix(id, "pi_") {
-		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "intent", fmt.Sprintf("No such payment_intent: '%s'", id))
+	pi := s.stored("payment_intents", id)
+	if pi == nil {
+		return noSuch("payment_intents", id, "intent")
 	}
 	st := fmt.Sprint(pi["status"])
 	switch {
@@ -343,9 +359,9 @@ func (s *stripeState) intentMove(id, move string) httpAnswer {
 func (s *stripeState) invoiceMove(id, move string, now time.Time) httpAnswer {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	inv, ok := s.objects[id]
-	if !ok || !strings.HasPrefix(id, "in_") {
-		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "invoice", fmt.Sprintf("No such invoice: '%s'", id))
+	inv := s.stored("invoices", id)
+	if inv == nil {
+		return noSuch("invoices", id, "invoice")
 	}
 	st := fmt.Sprint(inv["status"])
 	unexpected := func(why string) httpAnswer {
@@ -388,10 +404,10 @@ func (s *stripeState) invoiceMove(id, move string, now time.Time) httpAnswer {
 
 func (s *stripeState) confirm(id string, form url.Values) httpAnswer {
 	s.mu.Lock()
-	pi, ok := s.objects[id]
+	pi := s.stored("payment_intents", id)
 	s.mu.Unlock()
-	if !ok || !strings.HasPrefix(id, "pi_") {
-		return stripeErrorAnswer(http.StatusNotFound, "invalid_request_error", "resource_missing", "intent", fmt.Sprintf("No such payment_intent: '%s'", id))
+	if pi == nil {
+		return noSuch("payment_intents", id, "intent")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
