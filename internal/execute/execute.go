@@ -162,6 +162,10 @@ type stepRequest struct {
 	grant  chan wireproxy.Action
 	end    result.Fate // what became of it once granted; see fate.go
 	waited bool        // it waited on a lock another delivery held
+	// behind are the deliveries whose steps waited on d's locks alone when
+	// this one was granted: no race unless it waits on a lock too
+	// (grantedBeside).
+	behind []*deliveryRun
 }
 
 // asStep is the step as a result records it.
@@ -1095,13 +1099,14 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			}
 			f.asks++
 			f.nextAsk = now.Add(stepPoll(f.asks))
-			waits, err := e.world.waitsOnLock(ctx, f.req.step.PID)
+			waits, err := e.waitsOnLock(ctx, f.req.step.PID)
 			if err != nil {
 				return err
 			}
 			if waits {
 				f.blocked, f.req.waited = true, true
 				e.lockWaits++
+				e.noteWait(f.req) // races.go
 				e.watchEnded(f.req)
 			}
 		}

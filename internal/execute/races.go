@@ -2,8 +2,10 @@ package execute
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/runtwice/twice/harness/result"
+	"github.com/runtwice/twice/internal/sqllex"
 )
 
 // Races. The executor decides most of a scenario: which step goes next,
@@ -32,21 +34,34 @@ func (e *execution) raced(kind result.RaceKind, d, other *deliveryRun, seq int) 
 }
 
 // grantedBeside records, as req is granted to d, each other delivery
-// whose step is still in flight beside it: one that waits on a lock may
-// go on before or after req, as the server lets it, and one applied with
-// its reply lost may still run. A held statement has run and waits for
-// its commit, which the executor lets through itself: no race.
+// whose step is still in flight beside it: one that runs, or waits on a
+// lock, may end before or after req, as the server lets it, and one
+// applied with its reply lost may still run. A held statement has run
+// and waits for its commit, which the executor lets through itself: no
+// race. Nor is a step that waits only on d (see waitsOnlyOn): it cannot
+// go on before req ends, unless req itself comes to wait on a lock, and
+// then the server's deadlock check, a timer, picks which of the two
+// fails (noteWait).
 func (e *execution) grantedBeside(d *deliveryRun, req *stepRequest) {
 	for _, o := range e.deliveries {
 		if o == d || o.life.over() {
 			continue
 		}
-		beside := o.lostReply != nil
+		beside, behind := o.lostReply != nil, false
 		for _, f := range o.inflight {
-			beside = beside || !f.held
+			switch {
+			case f.held:
+			case f.blocked && e.waitsOnlyOn(f, d, req):
+				behind = true
+			default:
+				beside = true
+			}
 		}
-		if beside {
+		switch {
+		case beside:
 			e.raced(result.StepBeside, d, o, req.seq)
+		case behind:
+			req.behind = append(req.behind, o)
 		}
 	}
 	if q := e.queue; q != nil && q.running != nil && q.blocked {
@@ -54,6 +69,79 @@ func (e *execution) grantedBeside(d *deliveryRun, req *stepRequest) {
 		e.raced(result.StepBeside, d, q.running.d, req.seq)
 	}
 }
+
+// waitsOnlyOn reports whether f, a step the server said waits on a lock,
+// still waits, on d's backends alone, so that req, granted to d now,
+// surely ends before f goes on: d has no other step out that could end
+// and let go of a lock, and req's text releases none (mayRelease). When
+// the server cannot be asked, it says no: the grant is taken as a race.
+func (e *execution) waitsOnlyOn(f *inflightStep, d *deliveryRun, req *stepRequest) bool {
+	if d.lostReply != nil {
+		return false // it may still run, and end its transaction
+	}
+	for _, g := range d.inflight {
+		if !g.held {
+			return false
+		}
+	}
+	if !req.effect && mayRelease(req.step.SQL) {
+		return false
+	}
+	by, err := e.world.blockedBy(e.ctx, f.req.step.PID)
+	if err != nil || len(by) == 0 {
+		return false // the next lock poll reports the error
+	}
+	for _, pid := range by {
+		if !e.world.owns(d, pid) {
+			return false
+		}
+	}
+	return true
+}
+
+// noteWait records, once req is seen waiting on a lock, the race its
+// grant left open: each delivery whose step waited on req's own (see
+// grantedBeside) may now be the one the server's deadlock check fails.
+func (e *execution) noteWait(req *stepRequest) {
+	for _, o := range req.behind {
+		if !o.life.over() {
+			e.raced(result.StepBeside, req.d, o, req.seq)
+		}
+	}
+	req.behind = nil
+}
+
+// mayRelease reports whether sql may let go of a lock its session holds:
+// a statement that ends a transaction or rolls back to a savepoint
+// (COMMIT, END, ROLLBACK, ABORT, PREPARE TRANSACTION), resets the session
+// (DISCARD), may commit inside (CALL of a procedure, DO), or a word
+// naming an unlock or another backend's end (pg_advisory_unlock,
+// pg_terminate_backend, pg_cancel_backend). A function of the user's
+// that unlocks inside is not seen.
+func mayRelease(sql string) bool {
+	first := true
+	for t := range sqllex.Tokens(sql) {
+		switch {
+		case t.Blank():
+		case t.Kind == sqllex.Semicolon:
+			first = true
+		case t.Kind == sqllex.Word:
+			w := strings.ToUpper(t.Text)
+			if first && releasing[w] || strings.Contains(w, "UNLOCK") || strings.HasSuffix(w, "_BACKEND") {
+				return true
+			}
+			first = false
+		default:
+			first = false
+		}
+	}
+	return false
+}
+
+// releasing are the leading keywords of the statements that may release
+// a lock (see mayRelease).
+var releasing = map[string]bool{"COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
+	"PREPARE": true, "DISCARD": true, "CALL": true, "DO": true}
 
 // returnedBeside records, as d's return is taken, every other delivery
 // whose handler has returned too and whose return is still to be taken:
