@@ -124,6 +124,7 @@ func (e *execution) releaseHold() {
 		f.held = false
 	}
 	e.world.commit(h.d)
+	e.releases++
 }
 
 // dropHolds forgets holds that involve d, which ended: its own held step

@@ -3,6 +3,7 @@ package execute
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/sqllex"
@@ -34,14 +35,15 @@ func (e *execution) raced(kind result.RaceKind, d, other *deliveryRun, seq int) 
 }
 
 // grantedBeside records, as req is granted to d, each other delivery
-// whose step is still in flight beside it: one that runs, or waits on a
-// lock, may end before or after req, as the server lets it, and one
-// applied with its reply lost may still run. A held statement has run
-// and waits for its commit, which the executor lets through itself: no
-// race. Nor is a step that waits only on d (see waitsOnlyOn): it cannot
-// go on before req ends, unless req itself comes to wait on a lock, and
-// then the server's deadlock check, a timer, picks which of the two
-// fails (noteWait).
+// whose step is still in flight beside it: one that runs may end before
+// or after req, as the server lets it, and one applied with its reply
+// lost may still run. A held statement has run and waits for its
+// commit, which the executor lets through itself: no race. Nor is a step
+// that waits on d alone (waitsOnlyOn): it cannot go on before req ends,
+// unless req comes to wait on a lock too, and then the server's deadlock
+// check, a timer, picks which of the two fails (noteWait). Once req has
+// let go of the lock, the step is seen running before the next grant
+// (waitEnded), which then waits for it as for any running step.
 func (e *execution) grantedBeside(d *deliveryRun, req *stepRequest) {
 	for _, o := range e.deliveries {
 		if o == d || o.life.over() {
@@ -71,32 +73,59 @@ func (e *execution) grantedBeside(d *deliveryRun, req *stepRequest) {
 }
 
 // waitsOnlyOn reports whether f, a step the server said waits on a lock,
-// still waits, on d's backends alone, so that req, granted to d now,
-// surely ends before f goes on: d has no other step out that could end
-// and let go of a lock, and req's text releases none (mayRelease). When
-// the server cannot be asked, it says no: the grant is taken as a race.
+// waits on d's backends alone, so that req, granted to d now, ends before
+// f goes on: d has no other step out that could end and let go of a
+// lock, and req lets go of one, if at all, only as its last act
+// (releasesLast). What the server said holds until something may have
+// let go of a lock (execution.releases), which waitEnded asks again
+// about before any grant.
 func (e *execution) waitsOnlyOn(f *inflightStep, d *deliveryRun, req *stepRequest) bool {
-	if d.lostReply != nil {
-		return false // it may still run, and end its transaction
+	if d.lostReply != nil || f.byAt != e.releases || len(f.by) == 0 {
+		return false // a lost reply may still run, and end its transaction
 	}
 	for _, g := range d.inflight {
 		if !g.held {
 			return false
 		}
 	}
-	if !req.effect && mayRelease(req.step.SQL) {
+	if !req.effect && mayRelease(req.step.SQL) && !releasesLast(req.step.SQL) {
 		return false
 	}
-	by, err := e.world.blockedBy(e.ctx, f.req.step.PID)
-	if err != nil || len(by) == 0 {
-		return false // the next lock poll reports the error
-	}
-	for _, pid := range by {
+	for _, pid := range f.by {
 		if !e.world.owns(d, pid) {
 			return false
 		}
 	}
 	return true
+}
+
+// waitEnded asks the server again about each step seen waiting on a lock
+// since something may have let go of one (a COMMIT or ROLLBACK, a
+// delivery's end, a held commit let through, the queue's operation), and
+// takes one no longer waiting for running again: the caller grants
+// nothing beside it, as beside any running step. It reports whether one
+// runs again. When the server cannot be asked, the step stays blocked
+// and its wait old (a grant beside it is a race); the next lock poll
+// reports the error.
+func (e *execution) waitEnded() bool {
+	again := false
+	for _, d := range e.deliveries {
+		for _, f := range d.inflight {
+			if !f.blocked || f.held || f.byAt == e.releases {
+				continue
+			}
+			by, err := e.world.blockedBy(e.ctx, f.req.step.PID)
+			if err != nil {
+				continue
+			}
+			f.by, f.byAt = by, e.releases
+			if len(by) == 0 {
+				f.blocked, f.asks, f.nextAsk = false, 0, time.Now().Add(stepPoll(0))
+				again = true
+			}
+		}
+	}
+	return again
 }
 
 // noteWait records, once req is seen waiting on a lock, the race its
@@ -119,29 +148,59 @@ func (e *execution) noteWait(req *stepRequest) {
 // pg_terminate_backend, pg_cancel_backend). A function of the user's
 // that unlocks inside is not seen.
 func mayRelease(sql string) bool {
-	first := true
-	for t := range sqllex.Tokens(sql) {
-		switch {
-		case t.Blank():
-		case t.Kind == sqllex.Semicolon:
-			first = true
-		case t.Kind == sqllex.Word:
-			w := strings.ToUpper(t.Text)
-			if first && releasing[w] || strings.Contains(w, "UNLOCK") || strings.HasSuffix(w, "_BACKEND") {
+	for _, words := range statements(sql) {
+		if len(words) > 0 && releasing[words[0]] {
+			return true
+		}
+		for _, w := range words {
+			if strings.Contains(w, "UNLOCK") || strings.HasSuffix(w, "_BACKEND") {
 				return true
 			}
-			first = false
-		default:
-			first = false
 		}
 	}
 	return false
 }
 
+// releasesLast reports whether sql is one statement that ends its
+// transaction or session state and does nothing after: COMMIT, END,
+// ROLLBACK (to a savepoint too), ABORT, DISCARD. A lock it lets go of
+// goes to a waiting session before its reply comes (PostgreSQL grants a
+// released lock to its waiters as it releases it), so by the next
+// grant the server says the waiter runs.
+func releasesLast(sql string) bool {
+	stmts := statements(sql)
+	return len(stmts) == 1 && len(stmts[0]) > 0 && endsTx[stmts[0][0]]
+}
+
+// statements splits sql into its statements' words, upper case, leaving
+// out strings, quoted names, comments and empty statements.
+func statements(sql string) [][]string {
+	var out [][]string
+	var cur []string
+	for t := range sqllex.Tokens(sql) {
+		switch t.Kind {
+		case sqllex.Semicolon:
+			if len(cur) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+		case sqllex.Word:
+			cur = append(cur, strings.ToUpper(t.Text))
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
 // releasing are the leading keywords of the statements that may release
-// a lock (see mayRelease).
-var releasing = map[string]bool{"COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
-	"PREPARE": true, "DISCARD": true, "CALL": true, "DO": true}
+// a lock (see mayRelease); endsTx those of releasesLast.
+var (
+	releasing = map[string]bool{"COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true,
+		"PREPARE": true, "DISCARD": true, "CALL": true, "DO": true}
+	endsTx = map[string]bool{"COMMIT": true, "END": true, "ROLLBACK": true, "ABORT": true, "DISCARD": true}
+)
 
 // returnedBeside records, as d's return is taken, every other delivery
 // whose handler has returned too and whose return is still to be taken:
