@@ -12,8 +12,10 @@ import (
 // Races. The executor decides most of a scenario: which step goes next,
 // when a delivery starts, what a fault does. Where it cannot, it takes
 // what came first, and that is timing: a step granted while another
-// delivery's statement waits on a lock or runs with its reply lost (the
-// server picks which goes on first), a wall-clock limit that ran out
+// delivery's statement waits on a lock another session may let go of,
+// or runs with its reply lost (the server picks which goes on first;
+// see grantedBeside for a wait on the granted delivery's own lock),
+// a wall-clock limit that ran out
 // before a delivery reacted, two handlers that had both returned when
 // the first return was taken. Each such choice is recorded
 // (Output.Races), so the harness runs the schedule again whichever way
