@@ -92,28 +92,32 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 	assert.EqualValues(t, 4, calls.Load())
 }
 
-// A pass the executor decided by timing (here a step granted while the
-// other delivery's statement waits on its lock) is run again like a
-// failure: when the rerun fails, the scenario is flaky, not a pass, in
-// the result and in the test's failure.
+// A pass the executor decided by timing (here a step granted while
+// another delivery's statement waits on a lock a third one holds) is run
+// again like a failure: when the rerun fails, the scenario is flaky, not
+// a pass, in the result and in the test's failure.
 func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
-	var seconds atomic.Int64
+	var firsts atomic.Int64 // first attempts: two clean runs, the scenario's run, its rerun
 	job := harness.Job{Name: "raced", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		if d.Attempt == 1 {
+			firsts.Add(1)
+		}
 		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
 				return err
 			}
 			n := 1
-			if d.Attempt == 2 && seconds.Add(1) == 2 {
-				n = 2 // the second run's redelivery writes another value
+			if firsts.Load() == 4 {
+				n = 2 // the rerun's deliveries write another value
 			}
 			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, n)
 			return err
 		})
 	}}
-	// d1 takes the lock, d2's FOR UPDATE waits on it, and d1's UPDATE is
-	// granted beside that wait.
-	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
+	// d1 takes the lock, d2's FOR UPDATE waits on it, and d3's BEGIN is
+	// granted beside that wait: d1 may let the lock go, for all the
+	// executor knows, and d2 then runs beside d3.
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 > j1a3w3@1:0 order 1,1,2,2,3,3,1,1,2,2,3,3")
 	require.NoError(t, err)
 	cfg := counterConfig()
 	cfg.Faults = []faults.Fault{faults.Replay(sched)}
@@ -124,7 +128,7 @@ func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
 	require.Len(t, res.Scenarios, 1)
 	sc := res.Scenarios[0]
-	assert.Contains(t, sc.Races, result.Race{Kind: result.StepBeside, Delivery: 1, Other: 2, Step: 3})
+	assert.Contains(t, sc.Races, result.Race{Kind: result.StepBeside, Delivery: 3, Other: 2, Step: 1})
 	assert.Empty(t, sc.Problems, "the first run passed")
 	require.NotNil(t, sc.Rerun, "a raced pass is run again")
 	assert.Equal(t, result.NotIdempotent, sc.Rerun.Verdict)
@@ -135,7 +139,8 @@ func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	errs := rec.Errors()
 	require.Len(t, errs, 1, "the test fails")
 	assert.Contains(t, errs[0], `flaky: job "raced": 1 of 1 scenarios did not end the same way when run again on a fresh database (some passed, then failed)`)
-	assert.Contains(t, errs[0], "flaky: it passed, but the executor decided by timing: step 3 of delivery 1 was granted while a step of delivery 2 was still in flight, and run again on a fresh database the same schedule failed: ")
+	assert.Contains(t, errs[0], "flaky: it passed, but the executor decided by timing: step 1 of delivery 3 was granted while a step of delivery 2 was still in flight;")
+	assert.Contains(t, errs[0], ", and run again on a fresh database the same schedule failed: ")
 }
 
 // A raced pass whose rerun passes too stays a pass, its rerun kept.
@@ -149,7 +154,7 @@ func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
 			return err
 		})
 	}}
-	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 > j1a3w3@1:0 order 1,1,2,2,3,3,1,1,2,2,3,3")
 	require.NoError(t, err)
 	cfg := counterConfig()
 	cfg.Faults = []faults.Fault{faults.Replay(sched)}
@@ -162,4 +167,37 @@ func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
 	require.NotNil(t, sc.Rerun)
 	assert.Equal(t, result.Idempotent, sc.Verdict)
 	assert.Equal(t, result.Idempotent, sc.Rerun.Verdict)
+}
+
+// A step granted while the other delivery's statement waits on a lock
+// the granted delivery alone holds decides nothing by timing: the waiting
+// statement goes on only once the COMMIT has let the lock go, and the
+// executor then waits for it before the next grant. The pass is not run
+// again.
+func TestGrantBehindItsOwnLockIsNoRace(t *testing.T) {
+	job := harness.Job{Name: "one-lock", Handler: func(ctx context.Context, d *harness.Delivery) error {
+		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `UPDATE counters SET n = 1 WHERE name = 'hits'`)
+			return err
+		})
+	}}
+	// d1 takes the lock, d2's FOR UPDATE waits on it; d1's UPDATE and
+	// COMMIT are granted beside that wait.
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
+	require.NoError(t, err)
+	cfg := counterConfig()
+	cfg.Faults = []faults.Fault{faults.Replay(sched)}
+	res, err := harness.Run(t.Context(), job, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Equal(t, result.Idempotent, sc.Verdict)
+	assert.Equal(t, []int{1, 1, 2, 2, 1, 1, 2, 2}, sc.Order)
+	assert.Equal(t, 1, sc.LockWaits, "d2's FOR UPDATE waited on d1's lock")
+	assert.Empty(t, sc.Races)
+	assert.Nil(t, sc.Rerun)
 }

@@ -445,9 +445,11 @@ type RaceKind string
 // Kinds of race.
 const (
 	// StepBeside: a step was granted while another delivery's step was
-	// still in flight (waiting on a lock, or applied with its reply
-	// lost): which of the two the server runs first is not the
-	// executor's to say.
+	// still in flight (waiting on a lock another session may let go of,
+	// or applied with its reply lost): which of the two the server runs
+	// first is not the executor's to say. A step granted to the delivery
+	// whose lock the other waits on alone is none, unless it may let the
+	// lock go and run on, or comes to wait on a lock itself.
 	StepBeside RaceKind = "step-beside"
 	// TimerFired: a wall-clock limit decided: a cancelled delivery's
 	// grace ran out before it reacted, a delivery ran past

@@ -59,6 +59,7 @@ type execution struct {
 	granted    []int           // delivery numbers in the order steps were granted
 	retries    int             // rounds of the queue's retries left once the schedule is done
 	lockWaits  int             // granted steps the server said wait on a lock
+	releases   int             // the events that may have let go of a lock so far (races.go)
 	races      []result.Race   // choices made by timing, not by the schedule (races.go)
 	// holder is the step whose commit is held (Schedule.Holds) once its
 	// statement has run; watch is the step granted after it, whose end
@@ -131,6 +132,10 @@ type inflightStep struct {
 	req     *stepRequest
 	blocked bool
 	held    bool // its statement ran; its commit waits (holds.go)
+	// by are the backends a blocked step waits for, as the server said
+	// when execution.releases was byAt (races.go).
+	by   []uint32
+	byAt int
 	// asks counts the times the server was asked whether it waits on a
 	// lock; nextAsk is when to ask again (see stepPoll).
 	asks    int
@@ -162,6 +167,10 @@ type stepRequest struct {
 	grant  chan wireproxy.Action
 	end    result.Fate // what became of it once granted; see fate.go
 	waited bool        // it waited on a lock another delivery held
+	// behind are the deliveries whose steps waited on d's locks alone when
+	// this one was granted: no race unless it waits on a lock too
+	// (grantedBeside).
+	behind []*deliveryRun
 }
 
 // asStep is the step as a result records it.
@@ -698,6 +707,7 @@ func (e *execution) handle(ev event) {
 	case evReturned:
 		e.returned(d, ev)
 	case evQueue:
+		e.releases++ // the queue's operation may have let go of a lock
 		e.queue.done(e, ev)
 	case evStepHeld:
 		if !d.life.over() {
@@ -738,6 +748,9 @@ func (e *execution) stepDone(d *deliveryRun, ev event) {
 	// The server's answer makes a read-looking statement that wrote
 	// a commit point.
 	req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
+	if !req.effect && mayRelease(req.step.SQL) {
+		e.releases++ // races.go
+	}
 	if req == d.lostReply {
 		// Applied, its reply lost: no step the handler completed,
 		// but durable when it wrote.
@@ -827,6 +840,7 @@ func (e *execution) move(d *deliveryRun, ev lifeEvent) {
 		return
 	}
 	d.life = to
+	e.releases++ // a delivery that ends lets go of its locks
 }
 
 // stop cancels d's context, ends its connections and refuses its waiting
@@ -889,7 +903,7 @@ func (e *execution) grant() {
 	if (e.queue != nil && e.queue.holds()) || e.holdsForCancel() {
 		return // a queue operation runs, or cancelled deliveries react
 	}
-	if e.stepRunning() {
+	if e.stepRunning() || e.waitEnded() { // races.go
 		return
 	}
 	if e.holder != nil && e.watch == nil && !e.anotherCanStep(e.holder.d) {
@@ -1095,13 +1109,15 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			}
 			f.asks++
 			f.nextAsk = now.Add(stepPoll(f.asks))
-			waits, err := e.world.waitsOnLock(ctx, f.req.step.PID)
+			by, err := e.world.blockedBy(ctx, f.req.step.PID)
 			if err != nil {
 				return err
 			}
-			if waits {
+			if len(by) > 0 {
 				f.blocked, f.req.waited = true, true
+				f.by, f.byAt = by, e.releases
 				e.lockWaits++
+				e.noteWait(f.req) // races.go
 				e.watchEnded(f.req)
 			}
 		}

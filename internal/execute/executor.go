@@ -319,25 +319,30 @@ func (r *Executor) connectAdmin(ctx context.Context, what string) error {
 	return nil
 }
 
-// waitsOnLock asks the server whether backend pid waits for a lock another
-// backend holds.
-func (r *Executor) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
+// blockedBy asks the server which backends backend pid waits for: those
+// holding a lock it waits on, or ahead of it in that lock's queue
+// (pg_blocking_pids). None: it waits on no lock.
+func (r *Executor) blockedBy(ctx context.Context, pid uint32) ([]uint32, error) {
 	r.adminMu.Lock()
 	defer r.adminMu.Unlock()
 	if err := r.connectAdmin(ctx, "about locks"); err != nil {
-		return false, err
+		return nil, err
 	}
-	var waits bool
-	err := r.admin.QueryRow(ctx, `SELECT cardinality(pg_blocking_pids($1)) > 0`, int32(pid)).Scan(&waits)
+	var pids []int32
+	err := r.admin.QueryRow(ctx, `SELECT pg_blocking_pids($1)`, int32(pid)).Scan(&pids)
 	if err != nil && serverWentAway(err) {
 		// The server terminates this session first when it shuts down
 		// (57P01), often before the delivery sees anything.
-		return false, fmt.Errorf("%w: asking whether backend %d waits on a lock: %w", ErrServerWentAway, pid, err)
+		return nil, fmt.Errorf("%w: asking whether backend %d waits on a lock: %w", ErrServerWentAway, pid, err)
 	}
 	if err != nil {
-		return false, fmt.Errorf("asking whether backend %d waits on a lock: %w", pid, err)
+		return nil, fmt.Errorf("asking whether backend %d waits on a lock: %w", pid, err)
 	}
-	return waits, nil
+	by := make([]uint32, len(pids))
+	for i, p := range pids {
+		by[i] = uint32(p)
+	}
+	return by, nil
 }
 
 // ErrServerWentAway marks the errors of a check that ran into the

@@ -77,7 +77,7 @@ func (e *execution) watchEnded(req *stepRequest) {
 // hold when no other one can step).
 func (e *execution) checkLostReplies(ctx context.Context) error {
 	for _, req := range e.lostRepliesBesideHold() {
-		waits, err := e.world.waitsOnLock(ctx, req.step.PID)
+		waits, err := e.waitsOnLock(ctx, req.step.PID)
 		if err != nil {
 			return err
 		}
@@ -124,6 +124,7 @@ func (e *execution) releaseHold() {
 		f.held = false
 	}
 	e.world.commit(h.d)
+	e.releases++
 }
 
 // dropHolds forgets holds that involve d, which ended: its own held step

@@ -346,7 +346,7 @@ func (q *queueRun) checkStall(ctx context.Context, e *execution) error {
 		return nil
 	}
 	q.asked++
-	waits, err := e.world.waitsOnLock(ctx, q.pid)
+	waits, err := e.waitsOnLock(ctx, q.pid)
 	if err != nil {
 		return err
 	}

@@ -15,9 +15,11 @@ type world interface {
 	close(d *deliveryRun) bool
 	// commit lets d's held commit through (holds.go).
 	commit(d *deliveryRun)
-	// waitsOnLock reports whether the server's backend pid waits on a
-	// lock.
-	waitsOnLock(ctx context.Context, pid uint32) (bool, error)
+	// blockedBy lists the server's backends that backend pid waits for
+	// (pg_blocking_pids): none when it waits on no lock.
+	blockedBy(ctx context.Context, pid uint32) ([]uint32, error)
+	// owns reports whether backend pid serves one of d's connections now.
+	owns(d *deliveryRun, pid uint32) bool
 }
 
 // liveWorld is a scenario's world: the deliveries' wire proxies and the
@@ -36,6 +38,16 @@ func (w liveWorld) close(d *deliveryRun) bool {
 
 func (w liveWorld) commit(d *deliveryRun) { d.proxy.Commit() }
 
-func (w liveWorld) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
-	return w.e.r.waitsOnLock(ctx, pid)
+func (w liveWorld) blockedBy(ctx context.Context, pid uint32) ([]uint32, error) {
+	return w.e.r.blockedBy(ctx, pid)
+}
+
+func (w liveWorld) owns(d *deliveryRun, pid uint32) bool {
+	return d.proxy != nil && d.proxy.Serves(pid)
+}
+
+// waitsOnLock reports whether the server's backend pid waits on a lock.
+func (e *execution) waitsOnLock(ctx context.Context, pid uint32) (bool, error) {
+	by, err := e.world.blockedBy(ctx, pid)
+	return len(by) > 0, err
 }

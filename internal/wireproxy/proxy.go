@@ -348,6 +348,20 @@ func (p *Proxy) PIDs() []uint32 {
 	return append([]uint32(nil), p.pids...)
 }
 
+// Serves reports whether backend pid serves one of the delivery's client
+// connections now: one given back (Backends) may serve another
+// delivery's next.
+func (p *Proxy) Serves(pid uint32) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if c.pid == pid {
+			return true
+		}
+	}
+	return false
+}
+
 // TakeCut returns the backend process IDs of the server connections the
 // proxy cut (Kill, a busy connection at Release, a lost reply) since the
 // last call. Cutting a socket does not end its backend at once: one in
