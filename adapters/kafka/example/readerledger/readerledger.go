@@ -46,12 +46,6 @@ type Payment struct {
 // Consumer holds the loops' dependencies.
 type Consumer struct{ DB *pgxpool.Pool }
 
-// stopped says whether a read error means the loop should return nil: the
-// Reader was closed or the service is shutting down.
-func stopped(ctx context.Context, err error) bool {
-	return errors.Is(err, io.EOF) || ctx.Err() != nil
-}
-
 func payment(m kafka.Message) (Payment, error) {
 	var p Payment
 	if err := json.Unmarshal(m.Value, &p); err != nil {
@@ -70,14 +64,15 @@ func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
 	return err
 }
 
-// ReadThenCredit reads each message with ReadMessage, which in a group
-// commits its offset before it returns it, then credits it: a crash
-// between the commit and the credit loses the payment.
-func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
+// consume is the loops' read loop: it reads each message with read (the
+// Reader's ReadMessage or FetchMessage) and hands it and its payment to
+// handle. It returns nil once the Reader is closed or the service is
+// shutting down.
+func consume(ctx context.Context, read func(context.Context) (kafka.Message, error), handle func(kafka.Message, Payment) error) error {
 	for {
-		m, err := r.ReadMessage(ctx)
+		m, err := read(ctx)
 		if err != nil {
-			if stopped(ctx, err) {
+			if errors.Is(err, io.EOF) || ctx.Err() != nil {
 				return nil
 			}
 			return err
@@ -86,10 +81,19 @@ func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
+		if err := handle(m, p); err != nil {
 			return err
 		}
 	}
+}
+
+// ReadThenCredit reads each message with ReadMessage, which in a group
+// commits its offset before it returns it, then credits it: a crash
+// between the commit and the credit loses the payment.
+func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
+	return consume(ctx, r.ReadMessage, func(_ kafka.Message, p Payment) error {
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) })
+	})
 }
 
 // InboxThenCommit fetches each message, records its payment ID in an
@@ -97,19 +101,8 @@ func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
 // and only then commits the offset: a redelivery or a producer's resend
 // of the same payment credits nothing.
 func (c Consumer) InboxThenCommit(ctx context.Context, r *kafka.Reader) error {
-	for {
-		m, err := r.FetchMessage(ctx)
-		if err != nil {
-			if stopped(ctx, err) {
-				return nil
-			}
-			return err
-		}
-		p, err := payment(m)
-		if err != nil {
-			return err
-		}
-		err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+	return consume(ctx, r.FetchMessage, func(m kafka.Message, p Payment) error {
+		err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
 			tag, err := tx.Exec(ctx, `INSERT INTO inbox VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
 			if err != nil || tag.RowsAffected() == 0 {
 				return err
@@ -119,8 +112,6 @@ func (c Consumer) InboxThenCommit(ctx context.Context, r *kafka.Reader) error {
 		if err != nil {
 			return err
 		}
-		if err := r.CommitMessages(ctx, m); err != nil {
-			return err
-		}
-	}
+		return r.CommitMessages(ctx, m)
+	})
 }

@@ -71,6 +71,23 @@ func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
 	return err
 }
 
+// eachPayment decodes each record of the claim in turn and hands it to
+// handle, until the claim's channel is closed or handle fails. handle's
+// context is not the session's: see Inbox.
+func eachPayment(claim sarama.ConsumerGroupClaim, handle func(context.Context, *sarama.ConsumerMessage, Payment) error) error {
+	ctx := context.Background()
+	for msg := range claim.Messages() {
+		p, err := payment(msg)
+		if err != nil {
+			return err
+		}
+		if err := handle(ctx, msg, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // base is the handlers' empty Setup and Cleanup.
 type base struct{}
 
@@ -87,19 +104,11 @@ type CommitFirst struct {
 
 // ConsumeClaim commits, then credits.
 func (h CommitFirst) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := context.Background() // see Inbox
-	for msg := range claim.Messages() {
-		p, err := payment(msg)
-		if err != nil {
-			return err
-		}
+	return eachPayment(claim, func(ctx context.Context, msg *sarama.ConsumerMessage, p Payment) error {
 		sess.MarkMessage(msg, "")
 		sess.Commit()
-		if err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
-			return err
-		}
-	}
-	return nil
+		return pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) })
+	})
 }
 
 // NoInbox credits each record, then marks it for sarama's autocommit
@@ -112,18 +121,13 @@ type NoInbox struct {
 
 // ConsumeClaim credits, then marks.
 func (h NoInbox) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := context.Background() // see Inbox
-	for msg := range claim.Messages() {
-		p, err := payment(msg)
-		if err != nil {
-			return err
-		}
+	return eachPayment(claim, func(ctx context.Context, msg *sarama.ConsumerMessage, p Payment) error {
 		if err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
 			return err
 		}
 		sess.MarkMessage(msg, "")
-	}
-	return nil
+		return nil
+	})
 }
 
 // Inbox records the payment's ID in an inbox in the credit's transaction
