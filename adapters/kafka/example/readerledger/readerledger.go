@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/runtwice/twice/adapters/kafka/example/ledger"
 )
 
 // Topic is the topic payments are produced to; Group the consumers' group.
@@ -22,13 +24,8 @@ const (
 	Group = "ledger"
 )
 
-// Schema is the tables the consumers use.
-const Schema = `
-CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-CREATE TABLE ledger (id bigserial PRIMARY KEY, payment_id text NOT NULL, account_id bigint NOT NULL, amount bigint NOT NULL);
-CREATE TABLE inbox (payment_id text PRIMARY KEY);
-INSERT INTO accounts VALUES (7, 0);
-`
+// Schema is the tables the consumers use: the ledger's.
+const Schema = ledger.Schema
 
 // Config is the Reader's config as the service builds it (without its
 // brokers): a consumer group with synchronous commits.
@@ -52,16 +49,6 @@ func payment(m kafka.Message) (Payment, error) {
 		return p, fmt.Errorf("message %s[%d]@%d: %w", m.Topic, m.Partition, m.Offset, err)
 	}
 	return p, nil
-}
-
-// credit writes the payment's ledger line and adds it to the balance, in
-// tx.
-func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO ledger (payment_id, account_id, amount) VALUES ($1, $2, $3)`, p.ID, p.Account, p.Amount); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, p.Amount, p.Account)
-	return err
 }
 
 // consume is the loops' read loop: it reads each message with read (the
@@ -92,7 +79,9 @@ func consume(ctx context.Context, read func(context.Context) (kafka.Message, err
 // between the commit and the credit loses the payment.
 func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
 	return consume(ctx, r.ReadMessage, func(_ kafka.Message, p Payment) error {
-		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) })
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+			return ledger.Credit(ctx, tx, p.ID, p.Account, p.Amount)
+		})
 	})
 }
 
@@ -103,11 +92,8 @@ func (c Consumer) ReadThenCredit(ctx context.Context, r *kafka.Reader) error {
 func (c Consumer) InboxThenCommit(ctx context.Context, r *kafka.Reader) error {
 	return consume(ctx, r.FetchMessage, func(m kafka.Message, p Payment) error {
 		err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `INSERT INTO inbox VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
-			if err != nil || tag.RowsAffected() == 0 {
-				return err
-			}
-			return credit(ctx, tx, p)
+			_, err := ledger.CreditOnce(ctx, tx, p.ID, p.Account, p.Amount)
+			return err
 		})
 		if err != nil {
 			return err
