@@ -72,10 +72,12 @@ func goImports(fsys fs.FS, tests bool, visit func(file, imp string)) (dirs []str
 
 // twiceImports returns, one line each, the non-test Go files under fsys
 // that import a twice package, and the directories it checked. Imports of
-// other examples are allowed: they are job code too, and checked here.
+// other examples, the adapters' included, are allowed: they are job code
+// too, and checked here.
 func twiceImports(fsys fs.FS) (bad, dirs []string, err error) {
 	dirs, err = goImports(fsys, false, func(file, p string) {
-		if (p == twiceModule || strings.HasPrefix(p, twiceModule+"/")) && !strings.HasPrefix(p, examplesPaths) {
+		example := strings.HasPrefix(p, examplesPaths) || adapterExample.MatchString(p)
+		if (p == twiceModule || strings.HasPrefix(p, twiceModule+"/")) && !example {
 			bad = append(bad, fmt.Sprintf("%s imports %s", file, p))
 		}
 	})
@@ -189,6 +191,7 @@ func TestTwiceImportsFindsHarness(t *testing.T) {
 		"jobs/job.go":           file(`"context"`, `h "github.com/runtwice/twice/harness"`),
 		"jobs/job_test.go":      file(`"github.com/runtwice/twice/harness"`),
 		"jobs/uses_other.go":    file(`"github.com/runtwice/twice/examples/loyalty"`),
+		"jobs/uses_adapter.go":  file(`"github.com/runtwice/twice/adapters/kafka/example/ledger"`),
 		"root/root.go":          file(`"github.com/runtwice/twice"`),
 		"nested/sub/clock.go":   file(`_ "github.com/runtwice/twice/faults"`),
 		"nested/testdata/x.go":  file(`"github.com/runtwice/twice/harness"`),

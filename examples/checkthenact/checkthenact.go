@@ -10,6 +10,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -27,19 +28,33 @@ INSERT INTO customers VALUES (77, 120);
 `
 
 // CheckThenAct is the seed's JavaScript, in Go: look for the ledger row,
-// and if there is none, add the points and write the row.
+// and if there is none, add the points and write the row, each statement
+// on its own.
 func CheckThenAct(ctx context.Context, db *pgxpool.Pool, customerID, orderID int64) error {
+	return checkThenAct(ctx, db, customerID, orderID)
+}
+
+// querier is what the check and the act run on: the pool, where each
+// statement commits on its own, or one transaction.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// checkThenAct looks for the order's ledger row on q, and if there is
+// none, adds the points and writes the row.
+func checkThenAct(ctx context.Context, q querier, customerID, orderID int64) error {
 	var already bool
-	if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM points_ledger WHERE order_id = $1)`, orderID).Scan(&already); err != nil {
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM points_ledger WHERE order_id = $1)`, orderID).Scan(&already); err != nil {
 		return err
 	}
 	if already {
 		return nil
 	}
-	if _, err := db.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = $1`, customerID); err != nil {
+	if _, err := q.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = $1`, customerID); err != nil {
 		return err
 	}
-	_, err := db.Exec(ctx, `INSERT INTO points_ledger (customer_id, order_id, points) VALUES ($1, $2, 50)`, customerID, orderID)
+	_, err := q.Exec(ctx, `INSERT INTO points_ledger (customer_id, order_id, points) VALUES ($1, $2, 50)`, customerID, orderID)
 	return err
 }
 
@@ -51,18 +66,7 @@ func GuardedForUpdate(ctx context.Context, db *pgxpool.Pool, customerID, orderID
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM customers WHERE id = $1 FOR UPDATE`, customerID); err != nil {
 			return err
 		}
-		var already bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM points_ledger WHERE order_id = $1)`, orderID).Scan(&already); err != nil {
-			return err
-		}
-		if already {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `UPDATE customers SET points = points + 50 WHERE id = $1`, customerID); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO points_ledger (customer_id, order_id, points) VALUES ($1, $2, 50)`, customerID, orderID)
-		return err
+		return checkThenAct(ctx, tx, customerID, orderID)
 	})
 }
 

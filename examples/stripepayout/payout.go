@@ -57,10 +57,16 @@ type Job struct {
 	Stripe *stripe.Client
 }
 
+// jobKey is the payout's idempotency key, made from what the job is: the
+// same on every retry.
+func (p Payout) jobKey() string {
+	return fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week)
+}
+
 // WithJobKey pays, with an idempotency key made from what the job is,
 // then records the payout unless it is recorded already.
 func (j Job) WithJobKey(ctx context.Context, p Payout) error {
-	return j.pay(ctx, p, fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
+	return j.pay(ctx, p, p.jobKey())
 }
 
 // WithDefaultKey is WithJobKey leaving the key to stripe-go, which draws
@@ -78,11 +84,17 @@ func (j Job) pay(ctx context.Context, p Payout, key string) error {
 	if key != "" {
 		params.SetIdempotencyKey(key)
 	}
-	tr, err := j.Stripe.V1Transfers.Create(ctx, params)
+	return payThenRecord(ctx, j.DB, p, func() (*stripe.Transfer, error) { return j.Stripe.V1Transfers.Create(ctx, params) })
+}
+
+// payThenRecord makes the payout's transfer with create, then records
+// the payout unless it is recorded already.
+func payThenRecord(ctx context.Context, db *pgxpool.Pool, p Payout, create func() (*stripe.Transfer, error)) error {
+	tr, err := create()
 	if err != nil {
 		return fmt.Errorf("paying restaurant %d for %s: %w", p.RestaurantID, p.Week, err)
 	}
-	_, err = j.DB.Exec(ctx, `
+	_, err = db.Exec(ctx, `
 INSERT INTO payouts (restaurant_id, week, amount_paise, transfer_id) VALUES ($1, $2, $3, $4)
 ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, tr.ID)
 	return err
@@ -103,13 +115,6 @@ func (j GlobalJob) WithJobKey(ctx context.Context, p Payout) error {
 		Currency:    stripe.String("inr"),
 		Destination: stripe.String(fmt.Sprintf("acct_restaurant_%d", p.RestaurantID)),
 	}
-	params.SetIdempotencyKey(fmt.Sprintf("payout-restaurant-%d-%s", p.RestaurantID, p.Week))
-	tr, err := transfer.New(params)
-	if err != nil {
-		return fmt.Errorf("paying restaurant %d for %s: %w", p.RestaurantID, p.Week, err)
-	}
-	_, err = j.DB.Exec(ctx, `
-INSERT INTO payouts (restaurant_id, week, amount_paise, transfer_id) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING`, p.RestaurantID, p.Week, p.AmountPaise, tr.ID)
-	return err
+	params.SetIdempotencyKey(p.jobKey())
+	return payThenRecord(ctx, j.DB, p, func() (*stripe.Transfer, error) { return transfer.New(params) })
 }

@@ -99,8 +99,9 @@ type InboxByOffset struct{ DB *pgxpool.Pool }
 
 // Handle writes the line once per offset.
 func (c InboxByOffset) Handle(ctx context.Context, r *kgo.Record) error {
-	return inbox(ctx, c.DB, r, `INSERT INTO processed_offsets (topic, partition, "offset") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+	_, _, err := inbox(ctx, c.DB, r, `INSERT INTO processed_offsets (topic, partition, "offset") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 		r.Topic, r.Partition, r.Offset)
+	return err
 }
 
 // InboxByKey records the record's key (the order) with the line in one
@@ -109,15 +110,23 @@ type InboxByKey struct{ DB *pgxpool.Pool }
 
 // Handle writes the line once per order.
 func (c InboxByKey) Handle(ctx context.Context, r *kgo.Record) error {
-	return inbox(ctx, c.DB, r, `INSERT INTO processed_keys (key) VALUES ($1) ON CONFLICT DO NOTHING`, string(r.Key))
+	_, _, err := inbox(ctx, c.DB, r, markKey, string(r.Key))
+	return err
 }
 
-func inbox(ctx context.Context, db *pgxpool.Pool, r *kgo.Record, mark string, args ...any) error {
-	p, err := decode(r)
+// markKey records a record's key (the order) in the key inbox.
+const markKey = `INSERT INTO processed_keys (key) VALUES ($1) ON CONFLICT DO NOTHING`
+
+// inbox decodes r and, in one transaction, marks it in an inbox (the
+// statement mark with args, which inserts nothing for a mark it holds)
+// and writes its ledger line, unless the mark was there: then it writes
+// nothing. fresh says it wrote the line.
+func inbox(ctx context.Context, db *pgxpool.Pool, r *kgo.Record, mark string, args ...any) (p Paid, fresh bool, err error) {
+	p, err = decode(r)
 	if err != nil {
-		return err
+		return p, false, err
 	}
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, mark, args...)
 		if err != nil {
 			return err
@@ -125,9 +134,23 @@ func inbox(ctx context.Context, db *pgxpool.Pool, r *kgo.Record, mark string, ar
 		if tag.RowsAffected() == 0 {
 			return nil // handled before
 		}
+		fresh = true
 		_, err = tx.Exec(ctx, insertLine, p.OrderID, p.AmountCents)
 		return err
 	})
+	return p, fresh, err
+}
+
+// ended says whether a poll loop ends after the poll fs, and with what:
+// the client was closed or ctx ended (ctx's error), or the poll failed.
+func ended(ctx context.Context, fs kgo.Fetches) (bool, error) {
+	if fs.IsClientClosed() || ctx.Err() != nil {
+		return true, ctx.Err()
+	}
+	if err := fs.Err(); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 // Run is the consumer's poll loop, with autocommit disabled
@@ -138,10 +161,7 @@ func inbox(ctx context.Context, db *pgxpool.Pool, r *kgo.Record, mark string, ar
 func Run(ctx context.Context, cl *kgo.Client, handle func(context.Context, *kgo.Record) error, commit bool) error {
 	for {
 		fs := cl.PollFetches(ctx)
-		if fs.IsClientClosed() || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := fs.Err(); err != nil {
+		if done, err := ended(ctx, fs); done {
 			return err
 		}
 		for it := fs.RecordIter(); !it.Done(); {
@@ -167,6 +187,11 @@ type Producer interface {
 // ReceiptsTopic is where Receipt sends a receipt per order.
 const ReceiptsTopic = "receipts"
 
+// receipt is the receipt record of the order paid in r.
+func receipt(r *kgo.Record, p Paid) *kgo.Record {
+	return &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
+}
+
 // Receipt writes the line with the key inbox, as InboxByKey, and then
 // sends a receipt record to ReceiptsTopic when the order was new. A crash
 // between its commit and the send loses the receipt: the redelivery finds
@@ -178,25 +203,11 @@ type Receipt struct {
 
 // Handle writes the line once per order, then sends its receipt.
 func (c Receipt) Handle(ctx context.Context, r *kgo.Record) error {
-	p, err := decode(r)
-	if err != nil {
-		return err
-	}
-	var fresh bool
-	err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO processed_keys (key) VALUES ($1) ON CONFLICT DO NOTHING`, string(r.Key))
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		fresh = true
-		_, err = tx.Exec(ctx, insertLine, p.OrderID, p.AmountCents)
-		return err
-	})
+	p, fresh, err := inbox(ctx, c.DB, r, markKey, string(r.Key))
 	if err != nil || !fresh {
 		return err
 	}
-	receipt := &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
-	return c.Out.ProduceSync(ctx, receipt).FirstErr()
+	return c.Out.ProduceSync(ctx, receipt(r, p)).FirstErr()
 }
 
 // Transactional writes the line and sends its receipt on the session's
@@ -216,8 +227,7 @@ func (c Transactional) Handle(ctx context.Context, r *kgo.Record) error {
 	if _, err := c.DB.Exec(ctx, insertLine, p.OrderID, p.AmountCents); err != nil {
 		return err
 	}
-	receipt := &kgo.Record{Topic: ReceiptsTopic, Key: r.Key, Value: fmt.Appendf(nil, `{"order_id":%d,"amount_cents":%d}`, p.OrderID, p.AmountCents)}
-	return c.Out.ProduceSync(ctx, receipt).FirstErr()
+	return c.Out.ProduceSync(ctx, receipt(r, p)).FirstErr()
 }
 
 // RunTransactional is the exactly-once loop: poll, begin, handle each
@@ -226,10 +236,7 @@ func (c Transactional) Handle(ctx context.Context, r *kgo.Record) error {
 func RunTransactional(ctx context.Context, sess *kgo.GroupTransactSession, handle func(context.Context, *kgo.Record) error) error {
 	for {
 		fs := sess.PollFetches(ctx)
-		if fs.IsClientClosed() || ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err := fs.Err(); err != nil {
+		if done, err := ended(ctx, fs); done {
 			return err
 		}
 		if err := sess.Begin(); err != nil {

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/runtwice/twice/adapters/kafka/example/ledger"
 )
 
 // Topic is the topic payments are produced to; Group the consumers'
@@ -26,14 +28,11 @@ const (
 	CreditedTopic = "payment-credited"
 )
 
-// Schema is the tables the consumers use.
-const Schema = `
-CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-CREATE TABLE ledger (id bigserial PRIMARY KEY, payment_id text NOT NULL, account_id bigint NOT NULL, amount bigint NOT NULL);
+// Schema is the tables the consumers use: the ledger's, and the inboxes
+// keyed by offset and by content.
+const Schema = ledger.Schema + `
 CREATE TABLE inbox_offsets (topic text, part int, record_offset bigint, PRIMARY KEY (topic, part, record_offset));
-CREATE TABLE inbox_payments (payment_id text PRIMARY KEY);
 CREATE TABLE inbox_digests (digest bytea PRIMARY KEY);
-INSERT INTO accounts VALUES (7, 0);
 `
 
 // Payment is a record's value.
@@ -89,11 +88,7 @@ func poll(ctx context.Context, cl *kgo.Client) (recs []*kgo.Record, done bool, e
 // credit writes the payment's ledger line and adds it to the balance, in
 // tx.
 func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO ledger (payment_id, account_id, amount) VALUES ($1, $2, $3)`, p.ID, p.Account, p.Amount); err != nil {
-		return err
-	}
-	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, p.Amount, p.Account)
-	return err
+	return ledger.Credit(ctx, tx, p.ID, p.Account, p.Amount)
 }
 
 func payment(r *kgo.Record) (Payment, error) {
@@ -104,9 +99,11 @@ func payment(r *kgo.Record) (Payment, error) {
 	return p, nil
 }
 
-// CommitFirst commits each record's offset before it credits it (with
-// ManualCommit): a crash between the two loses the payment.
-func (c Consumer) CommitFirst(ctx context.Context, cl *kgo.Client) error {
+// consume is the loops' poll loop: it hands each record and its payment
+// to handle and, with commitAfter, commits a poll's records once it has
+// handled them all. Without it the loop commits nothing: the handler
+// commits, or kgo's autocommit does.
+func consume(ctx context.Context, cl *kgo.Client, commitAfter bool, handle func(*kgo.Record, Payment) error) error {
 	for {
 		recs, done, err := poll(ctx, cl)
 		if done || err != nil {
@@ -117,35 +114,37 @@ func (c Consumer) CommitFirst(ctx context.Context, cl *kgo.Client) error {
 			if err != nil {
 				return err
 			}
-			if err := cl.CommitRecords(ctx, r); err != nil {
-				return err
-			}
-			if err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
+			if err := handle(r, p); err != nil {
 				return err
 			}
 		}
+		if !commitAfter {
+			continue
+		}
+		if err := cl.CommitRecords(ctx, recs...); err != nil {
+			return err
+		}
 	}
+}
+
+// CommitFirst commits each record's offset before it credits it (with
+// ManualCommit): a crash between the two loses the payment.
+func (c Consumer) CommitFirst(ctx context.Context, cl *kgo.Client) error {
+	return consume(ctx, cl, false, func(r *kgo.Record, p Payment) error {
+		if err := cl.CommitRecords(ctx, r); err != nil {
+			return err
+		}
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) })
+	})
 }
 
 // AutoCommitted credits each record and leaves the commit to kgo's
 // autocommit (with AutoCommit): a crash before the next tick hands the
 // record out again, and it is credited again.
 func (c Consumer) AutoCommitted(ctx context.Context, cl *kgo.Client) error {
-	for {
-		recs, done, err := poll(ctx, cl)
-		if done || err != nil {
-			return err
-		}
-		for _, r := range recs {
-			p, err := payment(r)
-			if err != nil {
-				return err
-			}
-			if err := pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
-				return err
-			}
-		}
-	}
+	return consume(ctx, cl, false, func(_ *kgo.Record, p Payment) error {
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) })
+	})
 }
 
 // InboxByOffset records each record's offset in an inbox in the credit's
@@ -178,31 +177,15 @@ func (c Consumer) InboxByContent(ctx context.Context, cl *kgo.Client) error {
 }
 
 func (c Consumer) inboxed(ctx context.Context, cl *kgo.Client, mark func(context.Context, pgx.Tx, *kgo.Record, Payment) (pgconn.CommandTag, error)) error {
-	for {
-		recs, done, err := poll(ctx, cl)
-		if done || err != nil {
-			return err
-		}
-		for _, r := range recs {
-			p, err := payment(r)
-			if err != nil {
+	return consume(ctx, cl, true, func(r *kgo.Record, p Payment) error {
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+			tag, err := mark(ctx, tx, r, p)
+			if err != nil || tag.RowsAffected() == 0 {
 				return err
 			}
-			err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-				tag, err := mark(ctx, tx, r, p)
-				if err != nil || tag.RowsAffected() == 0 {
-					return err
-				}
-				return credit(ctx, tx, p)
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return err
-		}
-	}
+			return credit(ctx, tx, p)
+		})
+	})
 }
 
 // NotifyBeforeCommit is InboxByPayment that also tells the receipt
@@ -214,32 +197,13 @@ func (c Consumer) inboxed(ctx context.Context, cl *kgo.Client, mark func(context
 // outbox row written in the transaction, produced after COMMIT, would
 // not.)
 func (c Consumer) NotifyBeforeCommit(ctx context.Context, cl *kgo.Client) error {
-	for {
-		recs, done, err := poll(ctx, cl)
-		if done || err != nil {
-			return err
-		}
-		for _, r := range recs {
-			p, err := payment(r)
-			if err != nil {
+	return consume(ctx, cl, true, func(r *kgo.Record, p Payment) error {
+		return pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
+			credited, err := ledger.CreditOnce(ctx, tx, p.ID, p.Account, p.Amount)
+			if err != nil || !credited {
 				return err
 			}
-			err = pgx.BeginFunc(ctx, c.DB, func(tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, `INSERT INTO inbox_payments VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
-				if err != nil || tag.RowsAffected() == 0 {
-					return err
-				}
-				if err := credit(ctx, tx, p); err != nil {
-					return err
-				}
-				return cl.ProduceSync(ctx, &kgo.Record{Topic: CreditedTopic, Key: []byte(p.ID), Value: r.Value}).FirstErr()
-			})
-			if err != nil {
-				return err
-			}
-		}
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return err
-		}
-	}
+			return cl.ProduceSync(ctx, &kgo.Record{Topic: CreditedTopic, Key: []byte(p.ID), Value: r.Value}).FirstErr()
+		})
+	})
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/runtwice/twice/adapters/kafka/example/ledger"
 )
 
 // Topic is the topic payments are produced to; Group the consumers' group.
@@ -21,13 +23,8 @@ const (
 	Group = "ledger"
 )
 
-// Schema is the tables the handlers use.
-const Schema = `
-CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL);
-CREATE TABLE ledger (id bigserial PRIMARY KEY, payment_id text NOT NULL, account_id bigint NOT NULL, amount bigint NOT NULL);
-CREATE TABLE inbox_payments (payment_id text PRIMARY KEY);
-INSERT INTO accounts VALUES (7, 0);
-`
+// Schema is the tables the handlers use: the ledger's.
+const Schema = ledger.Schema
 
 // Payment is a record's value.
 type Payment struct {
@@ -61,14 +58,26 @@ func payment(m *sarama.ConsumerMessage) (Payment, error) {
 	return p, nil
 }
 
-// credit writes the payment's ledger line and adds it to the balance, in
-// tx.
-func credit(ctx context.Context, tx pgx.Tx, p Payment) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO ledger (payment_id, account_id, amount) VALUES ($1, $2, $3)`, p.ID, p.Account, p.Amount); err != nil {
-		return err
+// credit credits the payment in a transaction of its own.
+func credit(ctx context.Context, db *pgxpool.Pool, p Payment) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error { return ledger.Credit(ctx, tx, p.ID, p.Account, p.Amount) })
+}
+
+// eachPayment decodes each record of the claim in turn and hands it to
+// handle, until the claim's channel is closed or handle fails. handle's
+// context is not the session's: see Inbox.
+func eachPayment(claim sarama.ConsumerGroupClaim, handle func(context.Context, *sarama.ConsumerMessage, Payment) error) error {
+	ctx := context.Background()
+	for msg := range claim.Messages() {
+		p, err := payment(msg)
+		if err != nil {
+			return err
+		}
+		if err := handle(ctx, msg, p); err != nil {
+			return err
+		}
 	}
-	_, err := tx.Exec(ctx, `UPDATE accounts SET balance = balance + $1 WHERE id = $2`, p.Amount, p.Account)
-	return err
+	return nil
 }
 
 // base is the handlers' empty Setup and Cleanup.
@@ -87,19 +96,11 @@ type CommitFirst struct {
 
 // ConsumeClaim commits, then credits.
 func (h CommitFirst) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := context.Background() // see Inbox
-	for msg := range claim.Messages() {
-		p, err := payment(msg)
-		if err != nil {
-			return err
-		}
+	return eachPayment(claim, func(ctx context.Context, msg *sarama.ConsumerMessage, p Payment) error {
 		sess.MarkMessage(msg, "")
 		sess.Commit()
-		if err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
-			return err
-		}
-	}
-	return nil
+		return credit(ctx, h.DB, p)
+	})
 }
 
 // NoInbox credits each record, then marks it for sarama's autocommit
@@ -112,18 +113,13 @@ type NoInbox struct {
 
 // ConsumeClaim credits, then marks.
 func (h NoInbox) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
-	ctx := context.Background() // see Inbox
-	for msg := range claim.Messages() {
-		p, err := payment(msg)
-		if err != nil {
-			return err
-		}
-		if err := pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error { return credit(ctx, tx, p) }); err != nil {
+	return eachPayment(claim, func(ctx context.Context, msg *sarama.ConsumerMessage, p Payment) error {
+		if err := credit(ctx, h.DB, p); err != nil {
 			return err
 		}
 		sess.MarkMessage(msg, "")
-	}
-	return nil
+		return nil
+	})
 }
 
 // Inbox records the payment's ID in an inbox in the credit's transaction
@@ -153,11 +149,8 @@ func (h Inbox) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.Consu
 				return err
 			}
 			err = pgx.BeginFunc(ctx, h.DB, func(tx pgx.Tx) error {
-				tag, err := tx.Exec(ctx, `INSERT INTO inbox_payments VALUES ($1) ON CONFLICT DO NOTHING`, p.ID)
-				if err != nil || tag.RowsAffected() == 0 {
-					return err
-				}
-				return credit(ctx, tx, p)
+				_, err := ledger.CreditOnce(ctx, tx, p.ID, p.Account, p.Amount)
+				return err
 			})
 			if err != nil {
 				return err

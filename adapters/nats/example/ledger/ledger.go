@@ -83,10 +83,14 @@ func sequence(msg jetstream.Msg) (string, error) {
 	return md.Stream + "/" + strconv.FormatUint(md.Sequence.Stream, 10), nil
 }
 
-func decode(msg jetstream.Msg) (Credit, error) {
-	var c Credit
-	err := json.Unmarshal(msg.Data(), &c)
-	return c, err
+// decode is the message's credit. A message that never decodes is
+// never retried: decode terminates it, and ok is false.
+func decode(msg jetstream.Msg) (c Credit, ok bool) {
+	if err := json.Unmarshal(msg.Data(), &c); err != nil {
+		_ = msg.Term()
+		return c, false
+	}
+	return c, true
 }
 
 // Inbox credits once per message ID, or per stream sequence.
@@ -100,9 +104,8 @@ type Inbox struct {
 // Handle is the MessageHandler.
 func (h Inbox) Handle(msg jetstream.Msg) {
 	ctx := context.Background()
-	c, err := decode(msg)
-	if err != nil {
-		_ = msg.Term() // a message that never decodes is never retried
+	c, ok := decode(msg)
+	if !ok {
 		return
 	}
 	id, err := messageID(msg)
@@ -134,9 +137,8 @@ type AckFirst struct{ DB *pgxpool.Pool }
 // Handle is the MessageHandler.
 func (h AckFirst) Handle(msg jetstream.Msg) {
 	ctx := context.Background()
-	c, err := decode(msg)
-	if err != nil {
-		_ = msg.Term()
+	c, ok := decode(msg)
+	if !ok {
 		return
 	}
 	_ = msg.Ack() // "so the server does not redeliver while we work"
@@ -151,9 +153,8 @@ type Checked struct{ DB *pgxpool.Pool }
 // Handle is the MessageHandler.
 func (h Checked) Handle(msg jetstream.Msg) {
 	ctx := context.Background()
-	c, err := decode(msg)
-	if err != nil {
-		_ = msg.Term()
+	c, ok := decode(msg)
+	if !ok {
 		return
 	}
 	id, err := messageID(msg)
