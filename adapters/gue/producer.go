@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vgarvardt/gue/v5"
 	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 
@@ -76,12 +75,7 @@ func (q *gueQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued,
 	for _, id := range ids {
 		known[id] = true
 	}
-	pc, err := pgxpool.ParseConfig(op.Conn.Config().ConnString())
-	if err != nil {
-		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
-	}
-	pc.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := queue.Pool(ctx, op.Conn, 2)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
 	}

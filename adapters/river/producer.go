@@ -90,12 +90,7 @@ func (s *insertsSeen) InsertMany(ctx context.Context, params []*rivertype.JobIns
 // answers with the job of the job's kind it inserted.
 func (q *riverQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	which := fmt.Sprintf("twiceriver: job %q: the producer's code (twiceriver.Producer), insert %d", q.name, op.Job)
-	pc, err := pgxpool.ParseConfig(op.Conn.Config().ConnString())
-	if err != nil {
-		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
-	}
-	pc.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := queue.Pool(ctx, op.Conn, 4)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
 	}
