@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,14 +73,13 @@ func (q *asynqQueue) produce(ctx context.Context, op queue.Op, s *scenario) (que
 	}
 	now := op.Now
 	wall := time.Now()
-	perr := callProducer(ctx, q.opts.produce, Producing{Client: s.client, Now: func() time.Time { return now }, Copy: op.Job})
+	perr := queue.RunProducer(ctx, q.opts.produce, Producing{Client: s.client, Now: func() time.Time { return now }, Copy: op.Job})
 	after, err := s.taskKeys(ctx)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: %w", which, err)
 	}
 	typ := q.task.Type()
-	var mine []*asynq.TaskInfo
-	var others []string
+	var made []*asynq.TaskInfo
 	for key := range after {
 		if before[key] {
 			continue
@@ -93,31 +92,22 @@ func (q *asynqQueue) produce(ctx context.Context, op queue.Op, s *scenario) (que
 		if err != nil {
 			return queue.Enqueued{}, fmt.Errorf("%s: reading task %s: %w", which, id, err)
 		}
-		if info.Type == typ {
-			mine = append(mine, info)
-		} else {
-			others = append(others, info.Type)
-		}
+		made = append(made, info)
 	}
-	refused := errors.Is(perr, asynq.ErrDuplicateTask) || errors.Is(perr, asynq.ErrTaskIDConflict)
-	switch {
-	case perr != nil && (!refused || len(mine) > 0):
-		return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, perr)
-	case len(mine) > 1:
-		return queue.Enqueued{}, fmt.Errorf("%s enqueued %d tasks of type %q in one call; the check follows one task per enqueue of the producer", which, len(mine), typ)
-	case len(mine) == 0 && refused:
+	if perr != nil {
+		refused := errors.Is(perr, asynq.ErrDuplicateTask) || errors.Is(perr, asynq.ErrTaskIDConflict)
+		if !refused || slices.ContainsFunc(made, func(info *asynq.TaskInfo) bool { return info.Type == typ }) {
+			return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, perr)
+		}
 		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("asynq's client: %v", perr)}, nil
-	case len(mine) == 0:
-		also := ""
-		if len(others) > 0 {
-			also = fmt.Sprintf(" (it enqueued %q)", others)
-		}
-		if op.Job == 1 {
-			return queue.Enqueued{}, fmt.Errorf("%s enqueued no task of type %q%s; the check follows the task it enqueues: call Enqueue on Producing.Client", which, typ, also)
-		}
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the producer's code enqueued no task of type %q on its retry%s", typ, also)}, nil
 	}
-	info := mine[0]
+	info, dup, err := queue.FollowOne(queue.ProducerCall{Which: which, Job: op.Job, Verb: "enqueued", Kind: typ,
+		One: "task of type %q", Many: "tasks of type %q", Per: "task per enqueue",
+		Follows: "the task it enqueues: call Enqueue on Producing.Client"},
+		made, func(info *asynq.TaskInfo) string { return info.Type })
+	if err != nil || dup.Duplicate {
+		return dup, err
+	}
 	if info.Queue != q.msg.queue {
 		return queue.Enqueued{}, fmt.Errorf("%s enqueued into queue %q, but Job's task names queue %q, the one the check's server works: give Job's task asynq.Queue(%q)", which, info.Queue, q.msg.queue, info.Queue)
 	}
@@ -160,14 +150,4 @@ func taskOfKey(key string) (qname, id string, ok bool) {
 	}
 	qname, id, ok = strings.Cut(rest, "}:t:")
 	return qname, id, ok && id != ""
-}
-
-// callProducer calls produce; a panic is an error, with its stack.
-func callProducer(ctx context.Context, produce func(context.Context, Producing) error, p Producing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return produce(ctx, p)
 }

@@ -3,11 +3,10 @@ package twicegue
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/vgarvardt/gue/v5"
 	"github.com/vgarvardt/gue/v5/adapter/pgxv5"
 
@@ -76,12 +75,7 @@ func (q *gueQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued,
 	for _, id := range ids {
 		known[id] = true
 	}
-	pc, err := pgxpool.ParseConfig(op.Conn.Config().ConnString())
-	if err != nil {
-		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
-	}
-	pc.MaxConns = 2
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := queue.Pool(ctx, op.Conn, 2)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
 	}
@@ -95,7 +89,7 @@ func (q *gueQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued,
 		return queue.Enqueued{}, fmt.Errorf("%s: %w", which, err)
 	}
 	now := op.Now
-	if err := callProducer(ctx, q.opts.produce, Producing{Client: c, Tx: tx, Now: func() time.Time { return now }, Copy: op.Job}); err != nil {
+	if err := queue.RunProducer(ctx, q.opts.produce, Producing{Client: c, Tx: tx, Now: func() time.Time { return now }, Copy: op.Job}); err != nil {
 		_ = tx.Rollback(ctx)
 		return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, err)
 	}
@@ -117,32 +111,14 @@ func (q *gueQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued,
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: reading gue's jobs: %w", which, err)
 	}
-	var mine []enqueued
-	var others []string
-	for _, e := range all {
-		switch {
-		case known[e.id]:
-		case e.typ == q.spec.Type:
-			mine = append(mine, e)
-		default:
-			others = append(others, e.typ)
-		}
+	fresh := slices.DeleteFunc(all, func(e enqueued) bool { return known[e.id] })
+	e, dup, err := queue.FollowOne(queue.ProducerCall{Which: which, Job: op.Job, Verb: "enqueued", Kind: q.spec.Type,
+		One: "job of type %q", Many: "jobs of type %q", Per: "job per enqueue",
+		Follows: "the job it enqueues: call Enqueue or EnqueueTx on Producing.Client with Spec.Type"},
+		fresh, func(e enqueued) string { return e.typ })
+	if err != nil || dup.Duplicate {
+		return dup, err
 	}
-	switch len(mine) {
-	case 0:
-		also := ""
-		if len(others) > 0 {
-			also = fmt.Sprintf(" (it enqueued %q)", others)
-		}
-		if op.Job == 1 {
-			return queue.Enqueued{}, fmt.Errorf("%s enqueued no job of type %q%s; the check follows the job it enqueues: call Enqueue or EnqueueTx on Producing.Client with Spec.Type", which, q.spec.Type, also)
-		}
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the producer's code enqueued no job of type %q on its retry%s", q.spec.Type, also)}, nil
-	case 1:
-	default:
-		return queue.Enqueued{}, fmt.Errorf("%s enqueued %d jobs of type %q in one call; the check follows one job per enqueue of the producer", which, len(mine), q.spec.Type)
-	}
-	e := mine[0]
 	if d := e.runAt.Sub(e.createdAt); d > -wallWindow && d < wallWindow {
 		// Built on the wall clock (gue's default, or time.Now()): the
 		// same distance from the enqueue on the harness clock.
@@ -151,14 +127,4 @@ func (q *gueQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued,
 		}
 	}
 	return queue.Enqueued{JobID: e.id}, nil
-}
-
-// callProducer calls produce; a panic is an error, with its stack.
-func callProducer(ctx context.Context, produce func(context.Context, Producing) error, p Producing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return produce(ctx, p)
 }

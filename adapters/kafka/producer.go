@@ -3,7 +3,6 @@ package twicekafka
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -88,7 +87,7 @@ func (q *kafkaQueue) produceByCode(ctx context.Context, op queue.Op, s *scenario
 	which := fmt.Sprintf("twicekafka: job %q: the producer's code (twicekafka.Produce), send %d", q.name, op.Job)
 	now := op.Now
 	stop := s.seen.watch()
-	err := callProducer(ctx, q.opts.produce, Producing{Client: s.producer, Now: func() time.Time { return now }, Copy: op.Job})
+	err := queue.RunProducer(ctx, q.opts.produce, Producing{Client: s.producer, Now: func() time.Time { return now }, Copy: op.Job})
 	if err == nil {
 		// What the code produced without waiting for it has been sent
 		// when its Produce calls' promises have run.
@@ -98,40 +97,14 @@ func (q *kafkaQueue) produceByCode(ctx context.Context, op queue.Op, s *scenario
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, err)
 	}
-	var mine []*kgo.Record
-	var others []string
-	for _, r := range recs {
-		if r.Topic == s.topic {
-			mine = append(mine, r)
-		} else {
-			others = append(others, r.Topic)
-		}
+	r, dup, err := queue.FollowOne(queue.ProducerCall{Which: which, Job: op.Job, Verb: "produced", Kind: s.topic,
+		One: "record to %q", Many: "records to %q", Per: "record per send",
+		Others:  func(topics []string) string { return fmt.Sprintf("to %q", topics) },
+		Follows: "the record it sends to the consumer's topic (Record.Topic): call ProduceSync on Producing.Client"},
+		recs, func(r *kgo.Record) string { return r.Topic })
+	if err != nil || dup.Duplicate {
+		return dup, err
 	}
-	switch len(mine) {
-	case 0:
-		also := ""
-		if len(others) > 0 {
-			also = fmt.Sprintf(" (it produced to %q)", others)
-		}
-		if op.Job == 1 {
-			return queue.Enqueued{}, fmt.Errorf("%s produced no record to %q%s; the check follows the record it sends to the consumer's topic (Record.Topic): call ProduceSync on Producing.Client", which, s.topic, also)
-		}
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the producer's code produced no record to %q on its retry%s", s.topic, also)}, nil
-	case 1:
-	default:
-		return queue.Enqueued{}, fmt.Errorf("%s produced %d records to %q in one call; the check follows one record per send of the producer", which, len(mine), s.topic)
-	}
-	r := mine[0]
 	s.ownProducer.Store(r.ProducerID + 1)
 	return queue.Enqueued{JobID: fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset)}, nil
-}
-
-// callProducer calls produce; a panic is an error, with its stack.
-func callProducer(ctx context.Context, produce func(context.Context, Producing) error, p Producing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return produce(ctx, p)
 }

@@ -3,7 +3,6 @@ package twicenats
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -102,48 +101,23 @@ func (q *natsQueue) publishByCode(ctx context.Context, op queue.Op, s *scenario,
 	which := fmt.Sprintf("twicenats: job %q: the producer's code (Spec.Publish), publish %d", q.name, op.Job)
 	now := op.Now
 	js := &producerJS{JetStream: s.js, q: q, s: s, late: late}
-	if err := callPublish(ctx, q.spec.Publish, Publishing{JetStream: js, Now: func() time.Time { return now }, Copy: op.Job}); err != nil {
+	if err := queue.RunProducer(ctx, q.spec.Publish, Publishing{JetStream: js, Now: func() time.Time { return now }, Copy: op.Job}); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, err)
 	}
-	var mine []sent
-	var others []string
-	for _, p := range js.sent {
-		if p.msg.Subject == s.prefix+q.spec.Subject {
-			mine = append(mine, p)
-		} else {
-			others = append(others, p.msg.Subject[len(s.prefix):])
-		}
+	one, dup, err := queue.FollowOne(queue.ProducerCall{Which: which, Job: op.Job, Verb: "published", Kind: q.spec.Subject,
+		One: "message to %q", Many: "messages to %q", Per: "message per publish",
+		Others:  func(subjects []string) string { return fmt.Sprintf("to %q", subjects) },
+		Follows: "the message it publishes to Spec.Subject: call PublishMsg on Publishing.JetStream"},
+		js.sent, func(p sent) string { return p.msg.Subject[len(s.prefix):] })
+	if err != nil || dup.Duplicate {
+		return dup, err
 	}
-	switch len(mine) {
-	case 0:
-		also := ""
-		if len(others) > 0 {
-			also = fmt.Sprintf(" (it published to %q)", others)
-		}
-		if op.Job == 1 {
-			return queue.Enqueued{}, fmt.Errorf("%s published no message to %q%s; the check follows the message it publishes to Spec.Subject: call PublishMsg on Publishing.JetStream", which, q.spec.Subject, also)
-		}
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the producer's code published no message to %q on its retry%s", q.spec.Subject, also)}, nil
-	case 1:
-	default:
-		return queue.Enqueued{}, fmt.Errorf("%s published %d messages to %q in one call; the check follows one message per publish of the producer", which, len(mine), q.spec.Subject)
-	}
-	ack := mine[0].ack
+	ack := one.ack
 	if ack.Duplicate {
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the stream's duplicate window (%v) holds Nats-Msg-Id %q (stream sequence %d)", q.timing.duplicates, mine[0].msg.Header.Get(jetstream.MsgIDHeader), ack.Sequence)}, nil
+		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the stream's duplicate window (%v) holds Nats-Msg-Id %q (stream sequence %d)", q.timing.duplicates, one.msg.Header.Get(jetstream.MsgIDHeader), ack.Sequence)}, nil
 	}
 	s.mu.Lock()
 	s.messages[ack.Sequence] = &message{}
 	s.mu.Unlock()
 	return queue.Enqueued{JobID: strconv.FormatUint(ack.Sequence, 10)}, nil
-}
-
-// callPublish calls publish; a panic is an error, with its stack.
-func callPublish(ctx context.Context, publish func(context.Context, Publishing) error, p Publishing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return publish(ctx, p)
 }

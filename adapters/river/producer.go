@@ -3,7 +3,6 @@ package twiceriver
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -91,12 +90,7 @@ func (s *insertsSeen) InsertMany(ctx context.Context, params []*rivertype.JobIns
 // answers with the job of the job's kind it inserted.
 func (q *riverQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueued, error) {
 	which := fmt.Sprintf("twiceriver: job %q: the producer's code (twiceriver.Producer), insert %d", q.name, op.Job)
-	pc, err := pgxpool.ParseConfig(op.Conn.Config().ConnString())
-	if err != nil {
-		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
-	}
-	pc.MaxConns = 4
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	pool, err := queue.Pool(ctx, op.Conn, 4)
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: a pool on the scenario's database: %w", which, err)
 	}
@@ -113,51 +107,24 @@ func (q *riverQueue[T]) produce(ctx context.Context, op queue.Op) (queue.Enqueue
 	if err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: %w", which, err)
 	}
-	if err := callProducer(ctx, q.opts.produce, Producing{Client: c, Tx: tx, DB: pool, Now: clockNow, Copy: op.Job}); err != nil {
+	if err := queue.RunProducer(ctx, q.opts.produce, Producing{Client: c, Tx: tx, DB: pool, Now: clockNow, Copy: op.Job}); err != nil {
 		_ = tx.Rollback(ctx)
 		return queue.Enqueued{}, fmt.Errorf("%s returned: %w", which, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return queue.Enqueued{}, fmt.Errorf("%s: committing its transaction (Producing.Tx): %w", which, err)
 	}
-	kind := q.args.Kind()
-	var mine []*rivertype.JobInsertResult
-	var others []string
-	for _, r := range seen.jobs {
-		if r.Job.Kind == kind {
-			mine = append(mine, r)
-		} else {
-			others = append(others, r.Job.Kind)
-		}
+	r, dup, err := queue.FollowOne(queue.ProducerCall{Which: which, Job: op.Job, Verb: "inserted", Kind: q.args.Kind(),
+		One: "job of kind %q", Many: "jobs of kind %q", Per: "job per insert",
+		Others:  func(kinds []string) string { return strings.Join(kinds, ", ") },
+		Follows: "the job it inserts: call Insert or InsertTx on Producing.Client with the job's args"},
+		seen.jobs, func(r *rivertype.JobInsertResult) string { return r.Job.Kind })
+	if err != nil || dup.Duplicate {
+		return dup, err
 	}
-	switch len(mine) {
-	case 0:
-		also := ""
-		if len(others) > 0 {
-			also = fmt.Sprintf(" (it inserted %s)", strings.Join(others, ", "))
-		}
-		if op.Job == 1 {
-			return queue.Enqueued{}, fmt.Errorf("%s inserted no job of kind %q%s; the check follows the job it inserts: call Insert or InsertTx on Producing.Client with the job's args", which, kind, also)
-		}
-		return queue.Enqueued{Duplicate: true, Reason: fmt.Sprintf("the producer's code inserted no job of kind %q on its retry%s", kind, also)}, nil
-	case 1:
-	default:
-		return queue.Enqueued{}, fmt.Errorf("%s inserted %d jobs of kind %q in one call; the check follows one job per insert of the producer", which, len(mine), kind)
-	}
-	r := mine[0]
 	id := strconv.FormatInt(r.Job.ID, 10)
 	if r.UniqueSkippedAsDuplicate {
 		return queue.Enqueued{JobID: id, Duplicate: true, Reason: fmt.Sprintf("River's UniqueOpts matched job %d (%s)", r.Job.ID, r.Job.State)}, nil
 	}
 	return queue.Enqueued{JobID: id}, nil
-}
-
-// callProducer calls produce; a panic is an error, with its stack.
-func callProducer(ctx context.Context, produce func(context.Context, Producing) error, p Producing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return produce(ctx, p)
 }

@@ -75,7 +75,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -186,7 +185,7 @@ func schemaIn(name string) queue.Schema {
 }
 
 func migrate(ctx context.Context, conn *pgx.Conn, in string) error {
-	pool, err := pgxpool.New(ctx, conn.Config().ConnString())
+	pool, err := queue.Pool(ctx, conn, 0)
 	if err != nil {
 		return fmt.Errorf("twiceriver: a pool for River's migrator: %w", err)
 	}

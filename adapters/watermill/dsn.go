@@ -1,7 +1,6 @@
 package twicewatermill
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -96,22 +95,14 @@ func (f *forwarder) pipe(dst, src net.Conn) {
 	_ = src.Close()
 }
 
-// setTarget points new connections at the delivery d's proxy, or refuses
-// them when d is nil; the connections of the delivery that ended are
-// closed.
-func (f *forwarder) setTarget(d *harness.Delivery) error {
-	target := ""
-	if d != nil {
-		u, err := url.Parse(d.DSN)
-		if err != nil {
-			return fmt.Errorf("the delivery's DSN: %w", err)
-		}
-		target = u.Host
-	}
+// setTarget points new connections at the delivery's proxy at host, or
+// refuses them when host is "" (between deliveries); the connections of
+// the delivery that ended are closed.
+func (f *forwarder) setTarget(host string) {
 	f.mu.Lock()
-	f.target = target
+	f.target = host
 	var open []net.Conn
-	if d == nil {
+	if host == "" {
 		for c := range f.conns {
 			open = append(open, c)
 		}
@@ -120,16 +111,13 @@ func (f *forwarder) setTarget(d *harness.Delivery) error {
 	for _, c := range open {
 		_ = c.Close()
 	}
-	return nil
 }
 
 // close stops listening, closes every connection and waits for the
 // pipes.
 func (f *forwarder) close() error {
 	err := f.ln.Close()
-	if err2 := f.setTarget(nil); err2 != nil {
-		err = errors.Join(err, err2)
-	}
+	f.setTarget("")
 	f.wg.Wait()
 	return err
 }

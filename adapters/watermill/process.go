@@ -176,23 +176,23 @@ func (p *process) close() {
 
 // setDelivery makes d the delivery the process's pool reaches.
 func (p *process) setDelivery(d *harness.Delivery) error {
-	port := ""
+	var at url.URL // no delivery: no host, no port
 	if d != nil {
 		u, err := url.Parse(d.DSN)
 		if err != nil {
 			return fmt.Errorf("twicewatermill: the delivery's DSN: %w", err)
 		}
-		port = u.Port()
+		at = *u
 	}
 	p.mu.Lock()
-	p.current, p.port = d, port
+	p.current, p.port = d, at.Port()
 	p.mu.Unlock()
 	if d == nil && p.worker.DB != nil {
 		// The delivery's connections end with it.
 		p.worker.DB.Reset()
 	}
 	if p.fwd != nil {
-		return p.fwd.setTarget(d)
+		p.fwd.setTarget(at.Host)
 	}
 	return nil
 }

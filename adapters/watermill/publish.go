@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/runtwice/twice/harness/queue"
 )
 
 // Publishing is what the producer's own publish code is given for one
@@ -48,7 +49,7 @@ func Publish(publish func(ctx context.Context, p Publishing) error) Option {
 	return func(o *options) {
 		o.producer = func(n int, now time.Time) (*message.Message, error) {
 			rec := &recorder{}
-			if err := callPublish(publish, Publishing{Publisher: rec, Now: func() time.Time { return now }, Copy: n}); err != nil {
+			if err := queue.RunProducer(context.Background(), publish, Publishing{Publisher: rec, Now: func() time.Time { return now }, Copy: n}); err != nil {
 				return nil, fmt.Errorf("the producer's publish code (twicewatermill.Publish) returned: %w", err)
 			}
 			switch len(rec.msgs) {
@@ -90,13 +91,3 @@ func (r *recorder) Publish(topic string, msgs ...*message.Message) error {
 
 // Close does nothing: the producer's publisher outlives its calls.
 func (r *recorder) Close() error { return nil }
-
-// callPublish calls publish; a panic is an error, with its stack.
-func callPublish(publish func(context.Context, Publishing) error, p Publishing) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return publish(context.Background(), p)
-}

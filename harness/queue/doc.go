@@ -34,10 +34,13 @@
 // whose Handler (or NewWorker) runs the production handler with what
 // Fetch handed out (harness.Delivery.Queued). The package imports nothing
 // of twice's, so an adapter depends on the harness only for harness.Job
-// and harness.Delivery. Two pieces of plumbing every adapter of a
-// PostgreSQL or in-process queue needed are here: Autocommit, the
-// harness's connection as the pgx.Tx a library's transactional functions
-// take, and ValuesFirst, the delivery's context carrying the values the
-// library put in its own. The conformance suite, queuetest, holds an
-// adapter to this package's promises.
+// and harness.Delivery. The plumbing every adapter of a PostgreSQL or
+// in-process queue needed is here: Autocommit, the harness's connection
+// as the pgx.Tx a library's transactional functions take; ValuesFirst,
+// the delivery's context carrying the values the library put in its own;
+// and Pool, a pool on the scenario's database for a library that wants
+// one. An adapter that runs the producer's own code for an enqueue calls
+// it with RunProducer and picks what the check follows with FollowOne.
+// The conformance suite, queuetest, holds an adapter to this package's
+// promises.
 package queue

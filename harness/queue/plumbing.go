@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Autocommit is conn as the pgx.Tx a queue library's transactional
@@ -46,4 +47,21 @@ func (c valuesFirst) Value(key any) any {
 		return v
 	}
 	return c.Context.Value(key)
+}
+
+// Pool is a pool on the database conn is connected to, with conn's
+// connection settings, of at most maxConns connections (0 keeps
+// pgxpool's default): for a queue library that takes a pool where an
+// adapter holds Op.Conn (gue's client, River's driver and migrator). Its
+// connections are not the harness's: their statements are not steps. It
+// connects only when used; the caller closes it.
+func Pool(ctx context.Context, conn *pgx.Conn, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(conn.Config().ConnString())
+	if err != nil {
+		return nil, err
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
 }
