@@ -284,6 +284,23 @@ func TestCoreStepBehindItsOwnLockIsNoRace(t *testing.T) {
 		assert.Equal(t, "forward", answer(last))
 		assert.Empty(t, s.e.races)
 	})
+	t.Run("a statement that waits again", func(t *testing.T) {
+		s, _ := lockAndWait(t, 102)
+		commit := s.ask(2, "COMMIT", 102)
+		s.grant()
+		delete(s.w.waiting, 101)
+		s.replied(commit)
+		last := s.ask(2, "SELECT 1", 102)
+		s.grant()
+		assert.Equal(t, "waiting", answer(last))
+
+		s.w.waiting[101] = []uint32{103} // on another session's lock, further on
+		s.poll()
+		assert.Equal(t, 1, s.e.lockWaits, "a statement that waits twice counts once")
+		s.grant()
+		assert.Equal(t, "forward", answer(last), "waiting again, it holds nothing back")
+		assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 3}}, s.e.races)
+	})
 	t.Run("until it waits too", func(t *testing.T) {
 		s, _ := lockAndWait(t, 102)
 		next := s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)

@@ -1114,9 +1114,11 @@ func (e *execution) checkStalls(ctx context.Context) error {
 				return err
 			}
 			if len(by) > 0 {
+				if !f.req.waited {
+					e.lockWaits++ // once a step, though it may wait again (waitEnded)
+				}
 				f.blocked, f.req.waited = true, true
 				f.by, f.byAt = by, e.releases
-				e.lockWaits++
 				e.noteWait(f.req) // races.go
 				e.watchEnded(f.req)
 			}
