@@ -1098,32 +1098,33 @@ func (e *execution) checkStalls(ctx context.Context) error {
 			continue
 		}
 		for _, f := range d.inflight {
-			if f.blocked || f.held {
-				continue
-			}
-			if f.req.effect {
-				continue // a fake never waits on a database lock
-			}
-			if now.Before(f.nextAsk) {
-				continue
-			}
-			f.asks++
-			f.nextAsk = now.Add(stepPoll(f.asks))
-			by, err := e.world.blockedBy(ctx, f.req.step.PID)
-			if err != nil {
+			if err := e.askWaits(ctx, f, now); err != nil {
 				return err
-			}
-			if len(by) > 0 {
-				if !f.req.waited {
-					e.lockWaits++ // once a step, though it may wait again (waitEnded)
-				}
-				f.blocked, f.req.waited = true, true
-				f.by, f.byAt = by, e.releases
-				e.noteWait(f.req) // races.go
-				e.watchEnded(f.req)
 			}
 		}
 	}
+	return nil
+}
+
+// askWaits asks the server whether f, a granted statement that runs,
+// waits on a lock, when its time to be asked has come (stepPoll).
+func (e *execution) askWaits(ctx context.Context, f *inflightStep, now time.Time) error {
+	if f.blocked || f.held || f.req.effect || now.Before(f.nextAsk) {
+		return nil // a fake never waits on a database lock
+	}
+	f.asks++
+	f.nextAsk = now.Add(stepPoll(f.asks))
+	by, err := e.world.blockedBy(ctx, f.req.step.PID)
+	if err != nil || len(by) == 0 {
+		return err
+	}
+	if !f.req.waited {
+		e.lockWaits++ // once a step, though it may wait again (waitEnded)
+	}
+	f.blocked, f.req.waited = true, true
+	f.by, f.byAt = by, e.releases
+	e.noteWait(f.req) // races.go
+	e.watchEnded(f.req)
 	return nil
 }
 
