@@ -586,16 +586,12 @@ func EffectLostReplyAt(k int) Fault {
 // the call and all those retries reaches the handler's error path.
 func EffectLostReplies() Fault {
 	return fault{name: NameEffectLostReply, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for i, s := range p.Steps {
-			switch {
-			case s.IsEffect() && s.HTTP && s.Key != "":
-				out = append(out, effectFault(KindEffectOutage, i+1)...)
-			case s.IsEffect():
-				out = append(out, effectFault(KindEffectLostReply, i+1)...)
+		return atEffects(p, func(s Step) Kind {
+			if s.HTTP && s.Key != "" {
+				return KindEffectOutage
 			}
-		}
-		return out
+			return KindEffectLostReply
+		})
 	}}
 }
 
@@ -635,13 +631,12 @@ func EffectSlowAt(k int) Fault {
 // the outage covers. A call whose client waits for ever never times out.
 func EffectSlowAnswers() Fault {
 	return fault{name: NameEffectSlow, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for i, s := range p.Steps {
-			if s.IsEffect() && s.HTTP && s.Key == "" && s.Deadline {
-				out = append(out, effectFault(KindEffectSlow, i+1)...)
+		return atEffects(p, func(s Step) Kind {
+			if s.HTTP && s.Key == "" && s.Deadline {
+				return KindEffectSlow
 			}
-		}
-		return out
+			return KindNone
+		})
 	}}
 }
 
@@ -660,13 +655,17 @@ func EffectFailedAt(k int) Fault {
 
 // EffectFailures is EffectFailedAt every effect call of the clean run.
 func EffectFailures() Fault {
-	return fault{name: NameEffectFailed, expand: func(p Plan) []Schedule { return atEveryEffect(p, KindEffectFailed) }}
+	return fault{name: NameEffectFailed, expand: func(p Plan) []Schedule {
+		return atEffects(p, func(Step) Kind { return KindEffectFailed })
+	}}
 }
 
-func atEveryEffect(p Plan, k Kind) []Schedule {
+// atEffects is effectFault at every effect call of the clean run, of the
+// kind kindOf gives the call; KindNone leaves the call out.
+func atEffects(p Plan, kindOf func(Step) Kind) []Schedule {
 	var out []Schedule
 	for i, s := range p.Steps {
-		if s.IsEffect() {
+		if k := kindOf(s); s.IsEffect() && k != KindNone {
 			out = append(out, effectFault(k, i+1)...)
 		}
 	}
