@@ -77,12 +77,11 @@ func (s *Snapshot) table(name string) *Table {
 	if s == nil {
 		return nil
 	}
-	for i := range s.Tables {
-		if s.Tables[i].Name == name {
-			return &s.Tables[i]
-		}
+	i := slices.IndexFunc(s.Tables, func(t Table) bool { return t.Name == name })
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return &s.Tables[i]
 }
 
 // decodeKind says how a column is fetched and turned into a snapshot value.
@@ -709,12 +708,11 @@ func (s *Snapshot) column(table, column string) *Column {
 	if t == nil {
 		return nil
 	}
-	for i := range t.Columns {
-		if t.Columns[i].Name == column {
-			return &t.Columns[i]
-		}
+	i := slices.IndexFunc(t.Columns, func(c Column) bool { return c.Name == column })
+	if i < 0 {
+		return nil
 	}
-	return nil
+	return &t.Columns[i]
 }
 
 // drawnFromSequence reports whether "table.column" is a Sequence column.
