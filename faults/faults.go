@@ -573,10 +573,7 @@ func ambiguousAt(p Plan, k int) []Schedule {
 // that then fails is retried by the queue after the visibility timeout.
 // Step k must be an effect call of the clean run.
 func EffectLostReplyAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectLostReply, "faults.EffectLostReplyAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
+	return effectAt("EffectLostReplyAt", NameEffectLostReply, KindEffectLostReply, k)
 }
 
 // EffectLostReplies is EffectLostReplyAt every effect call of the clean
@@ -601,10 +598,7 @@ func EffectLostReplies() Fault {
 // from the key, and no answer arrives, as in an outage longer than the
 // client's retries. Step k must be an effect call of the clean run.
 func EffectOutageAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectLostReply, "faults.EffectOutageAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectOutage, k) }}
+	return effectAt("EffectOutageAt", NameEffectLostReply, KindEffectOutage, k)
 }
 
 // EffectSlowAt is a provider that makes effect call k but answers only
@@ -613,12 +607,7 @@ func EffectOutageAt(k int) Fault {
 // with no wall-clock wait; the delivery goes on. Step k must be an effect
 // call of the clean run. The default matrix has it where it can find
 // what a lost reply does not (EffectSlowAnswers).
-func EffectSlowAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectSlow, "faults.EffectSlowAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectSlow, expand: func(Plan) []Schedule { return effectFault(KindEffectSlow, k) }}
-}
+func EffectSlowAt(k int) Fault { return effectAt("EffectSlowAt", NameEffectSlow, KindEffectSlow, k) }
 
 // EffectSlowAnswers is EffectSlowAt every HTTP call of the clean run that
 // carries no idempotency key and whose client waited with a deadline
@@ -647,10 +636,7 @@ func EffectSlowAnswers() Fault {
 // on; one that then fails is retried by the queue after the visibility
 // timeout. Step k must be an effect call of the clean run.
 func EffectFailedAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectFailed, "faults.EffectFailedAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectFailed, expand: func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
+	return effectAt("EffectFailedAt", NameEffectFailed, KindEffectFailed, k)
 }
 
 // EffectFailures is EffectFailedAt every effect call of the clean run.
@@ -670,6 +656,15 @@ func atEffects(p Plan, kindOf func(Step) Kind) []Schedule {
 		}
 	}
 	return out
+}
+
+// effectAt is the fault name whose effect call k meets kind; ctor is the
+// constructor it was given to, for the error when k is below 1.
+func effectAt(ctor string, name Name, kind Kind, k int) Fault {
+	if k < 1 {
+		return invalid(name, "faults.%s(%d): steps count from 1", ctor, k)
+	}
+	return fault{name: name, expand: func(Plan) []Schedule { return effectFault(kind, k) }}
 }
 
 // effectFault is one delivery whose effect call at is hit by k; the
