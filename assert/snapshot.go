@@ -77,11 +77,15 @@ func (s *Snapshot) table(name string) *Table {
 	if s == nil {
 		return nil
 	}
-	i := slices.IndexFunc(s.Tables, func(t Table) bool { return t.Name == name })
-	if i < 0 {
-		return nil
+	return find(s.Tables, func(t Table) bool { return t.Name == name })
+}
+
+// find is the first of xs that ok holds for, or nil.
+func find[T any](xs []T, ok func(T) bool) *T {
+	if i := slices.IndexFunc(xs, ok); i >= 0 {
+		return &xs[i]
 	}
-	return &s.Tables[i]
+	return nil
 }
 
 // decodeKind says how a column is fetched and turned into a snapshot value.
@@ -708,11 +712,7 @@ func (s *Snapshot) column(table, column string) *Column {
 	if t == nil {
 		return nil
 	}
-	i := slices.IndexFunc(t.Columns, func(c Column) bool { return c.Name == column })
-	if i < 0 {
-		return nil
-	}
-	return &t.Columns[i]
+	return find(t.Columns, func(c Column) bool { return c.Name == column })
 }
 
 // drawnFromSequence reports whether "table.column" is a Sequence column.
