@@ -191,20 +191,13 @@ const (
 	AckRecorded
 )
 
+var policyNames = [...]string{ExactlyOnce: "exactly-once", AtLeastOnce: "at-least-once", AtMostOnce: "at-most-once", Repeatable: "repeatable", AckRecorded: "ack-recorded"}
+
 func (p Policy) String() string {
-	switch p {
-	case ExactlyOnce:
-		return "exactly-once"
-	case AtLeastOnce:
-		return "at-least-once"
-	case AtMostOnce:
-		return "at-most-once"
-	case Repeatable:
-		return "repeatable"
-	case AckRecorded:
-		return "ack-recorded"
+	if p < 0 || int(p) >= len(policyNames) {
+		return fmt.Sprintf("Policy(%d)", int(p))
 	}
-	return fmt.Sprintf("Policy(%d)", int(p))
+	return policyNames[p]
 }
 
 // EffectOptions tune DiffEffects. The zero value holds every kind to

@@ -77,10 +77,13 @@ func (s *Snapshot) table(name string) *Table {
 	if s == nil {
 		return nil
 	}
-	for i := range s.Tables {
-		if s.Tables[i].Name == name {
-			return &s.Tables[i]
-		}
+	return find(s.Tables, func(t Table) bool { return t.Name == name })
+}
+
+// find is the first of xs that ok holds for, or nil.
+func find[T any](xs []T, ok func(T) bool) *T {
+	if i := slices.IndexFunc(xs, ok); i >= 0 {
+		return &xs[i]
 	}
 	return nil
 }
@@ -709,12 +712,7 @@ func (s *Snapshot) column(table, column string) *Column {
 	if t == nil {
 		return nil
 	}
-	for i := range t.Columns {
-		if t.Columns[i].Name == column {
-			return &t.Columns[i]
-		}
-	}
-	return nil
+	return find(t.Columns, func(c Column) bool { return c.Name == column })
 }
 
 // drawnFromSequence reports whether "table.column" is a Sequence column.

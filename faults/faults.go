@@ -573,10 +573,7 @@ func ambiguousAt(p Plan, k int) []Schedule {
 // that then fails is retried by the queue after the visibility timeout.
 // Step k must be an effect call of the clean run.
 func EffectLostReplyAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectLostReply, "faults.EffectLostReplyAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectLostReply, k) }}
+	return effectAt("EffectLostReplyAt", NameEffectLostReply, KindEffectLostReply, k)
 }
 
 // EffectLostReplies is EffectLostReplyAt every effect call of the clean
@@ -586,16 +583,12 @@ func EffectLostReplyAt(k int) Fault {
 // the call and all those retries reaches the handler's error path.
 func EffectLostReplies() Fault {
 	return fault{name: NameEffectLostReply, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for i, s := range p.Steps {
-			switch {
-			case s.IsEffect() && s.HTTP && s.Key != "":
-				out = append(out, effectFault(KindEffectOutage, i+1)...)
-			case s.IsEffect():
-				out = append(out, effectFault(KindEffectLostReply, i+1)...)
+		return atEffects(p, func(s Step) Kind {
+			if s.HTTP && s.Key != "" {
+				return KindEffectOutage
 			}
-		}
-		return out
+			return KindEffectLostReply
+		})
 	}}
 }
 
@@ -605,10 +598,7 @@ func EffectLostReplies() Fault {
 // from the key, and no answer arrives, as in an outage longer than the
 // client's retries. Step k must be an effect call of the clean run.
 func EffectOutageAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectLostReply, "faults.EffectOutageAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectLostReply, expand: func(Plan) []Schedule { return effectFault(KindEffectOutage, k) }}
+	return effectAt("EffectOutageAt", NameEffectLostReply, KindEffectOutage, k)
 }
 
 // EffectSlowAt is a provider that makes effect call k but answers only
@@ -617,12 +607,7 @@ func EffectOutageAt(k int) Fault {
 // with no wall-clock wait; the delivery goes on. Step k must be an effect
 // call of the clean run. The default matrix has it where it can find
 // what a lost reply does not (EffectSlowAnswers).
-func EffectSlowAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectSlow, "faults.EffectSlowAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectSlow, expand: func(Plan) []Schedule { return effectFault(KindEffectSlow, k) }}
-}
+func EffectSlowAt(k int) Fault { return effectAt("EffectSlowAt", NameEffectSlow, KindEffectSlow, k) }
 
 // EffectSlowAnswers is EffectSlowAt every HTTP call of the clean run that
 // carries no idempotency key and whose client waited with a deadline
@@ -635,13 +620,12 @@ func EffectSlowAt(k int) Fault {
 // the outage covers. A call whose client waits for ever never times out.
 func EffectSlowAnswers() Fault {
 	return fault{name: NameEffectSlow, expand: func(p Plan) []Schedule {
-		var out []Schedule
-		for i, s := range p.Steps {
-			if s.IsEffect() && s.HTTP && s.Key == "" && s.Deadline {
-				out = append(out, effectFault(KindEffectSlow, i+1)...)
+		return atEffects(p, func(s Step) Kind {
+			if s.HTTP && s.Key == "" && s.Deadline {
+				return KindEffectSlow
 			}
-		}
-		return out
+			return KindNone
+		})
 	}}
 }
 
@@ -652,25 +636,35 @@ func EffectSlowAnswers() Fault {
 // on; one that then fails is retried by the queue after the visibility
 // timeout. Step k must be an effect call of the clean run.
 func EffectFailedAt(k int) Fault {
-	if k < 1 {
-		return invalid(NameEffectFailed, "faults.EffectFailedAt(%d): steps count from 1", k)
-	}
-	return fault{name: NameEffectFailed, expand: func(Plan) []Schedule { return effectFault(KindEffectFailed, k) }}
+	return effectAt("EffectFailedAt", NameEffectFailed, KindEffectFailed, k)
 }
 
 // EffectFailures is EffectFailedAt every effect call of the clean run.
 func EffectFailures() Fault {
-	return fault{name: NameEffectFailed, expand: func(p Plan) []Schedule { return atEveryEffect(p, KindEffectFailed) }}
+	return fault{name: NameEffectFailed, expand: func(p Plan) []Schedule {
+		return atEffects(p, func(Step) Kind { return KindEffectFailed })
+	}}
 }
 
-func atEveryEffect(p Plan, k Kind) []Schedule {
+// atEffects is effectFault at every effect call of the clean run, of the
+// kind kindOf gives the call; KindNone leaves the call out.
+func atEffects(p Plan, kindOf func(Step) Kind) []Schedule {
 	var out []Schedule
 	for i, s := range p.Steps {
-		if s.IsEffect() {
+		if k := kindOf(s); s.IsEffect() && k != KindNone {
 			out = append(out, effectFault(k, i+1)...)
 		}
 	}
 	return out
+}
+
+// effectAt is the fault name whose effect call k meets kind; ctor is the
+// constructor it was given to, for the error when k is below 1.
+func effectAt(ctor string, name Name, kind Kind, k int) Fault {
+	if k < 1 {
+		return invalid(name, "faults.%s(%d): steps count from 1", ctor, k)
+	}
+	return fault{name: name, expand: func(Plan) []Schedule { return effectFault(kind, k) }}
 }
 
 // effectFault is one delivery whose effect call at is hit by k; the

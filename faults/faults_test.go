@@ -323,6 +323,8 @@ func TestConstructorsRefuseBadArguments(t *testing.T) {
 		{faults.AmbiguousCommitAt(-1), "faults.AmbiguousCommitAt(-1): steps count from 1"},
 		{faults.EffectLostReplyAt(0), "faults.EffectLostReplyAt(0)"},
 		{faults.EffectFailedAt(0), "faults.EffectFailedAt(0)"},
+		{faults.EffectOutageAt(0), "faults.EffectOutageAt(0): steps count from 1"},
+		{faults.EffectSlowAt(-2), "faults.EffectSlowAt(-2): steps count from 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.want, func(t *testing.T) {

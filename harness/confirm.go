@@ -31,10 +31,7 @@ func (r *runner) confirm(ctx context.Context, res *Result) error {
 	if len(scheds) == 0 {
 		return nil
 	}
-	if p := progressOf(ctx); p != nil {
-		p.total.Add(int64(len(scheds)))
-	}
-	again, evidence, err := r.scenarios(ctx, scheds, res)
+	again, evidence, err := r.moreScenarios(ctx, scheds, res)
 	if err != nil {
 		return err
 	}

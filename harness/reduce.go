@@ -54,18 +54,14 @@ func (r *runner) confirmReductions(ctx context.Context, plan faults.Plan, expand
 		if len(refused)+len(pruned) == 0 {
 			continue
 		}
-		if len(f.Pauses) > 0 {
-			prunedAt := next
-			next += len(pruned)
-			if err := r.confirmPauses(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
-				return err
+		if len(f.Pauses) > 0 || len(f.Classes) > 0 {
+			confirm := r.confirmClasses
+			if len(f.Pauses) > 0 {
+				confirm = r.confirmPauses
 			}
-			continue
-		}
-		if len(f.Classes) > 0 {
 			prunedAt := next
 			next += len(pruned)
-			if err := r.confirmClasses(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
+			if err := confirm(ctx, plan, f, dealt(pruned, prunedAt, res), res); err != nil {
 				return err
 			}
 			continue
@@ -269,10 +265,7 @@ func (r *runner) runMore(ctx context.Context, more placed, res *Result) error {
 	if len(scheds) == 0 {
 		return nil
 	}
-	if p := progressOf(ctx); p != nil {
-		p.total.Add(int64(len(scheds)))
-	}
-	scs, evidence, err := r.scenarios(ctx, scheds, res)
+	scs, evidence, err := r.moreScenarios(ctx, scheds, res)
 	if err != nil {
 		return err
 	}

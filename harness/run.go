@@ -253,6 +253,16 @@ func (r *runner) scenarios(ctx context.Context, scheds []faults.Schedule, res *R
 	return out, evidence, nil
 }
 
+// moreScenarios is scenarios for schedules run after the check's own (a
+// confirmation, the orders a reduction left out): they add to the
+// progress total.
+func (r *runner) moreScenarios(ctx context.Context, scheds []faults.Schedule, res *Result) ([]result.Scenario, *kept, error) {
+	if p := progressOf(ctx); p != nil {
+		p.total.Add(int64(len(scheds)))
+	}
+	return r.scenarios(ctx, scheds, res)
+}
+
 func (j Job) validate() error {
 	switch {
 	case j.Name == "":

@@ -142,42 +142,46 @@ func (db *SetupDB) Conn() *pgx.Conn { return db.conn }
 // migrators take one), the same pool on every call, closed when the setup
 // func returns.
 func (db *SetupDB) Pool(ctx context.Context) (*pgxpool.Pool, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	switch {
-	case db.closed:
-		return nil, errSetupDBClosed
-	case db.pool != nil:
-		return db.pool, nil
-	}
-	cfg, err := pgxpool.ParseConfig(db.ConnString())
-	if err != nil {
-		return nil, err
-	}
-	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, err
-	}
-	return db.pool, nil
+	return openOnce(db, &db.pool, func() (*pgxpool.Pool, error) {
+		cfg, err := pgxpool.ParseConfig(db.ConnString())
+		if err != nil {
+			return nil, err
+		}
+		return pgxpool.NewWithConfig(ctx, cfg)
+	})
 }
 
 // SQL is a *sql.DB on the template database through pgx's database/sql
 // driver (golang-migrate, goose, sqlx), the same one on every call, closed
 // when the setup func returns.
 func (db *SetupDB) SQL() (*sql.DB, error) {
+	return openOnce(db, &db.sqlDB, func() (*sql.DB, error) {
+		cfg, err := pgx.ParseConfig(db.ConnString())
+		if err != nil {
+			return nil, err
+		}
+		return stdlib.OpenDB(*cfg), nil
+	})
+}
+
+// openOnce returns *held, which open opens on the first call, under db.mu;
+// an error once the setup func has returned and db is closed.
+func openOnce[H comparable](db *SetupDB, held *H, open func() (H, error)) (H, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	var none H
 	switch {
 	case db.closed:
-		return nil, errSetupDBClosed
-	case db.sqlDB != nil:
-		return db.sqlDB, nil
+		return none, errSetupDBClosed
+	case *held != none:
+		return *held, nil
 	}
-	cfg, err := pgx.ParseConfig(db.ConnString())
+	h, err := open()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	db.sqlDB = stdlib.OpenDB(*cfg)
-	return db.sqlDB, nil
+	*held = h
+	return h, nil
 }
 
 // closeGrace bounds how long close waits for the pool and the *sql.DB:

@@ -169,16 +169,13 @@ const (
 	CommitTransactional
 )
 
+var commitNames = [...]string{CommitAfterHandler: "commit after the handler", CommitInHandler: "the handler commits", CommitTransactional: "transactional"}
+
 func (c Commit) String() string {
-	switch c {
-	case CommitAfterHandler:
-		return "commit after the handler"
-	case CommitInHandler:
-		return "the handler commits"
-	case CommitTransactional:
-		return "transactional"
+	if c < 0 || int(c) >= len(commitNames) {
+		return fmt.Sprintf("Commit(%d)", int(c))
 	}
-	return fmt.Sprintf("Commit(%d)", int(c))
+	return commitNames[c]
 }
 
 // Option changes how a Kafka consumer is checked.

@@ -63,22 +63,7 @@ type httpDelivery struct {
 	token     string
 	transport *http.Transport
 
-	mu   sync.Mutex
-	dead error // the schedule refused a step: every later request fails with it
-}
-
-func (d *httpDelivery) deadErr() error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.dead
-}
-
-func (d *httpDelivery) die(err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dead == nil {
-		d.dead = err
-	}
+	dead firstErr // the schedule refused a step: every later request fails with it
 }
 
 // startHTTP starts the scenario's listener.
@@ -153,7 +138,7 @@ func (t *deliveryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody(req)
 		return nil, t.err
 	}
-	if err := t.d.deadErr(); err != nil {
+	if err := t.d.dead.get(); err != nil {
 		closeBody(req)
 		return nil, err
 	}
@@ -172,7 +157,7 @@ func (t *deliveryTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	resp, err := t.d.transport.RoundTrip(out)
 	if err != nil {
-		if dead := t.d.deadErr(); dead != nil {
+		if dead := t.d.dead.get(); dead != nil {
 			return nil, dead
 		}
 		return nil, err
@@ -333,7 +318,7 @@ func (s *httpSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil && !ran && r.Context().Err() != nil:
 		cut(w) // the client gave up waiting for its step: that request only, the delivery lives
 	case err != nil && !ran:
-		d.die(err)
+		d.dead.set(err)
 		cut(w)
 	default:
 		ans.write(w)

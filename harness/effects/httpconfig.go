@@ -87,18 +87,15 @@ const (
 	RefuseUnavailable
 )
 
+var refusalNames = [...]string{RefuseAsProvider: "as-provider", RefuseRateLimit: "429 rate limit", RefuseUnavailable: "503 unavailable"}
+
 // String names the refusal: "as-provider", "429 rate limit", "503
 // unavailable".
 func (r HTTPRefusal) String() string {
-	switch r {
-	case RefuseAsProvider:
-		return "as-provider"
-	case RefuseRateLimit:
-		return "429 rate limit"
-	case RefuseUnavailable:
-		return "503 unavailable"
+	if r < 0 || int(r) >= len(refusalNames) {
+		return fmt.Sprintf("HTTPRefusal(%d)", int(r))
 	}
-	return fmt.Sprintf("HTTPRefusal(%d)", int(r))
+	return refusalNames[r]
 }
 
 func (p HTTPProviders) check() error {

@@ -49,7 +49,7 @@ type Log struct {
 	mu      sync.Mutex
 	closed  bool // Close was called
 	entries []assert.Effect
-	broken  error // the harness could not record an effect: the run is void
+	broken  firstErr // the harness could not record an effect: the run is void
 
 	payments *paymentStore
 	smtp     smtpSinks // the deliveries' SMTP servers, see smtp.go
@@ -141,17 +141,27 @@ func (l *Log) Effects() []assert.Effect {
 // Err is why the log is void, or nil: an effect a handler made could not
 // be recorded (its payload could not be encoded), so no comparison of
 // this run means anything.
-func (l *Log) Err() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.broken
+func (l *Log) Err() error { return l.broken.get() }
+
+func (l *Log) fail(err error) { l.broken.set(err) }
+
+// firstErr is the first error set on it; safe for concurrent use.
+type firstErr struct {
+	mu  sync.Mutex
+	err error
 }
 
-func (l *Log) fail(err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.broken == nil {
-		l.broken = err
+func (f *firstErr) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f *firstErr) set(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
 	}
 }
 

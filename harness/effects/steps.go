@@ -46,20 +46,15 @@ const (
 	AnsweredLate
 )
 
+var replyNames = [...]string{Answered: "answered", ReplyLost: "reply-lost", Refused: "refused", AnsweredLate: "answered-late"}
+
 // String names the reply: "answered", "reply-lost", "refused",
 // "answered-late".
 func (r Reply) String() string {
-	switch r {
-	case Answered:
-		return "answered"
-	case ReplyLost:
-		return "reply-lost"
-	case Refused:
-		return "refused"
-	case AnsweredLate:
-		return "answered-late"
+	if r < 0 || int(r) >= len(replyNames) {
+		return fmt.Sprintf("Reply(%d)", int(r))
 	}
-	return fmt.Sprintf("Reply(%d)", int(r))
+	return replyNames[r]
 }
 
 // CallError is what an effect call returns when the schedule puts an effect

@@ -172,21 +172,14 @@ const (
 	Discarded
 )
 
+var settlementNames = [...]string{Completed: "completed", Retry: "retry", Snoozed: "snoozed", Cancelled: "cancelled", Discarded: "discarded"}
+
 // String names the settlement as reports show it.
 func (s Settlement) String() string {
-	switch s {
-	case Completed:
-		return "completed"
-	case Retry:
-		return "retry"
-	case Snoozed:
-		return "snoozed"
-	case Cancelled:
-		return "cancelled"
-	case Discarded:
-		return "discarded"
+	if s < Completed || int(s) >= len(settlementNames) {
+		return fmt.Sprintf("Settlement(%d)", int(s))
 	}
-	return fmt.Sprintf("Settlement(%d)", int(s))
+	return settlementNames[s]
 }
 
 // Finished reports whether the job needs no further delivery: it is

@@ -149,6 +149,21 @@ type parkedSessions struct {
 	admin map[string]*pgx.Conn
 }
 
+// AdminParking is a parking of its own for the connections that ask a
+// server about locks, which Executor.Close parks and the next check takes:
+// for the tests that need a real server, which live outside this package.
+type AdminParking struct{ p parkedSessions }
+
+// Park parks conn for connString as Executor.Close does.
+func (a *AdminParking) Park(ctx context.Context, connString string, conn *pgx.Conn) {
+	a.p.parkAdmin(ctx, connString, conn)
+}
+
+// Take takes what is parked for connString as the next check does.
+func (a *AdminParking) Take(ctx context.Context, connString string) *pgx.Conn {
+	return a.p.takeAdmin(ctx, connString)
+}
+
 // takeAdmin returns and unparks the connection parked for the server at
 // connString, if it still answers, or nil.
 func (p *parkedSessions) takeAdmin(ctx context.Context, connString string) *pgx.Conn {

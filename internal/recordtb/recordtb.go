@@ -60,21 +60,20 @@ func (r *T) Run(fn func(t testing.TB)) {
 }
 
 // Errors returns the recorded failures.
-func (r *T) Errors() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.errors...)
-}
+func (r *T) Errors() []string { return r.recorded(&r.errors) }
 
 // Logs returns the recorded log lines.
-func (r *T) Logs() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]string(nil), r.logs...)
-}
+func (r *T) Logs() []string { return r.recorded(&r.logs) }
 
 func (r *T) record(dst *[]string, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	*dst = append(*dst, msg)
+}
+
+// recorded is a copy of what record put in src.
+func (r *T) recorded(src *[]string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), *src...)
 }

@@ -118,13 +118,7 @@ func (r *Report) AddRegistry(pkg, test string, c result.Coverage) {
 // WithoutCheckWorkers are the registries that register kinds no sample
 // checked.
 func (r *Report) WithoutCheckWorkers() []Registry {
-	var out []Registry
-	for _, g := range r.Registries {
-		if len(g.Unchecked) > 0 {
-			out = append(out, g)
-		}
-	}
-	return out
+	return keep(r.Registries, func(g Registry) bool { return len(g.Unchecked) > 0 })
 }
 
 // Shard is one shard of a run split across machines: shard Index of

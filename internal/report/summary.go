@@ -260,13 +260,7 @@ func (j Job) Cell(fault string) (Cell, bool) {
 // Shown returns the findings whose differences are shown, not named as
 // the same as an earlier one's.
 func (j Job) Shown() []Finding {
-	var out []Finding
-	for _, f := range j.Findings {
-		if f.SameAs == "" {
-			out = append(out, f)
-		}
-	}
-	return out
+	return keep(j.Findings, func(f Finding) bool { return f.SameAs == "" })
 }
 
 // PkgName shortens an import path for tables: the part after the
@@ -305,13 +299,7 @@ func noCheck(p Problem) bool {
 // ShownProblems are the problems a reader must act on: everything but
 // the packages without a check (WithoutCheck).
 func (r *Report) ShownProblems() []Problem {
-	var out []Problem
-	for _, p := range r.Summary.Problems {
-		if !noCheck(p) {
-			out = append(out, p)
-		}
-	}
-	return out
+	return keep(r.Summary.Problems, func(p Problem) bool { return !noCheck(p) })
 }
 
 // NoCheck is a package that ran no harness check, and why.
@@ -353,10 +341,16 @@ func (r *Report) Warnings() []string {
 // fields out of every comparison as volatile: a pass says nothing of
 // them, so every report names them.
 func (r *Report) WithVolatile() []Job {
-	var out []Job
-	for _, j := range r.Jobs {
-		if len(j.Volatile) > 0 {
-			out = append(out, j)
+	return keep(r.Jobs, func(j Job) bool { return len(j.Volatile) > 0 })
+}
+
+// keep returns the xs that ok holds for, in order; nil when there are
+// none.
+func keep[T any](xs []T, ok func(T) bool) []T {
+	var out []T
+	for _, x := range xs {
+		if ok(x) {
+			out = append(out, x)
 		}
 	}
 	return out

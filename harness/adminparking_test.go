@@ -1,10 +1,11 @@
-package execute
+package harness_test
 
 import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/pgserver"
 )
 
@@ -24,37 +25,37 @@ func TestAdminConnParkedForTheNextCheck(t *testing.T) {
 		}
 		return conn
 	}
-	var p parkedSessions
+	var p execute.AdminParking
 	cs := srv.ConnString("")
 
 	first, second := connect(), connect()
-	p.parkAdmin(ctx, cs, first)
-	p.parkAdmin(ctx, cs, second)
+	p.Park(ctx, cs, first)
+	p.Park(ctx, cs, second)
 	if !second.IsClosed() {
 		t.Errorf("a second connection parked beside the first was kept, want it closed")
 	}
-	if got := p.takeAdmin(ctx, cs); got != first {
-		t.Errorf("takeAdmin = %p, want the parked connection %p", got, first)
+	if got := p.Take(ctx, cs); got != first {
+		t.Errorf("Take = %p, want the parked connection %p", got, first)
 	}
-	if got := p.takeAdmin(ctx, cs); got != nil {
-		t.Errorf("takeAdmin after the parked connection was taken = %p, want nil", got)
+	if got := p.Take(ctx, cs); got != nil {
+		t.Errorf("Take after the parked connection was taken = %p, want nil", got)
 	}
 
 	if _, err := first.Exec(ctx, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
-	p.parkAdmin(ctx, cs, first)
+	p.Park(ctx, cs, first)
 	if !first.IsClosed() {
 		t.Errorf("a connection left in a transaction was parked, want it closed")
 	}
 
 	ended, killer := connect(), connect()
 	defer func() { _ = killer.Close(ctx) }()
-	p.parkAdmin(ctx, cs, ended)
+	p.Park(ctx, cs, ended)
 	if _, err := killer.Exec(ctx, "SELECT pg_terminate_backend($1)", int32(ended.PgConn().PID())); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.takeAdmin(ctx, cs); got != nil {
-		t.Errorf("takeAdmin handed out a connection whose session the server ended")
+	if got := p.Take(ctx, cs); got != nil {
+		t.Errorf("Take handed out a connection whose session the server ended")
 	}
 }

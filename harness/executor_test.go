@@ -1,9 +1,10 @@
-package execute_test
+package harness_test
+
+// The executor's tests that need a server live here, where every test
+// has one, so that internal/execute's own tests run without one.
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -16,16 +17,6 @@ import (
 	"github.com/runtwice/twice/internal/freshdb"
 	"github.com/runtwice/twice/internal/pgserver"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	// What the harness does at the end of a test binary.
-	if err := freshdb.DropAll(context.Background()); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
 
 // clock is the scenario's time, as the harness keeps it.
 type clock struct {
