@@ -98,22 +98,15 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 // a pass, in the result and in the test's failure.
 func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	var firsts atomic.Int64 // first attempts: two clean runs, the scenario's run, its rerun
-	job := harness.Job{Name: "raced", Handler: func(ctx context.Context, d *harness.Delivery) error {
+	job := lockThenSet("raced", func(d *harness.Delivery) int {
 		if d.Attempt == 1 {
 			firsts.Add(1)
 		}
-		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
-				return err
-			}
-			n := 1
-			if firsts.Load() == 4 {
-				n = 2 // the rerun's deliveries write another value
-			}
-			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, n)
-			return err
-		})
-	}}
+		if firsts.Load() == 4 {
+			return 2 // the rerun's deliveries write another value
+		}
+		return 1
+	})
 	// d1 takes the lock, d2's FOR UPDATE waits on it, and d3's BEGIN is
 	// granted beside that wait: d1 may let the lock go, for all the
 	// executor knows, and d2 then runs beside d3.
@@ -143,24 +136,38 @@ func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	assert.Contains(t, errs[0], ", and run again on a fresh database the same schedule failed: ")
 }
 
-// A raced pass whose rerun passes too stays a pass, its rerun kept.
-func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
-	job := harness.Job{Name: "raced-quiet", Handler: func(ctx context.Context, d *harness.Delivery) error {
+// lockThenSet is a job that locks the counter row, then sets it to n(d).
+func lockThenSet(name string, n func(*harness.Delivery) int) harness.Job {
+	return harness.Job{Name: name, Handler: func(ctx context.Context, d *harness.Delivery) error {
+		v := n(d)
 		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `UPDATE counters SET n = 1 WHERE name = 'hits'`)
+			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, v)
 			return err
 		})
 	}}
-	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 > j1a3w3@1:0 order 1,1,2,2,3,3,1,1,2,2,3,3")
+}
+
+// replayed runs job's schedule sched alone, and its result.
+func replayed(t *testing.T, job harness.Job, sched string) *harness.Result {
+	t.Helper()
+	s, err := faults.Parse(sched)
 	require.NoError(t, err)
 	cfg := counterConfig()
-	cfg.Faults = []faults.Fault{faults.Replay(sched)}
+	cfg.Faults = []faults.Fault{faults.Replay(s)}
 	res, err := harness.Run(t.Context(), job, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	return res
+}
+
+// A raced pass whose rerun passes too stays a pass, its rerun kept.
+func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
+	one := func(*harness.Delivery) int { return 1 }
+	res := replayed(t, lockThenSet("raced-quiet", one), "j1a1w1 > j1a2w2@1:0 > j1a3w3@1:0 order 1,1,2,2,3,3,1,1,2,2,3,3")
 	assert.Equal(t, result.OutcomeIdempotent, res.Outcome)
 	sc := res.Scenarios[0]
 	assert.NotEmpty(t, sc.Races)
@@ -175,25 +182,10 @@ func TestRacedPassThatPassesAgainIsAPass(t *testing.T) {
 // executor then waits for it before the next grant. The pass is not run
 // again.
 func TestGrantBehindItsOwnLockIsNoRace(t *testing.T) {
-	job := harness.Job{Name: "one-lock", Handler: func(ctx context.Context, d *harness.Delivery) error {
-		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, `UPDATE counters SET n = 1 WHERE name = 'hits'`)
-			return err
-		})
-	}}
+	one := func(*harness.Delivery) int { return 1 }
 	// d1 takes the lock, d2's FOR UPDATE waits on it; d1's UPDATE and
 	// COMMIT are granted beside that wait.
-	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
-	require.NoError(t, err)
-	cfg := counterConfig()
-	cfg.Faults = []faults.Fault{faults.Replay(sched)}
-	res, err := harness.Run(t.Context(), job, cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { res.DropDatabases(context.Background()) })
-	require.Len(t, res.Scenarios, 1)
+	res := replayed(t, lockThenSet("one-lock", one), "j1a1w1 > j1a2w2@1:0 order 1,1,2,2,1,1,2,2")
 	sc := res.Scenarios[0]
 	assert.Equal(t, result.Idempotent, sc.Verdict)
 	assert.Equal(t, []int{1, 1, 2, 2, 1, 1, 2, 2}, sc.Order)

@@ -215,23 +215,30 @@ func TestCoreLockWaitDoesNotBlockTheScheduler(t *testing.T) {
 // schedule runs again whichever way it went; steps granted one at a
 // time, with nothing beside them, are no race.
 func TestCoreStepBesideALockWaitIsARace(t *testing.T) {
-	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2")
+	s, _ := waitBehind(t, 103) // a session of neither delivery
+	assert.Empty(t, s.e.races, "two steps granted one after the other, each alone, decide nothing by timing")
+
+	next := s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)
+	s.grant()
+	assert.Equal(t, "forward", answer(next))
+	assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 2}}, s.e.races)
+}
+
+// waitBehind: delivery 2 locks a row; delivery 1's statement, granted
+// next, waits on the backends by; the server has said so.
+func waitBehind(t *testing.T, by ...uint32) (*script, *stepRequest) {
+	s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2,2,2")
 	s.start(1)
 	s.start(2)
-	lock := s.ask(2, "SELECT * FROM t WHERE id = 2 FOR UPDATE", 102)
+	lock := s.ask(2, "SELECT * FROM t WHERE id = 1 FOR UPDATE", 102)
 	s.grant()
 	s.replied(lock)
 	blocked := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
 	s.grant()
-	assert.Equal(t, "forward", answer(blocked))
-	assert.Empty(t, s.e.races, "two steps granted one after the other, each alone, decide nothing by timing")
-
-	next := s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)
-	s.w.waiting[101] = []uint32{103} // a session of neither delivery
+	require.Equal(t, "forward", answer(blocked))
+	s.w.waiting[101] = by
 	s.poll()
-	s.grant()
-	assert.Equal(t, "forward", answer(next))
-	assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 2}}, s.e.races)
+	return s, blocked
 }
 
 // TestCoreStepBehindItsOwnLockIsNoRace: a statement granted while the
@@ -246,25 +253,10 @@ func TestCoreStepBesideALockWaitIsARace(t *testing.T) {
 // delivery no longer has. Issue 38's confirmation runs a raced schedule
 // again, so a grant taken for a race when it is none costs a whole run.
 func TestCoreStepBehindItsOwnLockIsNoRace(t *testing.T) {
-	// lockAndWait: delivery 2 locks a row; delivery 1's statement waits
-	// on the backends by; the server has said so.
-	lockAndWait := func(t *testing.T, by ...uint32) (*script, *stepRequest) {
-		s := newScript(t, "j1a1w1 > j1a2w2@1:0 order 2,1,2,2,2")
-		s.start(1)
-		s.start(2)
-		lock := s.ask(2, "SELECT * FROM t WHERE id = 1 FOR UPDATE", 102)
-		s.grant()
-		s.replied(lock)
-		blocked := s.ask(1, "UPDATE t SET n = 2 WHERE id = 1", 101)
-		s.grant()
-		s.w.waiting[101] = by
-		s.poll()
-		return s, blocked
-	}
 	step := result.Race{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 2}
 
 	t.Run("its statements and its commit", func(t *testing.T) {
-		s, blocked := lockAndWait(t, 102)
+		s, blocked := waitBehind(t, 102)
 		next := s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)
 		s.grant()
 		assert.Equal(t, "forward", answer(next))
@@ -285,7 +277,7 @@ func TestCoreStepBehindItsOwnLockIsNoRace(t *testing.T) {
 		assert.Empty(t, s.e.races)
 	})
 	t.Run("a statement that waits again", func(t *testing.T) {
-		s, _ := lockAndWait(t, 102)
+		s, _ := waitBehind(t, 102)
 		commit := s.ask(2, "COMMIT", 102)
 		s.grant()
 		delete(s.w.waiting, 101)
@@ -302,7 +294,7 @@ func TestCoreStepBehindItsOwnLockIsNoRace(t *testing.T) {
 		assert.Equal(t, []result.Race{{Kind: result.StepBeside, Delivery: 2, Other: 1, Step: 3}}, s.e.races)
 	})
 	t.Run("until it waits too", func(t *testing.T) {
-		s, _ := lockAndWait(t, 102)
+		s, _ := waitBehind(t, 102)
 		next := s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)
 		s.grant()
 		assert.Empty(t, s.e.races)
@@ -312,19 +304,19 @@ func TestCoreStepBehindItsOwnLockIsNoRace(t *testing.T) {
 		assert.True(t, next.waited)
 	})
 	t.Run("a step that may go on after letting go", func(t *testing.T) {
-		s, _ := lockAndWait(t, 102)
+		s, _ := waitBehind(t, 102)
 		s.ask(2, "SELECT pg_advisory_unlock_all(), count(*) FROM t", 102)
 		s.grant()
 		assert.Equal(t, []result.Race{step}, s.e.races)
 	})
 	t.Run("a lock of another session too", func(t *testing.T) {
-		s, _ := lockAndWait(t, 102, 103)
+		s, _ := waitBehind(t, 102, 103)
 		s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 102)
 		s.grant()
 		assert.Equal(t, []result.Race{step}, s.e.races, "backend 103 is no backend of delivery 2")
 	})
 	t.Run("a connection the delivery no longer has", func(t *testing.T) {
-		s, _ := lockAndWait(t, 102)
+		s, _ := waitBehind(t, 102)
 		s.ask(2, "UPDATE t SET n = 3 WHERE id = 2", 104)
 		delete(s.w.serves, 102) // its client closed it: the server ends its transaction at its own pace
 		s.grant()
