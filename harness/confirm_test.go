@@ -97,7 +97,9 @@ func TestPassingScenariosAreNotRerun(t *testing.T) {
 // again like a failure: when the rerun fails, the scenario is flaky, not
 // a pass, in the result and in the test's failure.
 func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
-	var firsts atomic.Int64 // first attempts: two clean runs, the scenario's run, its rerun
+	// First attempts, each the first to take the lock in its run: two
+	// clean runs, the scenario's run, its rerun.
+	var firsts atomic.Int64
 	job := lockThenSet("raced", func(d *harness.Delivery) int {
 		if d.Attempt == 1 {
 			firsts.Add(1)
@@ -136,15 +138,15 @@ func TestRacedPassThatFailsWhenRunAgainIsFlaky(t *testing.T) {
 	assert.Contains(t, errs[0], ", and run again on a fresh database the same schedule failed: ")
 }
 
-// lockThenSet is a job that locks the counter row, then sets it to n(d).
+// lockThenSet is a job that locks the counter row, then sets it to n(d),
+// asked with the lock held.
 func lockThenSet(name string, n func(*harness.Delivery) int) harness.Job {
 	return harness.Job{Name: name, Handler: func(ctx context.Context, d *harness.Delivery) error {
-		v := n(d)
 		return pgx.BeginFunc(ctx, d.DB, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, `SELECT n FROM counters WHERE name = 'hits' FOR UPDATE`); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, v)
+			_, err := tx.Exec(ctx, `UPDATE counters SET n = $1 WHERE name = 'hits'`, n(d))
 			return err
 		})
 	}}
