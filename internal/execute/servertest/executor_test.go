@@ -1,7 +1,6 @@
-package harness_test
+package servertest_test
 
-// The executor's tests that need a server live here, where every test
-// has one, so that internal/execute's own tests run without one.
+// The executor's tests that need a server: see the package doc.
 
 import (
 	"context"
