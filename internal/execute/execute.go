@@ -61,6 +61,8 @@ type execution struct {
 	lockWaits  int             // granted steps the server said wait on a lock
 	releases   int             // the events that may have let go of a lock so far (races.go)
 	races      []result.Race   // choices made by timing, not by the schedule (races.go)
+	// releaseBySQL is what each statement text may do to its locks (releaseOf).
+	releaseBySQL map[string]release
 	// holder is the step whose commit is held (Schedule.Holds) once its
 	// statement has run; watch is the step granted after it, whose end
 	// or lock wait releases it (holds.go).
@@ -748,7 +750,7 @@ func (e *execution) stepDone(d *deliveryRun, ev event) {
 	// The server's answer makes a read-looking statement that wrote
 	// a commit point.
 	req.step.CommitPoint = req.step.CommitPoint || ev.step.CommitPoint
-	if !req.effect && mayRelease(req.step.SQL) {
+	if may, _ := e.releaseOf(req); may {
 		e.releases++ // races.go
 	}
 	if req == d.lostReply {

@@ -90,7 +90,7 @@ func (e *execution) waitsOnlyOn(f *inflightStep, d *deliveryRun, req *stepReques
 			return false
 		}
 	}
-	if !req.effect && mayRelease(req.step.SQL) && !releasesLast(req.step.SQL) {
+	if may, last := e.releaseOf(req); may && !last {
 		return false
 	}
 	for _, pid := range f.by {
@@ -141,6 +141,28 @@ func (e *execution) noteWait(req *stepRequest) {
 	}
 	req.behind = nil
 }
+
+// releaseOf is mayRelease and releasesLast of req's statement; false for
+// an effect call. Each text is lexed once in a scenario: its deliveries
+// send the same few texts again and again, and every step asks.
+func (e *execution) releaseOf(req *stepRequest) (may, last bool) {
+	if req.effect {
+		return false, false
+	}
+	r, ok := e.releaseBySQL[req.step.SQL]
+	if !ok {
+		r.may = mayRelease(req.step.SQL)
+		r.last = r.may && releasesLast(req.step.SQL)
+		if e.releaseBySQL == nil {
+			e.releaseBySQL = map[string]release{}
+		}
+		e.releaseBySQL[req.step.SQL] = r
+	}
+	return r.may, r.last
+}
+
+// release is what a statement may do to the locks its session holds.
+type release struct{ may, last bool }
 
 // mayRelease reports whether sql may let go of a lock its session holds:
 // a statement that ends a transaction or rolls back to a savepoint

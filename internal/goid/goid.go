@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"runtime"
 	"strconv"
+	"sync"
 )
 
 // ID is the calling goroutine's id, from its stack's header
@@ -34,17 +35,21 @@ func Header(block []byte) (uint64, bool) {
 // Dump is every goroutine's stack, as runtime.Stack writes it.
 func Dump() []byte { return stack(true) }
 
+// scratch holds the buffers runtime.Stack writes into. A dump is taken
+// at every handler's return (internal/execute, late.go): allocating its
+// room each time, a large object the heap must find and zero, cost about
+// as much as the dump itself. Each dump is copied out at its own size.
+var scratch = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
 func stack(all bool) []byte {
-	buf := make([]byte, 8<<10)
-	if all {
-		buf = make([]byte, 64<<10)
-	}
+	p := scratch.Get().(*[]byte)
+	defer scratch.Put(p)
 	for {
-		n := runtime.Stack(buf, all)
-		if n < len(buf) {
-			return buf[:n]
+		n := runtime.Stack(*p, all)
+		if n < len(*p) {
+			return bytes.Clone((*p)[:n])
 		}
-		buf = make([]byte, 2*len(buf))
+		*p = make([]byte, 2*len(*p))
 	}
 }
 
