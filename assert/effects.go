@@ -194,10 +194,7 @@ const (
 var policyNames = [...]string{ExactlyOnce: "exactly-once", AtLeastOnce: "at-least-once", AtMostOnce: "at-most-once", Repeatable: "repeatable", AckRecorded: "ack-recorded"}
 
 func (p Policy) String() string {
-	if p < 0 || int(p) >= len(policyNames) {
-		return fmt.Sprintf("Policy(%d)", int(p))
-	}
-	return policyNames[p]
+	return text.Name(policyNames[:], p, "Policy")
 }
 
 // EffectOptions tune DiffEffects. The zero value holds every kind to

@@ -1,11 +1,11 @@
 package effects
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/runtwice/twice/internal/blame"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // HTTPProviders sets up the providers behind every delivery's HTTP client
@@ -92,10 +92,7 @@ var refusalNames = [...]string{RefuseAsProvider: "as-provider", RefuseRateLimit:
 // String names the refusal: "as-provider", "429 rate limit", "503
 // unavailable".
 func (r HTTPRefusal) String() string {
-	if r < 0 || int(r) >= len(refusalNames) {
-		return fmt.Sprintf("HTTPRefusal(%d)", int(r))
-	}
-	return refusalNames[r]
+	return text.Name(refusalNames[:], r, "HTTPRefusal")
 }
 
 func (p HTTPProviders) check() error {

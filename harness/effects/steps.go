@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/runtwice/twice/faults"
+	"github.com/runtwice/twice/internal/text"
 )
 
 // Steps makes a delivery's effect calls steps of its schedule, like its
@@ -51,10 +52,7 @@ var replyNames = [...]string{Answered: "answered", ReplyLost: "reply-lost", Refu
 // String names the reply: "answered", "reply-lost", "refused",
 // "answered-late".
 func (r Reply) String() string {
-	if r < 0 || int(r) >= len(replyNames) {
-		return fmt.Sprintf("Reply(%d)", int(r))
-	}
-	return replyNames[r]
+	return text.Name(replyNames[:], r, "Reply")
 }
 
 // CallError is what an effect call returns when the schedule puts an effect

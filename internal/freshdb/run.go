@@ -61,7 +61,7 @@ type run struct {
 
 	mu        sync.Mutex
 	owned     map[string]bool // databases this run created that still exist
-	templates map[string]*build
+	templates map[string]*start[*Template]
 
 	seq atomic.Uint64 // name suffixes
 
@@ -69,50 +69,63 @@ type run struct {
 	exitArmed atomic.Bool // the Server will drop this run's databases at exit
 }
 
-type runInit struct {
-	done chan struct{}
-	r    *run
-	err  error
-}
-
 var runs = struct {
 	sync.Mutex
-	m map[string]*runInit
-}{m: map[string]*runInit{}}
+	m map[string]*start[*run]
+}{m: map[string]*start[*run]{}}
 
 // runFor returns this process's run on srv, starting it (lock, stale
 // cleanup) on first use. Concurrent callers share one start.
 func runFor(ctx context.Context, srv Server) (*run, error) {
 	key := srv.ConnString(maintenanceDB(srv))
+	return startShared(ctx, &runs.Mutex, runs.m, key, "the database run to start", func() (*run, error) { return startRun(ctx, srv) })
+}
+
+// start is one piece of work that callers share: the first does it, the
+// others wait until done is closed.
+type start[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+// startShared returns what started[key] gives, doing it with do when no
+// caller has, with mu guarding started: concurrent callers share one
+// start. A failed start is forgotten, so the next call starts again, and
+// a caller that waited on a start which gave up on its own context tries
+// with its ctx. waiting says what a caller whose ctx ends waits for.
+func startShared[T any](ctx context.Context, mu *sync.Mutex, started map[string]*start[T], key, waiting string, do func() (T, error)) (T, error) {
 	for {
-		runs.Lock()
-		ri, ok := runs.m[key]
+		mu.Lock()
+		s, ok := started[key]
 		if !ok {
-			ri = &runInit{done: make(chan struct{})}
-			runs.m[key] = ri
-			runs.Unlock()
-			ri.r, ri.err = startRun(ctx, srv)
-			if ri.err != nil {
-				runs.Lock()
-				delete(runs.m, key)
-				runs.Unlock()
+			s = &start[T]{done: make(chan struct{})}
+			started[key] = s
+			mu.Unlock()
+			s.v, s.err = do()
+			if s.err != nil {
+				mu.Lock()
+				delete(started, key)
+				mu.Unlock()
 			}
-			close(ri.done)
-			return ri.r, ri.err
+			close(s.done)
+			return s.v, s.err
 		}
-		runs.Unlock()
+		mu.Unlock()
 		select {
-		case <-ri.done:
+		case <-s.done:
 		case <-ctx.Done():
-			return nil, blame.Userf("waiting for the database run to start: %w", ctx.Err())
+			var zero T
+			return zero, blame.Userf("waiting for %s: %w", waiting, ctx.Err())
 		}
-		if ri.err == nil {
-			return ri.r, nil
+		if s.err == nil {
+			return s.v, nil
 		}
-		if !isContextErr(ri.err) {
-			return nil, ri.err
+		if !isContextErr(s.err) || ctx.Err() != nil {
+			var zero T
+			return zero, s.err
 		}
-		// the starter gave up on its own context; try with ours
+		// the starter gave up on its own context; start with ours
 	}
 }
 
@@ -156,7 +169,7 @@ func startRun(ctx context.Context, srv Server) (*run, error) {
 		lock:      lock,
 		superuser: string(row[2]) == "t",
 		owned:     map[string]bool{},
-		templates: map[string]*build{},
+		templates: map[string]*start[*Template]{},
 	}
 	if _, err := fmt.Sscan(string(row[1]), &r.version); err != nil {
 		return nil, fmt.Errorf("server_version_num %q: %w", row[1], err)
@@ -358,8 +371,8 @@ func DropAll(ctx context.Context) error {
 		default:
 			continue // still starting; nothing of it to drop yet
 		}
-		if ri.r != nil {
-			all = append(all, ri.r)
+		if ri.v != nil {
+			all = append(all, ri.v)
 		}
 		delete(runs.m, key)
 	}
@@ -369,8 +382,8 @@ func DropAll(ctx context.Context) error {
 		r.mu.Lock()
 		var tpls []*Template
 		for _, b := range r.templates {
-			if b.t != nil {
-				tpls = append(tpls, b.t)
+			if b.v != nil {
+				tpls = append(tpls, b.v)
 			}
 		}
 		r.mu.Unlock()

@@ -51,12 +51,6 @@ type Template struct {
 	quick       string // quickSQL of a fresh clone, set by the first clone; logged only
 }
 
-type build struct {
-	done chan struct{}
-	t    *Template
-	err  error
-}
-
 // Prepare builds the template database for steps on srv, once per server and
 // content hash per process: a later or concurrent Prepare with the same
 // content shares that build (concurrent callers wait for it). The hash covers
@@ -76,36 +70,7 @@ func Prepare(ctx context.Context, srv Server, steps []Step) (*Template, error) {
 		return nil, err
 	}
 	hash := hashSteps(steps)
-	for {
-		r.mu.Lock()
-		b, ok := r.templates[hash]
-		if !ok {
-			b = &build{done: make(chan struct{})}
-			r.templates[hash] = b
-			r.mu.Unlock()
-			b.t, b.err = r.buildTemplate(ctx, hash, steps)
-			if b.err != nil {
-				r.mu.Lock()
-				delete(r.templates, hash)
-				r.mu.Unlock()
-			}
-			close(b.done)
-			return b.t, b.err
-		}
-		r.mu.Unlock()
-		select {
-		case <-b.done:
-		case <-ctx.Done():
-			return nil, blame.Userf("waiting for the template database to be built: %w", ctx.Err())
-		}
-		if b.err == nil {
-			return b.t, nil
-		}
-		if !isContextErr(b.err) || ctx.Err() != nil {
-			return nil, b.err
-		}
-		// the builder gave up on its own context; build with ours
-	}
+	return startShared(ctx, &r.mu, r.templates, hash, "the template database to be built", func() (*Template, error) { return r.buildTemplate(ctx, hash, steps) })
 }
 
 func (r *run) buildTemplate(ctx context.Context, hash string, steps []Step) (t *Template, err error) {

@@ -3,7 +3,10 @@
 // noun and takes an error's first line alike.
 package text
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // oneLineMax is how many characters OneLine keeps: a statement long
 // enough to recognise, short enough for one log or report line.
@@ -33,4 +36,13 @@ func Plural(n int, word string) string {
 		return word
 	}
 	return word + "s"
+}
+
+// Name is what an enum's String method says: names[v], or typ(v) for a
+// value names does not name ("Policy(7)").
+func Name[T ~int](names []string, v T, typ string) string {
+	if v < 0 || int(v) >= len(names) || names[v] == "" {
+		return fmt.Sprintf("%s(%d)", typ, int(v))
+	}
+	return names[v]
 }

@@ -52,3 +52,17 @@ func TestPlural(t *testing.T) {
 		}
 	}
 }
+
+func TestName(t *testing.T) {
+	type color int
+	names := []string{1: "red", 2: "green"}
+	tests := []struct {
+		v    color
+		want string
+	}{{1, "red"}, {2, "green"}, {0, "color(0)"}, {3, "color(3)"}, {-1, "color(-1)"}}
+	for _, tt := range tests {
+		if got := text.Name(names, tt.v, "color"); got != tt.want {
+			t.Errorf("Name(%d) = %q, want %q", tt.v, got, tt.want)
+		}
+	}
+}
