@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -129,59 +128,12 @@ func (sp *saramaSpec) check(name, group string) error {
 	return nil
 }
 
-// severableDialer is a sarama client's network: vn's connections, all
-// of which sever cuts at once, as a killed process's.
-type severableDialer struct {
-	dial func(ctx context.Context, network, host string) (net.Conn, error)
-
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-}
-
-var errKilled = errors.New("twicekafka: the worker was killed: its process dials no more")
-
-// Dial is sarama's proxy.Dialer.
-func (d *severableDialer) Dial(network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	dead := d.dead
-	d.mu.Unlock()
-	if dead {
-		return nil, errKilled
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
-	defer cancel()
-	c, err := d.dial(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dead {
-		_ = c.Close()
-		return nil, errKilled
-	}
-	d.conns = append(d.conns, c)
-	return c, nil
-}
-
-// sever closes every connection and refuses new ones.
-func (d *severableDialer) sever() {
-	d.mu.Lock()
-	conns := d.conns
-	d.conns, d.dead = nil, true
-	d.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
 // saramaConsumer is one delivery's sarama consumer group.
 // Its process runs sarama's Consume loop, which runs the handler.
 type saramaConsumer struct {
 	process
 	cg         sarama.ConsumerGroup
-	net        *severableDialer
+	net        *connSet
 	autocommit bool
 
 	handed, back         chan struct{} // closed once each
@@ -208,7 +160,7 @@ func (c *saramaConsumer) kill() {
 	if c.killed.Swap(true) {
 		return
 	}
-	c.net.sever()
+	c.net.cut()
 	c.shut()
 	go func() {
 		<-c.done
@@ -242,7 +194,7 @@ func (c *saramaConsumer) end() {
 	select {
 	case <-ended:
 	case <-time.After(pollTimeout):
-		c.net.sever()
+		c.net.cut()
 	}
 }
 
@@ -437,7 +389,7 @@ func evict(ctx context.Context, s *scenario, member string) error {
 // newSaramaConsumer builds a delivery's consumer group from a copy of the
 // consumer's config, dialing the scenario's cluster.
 func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int64) (*saramaConsumer, error) {
-	d := &severableDialer{dial: s.dial}
+	d := &connSet{dial: s.dial, refusal: errors.New("twicekafka: the worker was killed: its process dials no more")}
 	cfg := *q.sarama.cfg
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = d
@@ -447,7 +399,7 @@ func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int6
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cg, err := sarama.NewConsumerGroup(s.cluster.ListenAddrs(), s.group, &cfg)
 	if err != nil {
-		d.sever()
+		d.cut()
 		return nil, fmt.Errorf("twicekafka: job %q: sarama.NewConsumerGroup from the consumer's config on the kfake cluster: %w", q.name, err)
 	}
 	c := &saramaConsumer{process: newProcess(s.topic, partition, offset), cg: cg, net: d,
