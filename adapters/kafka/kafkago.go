@@ -87,17 +87,10 @@ type ReaderLoop func(ctx context.Context, r *kafka.Reader) error
 // effects yet: a kafka.Writer of its own knows no address of the
 // scenario's cluster, which is on an in-memory network.
 func ReaderJob(name string, rec Record, cfg kafka.ReaderConfig, newLoop func(d *harness.Delivery) ReaderLoop, opts ...Option) harness.Job {
-	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.group = cfg.GroupID // the Reader's own group, not Group's
-	q := &kafkaQueue{name: name, rec: rec, opts: o, reader: &readerSpec{cfg: cfg, newLoop: newLoop}}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runReader(ctx, d) },
-	}
+	q := newQueue(name, rec, opts)
+	q.opts.group = cfg.GroupID // the Reader's own group, not Group's
+	q.reader = &readerSpec{cfg: cfg, newLoop: newLoop}
+	return q.job(q.runReader)
 }
 
 // readerSpec is ReaderJob's: the consumer's config and loop.

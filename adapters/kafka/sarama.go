@@ -85,17 +85,10 @@ import (
 // are not effects yet (Outbox takes a kgo producer), and a producer the
 // handler builds itself does not reach the scenario's cluster.
 func SaramaJob(name string, rec Record, group string, cfg *sarama.Config, newHandler func(d *harness.Delivery) sarama.ConsumerGroupHandler, opts ...Option) harness.Job {
-	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.group = group
-	q := &kafkaQueue{name: name, rec: rec, opts: o, sarama: &saramaSpec{cfg: cfg, newHandler: newHandler}}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runSarama(ctx, d) },
-	}
+	q := newQueue(name, rec, opts)
+	q.opts.group = group
+	q.sarama = &saramaSpec{cfg: cfg, newHandler: newHandler}
+	return q.job(q.runSarama)
 }
 
 // saramaSpec is SaramaJob's: the consumer's own config and handler.
