@@ -214,16 +214,23 @@ func RestartDelay(d time.Duration) Option { return func(o *options) { o.restart 
 // consumer client cl (for a handler that commits itself), as the
 // consumer's process would at start-up.
 func Job(name string, rec Record, newHandler func(d *harness.Delivery, cl *kgo.Client) Handler, opts ...Option) harness.Job {
+	q := newQueue(name, rec, opts)
+	return q.job(func(ctx context.Context, d *harness.Delivery) error { return q.handle(ctx, d, newHandler) })
+}
+
+// newQueue is the queue of every face's job: its options over the
+// defaults. A face whose consumer names its own group sets it after.
+func newQueue(name string, rec Record, opts []Option) *kafkaQueue {
 	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	q := &kafkaQueue{name: name, rec: rec, opts: o}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.handle(ctx, d, newHandler) },
-	}
+	return &kafkaQueue{name: name, rec: rec, opts: o}
+}
+
+// job is the harness.Job whose deliveries handle runs on q.
+func (q *kafkaQueue) job(handle harness.Handler) harness.Job {
+	return harness.Job{Name: q.name, Queue: q, Handler: handle}
 }
 
 // kafkaQueue is the consumer group's bookkeeping for one job, as a

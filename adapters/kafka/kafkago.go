@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -88,17 +87,10 @@ type ReaderLoop func(ctx context.Context, r *kafka.Reader) error
 // effects yet: a kafka.Writer of its own knows no address of the
 // scenario's cluster, which is on an in-memory network.
 func ReaderJob(name string, rec Record, cfg kafka.ReaderConfig, newLoop func(d *harness.Delivery) ReaderLoop, opts ...Option) harness.Job {
-	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.group = cfg.GroupID // the Reader's own group, not Group's
-	q := &kafkaQueue{name: name, rec: rec, opts: o, reader: &readerSpec{cfg: cfg, newLoop: newLoop}}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runReader(ctx, d) },
-	}
+	q := newQueue(name, rec, opts)
+	q.opts.group = cfg.GroupID // the Reader's own group, not Group's
+	q.reader = &readerSpec{cfg: cfg, newLoop: newLoop}
+	return q.job(q.runReader)
 }
 
 // readerSpec is ReaderJob's: the consumer's config and loop.
@@ -136,47 +128,6 @@ type readerConsumer struct {
 	root      atomic.Uint64 // the id of the goroutine that runs the loop (serve)
 	gone      chan struct{} // closed once the Reader is closed
 	closeOnce sync.Once
-}
-
-// connSet is a worker's connections to the cluster: a crash cuts them
-// and refuses new ones.
-type connSet struct {
-	dial  func(ctx context.Context, network, address string) (net.Conn, error)
-	mu    sync.Mutex
-	dead  bool
-	conns []net.Conn
-}
-
-func (s *connSet) dialContext(ctx context.Context, network, address string) (net.Conn, error) {
-	s.mu.Lock()
-	dead := s.dead
-	s.mu.Unlock()
-	if dead {
-		return nil, errors.New("twicekafka: the worker is dead")
-	}
-	c, err := s.dial(ctx, network, address)
-	if err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dead {
-		_ = c.Close()
-		return nil, errors.New("twicekafka: the worker is dead")
-	}
-	s.conns = append(s.conns, c)
-	return c, nil
-}
-
-func (s *connSet) cut() {
-	s.mu.Lock()
-	s.dead = true
-	conns := s.conns
-	s.conns = nil
-	s.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
 }
 
 // serve is the process's serve, on the goroutine whose id root is.
@@ -324,7 +275,7 @@ func (q *kafkaQueue) newReaderConsumer(s *scenario, partition int32, offset int6
 	if s.dial == nil {
 		return nil, fmt.Errorf("twicekafka: job %q: ReaderJob runs on an in-process kfake cluster only", q.name)
 	}
-	conns := &connSet{dial: s.dial}
+	conns := &connSet{dial: s.dial, refusal: errors.New("twicekafka: the worker is dead")}
 	cfg := q.reader.cfg
 	cfg.Brokers = s.cluster.ListenAddrs()
 	dialer := kafka.Dialer{Timeout: 10 * time.Second, DialFunc: conns.dialContext}

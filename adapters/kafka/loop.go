@@ -73,16 +73,9 @@ type Loop func(ctx context.Context, cl *kgo.Client) error
 // one's while two run (a rebalance moved the partition from one still
 // handling its record).
 func LoopJob(name string, rec Record, clientOpts []kgo.Opt, newLoop func(d *harness.Delivery) Loop, opts ...Option) harness.Job {
-	o := options{group: "twice-" + name, session: DefaultSessionTimeout, restart: DefaultRestartDelay}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	q := &kafkaQueue{name: name, rec: rec, opts: o, loop: &loopSpec{opts: slices.Clone(clientOpts)}}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runLoop(ctx, d, newLoop) },
-	}
+	q := newQueue(name, rec, opts)
+	q.loop = &loopSpec{opts: slices.Clone(clientOpts)}
+	return q.job(func(ctx context.Context, d *harness.Delivery) error { return q.runLoop(ctx, d, newLoop) })
 }
 
 // deadSession is the wall-clock session of a LoopJob client: a killed

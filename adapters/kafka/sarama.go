@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"time"
 
@@ -86,17 +85,10 @@ import (
 // are not effects yet (Outbox takes a kgo producer), and a producer the
 // handler builds itself does not reach the scenario's cluster.
 func SaramaJob(name string, rec Record, group string, cfg *sarama.Config, newHandler func(d *harness.Delivery) sarama.ConsumerGroupHandler, opts ...Option) harness.Job {
-	o := options{session: DefaultSessionTimeout, restart: DefaultRestartDelay}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	o.group = group
-	q := &kafkaQueue{name: name, rec: rec, opts: o, sarama: &saramaSpec{cfg: cfg, newHandler: newHandler}}
-	return harness.Job{
-		Name:    name,
-		Queue:   q,
-		Handler: func(ctx context.Context, d *harness.Delivery) error { return q.runSarama(ctx, d) },
-	}
+	q := newQueue(name, rec, opts)
+	q.opts.group = group
+	q.sarama = &saramaSpec{cfg: cfg, newHandler: newHandler}
+	return q.job(q.runSarama)
 }
 
 // saramaSpec is SaramaJob's: the consumer's own config and handler.
@@ -129,59 +121,12 @@ func (sp *saramaSpec) check(name, group string) error {
 	return nil
 }
 
-// severableDialer is a sarama client's network: vn's connections, all
-// of which sever cuts at once, as a killed process's.
-type severableDialer struct {
-	dial func(ctx context.Context, network, host string) (net.Conn, error)
-
-	mu    sync.Mutex
-	conns []net.Conn
-	dead  bool
-}
-
-var errKilled = errors.New("twicekafka: the worker was killed: its process dials no more")
-
-// Dial is sarama's proxy.Dialer.
-func (d *severableDialer) Dial(network, addr string) (net.Conn, error) {
-	d.mu.Lock()
-	dead := d.dead
-	d.mu.Unlock()
-	if dead {
-		return nil, errKilled
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), pollTimeout)
-	defer cancel()
-	c, err := d.dial(ctx, network, addr)
-	if err != nil {
-		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.dead {
-		_ = c.Close()
-		return nil, errKilled
-	}
-	d.conns = append(d.conns, c)
-	return c, nil
-}
-
-// sever closes every connection and refuses new ones.
-func (d *severableDialer) sever() {
-	d.mu.Lock()
-	conns := d.conns
-	d.conns, d.dead = nil, true
-	d.mu.Unlock()
-	for _, c := range conns {
-		_ = c.Close()
-	}
-}
-
 // saramaConsumer is one delivery's sarama consumer group.
 // Its process runs sarama's Consume loop, which runs the handler.
 type saramaConsumer struct {
 	process
 	cg         sarama.ConsumerGroup
-	net        *severableDialer
+	net        *connSet
 	autocommit bool
 
 	handed, back         chan struct{} // closed once each
@@ -208,7 +153,7 @@ func (c *saramaConsumer) kill() {
 	if c.killed.Swap(true) {
 		return
 	}
-	c.net.sever()
+	c.net.cut()
 	c.shut()
 	go func() {
 		<-c.done
@@ -242,7 +187,7 @@ func (c *saramaConsumer) end() {
 	select {
 	case <-ended:
 	case <-time.After(pollTimeout):
-		c.net.sever()
+		c.net.cut()
 	}
 }
 
@@ -437,7 +382,7 @@ func evict(ctx context.Context, s *scenario, member string) error {
 // newSaramaConsumer builds a delivery's consumer group from a copy of the
 // consumer's config, dialing the scenario's cluster.
 func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int64) (*saramaConsumer, error) {
-	d := &severableDialer{dial: s.dial}
+	d := &connSet{dial: s.dial, refusal: errors.New("twicekafka: the worker was killed: its process dials no more")}
 	cfg := *q.sarama.cfg
 	cfg.Net.Proxy.Enable = true
 	cfg.Net.Proxy.Dialer = d
@@ -447,7 +392,7 @@ func (q *kafkaQueue) newSaramaConsumer(s *scenario, partition int32, offset int6
 	cfg.Consumer.MaxWaitTime = 100 * time.Millisecond
 	cg, err := sarama.NewConsumerGroup(s.cluster.ListenAddrs(), s.group, &cfg)
 	if err != nil {
-		d.sever()
+		d.cut()
 		return nil, fmt.Errorf("twicekafka: job %q: sarama.NewConsumerGroup from the consumer's config on the kfake cluster: %w", q.name, err)
 	}
 	c := &saramaConsumer{process: newProcess(s.topic, partition, offset), cg: cg, net: d,
