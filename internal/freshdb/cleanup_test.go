@@ -377,3 +377,25 @@ func databasesWithPrefix(t *testing.T, admin, prefix string) []string {
 	}
 	return names
 }
+
+// TestDropAllBesideATemplateBuild ends the runs while a template is still
+// being built: DropAll must leave the build's result alone until its
+// builder is done with it (under -race, reading it before is a data
+// race), and drop what the run owns.
+func TestDropAllBesideATemplateBuild(t *testing.T) {
+	ctx := context.Background()
+	srv := server(t)
+	finish, err := freshdb.TemplateBuilding(ctx, srv, "building "+randomHex(t, 8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	built := make(chan struct{})
+	go func() {
+		defer close(built)
+		finish(&freshdb.Template{Name: "built meanwhile"})
+	}()
+	if err := freshdb.DropAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-built
+}

@@ -1,5 +1,7 @@
 package freshdb
 
+import "context"
+
 // Hooks for the black-box tests and benchmarks.
 
 // LockClass is the first key of the run lock, so tests can fake a live run.
@@ -38,4 +40,19 @@ func SetUndoFrom(t interface{ Cleanup(func()) }, n int64) {
 	old := undoFrom
 	undoFrom = n
 	t.Cleanup(func() { undoFrom = old })
+}
+
+// TemplateBuilding enters a template build on srv's run that is still
+// under way, as Prepare does before building; finish ends it with t, as
+// the builder does.
+func TemplateBuilding(ctx context.Context, srv Server, key string) (finish func(t *Template), err error) {
+	r, err := runFor(ctx, srv)
+	if err != nil {
+		return nil, err
+	}
+	s := &start[*Template]{done: make(chan struct{})}
+	r.mu.Lock()
+	r.templates[key] = s
+	r.mu.Unlock()
+	return func(t *Template) { s.v = t; close(s.done) }, nil
 }

@@ -382,8 +382,12 @@ func DropAll(ctx context.Context) error {
 		r.mu.Lock()
 		var tpls []*Template
 		for _, b := range r.templates {
-			if b.v != nil {
-				tpls = append(tpls, b.v)
+			select {
+			case <-b.done: // its builder wrote v before closing done
+				if b.v != nil {
+					tpls = append(tpls, b.v)
+				}
+			default: // still building: its database is owned, dropped below
 			}
 		}
 		r.mu.Unlock()
