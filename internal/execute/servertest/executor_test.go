@@ -70,14 +70,7 @@ type visitsRun struct {
 func runVisits(t *testing.T, start time.Time) *visitsRun {
 	t.Helper()
 	ctx := t.Context()
-	srv, err := pgserver.Shared(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "schema", SQL: "CREATE TABLE visits (job text, attempt int)"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, tmpl := visitsTemplate(t, "CREATE TABLE visits (job text, attempt int)")
 	x := execute.New(execute.Settings{Job: execute.Job{Name: "visit"}, Server: srv,
 		DeliveryTimeout: 30 * time.Second})
 	t.Cleanup(func() { x.Close(context.Background()) })
@@ -162,4 +155,19 @@ func checkCrashOutput(t *testing.T, out *execute.Output) {
 		t.Errorf("Output = {Faulted: %v, Overlapped: %v, CleanFailure: %q, Incomplete: %q, JobStart: %v}, want j1a1w1 faulted and nothing else",
 			out.Faulted, out.Overlapped, out.CleanFailure, out.Incomplete, out.JobStart)
 	}
+}
+
+// visitsTemplate is the shared server and a template whose schema is
+// schema (a table of visits): the fixture of this package's tests.
+func visitsTemplate(t *testing.T, schema string) (*pgserver.Server, *freshdb.Template) {
+	t.Helper()
+	srv, err := pgserver.Shared(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := freshdb.Prepare(t.Context(), srv, []freshdb.Step{{Name: "schema", SQL: schema}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, tmpl
 }

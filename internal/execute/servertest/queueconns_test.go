@@ -12,7 +12,6 @@ import (
 	"github.com/runtwice/twice/harness/queue"
 	"github.com/runtwice/twice/internal/execute"
 	"github.com/runtwice/twice/internal/freshdb"
-	"github.com/runtwice/twice/internal/pgserver"
 )
 
 // pidQueue hands out one job and notes the server backend of the
@@ -60,15 +59,7 @@ func (q *pidQueue) Nack(context.Context, queue.Op, error) (queue.Settled, error)
 // server backend both times (warm, its prepared statements kept), unless
 // the first execution left a transaction open on it.
 func TestQueueConnOutlivesTheReset(t *testing.T) {
-	ctx := t.Context()
-	srv, err := pgserver.Shared(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "schema", SQL: "CREATE TABLE visits (job text)"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, tmpl := visitsTemplate(t, "CREATE TABLE visits (job text)")
 	for _, tc := range []struct {
 		name     string
 		leaveTx  bool
@@ -104,15 +95,7 @@ func TestQueueConnOutlivesTheReset(t *testing.T) {
 // second check's queue operations run on the backend the first one's
 // did, parked with the database when the first check's Executor closed.
 func TestQueueConnOutlivesTheCheck(t *testing.T) {
-	ctx := t.Context()
-	srv, err := pgserver.Shared(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := freshdb.Prepare(ctx, srv, []freshdb.Step{{Name: "schema", SQL: "CREATE TABLE visits (job text) -- a check after another"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, tmpl := visitsTemplate(t, "CREATE TABLE visits (job text) -- a check after another")
 	q := &pidQueue{}
 	var names []string
 	for range 2 {
