@@ -220,7 +220,8 @@
 // database, and one that does not fail the same way is "[twice] flaky",
 // never a pass. So is a pass the executor decided by timing (a step
 // granted while another delivery's statement waited on a lock, a
-// wall-clock limit, two returns at once: result.Scenario.Races): its
+// wall-clock limit, two returns at once, a fetch beside a handler that
+// settles with its queue itself: result.Scenario.Races): its
 // schedule runs again too, and one that then fails is flaky, not a pass.
 // "[twice] internal" is the harness's own failure, never a
 // finding; a handler, worker factory or setup that fails on the clean run

@@ -35,6 +35,7 @@ type tableQueue struct {
 	runIn       time.Duration // a job is due this long after its enqueue
 	answerDue   bool          // a job not yet due is answered with its DueAt
 	postpone    bool          // a job is never due: each Fetch puts it 10s ahead
+	settles     bool          // queue.Rules.HandlerSettles
 }
 
 // tableQueueSchema is the queue's own: it carries it (Schema), and the
@@ -120,7 +121,8 @@ func (q tableQueue) Nack(ctx context.Context, op queue.Op, err error) (queue.Set
 }
 
 func (q tableQueue) Rules() queue.Rules {
-	return queue.Rules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime, OneDeliveryAtATime: q.oneDelivery}
+	return queue.Rules{Redeliver: q.redeliver, CancelAfter: q.cancelAfter, Tables: []string{"queue_meta"}, JobTable: "queue_jobs", JobIDColumn: "id", OneScenarioAtATime: q.oneAtATime, OneDeliveryAtATime: q.oneDelivery,
+		HandlerSettles: q.settles}
 }
 
 func queueConfig(fs ...faults.Fault) harness.Config {
@@ -149,6 +151,37 @@ func TestQueueBookkeepingIsNotSteps(t *testing.T) {
 			assert.Equal(t, queue.DeliveryRedelivery, s.Deliveries[1].Kind)
 			assert.Equal(t, time.Hour, s.Schedule.Deliveries[1].Advance, "the queue's redelivery time replaces the visibility timeout")
 		}
+	}
+}
+
+// A queue whose handlers settle with it themselves (a Kafka handler that
+// commits its offset) has each fetch or ack made while another
+// delivery's handler runs recorded as a race: what it reads hangs on
+// whether that handler has settled yet, so a scenario that passed with
+// one runs again. A queue that settles deliveries itself records none.
+func TestQueueHandlerSettlesRaces(t *testing.T) {
+	for _, settles := range []bool{false, true} {
+		t.Run(fmt.Sprintf("settles=%v", settles), func(t *testing.T) {
+			job := harness.Job{Name: "set-points", Queue: tableQueue{redeliver: time.Hour, settles: settles},
+				Handler: exec(`UPDATE rewards SET points = 50 WHERE order_id = 1`)}
+			res := runQueue(t, job, queueConfig(faults.ConcurrentDelivery()))
+			assert.True(t, res.Idempotent(), "%s", res)
+			var beside []result.Race
+			for _, sc := range res.Scenarios {
+				for _, r := range sc.Races {
+					if r.Kind == result.SettledBeside {
+						beside = append(beside, r)
+						assert.NotNil(t, sc.Rerun, "schedule %s passed with a race and was not run again", sc.Schedule)
+					}
+				}
+			}
+			if !settles {
+				assert.Empty(t, beside)
+				return
+			}
+			assert.Contains(t, beside, result.Race{Kind: result.SettledBeside, Delivery: 2, Other: 1},
+				"the second delivery is handed out while the first handler runs")
+		})
 	}
 }
 

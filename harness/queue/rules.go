@@ -56,4 +56,14 @@ type Rules struct {
 	// runs the orders it left out as well, so the verdict is never weaker
 	// (Result.Reductions). False tries every order.
 	OneDeliveryAtATime bool
+	// HandlerSettles says the handler settles its delivery with the
+	// queue itself, outside the schedule (Kafka: a handler that commits
+	// its record's offset, twicekafka.CommitInHandler), so what the
+	// queue's Fetch, Ack or Nack reads may hang on whether another
+	// delivery's running handler has settled yet. The executor cannot
+	// order that settling against its own operations, so an operation
+	// made while another delivery's handler runs is recorded as a race
+	// (result.SettledBeside): a scenario that passed with one is run
+	// again, and one whose runs differ is Flaky, not a pass.
+	HandlerSettles bool
 }

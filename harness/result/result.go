@@ -464,6 +464,12 @@ const (
 	// executor took the first return; which one the queue heard first is
 	// the order they came in.
 	ReturnsRaced RaceKind = "returns-raced"
+	// SettledBeside: a queue operation (a fetch, an ack) ran while
+	// another delivery's handler, which settles its delivery with the
+	// queue itself (queue.Rules.HandlerSettles: a Kafka handler that
+	// commits its offset), was running: whether that handler had
+	// settled yet, which the operation may read, was timing.
+	SettledBeside RaceKind = "settled-beside"
 )
 
 // Rerun is what a scenario's schedule did when run again on a fresh

@@ -14,6 +14,7 @@ import (
 	"github.com/runtwice/twice/assert"
 	"github.com/runtwice/twice/faults"
 	"github.com/runtwice/twice/harness/queue"
+	"github.com/runtwice/twice/harness/result"
 	"github.com/runtwice/twice/internal/blame"
 	"github.com/runtwice/twice/internal/text"
 )
@@ -241,6 +242,7 @@ func (q *queueRun) next(e *execution) {
 	q.waiting = q.waiting[1:]
 	q.running, q.blocked, q.asked = c, false, 0
 	c.op.Conn, c.op.Now = q.conn, e.clock.Now()
+	q.settledBeside(e, c)
 	go func() {
 		defer func() { q.ops <- struct{}{} }()
 		defer func() {
@@ -251,6 +253,22 @@ func (q *queueRun) next(e *execution) {
 		}()
 		c.answer, c.err = c.run(q.ctx, c.op)
 	}()
+}
+
+// settledBeside records, as c starts, every other delivery whose handler
+// runs, when the queue's handlers settle with it themselves
+// (queue.Rules.HandlerSettles): whether such a handler has settled yet,
+// which a fetch, an ack or a nack may read, is timing. An enqueue reads
+// no delivery's settling.
+func (q *queueRun) settledBeside(e *execution, c *queueCall) {
+	if !q.rules.HandlerSettles || c.what == "enqueue" {
+		return
+	}
+	for _, o := range e.deliveries {
+		if o != c.d && o.life.acting() && !o.handlerDone.Load() {
+			e.raced(result.SettledBeside, c.d, o, 0) // races.go
+		}
+	}
 }
 
 // done takes an operation's answer.

@@ -361,6 +361,8 @@ func race(r result.Race) string {
 		return fmt.Sprintf("step %d of delivery %d was granted as its caller stopped waiting for it", r.Step, r.Delivery)
 	case result.ReturnsRaced:
 		return fmt.Sprintf("deliveries %d and %d had both returned when the first return was taken", r.Delivery, r.Other)
+	case result.SettledBeside:
+		return fmt.Sprintf("the queue handed out or settled delivery %d while the handler of delivery %d, which settles with the queue itself, was running", r.Delivery, r.Other)
 	}
 	return string(r.Kind)
 }
