@@ -157,7 +157,11 @@ const (
 	// CommitInHandler leaves the commit to the handler, which calls
 	// CommitRecords (or CommitUncommittedOffsets) on the
 	// client it was built with, wherever production calls it: before its
-	// write, after it. Nothing is committed for it after it returns.
+	// write, after it. Nothing is committed for it after it returns. The
+	// commit is not a step: a Fetch or Ack made while another delivery's
+	// handler runs is recorded as a race (result.SettledBeside), since
+	// that handler may or may not have committed yet, and a pass with
+	// one is run again.
 	CommitInHandler
 	// CommitTransactional is Kafka's exactly-once consume-transform-produce
 	// (kgo.GroupTransactSession): the consumer reads committed records
@@ -449,8 +453,15 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // stamps each send with its clock, the copy after the producer's timeout
 // is tried too (Rules.Dedup -1: late-producer-retry in the default
 // matrix).
+//
+// A Job whose handler commits itself (CommitInHandler) settles with the
+// group outside the schedule (queue.Rules.HandlerSettles): a Fetch or
+// Ack beside another delivery's running handler reads a committed
+// offset that handler may or may not have moved yet, and is a race.
 func (q *kafkaQueue) Rules() queue.Rules {
-	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: q.loop != nil || q.reader != nil || q.sarama != nil}
+	plain := q.loop == nil && q.reader == nil && q.sarama == nil
+	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: !plain,
+		HandlerSettles: plain && q.opts.commit == CommitInHandler}
 	if q.opts.produce != nil {
 		r.Dedup = -1
 	}

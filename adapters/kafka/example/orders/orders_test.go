@@ -126,6 +126,25 @@ func TestCommitFirstLosesTheLine(t *testing.T) {
 	harness.Check(t, commitFirst(), c)
 }
 
+// CommitFirst commits from inside its handler, outside the schedule: the
+// copy's Fetch made while the first handler runs reads a committed
+// offset that handler may or may not have moved yet (one line or two).
+// The run records that race, so a pass is run again instead of resting
+// on which came first.
+func TestHandlerCommitBesideFetchIsARace(t *testing.T) {
+	sched, err := faults.Parse("j1a1w1 > j2a1w2@1:0 order 2,1")
+	require.NoError(t, err)
+	c := cfg
+	c.Faults = []faults.Fault{faults.Replay(sched)}
+	res, err := harness.Run(context.Background(), commitFirst(), c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = res.DropDatabases(context.Background()) })
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Contains(t, sc.Races, result.Race{Kind: result.SettledBeside, Delivery: 2, Other: 1}, "%s", res)
+	assert.NotNil(t, sc.Rerun, "a scenario that raced runs again")
+}
+
 // The checks a team would write: harness.Check with no Kafka-specific
 // call, and Explore.
 func TestInboxByKey(t *testing.T) {
