@@ -901,15 +901,11 @@ func checkSchedule(job string, clean []faults.Step, s faults.Schedule) error {
 			continue
 		}
 		if d.At > steps {
-			n := fmt.Sprintf("%d steps", steps)
-			if steps == 1 {
-				n = "1 step"
-			}
 			hint := fmt.Sprintf("use a step from 1 to %d (or !crash alone for after the last step)", steps)
 			if d.Fault.OnEffect() {
 				hint = effectStepsHint(clean)
 			}
-			return blame.Userf("schedule %q: %s!%s:%d acts on step %d, but job %q takes %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, n, hint)
+			return blame.Userf("schedule %q: %s!%s:%d acts on step %d, but job %q takes %d %s on a clean run, so the fault would never happen; %s", s.String(), d.Label(), d.Fault, d.At, d.At, job, steps, text.Plural(steps, "step"), hint)
 		}
 		if d.Fault == faults.KindAmbiguous && d.At > 0 && clean[d.At-1].IsEffect() {
 			return blame.Userf("schedule %q: %s!%s:%d loses a statement's reply, but step %d of job %q's clean run is an effect call (%s), so the fault would never happen; for a worker that dies right after the provider accepted it, use %s!%s:%d", s.String(), d.Label(), d.Fault, d.At, d.At, job, text.OneLine(clean[d.At-1].SQL), d.Label(), faults.KindCrashAfterEffect, d.At)
