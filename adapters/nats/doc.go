@@ -61,7 +61,11 @@
 // crash-before-ack and lost-ack withhold it. Statements are counted on
 // d.DB (a pgx tracer on the delivery's own DSN); a handler that writes
 // through d.SQL() or its own pool on d.DSN has its answer taken as its
-// last.
+// last. When the message is handed out again while the handler still
+// runs (visibility-timeout, concurrent-delivery), whether the handler
+// has answered by then is timing: the scenario records a race
+// (result.SettledBeside) and runs again, and one whose runs differ is
+// flaky, not a pass.
 //
 // What each fault means for JetStream:
 //

@@ -194,9 +194,11 @@ func (q *natsQueue) Schema() queue.Schema { return queue.Schema{} }
 // it) after a delivery that did not ack it; the server never cancels a
 // handler, never hands one message to two deliveries before that time,
 // and refuses a producer's copy with the same Nats-Msg-Id within the
-// stream's duplicate window.
+// stream's duplicate window. The handler answers for its message itself
+// (queue.Rules.HandlerSettles): a Fetch made while another delivery's
+// handler runs, which may or may not have answered yet, is a race.
 func (q *natsQueue) Rules() queue.Rules {
-	r := queue.Rules{Redeliver: q.timing.redeliverAfter(1), OneDeliveryAtATime: true}
+	r := queue.Rules{Redeliver: q.timing.redeliverAfter(1), OneDeliveryAtATime: true, HandlerSettles: true}
 	// The producer's own code may send a Nats-Msg-Id.
 	if q.spec.MsgID != "" || q.spec.Publish != nil {
 		r.Dedup = q.timing.duplicates

@@ -76,6 +76,22 @@ func TestInboxVerdicts(t *testing.T) {
 	}
 }
 
+// The handler acks its message itself, outside the schedule: a second
+// delivery handed out while the first handler runs may or may not find
+// its answer. The run records that race, so a pass is run again instead
+// of resting on which came first.
+func TestAnswerBesideFetchIsARace(t *testing.T) {
+	sched, err := faults.Parse("j1a1w1 > j1a2w2@1:0 order 1,1,1,1,2,2,2,2")
+	require.NoError(t, err)
+	c := cfg
+	c.Faults = []faults.Fault{faults.Replay(sched)}
+	res := run(t, twicenats.Job("credit-inbox", spec(ledger.Consumer), inbox), c)
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Contains(t, sc.Races, result.Race{Kind: result.SettledBeside, Delivery: 2, Other: 1}, "%s", res)
+	assert.NotNil(t, sc.Rerun, "a scenario that raced runs again")
+}
+
 // The inbox passes under harness.Explore too.
 func TestInboxExplore(t *testing.T) {
 	x := harness.Explore(t, twicenats.Job("credit-inbox", spec(ledger.Consumer), inbox), cfg,
