@@ -454,14 +454,17 @@ func (q *kafkaQueue) Schema() queue.Schema { return queue.Schema{} }
 // is tried too (Rules.Dedup -1: late-producer-retry in the default
 // matrix).
 //
-// A Job whose handler commits itself (CommitInHandler) settles with the
-// group outside the schedule (queue.Rules.HandlerSettles): a Fetch or
-// Ack beside another delivery's running handler reads a committed
-// offset that handler may or may not have moved yet, and is a race.
+// A Job whose handler commits itself (CommitInHandler), and every
+// LoopJob, ReaderJob and SaramaJob, whose loop holds its client and
+// commits when it likes (its own commits, marks, a batch's offsets),
+// settle with the group outside the schedule
+// (queue.Rules.HandlerSettles): a Fetch or Ack beside another delivery's
+// running handler or loop reads a committed offset it may or may not
+// have moved yet, and is a race.
 func (q *kafkaQueue) Rules() queue.Rules {
 	plain := q.loop == nil && q.reader == nil && q.sarama == nil
 	r := queue.Rules{Redeliver: q.opts.session, OneDeliveryAtATime: !plain,
-		HandlerSettles: plain && q.opts.commit == CommitInHandler}
+		HandlerSettles: !plain || q.opts.commit == CommitInHandler}
 	if q.opts.produce != nil {
 		r.Dedup = -1
 	}

@@ -47,6 +47,22 @@ func failing(res *harness.Result) []faults.Name {
 	return out
 }
 
+// A loop holds its client and commits when it likes, outside the
+// schedule: a producer's copy fetched while the first delivery's loop
+// runs reads a committed offset that loop may or may not have moved
+// yet. The run records that race, so a pass is run again.
+func TestLoopCommitBesideFetchIsARace(t *testing.T) {
+	sched, err := faults.Parse("j1a1w1 > j2a1w2@1:0")
+	require.NoError(t, err)
+	c := cfg
+	c.Faults = []faults.Fault{faults.Replay(sched)}
+	res := run(t, loopJob("inbox-content", payments.ManualCommit(), func(c payments.Consumer) twicekafka.Loop { return c.InboxByContent }), c)
+	require.Len(t, res.Scenarios, 1)
+	sc := res.Scenarios[0]
+	assert.Contains(t, sc.Races, result.Race{Kind: result.SettledBeside, Delivery: 2, Other: 1}, "%s", res)
+	assert.NotNil(t, sc.Rerun, "a scenario that raced runs again")
+}
+
 // Each loop is checked from its own code under the default matrix.
 func TestLoopsAsWritten(t *testing.T) {
 	t.Run("commit first", func(t *testing.T) {
